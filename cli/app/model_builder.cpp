@@ -1,0 +1,39 @@
+// Config -> layers, loss and solver.
+#include "app/model_builder.h"
+
+#include "xylem/error.h"
+#include "xylem/layers/elementwise.h"
+#include "xylem/layers/linear.h"
+#include "xylem/layers/reshape.h"
+
+namespace xylem::app {
+
+std::unique_ptr<Sequential> build_model(const RunConfig& c) {
+    if (c.layers.empty()) throw Error(c.source + ": the model has no layers ([[model.layers]])");
+    auto model = std::make_unique<Sequential>();
+    uint64_t dropout_seed = c.seed * 0x9E3779B97F4A7C15ull;
+    for (const LayerSpec& l : c.layers) {
+        std::unique_ptr<Layer> layer;
+        if (l.type == "linear") layer = std::make_unique<Linear>(l.out, l.bias);
+        else if (l.type == "relu") layer = std::make_unique<Activation>(XYLEM_ACT_RELU);
+        else if (l.type == "sigmoid") layer = std::make_unique<Activation>(XYLEM_ACT_SIGMOID);
+        else if (l.type == "tanh") layer = std::make_unique<Activation>(XYLEM_ACT_TANH);
+        else if (l.type == "softmax") layer = std::make_unique<Softmax>(false);
+        else if (l.type == "log_softmax") layer = std::make_unique<Softmax>(true);
+        else if (l.type == "flatten") layer = std::make_unique<Reshape>(Shape{-1}, "flatten");
+        else if (l.type == "reshape") layer = std::make_unique<Reshape>(l.shape);
+        else if (l.type == "dropout") layer = std::make_unique<Dropout>(l.p, dropout_seed++);
+        else throw Error(c.source + ": unknown layer type '" + l.type + "'");
+        model->add(std::move(layer));
+    }
+    return model;
+}
+
+std::unique_ptr<Solver> build_solver(const RunConfig& c) {
+    const SolverSpec& s = c.solver;
+    if (s.type == "sgd") return std::make_unique<Sgd>(SgdOptions{s.lr, s.momentum, s.dampening, s.weight_decay, s.nesterov});
+    if (s.type == "adam") return std::make_unique<Adam>(AdamOptions{s.lr, s.beta1, s.beta2, s.eps, s.weight_decay});
+    throw Error(c.source + ": unknown solver '" + s.type + "'");
+}
+
+}  // namespace xylem::app

@@ -1,0 +1,47 @@
+// The training loop: minibatch SGD over an image dataset, with device-side loss and accuracy
+// accumulation, a live progress line, metrics.json, a CSV log and a checkpoint.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "xylem/backend.h"
+#include "xylem/config.h"
+#include "xylem/io/idx.h"
+#include "xylem/layers/loss.h"
+#include "xylem/layers/sequential.h"
+
+namespace xylem::app {
+
+struct EpochMetrics {
+    int epoch = 0;
+    double train_loss = 0;      // mean per-sample loss over the epoch
+    double test_accuracy = 0;   // fraction in [0, 1]
+    double seconds = 0;         // training wall time of the epoch (evaluation excluded)
+    double images_per_second = 0;
+    double transfers_per_step = 0;  // host<->device copies per training step
+    double h2d_bytes_per_step = 0;
+    int64_t steps = 0;
+};
+
+struct TrainResult {
+    std::vector<EpochMetrics> epochs;
+    std::string checkpoint_path, metrics_path, log_path;
+};
+
+struct TrainOptions {
+    bool profile = false;  // print the per-op profile after training
+    bool progress = true;  // progress lines on `out`
+};
+
+TrainResult train(const RunConfig& config, Device& dev, std::ostream& out, const TrainOptions& options = {});
+
+// Fraction of `data` the model classifies correctly; counts accumulate on the device.
+double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size = 1000);
+
+// Copies images [first, first+count) in `order` into a batch tensor laid out [count, 1, rows, cols].
+void fill_batch(const io::Dataset& data, const std::vector<int64_t>& order, int64_t first, Tensor& images,
+                Tensor& labels);
+
+}  // namespace xylem::app

@@ -1,0 +1,86 @@
+// Backend (one loaded plugin and its single framework instance) and Device (one device of
+// a backend with its stream). Layers and solvers only ever see these two types.
+#pragma once
+
+#include <bitset>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "xylem/plugin_api.h"
+
+namespace xylem {
+
+// True when the plugin's table is long enough to hold `member` and the member is set.
+// The core never reads a table member past the plugin's struct_size.
+#define XYLEM_TABLE_HAS(table, member)                                                             \
+    (offsetof(xylem_plugin, member) + sizeof(((const xylem_plugin*)nullptr)->member) <=            \
+         (table)->struct_size &&                                                                   \
+     (table)->member != nullptr)
+
+class Device;
+
+class Backend : public std::enable_shared_from_this<Backend> {
+public:
+    Backend(const xylem_plugin* api, std::string path);
+    Backend(const Backend&) = delete;
+    Backend& operator=(const Backend&) = delete;
+
+    const std::string& name() const { return name_; }
+    const std::string& path() const { return path_; }
+    const xylem_plugin& api() const { return *api_; }
+    bool host_memory() const { return (api_->flags & XYLEM_PLUGIN_HOST_MEMORY) != 0; }
+
+    // The plugin's framework instance (created by the plugin on first use, then shared).
+    xylem_framework_t framework();
+    bool supports(uint32_t op);
+    // Device `index`, created on first use and kept for the backend's lifetime.
+    std::shared_ptr<Device> device(uint32_t index = 0);
+
+    // Throws Error("<backend>: <what>: <plugin's message>") unless status is XYLEM_OK.
+    void check(xylem_status status, const char* what) const;
+
+private:
+    const xylem_plugin* api_;
+    std::string name_, path_;
+    std::mutex mutex_;  // guards the op-support cache and the device list
+    std::once_flag framework_once_;
+    xylem_framework_t framework_ = nullptr;
+    std::bitset<256> supported_, supported_known_;
+    std::vector<std::shared_ptr<Device>> devices_;
+};
+
+class Device {
+public:
+    Device(std::shared_ptr<Backend> backend, uint32_t index);
+    ~Device();
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+
+    Backend& backend() const { return *backend_; }
+    uint32_t index() const { return index_; }
+    std::string name() const;         // "native:0"
+    uint64_t location_bit() const { return location_bit_; }
+    bool host_memory() const { return backend_->host_memory(); }
+    xylem_stream_t stream() const { return stream_; }
+
+    // Runs one op (enqueued on this device's stream); errors name the op and backend.
+    void run(const xylem_op_desc& desc);
+    void sync();
+
+    xylem_buffer_t alloc(uint64_t bytes);
+    void free(xylem_buffer_t buffer) noexcept;
+    void* host_ptr(xylem_buffer_t buffer);
+
+private:
+    std::shared_ptr<Backend> backend_;
+    uint32_t index_;
+    uint64_t location_bit_;
+    xylem_stream_t stream_ = nullptr;
+};
+
+const char* op_name(uint32_t op);
+
+}  // namespace xylem

@@ -1,0 +1,51 @@
+// Run configuration: the TOML file's schema, parsed strictly (an unknown key or a wrong type
+// is an Error naming the key). Environment variables and CLI flags override it later.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "xylem/shape.h"
+
+namespace xylem {
+
+struct LayerSpec {
+    std::string type;        // linear, relu, sigmoid, tanh, softmax, log_softmax, flatten, reshape, dropout
+    int64_t out = 0;         // linear
+    bool bias = true;        // linear
+    float p = 0.5f;          // dropout
+    Shape shape;             // reshape (per sample, one -1 allowed)
+};
+
+struct SolverSpec {
+    std::string type = "sgd";  // sgd, adam
+    float lr = 0.01f, momentum = 0.0f, dampening = 0.0f, weight_decay = 0.0f;
+    bool nesterov = false;
+    float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+};
+
+struct RunConfig {
+    std::string source;  // file the config came from
+    std::vector<std::string> backend{"cuda", "opencl", "native"};  // preference order
+    std::vector<std::string> plugin_path;
+    int threads = 0;     // native backend threads; 0 = one per core
+
+    std::string data_dir = "/usr/share/datasets/fashion-mnist";
+
+    std::vector<LayerSpec> layers;
+    std::string loss = "cross_entropy";
+    SolverSpec solver;
+
+    int epochs = 1;
+    int batch_size = 64;
+    uint64_t seed = 1;
+    int print_every = 100;   // steps between progress lines (the only loss reads)
+    int64_t max_steps = 0;   // stop an epoch after this many steps; 0 = the whole epoch
+    std::string out_dir;     // default: runs/<config file stem>
+};
+
+RunConfig load_config(const std::string& path);
+RunConfig parse_config(const std::string& text, const std::string& source);
+
+}  // namespace xylem

@@ -1,0 +1,41 @@
+// Crash-safe file replacement: write a temp file beside the target, fsync it, rename it over the target.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace xylem::io {
+
+// Replaces `path` so that readers (and a machine that loses power) see either the old contents or
+// the new ones, never a mix. Data goes to `path + ".tmp.<pid>"` in the same directory (rename is
+// only atomic within one filesystem); commit() fsyncs and closes it, renames it over `path` and
+// fsyncs the directory so the rename itself survives a crash. Until commit() renames, `path` is
+// never touched; an AtomicFile destroyed uncommitted, or whose write()/commit() threw, removes its
+// temp file. Two AtomicFiles for the same path in one process at once share the temp name: don't.
+class AtomicFile {
+public:
+    explicit AtomicFile(const std::string& path);  // creates the temp file; throws xylem::Error
+    ~AtomicFile();
+    AtomicFile(const AtomicFile&) = delete;
+    AtomicFile& operator=(const AtomicFile&) = delete;
+
+    void write(const void* data, size_t bytes);  // appends; throws (and discards the temp) on failure
+    void commit();                               // fsync, close, rename over path(), fsync the directory
+
+    const std::string& path() const { return path_; }
+    const std::string& temp_path() const { return temp_path_; }
+
+private:
+    [[noreturn]] void fail(const std::string& what, int err);
+    void discard() noexcept;
+
+    std::string path_;
+    std::string temp_path_;
+    int fd_ = -1;
+    bool temp_exists_ = false;
+};
+
+// Writes `contents` to `path` through an AtomicFile (used for checkpoints and metrics.json alike).
+void write_file_atomic(const std::string& path, const std::string& contents);
+
+}  // namespace xylem::io

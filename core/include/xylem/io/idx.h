@@ -1,0 +1,34 @@
+// Readers for IDX files (the MNIST / Fashion-MNIST format), plain or gzipped, and MNIST-style datasets.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace xylem::io {
+
+// One IDX array of unsigned bytes (element type 0x08), dims outermost first, data row-major.
+struct IdxArray {
+    std::vector<int64_t> dims;
+    std::vector<uint8_t> data;
+};
+
+// Reads a whole IDX file; gzip is detected by its 1f 8b magic. Validates the magic, the dims and
+// that the payload is exactly complete. Throws xylem::Error naming the file; never returns partial data.
+IdxArray read_idx(const std::string& path);
+
+// An image classification set: images are count*rows*cols floats in [0, 1], row-major per image.
+struct Dataset {
+    int64_t count = 0, rows = 0, cols = 0;
+    std::vector<float> images;  // count*rows*cols, scaled to [0,1]
+    std::vector<int32_t> labels;
+};
+
+// Pairs a 3-D image file with a 1-D label file of the same count. Labels are any byte value;
+// checking them against the number of classes is the model's job.
+Dataset load_mnist(const std::string& images_path, const std::string& labels_path);
+
+// Loads {train,t10k}-{images-idx3,labels-idx1}-ubyte from `dir`, plain or with a .gz suffix.
+Dataset load_mnist_dir(const std::string& dir, bool train);
+
+}  // namespace xylem::io

@@ -1,0 +1,42 @@
+// Typed calls for every op in ops.h: each checks shapes (the op's shape rules live here, in
+// core), builds the op descriptor and runs it on a device. Layers and solvers use only these.
+#pragma once
+
+#include <cstdint>
+
+#include "xylem/tensor.h"
+
+namespace xylem::ops {
+
+void fill(Device& dev, Tensor& out, float value);
+void copy(Device& dev, const Tensor& in, Tensor& out);
+// out = alpha*a + beta*b
+void axpby(Device& dev, float alpha, const Tensor& a, float beta, const Tensor& b, Tensor& out);
+// out = alpha*a + beta*out
+void axpby_inplace(Device& dev, float alpha, const Tensor& a, float beta, Tensor& out);
+void mul(Device& dev, const Tensor& a, const Tensor& b, Tensor& out);
+// c = alpha*op(a)*op(b) + beta*c
+void gemm(Device& dev, bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+          Tensor& c);
+// y = act(x*w^T + b); bias may be null
+void linear_fwd(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, xylem_activation act);
+// db = beta*db + sum of dy over every axis but 1
+void bias_grad(Device& dev, const Tensor& dy, Tensor& db, float beta = 0.0f);
+void act_fwd(Device& dev, xylem_activation act, const Tensor& x, Tensor& y);
+void act_bwd(Device& dev, xylem_activation act, const Tensor& dy, const Tensor& y, Tensor& dx);
+void softmax_fwd(Device& dev, bool log, const Tensor& x, Tensor& y);
+void softmax_bwd(Device& dev, bool log, const Tensor& dy, const Tensor& y, Tensor& dx);
+// loss[0] = (accumulate ? loss[0] : 0) + scale * sum of per-sample losses
+void xent_fwd(Device& dev, const Tensor& logits, const Tensor& labels, Tensor& loss, float scale, bool accumulate);
+void xent_bwd(Device& dev, const Tensor& logits, const Tensor& labels, Tensor& dlogits, float scale);
+void nll_fwd(Device& dev, const Tensor& logp, const Tensor& labels, Tensor& loss, float scale, bool accumulate);
+void nll_bwd(Device& dev, const Tensor& logp, const Tensor& labels, Tensor& dlogp, float scale);
+void mse_fwd(Device& dev, const Tensor& pred, const Tensor& target, Tensor& loss, float scale, bool accumulate);
+void mse_bwd(Device& dev, const Tensor& pred, const Tensor& target, Tensor& dpred, float scale);
+void dropout_fwd(Device& dev, const Tensor& x, Tensor& y, Tensor& mask, float p, uint64_t seed);
+void sgd_update(Device& dev, Tensor& param, Tensor& velocity, const Tensor& grad, const xylem_sgd_attrs& attrs);
+void adam_update(Device& dev, Tensor& param, Tensor& m, Tensor& v, const Tensor& grad, const xylem_adam_attrs& attrs);
+// correct[0] += number of rows whose argmax equals the label
+void accuracy(Device& dev, const Tensor& logits, const Tensor& labels, Tensor& correct);
+
+}  // namespace xylem::ops

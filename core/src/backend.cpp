@@ -1,0 +1,108 @@
+// Backend and Device: the core's side of the plugin tables.
+#include "xylem/backend.h"
+
+#include <atomic>
+#include <chrono>
+
+#include "xylem/error.h"
+#include "xylem/profiler.h"
+
+namespace xylem {
+
+Backend::Backend(const xylem_plugin* api, std::string path)
+    : api_(api), name_(api->name ? api->name : "?"), path_(std::move(path)) {}
+
+void Backend::check(xylem_status status, const char* what) const {
+    if (status == XYLEM_OK) return;
+    const char* msg = api_->last_error ? api_->last_error() : nullptr;
+    throw Error(name_ + ": " + what + ": " + (msg && *msg ? msg : "error " + std::to_string(status)));
+}
+
+xylem_framework_t Backend::framework() {
+    // call_once: the plugin is asked once even under concurrency; a failure may be retried.
+    std::call_once(framework_once_, [this] { check(api_->framework_get(&framework_), "framework init"); });
+    return framework_;
+}
+
+bool Backend::supports(uint32_t op) {
+    if (op >= supported_.size() || op >= XYLEM_OP_COUNT_) return false;
+    xylem_framework_t fw = framework();
+    std::lock_guard lock(mutex_);
+    if (!supported_known_[op]) {
+        supported_[op] = api_->op_supported(fw, op) != 0;
+        supported_known_[op] = true;
+    }
+    return supported_[op];
+}
+
+std::shared_ptr<Device> Backend::device(uint32_t index) {
+    framework();
+    std::lock_guard lock(mutex_);
+    if (devices_.size() <= index) devices_.resize(index + 1);
+    if (!devices_[index]) devices_[index] = std::make_shared<Device>(shared_from_this(), index);
+    return devices_[index];
+}
+
+namespace {
+// Bit 0 is the host; each Device gets its own bit for the residency masks.
+std::atomic<uint32_t> g_next_location{1};
+}  // namespace
+
+Device::Device(std::shared_ptr<Backend> backend, uint32_t index) : backend_(std::move(backend)), index_(index) {
+    uint32_t loc = g_next_location.fetch_add(1);
+    if (loc >= 64) throw Error("too many devices opened in one process (64 residency slots)");
+    location_bit_ = uint64_t{1} << loc;
+    backend_->check(backend_->api().stream_create(backend_->framework(), index_, &stream_), "stream create");
+}
+
+Device::~Device() {
+    if (stream_) backend_->api().stream_destroy(backend_->framework(), stream_);
+}
+
+std::string Device::name() const { return backend_->name() + ":" + std::to_string(index_); }
+
+void Device::run(const xylem_op_desc& desc) {
+    if (!backend_->supports(desc.op))
+        throw Error(std::string("op ") + op_name(desc.op) + " is not supported by backend '" + backend_->name() + "'");
+    const xylem_plugin& api = backend_->api();
+    xylem_framework_t fw = backend_->framework();
+    if (!profiler::enabled()) {
+        xylem_status st = api.op_run(fw, stream_, &desc);
+        if (st != XYLEM_OK) backend_->check(st, op_name(desc.op));
+        return;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    backend_->check(api.op_run(fw, stream_, &desc), op_name(desc.op));
+    sync();
+    profiler::record(desc.op, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+void Device::sync() { backend_->check(backend_->api().stream_sync(backend_->framework(), stream_), "stream sync"); }
+
+xylem_buffer_t Device::alloc(uint64_t bytes) {
+    xylem_buffer_t buf = nullptr;
+    backend_->check(backend_->api().buffer_alloc(backend_->framework(), index_, bytes, &buf),
+                    ("allocating " + std::to_string(bytes) + " bytes on " + name()).c_str());
+    return buf;
+}
+
+void Device::free(xylem_buffer_t buffer) noexcept {
+    if (buffer) backend_->api().buffer_free(backend_->framework(), buffer);
+}
+
+void* Device::host_ptr(xylem_buffer_t buffer) {
+    const xylem_plugin& api = backend_->api();
+    if (!host_memory() || !XYLEM_TABLE_HAS(&api, buffer_host_ptr)) return nullptr;
+    return api.buffer_host_ptr(backend_->framework(), buffer);
+}
+
+const char* op_name(uint32_t op) {
+    static_assert(XYLEM_OP_COUNT_ == 21, "add the new op's name here");
+    static const char* const names[] = {
+        "fill", "copy", "axpby", "mul", "gemm", "linear_fwd", "bias_grad", "act_fwd", "act_bwd",
+        "softmax_fwd", "softmax_bwd", "xent_fwd", "xent_bwd", "nll_fwd", "nll_bwd", "mse_fwd", "mse_bwd",
+        "dropout_fwd", "sgd_update", "adam_update", "accuracy"};
+    return op < XYLEM_OP_COUNT_ ? names[op] : "unknown_op";
+}
+
+}  // namespace xylem

@@ -1,0 +1,211 @@
+// TOML config parsing with toml++: every key is known, every value has the right type.
+#include "xylem/config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "xylem/error.h"
+
+namespace xylem {
+namespace {
+
+// A view of one TOML table that knows its dotted path, for messages.
+class Section {
+public:
+    Section(const toml::table& t, std::string path, std::string source)
+        : t_(t), path_(std::move(path)), source_(std::move(source)) {}
+
+    std::string key_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+    [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+        throw Error(source_ + ": key '" + key_path(key) + "' " + what);
+    }
+
+    void allow(std::initializer_list<const char*> keys) const {
+        std::set<std::string> ok(keys.begin(), keys.end());
+        for (auto&& [k, v] : t_) {
+            if (!ok.count(std::string(k.str()))) {
+                std::string known;
+                for (const std::string& s : ok) known += (known.empty() ? "" : ", ") + s;
+                throw Error(source_ + ": unknown key '" + key_path(std::string(k.str())) + "' (known keys here: " + known + ")");
+            }
+        }
+    }
+
+    const toml::node* node(const std::string& key) const { return t_.get(key); }
+
+    template <class T> void get(const std::string& key, T& out) const {
+        const toml::node* n = node(key);
+        if (!n) return;
+        if constexpr (std::is_same_v<T, bool>) {
+            if (!n->is_boolean()) fail(key, "must be a boolean (true or false)");
+            out = n->as_boolean()->get();
+        } else if constexpr (std::is_same_v<T, std::string>) {
+            if (!n->is_string()) fail(key, "must be a string");
+            out = n->as_string()->get();
+        } else if constexpr (std::is_floating_point_v<T>) {
+            if (n->is_integer()) out = static_cast<T>(n->as_integer()->get());
+            else if (n->is_floating_point()) out = static_cast<T>(n->as_floating_point()->get());
+            else fail(key, "must be a number");
+        } else {
+            if (!n->is_integer()) fail(key, "must be an integer");
+            int64_t v = n->as_integer()->get();
+            if (v < 0) fail(key, "must not be negative");
+            out = static_cast<T>(v);
+        }
+    }
+
+    // A string or an array of strings.
+    void get_list(const std::string& key, std::vector<std::string>& out) const {
+        const toml::node* n = node(key);
+        if (!n) return;
+        out.clear();
+        if (n->is_string()) {
+            out.push_back(n->as_string()->get());
+            return;
+        }
+        if (!n->is_array()) fail(key, "must be a string or an array of strings");
+        for (const toml::node& e : *n->as_array()) {
+            if (!e.is_string()) fail(key, "must be an array of strings");
+            out.push_back(e.as_string()->get());
+        }
+    }
+
+    void get_shape(const std::string& key, Shape& out) const {
+        const toml::node* n = node(key);
+        if (!n) return;
+        if (!n->is_array()) fail(key, "must be an array of integers");
+        out.clear();
+        for (const toml::node& e : *n->as_array()) {
+            if (!e.is_integer()) fail(key, "must be an array of integers");
+            out.push_back(e.as_integer()->get());
+        }
+    }
+
+    Section sub(const std::string& key) const {
+        const toml::node* n = node(key);
+        static const toml::table empty;
+        if (!n) return Section(empty, key_path(key), source_);
+        if (!n->is_table()) fail(key, "must be a table");
+        return Section(*n->as_table(), key_path(key), source_);
+    }
+
+    const toml::table& table() const { return t_; }
+    const std::string& source() const { return source_; }
+
+private:
+    const toml::table& t_;
+    std::string path_, source_;
+};
+
+LayerSpec parse_layer(const Section& s) {
+    LayerSpec l;
+    if (!s.node("type")) s.fail("type", "is required");
+    s.get("type", l.type);
+    if (l.type == "linear") {
+        s.allow({"type", "out", "bias"});
+        if (!s.node("out")) s.fail("out", "is required for a linear layer");
+        s.get("out", l.out);
+        s.get("bias", l.bias);
+        if (l.out <= 0) s.fail("out", "must be positive");
+    } else if (l.type == "dropout") {
+        s.allow({"type", "p"});
+        s.get("p", l.p);
+        if (!(l.p >= 0 && l.p < 1)) s.fail("p", "must be in [0, 1)");
+    } else if (l.type == "reshape") {
+        s.allow({"type", "shape"});
+        if (!s.node("shape")) s.fail("shape", "is required for a reshape layer");
+        s.get_shape("shape", l.shape);
+    } else if (l.type == "relu" || l.type == "sigmoid" || l.type == "tanh" || l.type == "softmax" ||
+               l.type == "log_softmax" || l.type == "flatten") {
+        s.allow({"type"});
+    } else {
+        s.fail("type", "names an unknown layer type '" + l.type +
+                           "' (known: linear, relu, sigmoid, tanh, softmax, log_softmax, flatten, reshape, dropout)");
+    }
+    return l;
+}
+
+}  // namespace
+
+RunConfig parse_config(const std::string& text, const std::string& source) {
+    toml::table root;
+    try {
+        root = toml::parse(text, source);
+    } catch (const toml::parse_error& e) {
+        std::ostringstream msg;
+        msg << source << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
+        throw Error(msg.str());
+    }
+    RunConfig c;
+    c.source = source;
+    Section top(root, "", source);
+    top.allow({"backend", "plugin_path", "threads", "data", "model", "loss", "solver", "train"});
+    top.get_list("backend", c.backend);
+    if (c.backend.empty()) top.fail("backend", "must name at least one backend");
+    top.get_list("plugin_path", c.plugin_path);
+    top.get("threads", c.threads);
+
+    Section data = top.sub("data");
+    data.allow({"dir"});
+    data.get("dir", c.data_dir);
+
+    Section model = top.sub("model");
+    model.allow({"layers"});
+    if (const toml::node* n = model.node("layers")) {
+        if (!n->is_array_of_tables()) model.fail("layers", "must be an array of tables ([[model.layers]])");
+        size_t i = 0;
+        for (const toml::node& e : *n->as_array())
+            c.layers.push_back(parse_layer(Section(*e.as_table(), "model.layers[" + std::to_string(i++) + "]", source)));
+    }
+
+    Section loss = top.sub("loss");
+    loss.allow({"type"});
+    loss.get("type", c.loss);
+    if (c.loss != "cross_entropy" && c.loss != "nll" && c.loss != "mse")
+        loss.fail("type", "must be one of cross_entropy, nll, mse (got '" + c.loss + "')");
+
+    Section solver = top.sub("solver");
+    solver.allow({"type", "lr", "momentum", "dampening", "weight_decay", "nesterov", "beta1", "beta2", "eps"});
+    SolverSpec& sv = c.solver;
+    solver.get("type", sv.type);
+    if (sv.type == "adam") sv.lr = 0.001f;
+    solver.get("lr", sv.lr);
+    solver.get("momentum", sv.momentum);
+    solver.get("dampening", sv.dampening);
+    solver.get("weight_decay", sv.weight_decay);
+    solver.get("nesterov", sv.nesterov);
+    solver.get("beta1", sv.beta1);
+    solver.get("beta2", sv.beta2);
+    solver.get("eps", sv.eps);
+    if (sv.type != "sgd" && sv.type != "adam") solver.fail("type", "must be sgd or adam (got '" + sv.type + "')");
+    if (!(sv.lr > 0)) solver.fail("lr", "must be positive");
+
+    Section train = top.sub("train");
+    train.allow({"epochs", "batch_size", "seed", "print_every", "max_steps", "out"});
+    train.get("epochs", c.epochs);
+    train.get("batch_size", c.batch_size);
+    train.get("seed", c.seed);
+    train.get("print_every", c.print_every);
+    train.get("max_steps", c.max_steps);
+    train.get("out", c.out_dir);
+    if (c.batch_size <= 0) train.fail("batch_size", "must be positive");
+    if (c.print_every <= 0) train.fail("print_every", "must be positive");
+
+    if (c.out_dir.empty()) c.out_dir = "runs/" + std::filesystem::path(source).stem().string();
+    return c;
+}
+
+RunConfig load_config(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot open config file");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    RunConfig c = parse_config(ss.str(), path);
+    return c;
+}
+
+}  // namespace xylem

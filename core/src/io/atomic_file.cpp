@@ -1,0 +1,98 @@
+// AtomicFile: temp file + fsync + rename + directory fsync, the POSIX recipe for crash-safe replacement.
+#include "xylem/io/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <system_error>
+
+#include "xylem/error.h"
+
+namespace xylem::io {
+namespace {
+
+std::string errno_text(int err) { return std::generic_category().message(err); }
+
+std::string parent_dir(const std::string& path) {
+    size_t slash = path.find_last_of('/');
+    if (slash == std::string::npos) return ".";
+    if (slash == 0) return "/";
+    return path.substr(0, slash);
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(const std::string& path)
+    : path_(path), temp_path_(path + ".tmp." + std::to_string(::getpid())) {
+    // O_TRUNC: a leftover temp with our pid can only come from a dead process that reused it.
+    // O_NOFOLLOW: never write through a symlink someone planted at the predictable temp name.
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd_ < 0) {
+        int err = errno;
+        throw Error(path_ + ": cannot create temporary file " + temp_path_ + ": " + errno_text(err));
+    }
+    temp_exists_ = true;
+}
+
+AtomicFile::~AtomicFile() { discard(); }
+
+void AtomicFile::discard() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    if (temp_exists_) ::unlink(temp_path_.c_str());
+    temp_exists_ = false;
+}
+
+void AtomicFile::fail(const std::string& what, int err) {
+    discard();
+    throw Error(path_ + ": " + what + ": " + errno_text(err));
+}
+
+void AtomicFile::write(const void* data, size_t bytes) {
+    if (fd_ < 0) throw Error(path_ + ": write after the temporary file was committed or discarded");
+    const char* p = static_cast<const char*>(data);
+    while (bytes > 0) {
+        ssize_t n = ::write(fd_, p, std::min<size_t>(bytes, size_t{1} << 30));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            fail("cannot write temporary file " + temp_path_, errno);
+        }
+        p += n;
+        bytes -= static_cast<size_t>(n);
+    }
+}
+
+void AtomicFile::commit() {
+    if (fd_ < 0) throw Error(path_ + ": commit after the temporary file was committed or discarded");
+    // fsync before rename: otherwise a crash can leave the new name pointing at unwritten blocks.
+    if (::fsync(fd_) != 0) fail("cannot sync temporary file " + temp_path_, errno);
+    int rc = ::close(fd_);
+    int err = errno;
+    fd_ = -1;  // closed even when close() reports an error
+    if (rc != 0) fail("cannot close temporary file " + temp_path_, err);
+    if (::rename(temp_path_.c_str(), path_.c_str()) != 0) fail("cannot rename " + temp_path_ + " over it", errno);
+    temp_exists_ = false;  // it is path_ now
+
+    // The rename lives in the directory; sync it so the new name survives a crash too.
+    std::string dir = parent_dir(path_);
+    int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0) {
+        err = errno;
+        throw Error(path_ + ": written, but cannot open its directory " + dir + " to sync it: " + errno_text(err));
+    }
+    rc = ::fsync(dir_fd);
+    err = errno;
+    ::close(dir_fd);
+    // Some filesystems cannot fsync directories (EINVAL); the rename is as durable as they allow.
+    if (rc != 0 && err != EINVAL) throw Error(path_ + ": written, but cannot sync directory " + dir + ": " + errno_text(err));
+}
+
+void write_file_atomic(const std::string& path, const std::string& contents) {
+    AtomicFile file(path);
+    file.write(contents.data(), contents.size());
+    file.commit();
+}
+
+}  // namespace xylem::io

@@ -1,0 +1,244 @@
+// IDX reading: header validation, exact-length payload, transparent gzip via zlib, MNIST pairing.
+#include "xylem/io/idx.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <system_error>
+
+#include "xylem/error.h"
+
+namespace xylem::io {
+namespace {
+
+constexpr uint8_t kUnsignedByte = 0x08;
+constexpr size_t kChunk = size_t{16} << 20;         // payload is read and grown this much at a time
+constexpr uint64_t kGzipReserve = uint64_t{256} << 20;  // a header's claim we trust before seeing data
+
+std::string errno_text(int err) { return std::generic_category().message(err); }
+
+std::string hex(uint32_t value, int digits) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "0x%0*X", digits, value);
+    return buf;
+}
+
+std::string dims_text(const std::vector<int64_t>& dims) {
+    std::string text;
+    for (size_t i = 0; i < dims.size(); ++i) {
+        if (i) text += 'x';
+        text += std::to_string(dims[i]);
+    }
+    return text;
+}
+
+// A file read front to back; a gzip stream (magic 1f 8b) is inflated on the fly by zlib.
+class Input {
+public:
+    explicit Input(const std::string& path) : path_(path) {
+        fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd_ < 0) {
+            int err = errno;
+            throw Error(path + ": cannot open: " + errno_text(err));
+        }
+        try {
+            struct stat st {};
+            if (::fstat(fd_, &st) != 0) throw Error(path + ": cannot stat: " + errno_text(errno));
+            if (S_ISDIR(st.st_mode)) throw Error(path + ": is a directory, not an IDX file");
+            size_hint_ = static_cast<uint64_t>(st.st_size);
+            unsigned char magic[2] = {0, 0};
+            ssize_t n;
+            do n = ::pread(fd_, magic, 2, 0);
+            while (n < 0 && errno == EINTR);
+            if (n < 0) throw Error(path + ": read error: " + errno_text(errno));
+            if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+                gz_ = ::gzdopen(fd_, "rb");
+                if (!gz_) throw Error(path + ": cannot start gzip decompression (out of memory)");
+                fd_ = -1;  // gzclose() owns and closes it now
+                ::gzbuffer(gz_, 1 << 17);
+                size_hint_ = kGzipReserve;
+            }
+        } catch (...) {
+            ::close(fd_);
+            throw;
+        }
+    }
+    ~Input() {
+        if (gz_) ::gzclose(gz_);
+        if (fd_ >= 0) ::close(fd_);
+    }
+    Input(const Input&) = delete;
+    Input& operator=(const Input&) = delete;
+
+    // Reads up to n bytes, fewer only at the end of the input. A gzip stream that ends early
+    // is not an error here but sets gzip_truncated(), so callers can say what was cut short.
+    size_t read(uint8_t* buf, size_t n) {
+        size_t got = 0;
+        while (got < n) {
+            size_t want = std::min(n - got, size_t{1} << 30);
+            if (gz_) {
+                int r = ::gzread(gz_, buf + got, static_cast<unsigned>(want));
+                int err = Z_OK;
+                std::string msg = ::gzerror(gz_, &err);
+                if (err == Z_BUF_ERROR) {
+                    gzip_truncated_ = true;  // zlib: "unexpected end of file"
+                } else if (r < 0 || err != Z_OK) {
+                    // zlib prefixes the name it was opened under, "<fd:3>: "; we name the real path.
+                    if (msg.rfind("<fd:", 0) == 0 && msg.find(": ") != std::string::npos) msg.erase(0, msg.find(": ") + 2);
+                    throw Error(path_ + (err == Z_ERRNO ? ": read error: " : ": corrupt gzip stream: ") + msg);
+                }
+                if (r <= 0) break;
+                got += static_cast<size_t>(r);
+            } else {
+                ssize_t r = ::read(fd_, buf + got, want);
+                if (r < 0 && errno == EINTR) continue;
+                if (r < 0) throw Error(path_ + ": read error: " + errno_text(errno));
+                if (r == 0) break;
+                got += static_cast<size_t>(r);
+            }
+        }
+        return got;
+    }
+
+    bool gzip_truncated() const { return gzip_truncated_; }
+    uint64_t size_hint() const { return size_hint_; }  // how much to reserve up front
+
+private:
+    std::string path_;
+    int fd_ = -1;
+    gzFile gz_ = nullptr;
+    bool gzip_truncated_ = false;
+    uint64_t size_hint_ = 0;
+};
+
+[[noreturn]] void throw_short(const std::string& path, const Input& in, const std::string& part,
+                              uint64_t expected, uint64_t got) {
+    if (in.gzip_truncated())
+        throw Error(path + ": truncated gzip stream: expected " + std::to_string(expected) + " " + part +
+                    " bytes, only " + std::to_string(got) + " could be decompressed");
+    throw Error(path + ": truncated IDX file: expected " + std::to_string(expected) + " " + part +
+                " bytes, got " + std::to_string(got));
+}
+
+void read_exact(const std::string& path, Input& in, uint8_t* buf, size_t n, const std::string& part) {
+    size_t got = in.read(buf, n);
+    if (got < n) throw_short(path, in, part, n, got);
+}
+
+uint32_t big_endian32(const uint8_t* p) {
+    return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]};
+}
+
+std::string join_path(const std::string& dir, const std::string& name) {
+    if (dir.empty()) return name;
+    return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+bool is_regular_file(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// The plain name if present (someone unpacked it on purpose, and it reads faster), else the .gz one.
+std::string find_idx(const std::string& dir, const std::string& stem) {
+    std::string plain = join_path(dir, stem);
+    std::string gz = plain + ".gz";
+    if (is_regular_file(plain)) return plain;
+    if (is_regular_file(gz)) return gz;
+    throw Error(gz + ": no such file (nor " + stem + " without .gz) in dataset directory " + dir);
+}
+
+}  // namespace
+
+IdxArray read_idx(const std::string& path) {
+    Input in(path);
+    uint8_t magic[4];
+    read_exact(path, in, magic, 4, "magic number");
+    uint32_t magic_value = big_endian32(magic);
+    if (magic[0] != 0 || magic[1] != 0)
+        throw Error(path + ": not an IDX file (magic " + hex(magic_value, 8) + ", the first two bytes must be zero)");
+    if (magic[2] != kUnsignedByte)
+        throw Error(path + ": unsupported IDX element type " + hex(magic[2], 2) + " (magic " + hex(magic_value, 8) +
+                    "; only 0x08, unsigned byte, is supported)");
+    int ndim = magic[3];
+    if (ndim == 0) throw Error(path + ": IDX header declares 0 dimensions (magic " + hex(magic_value, 8) + ")");
+
+    uint8_t dim_bytes[4 * 255];
+    read_exact(path, in, dim_bytes, 4 * ndim, "dimension-header");
+    IdxArray array;
+    uint64_t expected = 1;
+    bool overflow = false;
+    for (int i = 0; i < ndim; ++i) {
+        uint32_t dim = big_endian32(dim_bytes + 4 * i);
+        array.dims.push_back(dim);
+        overflow = overflow || __builtin_mul_overflow(expected, uint64_t{dim}, &expected);
+    }
+    if (overflow || expected > array.data.max_size())
+        throw Error(path + ": IDX dimensions " + dims_text(array.dims) + " are too large to load");
+
+    // Grow as data actually arrives, so a corrupt header claiming terabytes fails as
+    // "truncated" instead of as an allocation failure.
+    array.data.reserve(std::min(expected, in.size_hint()));
+    while (array.data.size() < expected) {
+        size_t have = array.data.size();
+        size_t step = static_cast<size_t>(std::min<uint64_t>(kChunk, expected - have));
+        array.data.resize(have + step);
+        size_t got = in.read(array.data.data() + have, step);
+        if (got < step) throw_short(path, in, "payload", expected, have + got);
+    }
+
+    // Reading on to the end also makes zlib verify the gzip trailer (CRC and length).
+    uint64_t trailing = 0;
+    uint8_t scratch[1 << 16];
+    while (size_t n = in.read(scratch, sizeof scratch)) trailing += n;
+    if (in.gzip_truncated())
+        throw Error(path + ": truncated gzip stream: the IDX payload is complete but the gzip trailer is missing");
+    if (trailing > 0)
+        throw Error(path + ": " + std::to_string(trailing) + " trailing bytes after the IDX payload (dims " +
+                    dims_text(array.dims) + " take exactly " + std::to_string(expected) + " payload bytes)");
+    return array;
+}
+
+Dataset load_mnist(const std::string& images_path, const std::string& labels_path) {
+    IdxArray images = read_idx(images_path);
+    if (images.dims.size() != 3)
+        throw Error(images_path + ": not an IDX image file (magic " + hex(0x800u | images.dims.size(), 8) +
+                    ", expected 0x00000803)");
+    IdxArray labels = read_idx(labels_path);
+    if (labels.dims.size() != 1)
+        throw Error(labels_path + ": not an IDX label file (magic " + hex(0x800u | labels.dims.size(), 8) +
+                    ", expected 0x00000801)");
+    if (images.dims[0] != labels.dims[0])
+        throw Error(images_path + ": has " + std::to_string(images.dims[0]) + " images but " + labels_path +
+                    " has " + std::to_string(labels.dims[0]) + " labels");
+
+    Dataset set;
+    set.count = images.dims[0];
+    set.rows = images.dims[1];
+    set.cols = images.dims[2];
+    set.images.resize(images.data.size());
+    std::transform(images.data.begin(), images.data.end(), set.images.begin(),
+                   [](uint8_t v) { return static_cast<float>(v) / 255.0f; });
+    set.labels.assign(labels.data.begin(), labels.data.end());
+    return set;
+}
+
+Dataset load_mnist_dir(const std::string& dir, bool train) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) {
+        int err = errno;
+        throw Error(dir + ": cannot open dataset directory: " + errno_text(err));
+    }
+    if (!S_ISDIR(st.st_mode)) throw Error(dir + ": not a directory (expected an MNIST-style dataset directory)");
+    std::string prefix = train ? "train" : "t10k";
+    std::string images = find_idx(dir, prefix + "-images-idx3-ubyte");
+    std::string labels = find_idx(dir, prefix + "-labels-idx1-ubyte");
+    return load_mnist(images, labels);
+}
+
+}  // namespace xylem::io

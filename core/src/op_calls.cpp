@@ -1,0 +1,245 @@
+// Shape rules and descriptor building for every op; the plugin does the arithmetic.
+#include "xylem/op_calls.h"
+
+#include <array>
+
+#include "xylem/error.h"
+
+namespace xylem::ops {
+namespace {
+
+[[noreturn]] void shape_error(uint32_t op, const std::string& what) {
+    throw Error(std::string("op ") + op_name(op) + ": " + what);
+}
+
+void expect_same(uint32_t op, const Tensor& a, const char* an, const Tensor& b, const char* bn) {
+    if (a.shape() != b.shape())
+        shape_error(op, std::string(an) + " " + to_string(a.shape()) + " and " + bn + " " + to_string(b.shape()) +
+                            " must have the same shape");
+}
+
+void expect_rank(uint32_t op, const Tensor& t, const char* name, size_t rank) {
+    if (t.shape().size() != rank)
+        shape_error(op, std::string(name) + " " + to_string(t.shape()) + " must have rank " + std::to_string(rank));
+}
+
+void expect_dtype(uint32_t op, const Tensor& t, const char* name, DType dtype) {
+    if (t.dtype() != dtype) shape_error(op, std::string(name) + " must be " + dtype_name(dtype));
+}
+
+void expect_scalar(uint32_t op, const Tensor& t, const char* name) {
+    if (t.numel() != 1) shape_error(op, std::string(name) + " " + to_string(t.shape()) + " must hold one element");
+}
+
+// Logits [N, C] with int32 labels [N].
+void expect_labels(uint32_t op, const Tensor& x, const Tensor& labels) {
+    expect_rank(op, x, "input", 2);
+    expect_rank(op, labels, "labels", 1);
+    expect_dtype(op, labels, "labels", DType::I32);
+    if (labels.dim(0) != x.dim(0))
+        shape_error(op, "labels " + to_string(labels.shape()) + " do not match input " + to_string(x.shape()));
+}
+
+template <size_t NI, size_t NO, class Attrs>
+void run(Device& dev, uint32_t op, const std::array<xylem_tensor_arg, NI>& in,
+         const std::array<xylem_tensor_arg, NO>& out, const Attrs* attrs) {
+    xylem_op_desc d{};
+    d.op = op;
+    d.n_inputs = NI;
+    d.n_outputs = NO;
+    d.inputs = in.data();
+    d.outputs = out.data();
+    d.attrs = attrs;
+    d.attrs_size = attrs ? sizeof(Attrs) : 0;
+    dev.run(d);
+}
+
+struct NoAttrs {};
+constexpr const NoAttrs* kNone = nullptr;
+
+}  // namespace
+
+void fill(Device& dev, Tensor& out, float value) {
+    xylem_fill_attrs a{value};
+    run<0, 1>(dev, XYLEM_OP_FILL, {}, {out.write(dev)}, &a);
+}
+
+void copy(Device& dev, const Tensor& in, Tensor& out) {
+    if (in.numel() != out.numel())
+        shape_error(XYLEM_OP_COPY, "input " + to_string(in.shape()) + " and output " + to_string(out.shape()) +
+                                       " hold different element counts");
+    auto i = in.read(dev);
+    run<1, 1>(dev, XYLEM_OP_COPY, {i}, {out.write(dev)}, kNone);
+}
+
+void axpby(Device& dev, float alpha, const Tensor& a, float beta, const Tensor& b, Tensor& out) {
+    expect_same(XYLEM_OP_AXPBY, a, "a", b, "b");
+    expect_same(XYLEM_OP_AXPBY, a, "a", out, "out");
+    xylem_axpby_attrs at{alpha, beta};
+    auto ia = a.read(dev), ib = b.read(dev);
+    run<2, 1>(dev, XYLEM_OP_AXPBY, {ia, ib}, {out.write(dev)}, &at);
+}
+
+void axpby_inplace(Device& dev, float alpha, const Tensor& a, float beta, Tensor& out) {
+    expect_same(XYLEM_OP_AXPBY, a, "a", out, "out");
+    xylem_axpby_attrs at{alpha, beta};
+    auto ia = a.read(dev);
+    run<1, 1>(dev, XYLEM_OP_AXPBY, {ia}, {out.read_write(dev)}, &at);
+}
+
+void mul(Device& dev, const Tensor& a, const Tensor& b, Tensor& out) {
+    expect_same(XYLEM_OP_MUL, a, "a", b, "b");
+    expect_same(XYLEM_OP_MUL, a, "a", out, "out");
+    auto ia = a.read(dev), ib = b.read(dev);
+    run<2, 1>(dev, XYLEM_OP_MUL, {ia, ib}, {out.write(dev)}, kNone);
+}
+
+void gemm(Device& dev, bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c) {
+    const uint32_t op = XYLEM_OP_GEMM;
+    expect_rank(op, a, "A", 2);
+    expect_rank(op, b, "B", 2);
+    expect_rank(op, c, "C", 2);
+    int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
+    int64_t kb = tb ? b.dim(1) : b.dim(0), n = tb ? b.dim(0) : b.dim(1);
+    if (k != kb || c.dim(0) != m || c.dim(1) != n)
+        shape_error(op, "op(A) " + to_string({m, k}) + " x op(B) " + to_string({kb, n}) + " does not give C " +
+                            to_string(c.shape()));
+    xylem_gemm_attrs at{ta, tb, alpha, beta};
+    auto ia = a.read(dev), ib = b.read(dev);
+    run<2, 1>(dev, op, {ia, ib}, {beta == 0.0f ? c.write(dev) : c.read_write(dev)}, &at);
+}
+
+void linear_fwd(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, xylem_activation act) {
+    const uint32_t op = XYLEM_OP_LINEAR_FWD;
+    expect_rank(op, x, "input", 2);
+    expect_rank(op, w, "weight", 2);
+    if (x.dim(1) != w.dim(1))
+        shape_error(op, "input " + to_string(x.shape()) + " does not match weight " + to_string(w.shape()));
+    if (y.shape() != Shape{x.dim(0), w.dim(0)})
+        shape_error(op, "output " + to_string(y.shape()) + " should be " + to_string({x.dim(0), w.dim(0)}));
+    if (bias && bias->shape() != Shape{w.dim(0)})
+        shape_error(op, "bias " + to_string(bias->shape()) + " should be " + to_string({w.dim(0)}));
+    xylem_linear_attrs at{act};
+    auto ix = x.read(dev), iw = w.read(dev);
+    if (bias) {
+        auto ib = bias->read(dev);
+        run<3, 1>(dev, op, {ix, iw, ib}, {y.write(dev)}, &at);
+    } else {
+        run<2, 1>(dev, op, {ix, iw}, {y.write(dev)}, &at);
+    }
+}
+
+void bias_grad(Device& dev, const Tensor& dy, Tensor& db, float beta) {
+    const uint32_t op = XYLEM_OP_BIAS_GRAD;
+    if (dy.shape().size() < 2) shape_error(op, "gradient " + to_string(dy.shape()) + " needs rank >= 2");
+    if (db.shape() != Shape{dy.dim(1)})
+        shape_error(op, "bias gradient " + to_string(db.shape()) + " should be " + to_string({dy.dim(1)}));
+    xylem_bias_grad_attrs at{beta};
+    auto i = dy.read(dev);
+    run<1, 1>(dev, op, {i}, {beta == 0.0f ? db.write(dev) : db.read_write(dev)}, &at);
+}
+
+void act_fwd(Device& dev, xylem_activation act, const Tensor& x, Tensor& y) {
+    expect_same(XYLEM_OP_ACT_FWD, x, "input", y, "output");
+    xylem_act_attrs at{act};
+    auto i = x.read(dev);
+    run<1, 1>(dev, XYLEM_OP_ACT_FWD, {i}, {y.write(dev)}, &at);
+}
+
+void act_bwd(Device& dev, xylem_activation act, const Tensor& dy, const Tensor& y, Tensor& dx) {
+    expect_same(XYLEM_OP_ACT_BWD, dy, "gradient", y, "output");
+    expect_same(XYLEM_OP_ACT_BWD, dy, "gradient", dx, "input gradient");
+    xylem_act_attrs at{act};
+    auto i0 = dy.read(dev), i1 = y.read(dev);
+    run<2, 1>(dev, XYLEM_OP_ACT_BWD, {i0, i1}, {dx.write(dev)}, &at);
+}
+
+void softmax_fwd(Device& dev, bool log, const Tensor& x, Tensor& y) {
+    expect_same(XYLEM_OP_SOFTMAX_FWD, x, "input", y, "output");
+    if (x.shape().empty()) shape_error(XYLEM_OP_SOFTMAX_FWD, "input must have rank >= 1");
+    xylem_softmax_attrs at{log};
+    auto i = x.read(dev);
+    run<1, 1>(dev, XYLEM_OP_SOFTMAX_FWD, {i}, {y.write(dev)}, &at);
+}
+
+void softmax_bwd(Device& dev, bool log, const Tensor& dy, const Tensor& y, Tensor& dx) {
+    expect_same(XYLEM_OP_SOFTMAX_BWD, dy, "gradient", y, "output");
+    expect_same(XYLEM_OP_SOFTMAX_BWD, dy, "gradient", dx, "input gradient");
+    xylem_softmax_attrs at{log};
+    auto i0 = dy.read(dev), i1 = y.read(dev);
+    run<2, 1>(dev, XYLEM_OP_SOFTMAX_BWD, {i0, i1}, {dx.write(dev)}, &at);
+}
+
+namespace {
+void loss_fwd(uint32_t op, Device& dev, const Tensor& x, const Tensor& t, Tensor& loss, float scale, bool acc) {
+    expect_scalar(op, loss, "loss");
+    xylem_loss_attrs at{scale, acc ? 1.0f : 0.0f};
+    auto i0 = x.read(dev), i1 = t.read(dev);
+    run<2, 1>(dev, op, {i0, i1}, {acc ? loss.read_write(dev) : loss.write(dev)}, &at);
+}
+void loss_bwd(uint32_t op, Device& dev, const Tensor& x, const Tensor& t, Tensor& dx, float scale) {
+    expect_same(op, x, "input", dx, "input gradient");
+    xylem_loss_attrs at{scale, 0.0f};
+    auto i0 = x.read(dev), i1 = t.read(dev);
+    run<2, 1>(dev, op, {i0, i1}, {dx.write(dev)}, &at);
+}
+}  // namespace
+
+void xent_fwd(Device& dev, const Tensor& logits, const Tensor& labels, Tensor& loss, float scale, bool accumulate) {
+    expect_labels(XYLEM_OP_XENT_FWD, logits, labels);
+    loss_fwd(XYLEM_OP_XENT_FWD, dev, logits, labels, loss, scale, accumulate);
+}
+void xent_bwd(Device& dev, const Tensor& logits, const Tensor& labels, Tensor& dlogits, float scale) {
+    expect_labels(XYLEM_OP_XENT_BWD, logits, labels);
+    loss_bwd(XYLEM_OP_XENT_BWD, dev, logits, labels, dlogits, scale);
+}
+void nll_fwd(Device& dev, const Tensor& logp, const Tensor& labels, Tensor& loss, float scale, bool accumulate) {
+    expect_labels(XYLEM_OP_NLL_FWD, logp, labels);
+    loss_fwd(XYLEM_OP_NLL_FWD, dev, logp, labels, loss, scale, accumulate);
+}
+void nll_bwd(Device& dev, const Tensor& logp, const Tensor& labels, Tensor& dlogp, float scale) {
+    expect_labels(XYLEM_OP_NLL_BWD, logp, labels);
+    loss_bwd(XYLEM_OP_NLL_BWD, dev, logp, labels, dlogp, scale);
+}
+void mse_fwd(Device& dev, const Tensor& pred, const Tensor& target, Tensor& loss, float scale, bool accumulate) {
+    expect_same(XYLEM_OP_MSE_FWD, pred, "prediction", target, "target");
+    loss_fwd(XYLEM_OP_MSE_FWD, dev, pred, target, loss, scale, accumulate);
+}
+void mse_bwd(Device& dev, const Tensor& pred, const Tensor& target, Tensor& dpred, float scale) {
+    expect_same(XYLEM_OP_MSE_BWD, pred, "prediction", target, "target");
+    loss_bwd(XYLEM_OP_MSE_BWD, dev, pred, target, dpred, scale);
+}
+
+void dropout_fwd(Device& dev, const Tensor& x, Tensor& y, Tensor& mask, float p, uint64_t seed) {
+    expect_same(XYLEM_OP_DROPOUT_FWD, x, "input", y, "output");
+    expect_same(XYLEM_OP_DROPOUT_FWD, x, "input", mask, "mask");
+    if (!(p >= 0.0f && p < 1.0f)) shape_error(XYLEM_OP_DROPOUT_FWD, "probability must be in [0, 1)");
+    xylem_dropout_attrs at{p, 0, seed};
+    auto i = x.read(dev);
+    run<1, 2>(dev, XYLEM_OP_DROPOUT_FWD, {i}, {y.write(dev), mask.write(dev)}, &at);
+}
+
+void sgd_update(Device& dev, Tensor& param, Tensor& velocity, const Tensor& grad, const xylem_sgd_attrs& attrs) {
+    expect_same(XYLEM_OP_SGD_UPDATE, param, "parameter", grad, "gradient");
+    expect_same(XYLEM_OP_SGD_UPDATE, param, "parameter", velocity, "velocity");
+    auto g = grad.read(dev);
+    run<1, 2>(dev, XYLEM_OP_SGD_UPDATE, {g}, {param.read_write(dev), velocity.read_write(dev)}, &attrs);
+}
+
+void adam_update(Device& dev, Tensor& param, Tensor& m, Tensor& v, const Tensor& grad, const xylem_adam_attrs& attrs) {
+    expect_same(XYLEM_OP_ADAM_UPDATE, param, "parameter", grad, "gradient");
+    expect_same(XYLEM_OP_ADAM_UPDATE, param, "parameter", m, "first moment");
+    expect_same(XYLEM_OP_ADAM_UPDATE, param, "parameter", v, "second moment");
+    auto g = grad.read(dev);
+    run<1, 3>(dev, XYLEM_OP_ADAM_UPDATE, {g}, {param.read_write(dev), m.read_write(dev), v.read_write(dev)},
+              &attrs);
+}
+
+void accuracy(Device& dev, const Tensor& logits, const Tensor& labels, Tensor& correct) {
+    expect_labels(XYLEM_OP_ACCURACY, logits, labels);
+    expect_scalar(XYLEM_OP_ACCURACY, correct, "correct count");
+    auto i0 = logits.read(dev), i1 = labels.read(dev);
+    run<2, 1>(dev, XYLEM_OP_ACCURACY, {i0, i1}, {correct.read_write(dev)}, kNone);
+}
+
+}  // namespace xylem::ops

@@ -1,0 +1,66 @@
+// Activation, softmax and dropout layers.
+#include "xylem/layers/elementwise.h"
+
+#include "xylem/error.h"
+#include "xylem/op_calls.h"
+
+namespace xylem {
+
+std::string Activation::kind() const {
+    switch (act_) {
+        case XYLEM_ACT_RELU: return "relu";
+        case XYLEM_ACT_SIGMOID: return "sigmoid";
+        case XYLEM_ACT_TANH: return "tanh";
+        default: return "identity";
+    }
+}
+
+const Tensor& Activation::forward(Device& dev, const Tensor& x, bool) {
+    ops::act_fwd(dev, act_, x, ensure(y_, x.shape(), dev));
+    return y_;
+}
+
+const Tensor& Activation::backward(Device& dev, const Tensor& dy, bool) {
+    if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
+    ops::act_bwd(dev, act_, dy, y_, ensure(dx_, dy.shape(), dev));
+    return dx_;
+}
+
+Shape Softmax::output_shape(const Shape& input) const {
+    if (input.empty()) shape_error("needs at least one axis", input, {-1});
+    return input;
+}
+
+const Tensor& Softmax::forward(Device& dev, const Tensor& x, bool) {
+    ops::softmax_fwd(dev, log_, x, ensure(y_, x.shape(), dev));
+    return y_;
+}
+
+const Tensor& Softmax::backward(Device& dev, const Tensor& dy, bool) {
+    if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
+    ops::softmax_bwd(dev, log_, dy, y_, ensure(dx_, dy.shape(), dev));
+    return dx_;
+}
+
+Dropout::Dropout(float p, uint64_t seed) : p_(p), seed_(seed) {
+    if (!(p >= 0.0f && p < 1.0f)) throw Error("dropout layer: p must be in [0, 1), got " + std::to_string(p));
+}
+
+const Tensor& Dropout::forward(Device& dev, const Tensor& x, bool train) {
+    trained_ = train && p_ > 0.0f;
+    if (!trained_) return x;  // identity: no copy
+    ensure(y_, x.shape(), dev);
+    ensure(mask_, x.shape(), dev);
+    // A fresh stream of masks per call, reproducible from the seed.
+    ops::dropout_fwd(dev, x, y_, mask_, p_, seed_ + 0x632BE59BD9B4E019ull * ++calls_);
+    return y_;
+}
+
+const Tensor& Dropout::backward(Device& dev, const Tensor& dy, bool) {
+    if (!trained_) return dy;
+    if (dy.shape() != mask_.shape()) shape_error("output gradient", dy.shape(), mask_.shape());
+    ops::mul(dev, dy, mask_, ensure(dx_, dy.shape(), dev));
+    return dx_;
+}
+
+}  // namespace xylem

@@ -1,0 +1,53 @@
+// Shape-preserving layers: activations (ReLU, Sigmoid, Tanh), Softmax/LogSoftmax, Dropout.
+#pragma once
+
+#include "xylem/layers/layer.h"
+
+namespace xylem {
+
+class Activation : public Layer {
+public:
+    explicit Activation(xylem_activation act) : act_(act) {}
+    std::string kind() const override;
+    Shape output_shape(const Shape& input) const override { return input; }
+    const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
+    const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+    xylem_activation activation() const { return act_; }
+
+private:
+    xylem_activation act_;
+    Tensor y_, dx_;
+};
+
+// Softmax or log-softmax over the last axis.
+class Softmax : public Layer {
+public:
+    explicit Softmax(bool log) : log_(log) {}
+    std::string kind() const override { return log_ ? "log_softmax" : "softmax"; }
+    Shape output_shape(const Shape& input) const override;
+    const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
+    const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+
+private:
+    bool log_;
+    Tensor y_, dx_;
+};
+
+// Inverted dropout: scales kept values by 1/(1-p) in training, identity in evaluation.
+// The mask comes from a counter-based hash of (seed, step, index): the same on every backend.
+class Dropout : public Layer {
+public:
+    Dropout(float p, uint64_t seed);
+    std::string kind() const override { return "dropout"; }
+    Shape output_shape(const Shape& input) const override { return input; }
+    const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
+    const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+
+private:
+    float p_;
+    uint64_t seed_, calls_ = 0;
+    bool trained_ = false;
+    Tensor y_, mask_, dx_;
+};
+
+}  // namespace xylem

@@ -1,0 +1,58 @@
+// Layer: the interface every layer implements. Layers call core ops only, so one layer
+// runs unchanged on every backend.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "xylem/tensor.h"
+
+namespace xylem {
+
+// A trainable tensor and its gradient, named as in a PyTorch state_dict ("0.weight").
+struct Param {
+    std::string name;
+    Tensor value;
+    Tensor grad;
+};
+
+class Layer {
+public:
+    virtual ~Layer() = default;
+
+    virtual std::string kind() const = 0;  // "linear", "relu", ...
+    // The per-sample output shape for a per-sample input shape; throws an Error naming
+    // this layer and both shapes when the input does not fit.
+    virtual Shape output_shape(const Shape& input) const = 0;
+    // Allocates parameters on `dev` for the given per-sample input shape and initialises them.
+    virtual void bind(Device& dev, const Shape& input, std::mt19937_64& rng);
+
+    // Forward on a batch; the result stays valid until the next forward.
+    virtual const Tensor& forward(Device& dev, const Tensor& x, bool train) = 0;
+    // Backward from dL/dy of the last forward: writes parameter gradients and returns dL/dx.
+    // need_dx = false lets the first layer skip computing the input gradient.
+    virtual const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) = 0;
+
+    virtual std::vector<Param*> params() { return {}; }
+
+    // "model layer 2 (linear)": used in every error message about this layer.
+    const std::string& label() const { return label_; }
+    void set_label(std::string label) { label_ = std::move(label); }
+    const std::string& param_prefix() const { return prefix_; }
+    void set_param_prefix(std::string prefix) { prefix_ = std::move(prefix); }
+
+protected:
+    [[noreturn]] void shape_error(const std::string& what, const Shape& got, const Shape& expected) const;
+    // Reuses `t` when it already has `shape`, so steady-state steps allocate nothing.
+    static Tensor& ensure(Tensor& t, const Shape& shape, Device& dev, DType dtype = DType::F32);
+
+private:
+    std::string label_ = "layer", prefix_;
+};
+
+// Prepends the batch dimension to a per-sample shape.
+Shape batched(int64_t batch, const Shape& sample);
+
+}  // namespace xylem

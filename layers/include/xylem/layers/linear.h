@@ -1,0 +1,32 @@
+// Linear: y = act(x W^T + b), one fused op; the activation is set when the model fuses a
+// following activation layer into it.
+#pragma once
+
+#include "xylem/layers/layer.h"
+
+namespace xylem {
+
+class Linear : public Layer {
+public:
+    Linear(int64_t out_features, bool bias = true);
+
+    std::string kind() const override { return "linear"; }
+    Shape output_shape(const Shape& input) const override;
+    void bind(Device& dev, const Shape& input, std::mt19937_64& rng) override;
+    const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
+    const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+    std::vector<Param*> params() override;
+
+    void fuse_activation(xylem_activation act) { act_ = act; }
+    xylem_activation activation() const { return act_; }
+    int64_t out_features() const { return out_; }
+
+private:
+    int64_t in_ = 0, out_;
+    bool has_bias_;
+    xylem_activation act_ = XYLEM_ACT_NONE;
+    Param weight_, bias_;
+    Tensor x_, y_, dz_, dx_;
+};
+
+}  // namespace xylem

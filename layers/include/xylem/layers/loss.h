@@ -1,0 +1,57 @@
+// Losses: each adds the batch's summed loss to a device scalar (so the host reads losses
+// only when it prints) and produces the gradient of the batch-mean loss.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "xylem/tensor.h"
+
+namespace xylem {
+
+class Loss {
+public:
+    virtual ~Loss() = default;
+    virtual std::string kind() const = 0;
+    // Targets are int32 class indices [N] (class losses) or float tensors shaped like the output.
+    virtual DType target_dtype() const { return DType::I32; }
+    // Checks the model's per-sample output shape at build time (names the loss and the shape).
+    virtual void check_output(const Shape& output_sample) const;
+    // loss_sum[0] += sum over the batch of the per-sample loss.
+    virtual void forward(Device& dev, const Tensor& output, const Tensor& target, Tensor& loss_sum) = 0;
+    // dL/doutput for L = the mean of the per-sample losses over the batch.
+    virtual const Tensor& backward(Device& dev, const Tensor& output, const Tensor& target) = 0;
+
+protected:
+    Tensor grad_;
+};
+
+// Softmax + negative log-likelihood in one numerically stable op, on raw logits.
+class CrossEntropyLoss : public Loss {
+public:
+    std::string kind() const override { return "cross_entropy"; }
+    void forward(Device& dev, const Tensor& output, const Tensor& target, Tensor& loss_sum) override;
+    const Tensor& backward(Device& dev, const Tensor& output, const Tensor& target) override;
+};
+
+// Negative log-likelihood on log-probabilities (after a log_softmax layer).
+class NllLoss : public Loss {
+public:
+    std::string kind() const override { return "nll"; }
+    void forward(Device& dev, const Tensor& output, const Tensor& target, Tensor& loss_sum) override;
+    const Tensor& backward(Device& dev, const Tensor& output, const Tensor& target) override;
+};
+
+// Mean squared error; the per-sample loss is the mean over the sample's elements.
+class MseLoss : public Loss {
+public:
+    std::string kind() const override { return "mse"; }
+    DType target_dtype() const override { return DType::F32; }
+    void check_output(const Shape& output_sample) const override;
+    void forward(Device& dev, const Tensor& output, const Tensor& target, Tensor& loss_sum) override;
+    const Tensor& backward(Device& dev, const Tensor& output, const Tensor& target) override;
+};
+
+std::unique_ptr<Loss> make_loss(const std::string& kind);  // Error naming the kind if unknown
+
+}  // namespace xylem

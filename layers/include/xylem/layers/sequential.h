@@ -1,0 +1,37 @@
+// Sequential: a chain of layers, checked and fused once at build time.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "xylem/layers/layer.h"
+
+namespace xylem {
+
+class Sequential {
+public:
+    void add(std::unique_ptr<Layer> layer);
+    size_t size() const { return layers_.size(); }
+    Layer& layer(size_t i) { return *layers_.at(i); }
+
+    // Walks the per-sample shapes through every layer (a mismatch names the layer and both
+    // shapes), fuses each activation that follows a linear layer into it when the backend
+    // runs the fused op, and allocates and initialises parameters on `dev`.
+    void build(Device& dev, const Shape& input_sample, uint64_t seed);
+    const Shape& output_sample_shape() const { return output_; }
+
+    const Tensor& forward(Device& dev, const Tensor& x, bool train);
+    // Backward from dL/doutput; fills every parameter's gradient.
+    void backward(Device& dev, const Tensor& dy);
+
+    std::vector<Param*> params();
+    std::string summary() const;  // one line per layer, with shapes and fusion
+
+private:
+    std::vector<std::unique_ptr<Layer>> layers_;
+    std::vector<bool> fused_;     // layer i runs inside layer i-1
+    std::vector<Shape> shapes_;   // per-sample output shape of each layer
+    Shape input_, output_;
+};
+
+}  // namespace xylem

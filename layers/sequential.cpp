@@ -1,0 +1,79 @@
+// Sequential container: shape checks, linear+activation fusion, forward and backward.
+#include "xylem/layers/sequential.h"
+
+#include "xylem/error.h"
+#include "xylem/layers/elementwise.h"
+#include "xylem/layers/linear.h"
+
+namespace xylem {
+
+void Sequential::add(std::unique_ptr<Layer> layer) {
+    const size_t i = layers_.size();
+    layer->set_label("model layer " + std::to_string(i) + " (" + layer->kind() + ")");
+    layer->set_param_prefix(std::to_string(i) + ".");  // PyTorch nn.Sequential state_dict names
+    layers_.push_back(std::move(layer));
+}
+
+void Sequential::build(Device& dev, const Shape& input_sample, uint64_t seed) {
+    if (layers_.empty()) throw Error("model has no layers");
+    std::mt19937_64 rng(seed);
+    input_ = input_sample;
+    fused_.assign(layers_.size(), false);
+    shapes_.clear();
+    Shape shape = input_sample;
+    const bool can_fuse = dev.backend().supports(XYLEM_OP_LINEAR_FWD);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        layers_[i]->bind(dev, shape, rng);
+        shape = layers_[i]->output_shape(shape);
+        shapes_.push_back(shape);
+        auto* act = dynamic_cast<Activation*>(layers_[i].get());
+        auto* lin = i > 0 ? dynamic_cast<Linear*>(layers_[i - 1].get()) : nullptr;
+        if (can_fuse && act && lin && lin->activation() == XYLEM_ACT_NONE && !fused_[i - 1]) {
+            lin->fuse_activation(act->activation());
+            fused_[i] = true;
+        }
+    }
+    output_ = shape;
+}
+
+const Tensor& Sequential::forward(Device& dev, const Tensor& x, bool train) {
+    if (!output_.size() && layers_.size()) throw Error("model used before build()");
+    Shape sample(x.shape().begin() + (x.shape().empty() ? 0 : 1), x.shape().end());
+    if (x.shape().empty() || sample != input_)
+        throw Error("model input: got batch shape " + to_string(x.shape()) + ", expected [N" +
+                    (input_.empty() ? "" : ", ") + to_string(input_).substr(1));
+    const Tensor* cur = &x;
+    for (size_t i = 0; i < layers_.size(); ++i)
+        if (!fused_[i]) cur = &layers_[i]->forward(dev, *cur, train);
+    return *cur;
+}
+
+void Sequential::backward(Device& dev, const Tensor& dy) {
+    const Tensor* cur = &dy;
+    size_t first = 0;
+    while (first < layers_.size() && layers_[first]->params().empty()) ++first;  // nothing to learn before it
+    for (size_t i = layers_.size(); i-- > first;) {
+        if (fused_[i]) continue;
+        cur = &layers_[i]->backward(dev, *cur, i > first);
+    }
+}
+
+std::vector<Param*> Sequential::params() {
+    std::vector<Param*> out;
+    for (auto& l : layers_)
+        for (Param* p : l->params()) out.push_back(p);
+    return out;
+}
+
+std::string Sequential::summary() const {
+    std::string s;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        s += "  " + std::to_string(i) + " " + layers_[i]->kind() + " -> " +
+             (i < shapes_.size() ? to_string(shapes_[i]) : "?");
+        if (fused_.size() > i && fused_[i]) s += " (fused into layer " + std::to_string(i - 1) + ")";
+        s += "\n";
+    }
+    return s;
+}
+
+}  // namespace xylem

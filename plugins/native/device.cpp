@@ -1,0 +1,109 @@
+// Probe (CPU model, memory, OpenBLAS configuration) and the plugin's single framework instance.
+#include <cblas.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "native.h"
+
+namespace xylem::native {
+
+namespace {
+
+// Threads this process may run on (what nproc reports: honours cpusets and taskset).
+int hardware_threads() {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? static_cast<int>(n) : 1;
+}
+
+// XYLEM_NUM_THREADS when it is a positive integer, else the hardware threads.
+int configured_threads(int hw) {
+    const char* s = std::getenv("XYLEM_NUM_THREADS");
+    if (!s || !*s) return hw;
+    char* end = nullptr;
+    const long n = std::strtol(s, &end, 10);
+    if (*end != '\0' || n < 1) return hw;
+    return n > 1024 ? 1024 : static_cast<int>(n);
+}
+
+xylem_framework_s make_framework() {
+    const int hw = hardware_threads();
+    const int n = configured_threads(hw);
+    // Only GEMM is threaded (OpenBLAS's pool). Our kernels stay on the calling thread: they are
+    // memory-bound and small at MLP sizes, and a second pool would fight OpenBLAS's spinning workers.
+    openblas_set_num_threads(n);
+    return xylem_framework_s{n, hw};
+}
+
+void cpu_model(char* out, size_t size) {
+    std::snprintf(out, size, "CPU");
+    FILE* f = std::fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (std::fgets(line, sizeof line, f)) {
+        if (std::strncmp(line, "model name", 10) != 0) continue;
+        const char* colon = std::strchr(line, ':');
+        if (!colon) continue;
+        const char* v = colon + 1;
+        while (*v == ' ' || *v == '\t') ++v;
+        std::snprintf(out, size, "CPU: %.*s", static_cast<int>(std::strcspn(v, "\n")), v);
+        break;
+    }
+    std::fclose(f);
+}
+
+const char* isa_level() {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return "x86-64 AVX-512";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "x86-64 AVX2+FMA";
+    if (__builtin_cpu_supports("avx")) return "x86-64 AVX";
+    return "x86-64 SSE2";
+#else
+    return "non-x86-64 CPU";
+#endif
+}
+
+}  // namespace
+
+void probe(xylem_probe_info* out) {
+    if (!out) return;
+    std::memset(out, 0, sizeof *out);
+    const int hw = hardware_threads();
+    const char* xylem_threads = std::getenv("XYLEM_NUM_THREADS");
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    char forced[96];
+    if (coretype && *coretype)
+        std::snprintf(forced, sizeof forced, "forced by OPENBLAS_CORETYPE=%.48s", coretype);
+    else
+        std::snprintf(forced, sizeof forced, "auto-detected, OPENBLAS_CORETYPE unset");
+    const char* corename = openblas_get_corename();
+    std::snprintf(out->detail, sizeof out->detail,
+                  "%s; core %s (%s); BLAS threads %d (XYLEM_NUM_THREADS=%.16s applies %d at init), "
+                  "%d hardware threads; own kernels single-threaded",
+                  openblas_get_config(), corename, forced, openblas_get_num_threads(),
+                  xylem_threads ? xylem_threads : "unset", configured_threads(hw), hw);
+
+    out->available = 1;
+    out->device_count = 1;
+    xylem_device_info& dev = out->devices[0];
+    cpu_model(dev.name, sizeof dev.name);
+    std::snprintf(dev.detail, sizeof dev.detail, "%s, %d hardware threads, OpenBLAS core %s", isa_level(), hw, corename);
+    const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+    dev.memory_bytes = pages > 0 && page_size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) : 0;
+    dev.compute_units = static_cast<uint32_t>(hw);
+}
+
+xylem_status framework_get(xylem_framework_t* out) {
+    if (!out) return set_error(XYLEM_E_INVALID, "native: framework_get: out is NULL");
+    static xylem_framework_s framework = make_framework();  // the one instance, made on first call
+    *out = &framework;
+    return XYLEM_OK;
+}
+
+}  // namespace xylem::native

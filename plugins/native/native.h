@@ -1,0 +1,163 @@
+// Internal declarations shared by the native plugin's files: handles, errors, operand access, ops.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "xylem/plugin_api.h"
+
+// The ABI's opaque handles (declared by plugin_api.h in the global namespace).
+struct xylem_framework_s {
+    int num_threads_;  // OpenBLAS threads set at init: XYLEM_NUM_THREADS or the hardware threads
+    int hw_threads_;   // hardware threads of this machine
+};
+
+// One allocation: this header, padded to 64 bytes, then the data.
+struct alignas(64) xylem_buffer_s {
+    uint64_t bytes_;
+    void* data() { return reinterpret_cast<char*>(this) + sizeof(xylem_buffer_s); }
+};
+
+struct xylem_stream_s {
+    uint32_t device_;
+};
+
+namespace xylem::native {
+
+// ---- errors --------------------------------------------------------------------------------
+// Records a message for last_error() on the calling thread and returns status.
+xylem_status set_error(xylem_status status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+const char* last_error();
+
+// Thrown by op kernels after set_error(); op_run turns it into the status (it never crosses the ABI).
+struct OpError {
+    xylem_status status;
+};
+
+const char* op_name(uint32_t op);
+
+// ---- operands ------------------------------------------------------------------------------
+// A validated operand: dtype checked, element range inside its buffer.
+struct Tensor {
+    void* data;
+    int64_t numel;
+    uint32_t ndim;
+    const int64_t* dims;
+
+    float* f32() const { return static_cast<float*>(data); }
+    int32_t* i32() const { return static_cast<int32_t*>(data); }
+    int64_t cols() const { return ndim ? dims[ndim - 1] : 1; }  // size of the last axis
+    int64_t rows() const {                                        // product of the other axes
+        int64_t r = 1;
+        for (uint32_t d = 0; d + 1 < ndim; ++d) r *= dims[d];
+        return r;
+    }
+};
+
+// Validation helpers for one op descriptor; every failure sets last_error and throws OpError.
+class OpArgs {
+public:
+    // Checks min_in <= n_inputs <= max_in and n_outputs == n_out.
+    OpArgs(const xylem_op_desc& desc, uint32_t min_in, uint32_t max_in, uint32_t n_out);
+
+    uint32_t n_inputs() const { return desc_.n_inputs; }
+    Tensor in(uint32_t i, const char* name, xylem_dtype dtype = XYLEM_F32) const;
+    Tensor out(uint32_t i, const char* name, xylem_dtype dtype = XYLEM_F32) const;
+
+    template <class Attrs>
+    Attrs attrs() const {
+        check_attrs_size(sizeof(Attrs));
+        Attrs a;
+        std::memcpy(&a, desc_.attrs, sizeof a);  // the caller's pointer need not be aligned
+        return a;
+    }
+
+    void same_numel(const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) const;
+    // logits [N,C] (C >= 1 when N > 0) and i32 labels [N], each in [0,C).
+    void check_classification(const Tensor& logits, const Tensor& labels) const;
+    void check_scalar(const Tensor& t, const char* name) const;
+    int check_activation(int32_t act) const;
+
+    [[noreturn]] void fail(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
+
+private:
+    Tensor operand(const xylem_tensor_arg& arg, const char* kind, uint32_t i, const char* name,
+                   xylem_dtype dtype) const;
+    void check_attrs_size(uint32_t need) const;
+
+    const xylem_op_desc& desc_;
+};
+
+// Hot loops get an AVX2 clone next to the baseline x86-64 one, picked once at load time: the .so
+// stays runnable on any x86-64 while compute-bound loops (Adam's sqrt and divide) run 8 wide.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define XYLEM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define XYLEM_CLONES
+#endif
+
+// ---- shared kernels ------------------------------------------------------------------------
+// Sum of f(i) for i < n. GCC vectorizes the 16 float lanes without -ffast-math (a plain float
+// reduction would stay scalar); lanes flush to a double every block to bound rounding error.
+template <class F>
+inline double lane_sum(int64_t n, F f) {
+    constexpr int64_t kLanes = 16, kBlock = 4096;
+    double total = 0;
+    int64_t i = 0;
+    while (n - i >= kLanes) {
+        float lane[kLanes] = {};
+        const int64_t end = i + ((n - i < kBlock ? n - i : kBlock) / kLanes) * kLanes;
+        for (; i < end; i += kLanes)
+            for (int64_t l = 0; l < kLanes; ++l) lane[l] += f(i + l);
+        for (int64_t l = 0; l < kLanes; ++l) total += lane[l];
+    }
+    for (; i < n; ++i) total += f(i);
+    return total;
+}
+
+// y = act(x) over n elements (y may alias x).
+void activate(int act, const float* x, float* y, int64_t n);
+// y[r,:] = act(y[r,:] + b) for each of rows rows (b may be null).
+void bias_activate(int act, const float* b, float* y, int64_t rows, int64_t cols);
+
+// ---- op kernels (ops/<family>.cpp); each validates its descriptor and throws OpError --------
+using OpFn = void (*)(const xylem_op_desc&);
+void op_fill(const xylem_op_desc&);
+void op_copy(const xylem_op_desc&);
+void op_axpby(const xylem_op_desc&);
+void op_mul(const xylem_op_desc&);
+void op_act_fwd(const xylem_op_desc&);
+void op_act_bwd(const xylem_op_desc&);
+void op_dropout_fwd(const xylem_op_desc&);
+void op_gemm(const xylem_op_desc&);
+void op_linear_fwd(const xylem_op_desc&);
+void op_bias_grad(const xylem_op_desc&);
+void op_accuracy(const xylem_op_desc&);
+void op_softmax_fwd(const xylem_op_desc&);
+void op_softmax_bwd(const xylem_op_desc&);
+void op_xent_fwd(const xylem_op_desc&);
+void op_xent_bwd(const xylem_op_desc&);
+void op_nll_fwd(const xylem_op_desc&);
+void op_nll_bwd(const xylem_op_desc&);
+void op_mse_fwd(const xylem_op_desc&);
+void op_mse_bwd(const xylem_op_desc&);
+void op_sgd_update(const xylem_op_desc&);
+void op_adam_update(const xylem_op_desc&);
+
+// ---- ABI entry points (wired into the table in plugin.cpp) ----------------------------------
+void probe(xylem_probe_info* out);
+xylem_status framework_get(xylem_framework_t* out);
+xylem_status buffer_alloc(xylem_framework_t, uint32_t device, uint64_t bytes, xylem_buffer_t* out);
+void buffer_free(xylem_framework_t, xylem_buffer_t buffer);
+void* buffer_host_ptr(xylem_framework_t, xylem_buffer_t buffer);
+xylem_status stream_create(xylem_framework_t, uint32_t device, xylem_stream_t* out);
+void stream_destroy(xylem_framework_t, xylem_stream_t stream);
+xylem_status stream_sync(xylem_framework_t, xylem_stream_t stream);
+xylem_status copy_h2d(xylem_framework_t, xylem_stream_t, xylem_buffer_t dst, uint64_t dst_offset_bytes,
+                      const void* src, uint64_t bytes);
+xylem_status copy_d2h(xylem_framework_t, xylem_stream_t, void* dst, xylem_buffer_t src,
+                      uint64_t src_offset_bytes, uint64_t bytes);
+int32_t op_supported(xylem_framework_t, uint32_t op);
+xylem_status op_run(xylem_framework_t, xylem_stream_t, const xylem_op_desc* desc);
+
+}  // namespace xylem::native

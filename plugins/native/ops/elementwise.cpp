@@ -1,0 +1,165 @@
+// Elementwise ops: FILL, COPY, AXPBY, MUL, ACT_FWD, ACT_BWD, DROPOUT_FWD, and the activation kernels.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "native.h"
+
+namespace xylem::native {
+
+namespace {
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }  // exp(-x)=inf gives 0, no NaN
+inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
+
+// y[r,:] = f(y[r,:] + b) row by row; a separate instantiation per activation keeps loops branch-free.
+template <class F>
+void bias_rows(const float* b, float* y, int64_t rows, int64_t cols, F f) {
+    for (int64_t r = 0; r < rows; ++r) {
+        float* yr = y + r * cols;
+        for (int64_t j = 0; j < cols; ++j) yr[j] = f(yr[j] + b[j]);
+    }
+}
+
+}  // namespace
+
+void activate(int act, const float* x, float* y, int64_t n) {
+    switch (act) {
+    case XYLEM_ACT_NONE:
+        if (x != y) std::memmove(y, x, static_cast<size_t>(n) * sizeof(float));
+        break;
+    case XYLEM_ACT_RELU:
+        for (int64_t i = 0; i < n; ++i) y[i] = relu(x[i]);
+        break;
+    case XYLEM_ACT_SIGMOID:
+        for (int64_t i = 0; i < n; ++i) y[i] = sigmoid(x[i]);
+        break;
+    case XYLEM_ACT_TANH:
+        for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+        break;
+    }
+}
+
+void bias_activate(int act, const float* b, float* y, int64_t rows, int64_t cols) {
+    if (!b) return activate(act, y, y, rows * cols);
+    switch (act) {
+    case XYLEM_ACT_NONE: bias_rows(b, y, rows, cols, [](float v) { return v; }); break;
+    case XYLEM_ACT_RELU: bias_rows(b, y, rows, cols, [](float v) { return relu(v); }); break;
+    case XYLEM_ACT_SIGMOID: bias_rows(b, y, rows, cols, [](float v) { return sigmoid(v); }); break;
+    case XYLEM_ACT_TANH: bias_rows(b, y, rows, cols, [](float v) { return std::tanh(v); }); break;
+    }
+}
+
+void op_fill(const xylem_op_desc& desc) {
+    OpArgs a(desc, 0, 0, 1);
+    const float value = a.attrs<xylem_fill_attrs>().value;
+    if (desc.outputs[0].dtype == XYLEM_I32) {
+        const Tensor out = a.out(0, "out", XYLEM_I32);
+        if (!(value >= -2147483648.0f && value < 2147483648.0f)) a.fail("value %g does not fit an i32", value);
+        std::fill_n(out.i32(), out.numel, static_cast<int32_t>(value));
+        return;
+    }
+    const Tensor out = a.out(0, "out");
+    std::fill_n(out.f32(), out.numel, value);
+}
+
+void op_copy(const xylem_op_desc& desc) {
+    OpArgs a(desc, 1, 1, 1);
+    const xylem_dtype dtype = desc.inputs[0].dtype == XYLEM_I32 ? XYLEM_I32 : XYLEM_F32;
+    const Tensor in = a.in(0, "in", dtype), out = a.out(0, "out", dtype);
+    a.same_numel(in, "in", out, "out");
+    if (in.data != out.data) std::memmove(out.data, in.data, static_cast<size_t>(in.numel) * 4);
+}
+
+void op_axpby(const xylem_op_desc& desc) {
+    OpArgs a(desc, 1, 2, 1);
+    const auto attrs = a.attrs<xylem_axpby_attrs>();
+    const Tensor ta = a.in(0, "a"), tout = a.out(0, "out");
+    a.same_numel(ta, "a", tout, "out");
+    const float alpha = attrs.alpha, beta = attrs.beta;
+    const float* x = ta.f32();
+    float* out = tout.f32();
+    const int64_t n = ta.numel;
+    if (a.n_inputs() == 2) {
+        const Tensor tb = a.in(1, "b");
+        a.same_numel(ta, "a", tb, "b");
+        const float* y = tb.f32();
+        for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + beta * y[i];
+    } else if (beta == 0.0f) {  // BLAS convention: beta = 0 does not read out (it may hold NaN)
+        for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i];
+    } else {
+        for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + beta * out[i];
+    }
+}
+
+void op_mul(const xylem_op_desc& desc) {
+    OpArgs a(desc, 2, 2, 1);
+    const Tensor ta = a.in(0, "a"), tb = a.in(1, "b"), tout = a.out(0, "out");
+    a.same_numel(ta, "a", tb, "b");
+    a.same_numel(ta, "a", tout, "out");
+    const float *x = ta.f32(), *y = tb.f32();
+    float* out = tout.f32();
+    for (int64_t i = 0; i < ta.numel; ++i) out[i] = x[i] * y[i];
+}
+
+void op_act_fwd(const xylem_op_desc& desc) {
+    OpArgs a(desc, 1, 1, 1);
+    const int act = a.check_activation(a.attrs<xylem_act_attrs>().activation);
+    const Tensor x = a.in(0, "x"), y = a.out(0, "y");
+    a.same_numel(x, "x", y, "y");
+    activate(act, x.f32(), y.f32(), x.numel);
+}
+
+void op_act_bwd(const xylem_op_desc& desc) {
+    OpArgs a(desc, 2, 2, 1);
+    const int act = a.check_activation(a.attrs<xylem_act_attrs>().activation);
+    const Tensor tdy = a.in(0, "dy"), ty = a.in(1, "y"), tdx = a.out(0, "dx");
+    a.same_numel(tdy, "dy", ty, "y");
+    a.same_numel(tdy, "dy", tdx, "dx");
+    const float *dy = tdy.f32(), *y = ty.f32();
+    float* dx = tdx.f32();
+    const int64_t n = tdy.numel;
+    switch (act) {
+    case XYLEM_ACT_NONE:
+        if (dx != dy) std::memmove(dx, dy, static_cast<size_t>(n) * sizeof(float));
+        break;
+    case XYLEM_ACT_RELU:
+        for (int64_t i = 0; i < n; ++i) {
+            const float d = dy[i];  // read unconditionally so the select vectorizes
+            dx[i] = y[i] > 0.0f ? d : 0.0f;
+        }
+        break;
+    case XYLEM_ACT_SIGMOID:
+        for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+        break;
+    case XYLEM_ACT_TANH:
+        for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+        break;
+    }
+}
+
+void op_dropout_fwd(const xylem_op_desc& desc) {
+    OpArgs a(desc, 1, 1, 2);
+    const auto attrs = a.attrs<xylem_dropout_attrs>();
+    const Tensor tx = a.in(0, "x"), ty = a.out(0, "y"), tmask = a.out(1, "mask");
+    a.same_numel(tx, "x", ty, "y");
+    a.same_numel(tx, "x", tmask, "mask");
+    const float p = attrs.p;
+    if (!(p >= 0.0f && p < 1.0f)) a.fail("p = %g must be in [0, 1)", p);
+    const float* x = tx.f32();
+    float *y = ty.f32(), *mask = tmask.f32();
+    const int64_t n = tx.numel;
+    if (p == 0.0f) {
+        std::fill_n(mask, n, 1.0f);
+        if (y != x) std::memmove(y, x, static_cast<size_t>(n) * sizeof(float));
+        return;
+    }
+    const float scale = 1.0f / (1.0f - p);
+    for (int64_t i = 0; i < n; ++i) {
+        const float m = xylem_dropout_keep(attrs.seed, static_cast<uint64_t>(i), p) ? scale : 0.0f;
+        mask[i] = m;
+        y[i] = x[i] * m;
+    }
+}
+
+}  // namespace xylem::native

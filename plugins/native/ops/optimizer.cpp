@@ -1,0 +1,88 @@
+// Fused optimizer updates on the device: SGD (momentum, dampening, Nesterov, weight decay) and Adam.
+#include <cmath>
+
+#include "native.h"
+
+namespace xylem::native {
+
+namespace {
+
+struct SgdConsts {
+    float lr, wd, mom, keep;  // keep = 1 - dampening
+};
+
+XYLEM_CLONES void sgd_plain(float* __restrict p, const float* __restrict g, int64_t n, SgdConsts c) {
+    for (int64_t i = 0; i < n; ++i) p[i] -= c.lr * (g[i] + c.wd * p[i]);
+}
+
+XYLEM_CLONES void sgd_momentum(float* __restrict p, float* __restrict v, const float* __restrict g, int64_t n,
+                               SgdConsts c) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float vi = c.mom * v[i] + c.keep * (g[i] + c.wd * p[i]);
+        v[i] = vi;
+        p[i] -= c.lr * vi;
+    }
+}
+
+XYLEM_CLONES void sgd_nesterov(float* __restrict p, float* __restrict v, const float* __restrict g, int64_t n,
+                               SgdConsts c) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i] + c.wd * p[i];
+        const float vi = c.mom * v[i] + c.keep * gi;
+        v[i] = vi;
+        p[i] -= c.lr * (gi + c.mom * vi);
+    }
+}
+
+struct AdamConsts {
+    float b1, b2, wd, eps, step, inv_sqrt_bc2;
+};
+
+XYLEM_CLONES void adam(float* __restrict p, float* __restrict m, float* __restrict v, const float* __restrict g,
+                       int64_t n, AdamConsts c) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i] + c.wd * p[i];
+        const float mi = c.b1 * m[i] + (1.0f - c.b1) * gi;
+        const float vi = c.b2 * v[i] + (1.0f - c.b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] -= c.step * mi / (std::sqrt(vi) * c.inv_sqrt_bc2 + c.eps);
+    }
+}
+
+}  // namespace
+
+// PyTorch semantics with the velocity starting at zero (so no first-step special case):
+// g = grad + wd*p; v = momentum*v + (1-dampening)*g; g = nesterov ? g + momentum*v : v; p -= lr*g.
+void op_sgd_update(const xylem_op_desc& desc) {
+    // The velocity may be left out when momentum is 0.
+    OpArgs a(desc, 1, 1, desc.n_outputs == 1 ? 1 : 2);
+    const auto attrs = a.attrs<xylem_sgd_attrs>();
+    const Tensor tp = a.out(0, "param"), tg = a.in(0, "grad");
+    a.same_numel(tp, "param", tg, "grad");
+    const SgdConsts c{attrs.lr, attrs.weight_decay, attrs.momentum, 1.0f - attrs.dampening};
+    if (c.mom == 0.0f) return sgd_plain(tp.f32(), tg.f32(), tp.numel, c);
+    if (desc.n_outputs < 2) a.fail("momentum %g needs the velocity output", c.mom);
+    const Tensor tv = a.out(1, "velocity");
+    a.same_numel(tp, "param", tv, "velocity");
+    if (attrs.nesterov) sgd_nesterov(tp.f32(), tv.f32(), tg.f32(), tp.numel, c);
+    else sgd_momentum(tp.f32(), tv.f32(), tg.f32(), tp.numel, c);
+}
+
+// g = grad + wd*p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; p -= lr*(m/bc1) / (sqrt(v/bc2) + eps),
+// evaluated as PyTorch does: p -= (lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps).
+void op_adam_update(const xylem_op_desc& desc) {
+    OpArgs a(desc, 1, 1, 3);
+    const auto attrs = a.attrs<xylem_adam_attrs>();
+    const Tensor tp = a.out(0, "param"), tm = a.out(1, "m"), tv = a.out(2, "v"), tg = a.in(0, "grad");
+    a.same_numel(tp, "param", tg, "grad");
+    a.same_numel(tp, "param", tm, "m");
+    a.same_numel(tp, "param", tv, "v");
+    if (!(attrs.bias_correction1 > 0.0f && attrs.bias_correction2 > 0.0f))
+        a.fail("bias corrections must be > 0, got %g and %g", attrs.bias_correction1, attrs.bias_correction2);
+    const AdamConsts c{attrs.beta1, attrs.beta2, attrs.weight_decay, attrs.eps,
+                       attrs.lr / attrs.bias_correction1, 1.0f / std::sqrt(attrs.bias_correction2)};
+    adam(tp.f32(), tm.f32(), tv.f32(), tg.f32(), tp.numel, c);
+}
+
+}  // namespace xylem::native

@@ -1,0 +1,49 @@
+// Entry point of the native CPU plugin: its xylem_plugin table and the thread-local error message.
+#include <cstdarg>
+#include <cstdio>
+
+#include "native.h"
+
+namespace xylem::native {
+
+namespace {
+thread_local char g_last_error[512] = "no error";
+}
+
+xylem_status set_error(xylem_status status, const char* fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    std::vsnprintf(g_last_error, sizeof g_last_error, fmt, args);
+    va_end(args);
+    return status;
+}
+
+const char* last_error() { return g_last_error; }
+
+}  // namespace xylem::native
+
+XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
+    namespace n = xylem::native;
+    static const xylem_plugin table = {
+        XYLEM_ABI_MAJOR,
+        XYLEM_ABI_MINOR,
+        sizeof(xylem_plugin),
+        XYLEM_PLUGIN_HOST_MEMORY,
+        "native",
+        "0.1.0",
+        n::probe,
+        n::framework_get,
+        n::last_error,
+        n::buffer_alloc,
+        n::buffer_free,
+        n::buffer_host_ptr,
+        n::stream_create,
+        n::stream_destroy,
+        n::stream_sync,
+        n::copy_h2d,
+        n::copy_d2h,
+        n::op_supported,
+        n::op_run,
+    };
+    return &table;
+}

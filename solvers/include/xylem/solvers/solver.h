@@ -1,0 +1,62 @@
+// Solvers: SGD (momentum, Nesterov, weight decay) and Adam. State lives on the device and
+// hyper-parameters travel by value inside the op, so a step allocates and copies nothing
+// (the Leaf #88 scenario).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xylem/layers/layer.h"
+
+namespace xylem {
+
+class Solver {
+public:
+    virtual ~Solver() = default;
+    virtual std::string kind() const = 0;
+    // Applies one update to every parameter from its gradient.
+    virtual void step(Device& dev, const std::vector<Param*>& params) = 0;
+    float lr() const { return lr_; }
+    void set_lr(float lr) { lr_ = lr; }
+
+protected:
+    explicit Solver(float lr) : lr_(lr) {}
+    // One zero-filled state tensor per parameter, created on the device on first use.
+    static std::vector<Tensor>& state(std::vector<Tensor>& slots, Device& dev, const std::vector<Param*>& params);
+    float lr_;
+};
+
+struct SgdOptions {
+    float lr = 0.01f, momentum = 0.0f, dampening = 0.0f, weight_decay = 0.0f;
+    bool nesterov = false;
+};
+
+class Sgd : public Solver {
+public:
+    explicit Sgd(const SgdOptions& o);
+    std::string kind() const override { return "sgd"; }
+    void step(Device& dev, const std::vector<Param*>& params) override;
+
+private:
+    SgdOptions o_;
+    std::vector<Tensor> velocity_;
+};
+
+struct AdamOptions {
+    float lr = 0.001f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+};
+
+class Adam : public Solver {
+public:
+    explicit Adam(const AdamOptions& o);
+    std::string kind() const override { return "adam"; }
+    void step(Device& dev, const std::vector<Param*>& params) override;
+
+private:
+    AdamOptions o_;
+    uint64_t t_ = 0;
+    std::vector<Tensor> m_, v_;
+};
+
+}  // namespace xylem

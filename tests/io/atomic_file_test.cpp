@@ -1,0 +1,96 @@
+// Tests for AtomicFile / write_file_atomic: replacement, cleanup of uncommitted temps, error text.
+#include "xylem/io/atomic_file.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "xylem/error.h"
+
+namespace fs = std::filesystem;
+using xylem::io::AtomicFile;
+
+namespace {
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+class AtomicFileTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        std::string pattern = ::testing::TempDir() + "xylem_atomic_XXXXXX";
+        ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+        dir_ = pattern;
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    std::string file(const std::string& name) const { return dir_ + "/" + name; }
+    size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(dir_), fs::directory_iterator())); }
+
+    std::string dir_;
+};
+
+TEST_F(AtomicFileTest, WritesAndReplaces) {
+    xylem::io::write_file_atomic(file("metrics.json"), "{\"loss\": 1}\n");
+    EXPECT_EQ(read_text(file("metrics.json")), "{\"loss\": 1}\n");
+    xylem::io::write_file_atomic(file("metrics.json"), "");
+    EXPECT_EQ(read_text(file("metrics.json")), "");
+    EXPECT_EQ(entries(), 1u);  // no temp left behind
+}
+
+TEST_F(AtomicFileTest, TempNameAndUncommittedCleanup) {
+    xylem::io::write_file_atomic(file("a"), "old");
+    {
+        AtomicFile f(file("a"));
+        EXPECT_EQ(f.temp_path(), file("a") + ".tmp." + std::to_string(::getpid()));
+        f.write("new contents", 12);
+        EXPECT_TRUE(fs::exists(f.temp_path()));
+        EXPECT_EQ(read_text(file("a")), "old");  // untouched until commit
+    }
+    EXPECT_EQ(read_text(file("a")), "old");
+    EXPECT_EQ(entries(), 1u);
+}
+
+TEST_F(AtomicFileTest, CommitTwiceIsAnError) {
+    AtomicFile f(file("b"));
+    f.write("x", 1);
+    f.commit();
+    EXPECT_EQ(read_text(file("b")), "x");
+    EXPECT_THROW(f.commit(), xylem::Error);
+    EXPECT_THROW(f.write("y", 1), xylem::Error);
+    EXPECT_EQ(read_text(file("b")), "x");
+}
+
+TEST_F(AtomicFileTest, MissingDirectory) {
+    const std::string path = file("no/such/dir/metrics.json");
+    try {
+        xylem::io::write_file_atomic(path, "x");
+        FAIL() << "expected xylem::Error";
+    } catch (const xylem::Error& e) {
+        EXPECT_EQ(std::string(e.what()), path + ": cannot create temporary file " + path + ".tmp." +
+                                             std::to_string(::getpid()) + ": No such file or directory");
+    }
+}
+
+TEST_F(AtomicFileTest, RenameFailureRemovesTemp) {
+    fs::create_directory(file("target"));
+    EXPECT_THROW(xylem::io::write_file_atomic(file("target"), "x"), xylem::Error);
+    EXPECT_TRUE(fs::is_directory(file("target")));
+    EXPECT_EQ(entries(), 1u);
+}
+
+TEST_F(AtomicFileTest, RelativePathInCurrentDirectory) {
+    const fs::path old_cwd = fs::current_path();
+    fs::current_path(dir_);
+    EXPECT_NO_THROW(xylem::io::write_file_atomic("rel.txt", "r"));  // directory fsync uses "."
+    fs::current_path(old_cwd);
+    EXPECT_EQ(read_text(file("rel.txt")), "r");
+}
+
+}  // namespace

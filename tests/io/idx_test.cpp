@@ -1,0 +1,301 @@
+// Tests for IDX / MNIST loading: real Fashion-MNIST, hand-made plain and gzipped files, corrupt inputs.
+#include "xylem/io/idx.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "xylem/error.h"
+
+namespace fs = std::filesystem;
+using xylem::io::Dataset;
+using xylem::io::IdxArray;
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+// A real deflate-compressed (gzip -9, python's gzip module) IDX file: dims 2x8x8, pixel i = (i % 16) * 17.
+const Bytes kDeflatedImages = {
+    0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x63, 0x60, 0xe0, 0x60, 0x66, 0x60, 0x60,
+    0x60, 0x02, 0x62, 0x0e, 0x30, 0x16, 0x54, 0x32, 0x76, 0x09, 0x4d, 0x2b, 0xef, 0x98, 0xb9, 0x6a, 0xf7,
+    0x99, 0xbb, 0xef, 0xfe, 0xd3, 0x9b, 0x0f, 0x00, 0x63, 0xab, 0x1c, 0x46, 0x90, 0x00, 0x00, 0x00};
+
+Bytes idx_bytes(const std::vector<uint32_t>& dims, const Bytes& payload, uint8_t type = 0x08) {
+    Bytes out = {0, 0, type, static_cast<uint8_t>(dims.size())};
+    for (uint32_t d : dims)
+        for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(d >> shift));
+    out.insert(out.end(), payload.begin(), payload.end());
+    return out;
+}
+
+Bytes iota_bytes(size_t n) {
+    Bytes out(n);
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(i * 7);
+    return out;
+}
+
+uint32_t crc32(const Bytes& data) {
+    uint32_t crc = 0xFFFFFFFFu;
+    for (uint8_t b : data) {
+        crc ^= b;
+        for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+// A valid gzip member using stored (uncompressed) deflate blocks. test_io does not link zlib
+// (it is private to xylem_core), so the test writes gzip by hand; kDeflatedImages covers real deflate.
+Bytes gzip_stored(const Bytes& data) {
+    Bytes out = {0x1f, 0x8b, 0x08, 0x00, 0, 0, 0, 0, 0x00, 0xff};
+    size_t pos = 0;
+    do {
+        size_t n = std::min<size_t>(data.size() - pos, 65535);
+        bool last = pos + n == data.size();
+        out.push_back(last ? 1 : 0);
+        out.push_back(static_cast<uint8_t>(n));
+        out.push_back(static_cast<uint8_t>(n >> 8));
+        out.push_back(static_cast<uint8_t>(~n));
+        out.push_back(static_cast<uint8_t>(~n >> 8));
+        out.insert(out.end(), data.begin() + pos, data.begin() + pos + n);
+        pos += n;
+    } while (pos < data.size());
+    uint32_t crc = crc32(data), size = static_cast<uint32_t>(data.size());
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(crc >> (8 * i)));
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(size >> (8 * i)));
+    return out;
+}
+
+void write_bytes(const std::string& path, const Bytes& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    ASSERT_TRUE(out.good()) << path;
+}
+
+template <typename F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const xylem::Error& e) {
+        return e.what();
+    }
+    return "<no xylem::Error thrown>";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+class IdxTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        std::string pattern = ::testing::TempDir() + "xylem_idx_XXXXXX";
+        ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+        dir_ = pattern;
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    std::string file(const std::string& name) const { return dir_ + "/" + name; }
+
+    std::string dir_;
+};
+
+TEST_F(IdxTest, PlainRoundTrip) {
+    Bytes payload = iota_bytes(2 * 3 * 4);
+    write_bytes(file("a.idx"), idx_bytes({2, 3, 4}, payload));
+    IdxArray a = xylem::io::read_idx(file("a.idx"));
+    EXPECT_EQ(a.dims, (std::vector<int64_t>{2, 3, 4}));
+    EXPECT_EQ(a.data, payload);
+}
+
+TEST_F(IdxTest, GzipRoundTrip) {
+    Bytes payload = iota_bytes(70000);  // more than one stored block
+    write_bytes(file("a.idx.gz"), gzip_stored(idx_bytes({70000}, payload)));
+    IdxArray a = xylem::io::read_idx(file("a.idx.gz"));
+    EXPECT_EQ(a.dims, (std::vector<int64_t>{70000}));
+    EXPECT_EQ(a.data, payload);
+}
+
+TEST_F(IdxTest, RealDeflateStream) {
+    write_bytes(file("d.gz"), kDeflatedImages);
+    IdxArray a = xylem::io::read_idx(file("d.gz"));
+    ASSERT_EQ(a.dims, (std::vector<int64_t>{2, 8, 8}));
+    for (size_t i = 0; i < a.data.size(); ++i) ASSERT_EQ(a.data[i], (i % 16) * 17) << i;
+}
+
+TEST_F(IdxTest, EmptyDimensionIsLegal) {
+    write_bytes(file("e.idx"), idx_bytes({0, 28, 28}, {}));
+    IdxArray a = xylem::io::read_idx(file("e.idx"));
+    EXPECT_EQ(a.dims, (std::vector<int64_t>{0, 28, 28}));
+    EXPECT_TRUE(a.data.empty());
+}
+
+TEST_F(IdxTest, LoadMnistScalesPixelsAndKeepsLabels) {
+    write_bytes(file("img.gz"), gzip_stored(idx_bytes({3, 2, 2}, {0, 255, 51, 102, 1, 2, 3, 4, 5, 6, 7, 8})));
+    write_bytes(file("lbl"), idx_bytes({3}, {9, 0, 200}));
+    Dataset d = xylem::io::load_mnist(file("img.gz"), file("lbl"));
+    EXPECT_EQ(d.count, 3);
+    EXPECT_EQ(d.rows, 2);
+    EXPECT_EQ(d.cols, 2);
+    ASSERT_EQ(d.images.size(), 12u);
+    EXPECT_FLOAT_EQ(d.images[0], 0.0f);
+    EXPECT_FLOAT_EQ(d.images[1], 1.0f);
+    EXPECT_FLOAT_EQ(d.images[2], 0.2f);
+    EXPECT_FLOAT_EQ(d.images[3], 0.4f);
+    EXPECT_EQ(d.labels, (std::vector<int32_t>{9, 0, 200}));
+}
+
+TEST_F(IdxTest, LoadMnistDirAcceptsPlainAndGzip) {
+    write_bytes(file("train-images-idx3-ubyte.gz"), gzip_stored(idx_bytes({2, 1, 3}, iota_bytes(6))));
+    write_bytes(file("train-labels-idx1-ubyte"), idx_bytes({2}, {4, 5}));
+    Dataset d = xylem::io::load_mnist_dir(dir_, true);
+    EXPECT_EQ(d.count, 2);
+    EXPECT_EQ(d.labels, (std::vector<int32_t>{4, 5}));
+
+    std::string msg = error_of([&] { xylem::io::load_mnist_dir(dir_, false); });
+    EXPECT_TRUE(contains(msg, file("t10k-images-idx3-ubyte.gz"))) << msg;
+    EXPECT_TRUE(contains(msg, "no such file")) << msg;
+
+    msg = error_of([&] { xylem::io::load_mnist_dir(file("nope"), true); });
+    EXPECT_EQ(msg, file("nope") + ": cannot open dataset directory: No such file or directory");
+}
+
+TEST_F(IdxTest, WrongMagic) {
+    write_bytes(file("m"), Bytes{0x50, 0x4b, 0x03, 0x04, 0, 0, 0, 0});
+    EXPECT_EQ(error_of([&] { xylem::io::read_idx(file("m")); }),
+              file("m") + ": not an IDX file (magic 0x504B0304, the first two bytes must be zero)");
+}
+
+TEST_F(IdxTest, WrongTypeByte) {
+    write_bytes(file("f"), idx_bytes({2}, {0, 0, 0, 0, 0, 0, 0, 0}, 0x0D));
+    std::string msg = error_of([&] { xylem::io::read_idx(file("f")); });
+    EXPECT_TRUE(contains(msg, file("f") + ": unsupported IDX element type 0x0D (magic 0x00000D01")) << msg;
+}
+
+TEST_F(IdxTest, LabelFileGivenAsImages) {
+    write_bytes(file("lbl"), idx_bytes({3}, {1, 2, 3}));
+    EXPECT_EQ(error_of([&] { xylem::io::load_mnist(file("lbl"), file("lbl")); }),
+              file("lbl") + ": not an IDX image file (magic 0x00000801, expected 0x00000803)");
+    write_bytes(file("img"), idx_bytes({1, 1, 1}, {7}));
+    EXPECT_EQ(error_of([&] { xylem::io::load_mnist(file("img"), file("img")); }),
+              file("img") + ": not an IDX label file (magic 0x00000803, expected 0x00000801)");
+}
+
+TEST_F(IdxTest, TruncatedPayload) {
+    Bytes bytes = idx_bytes({2, 3, 4}, iota_bytes(24));
+    bytes.resize(bytes.size() - 4);
+    write_bytes(file("t"), bytes);
+    EXPECT_EQ(error_of([&] { xylem::io::read_idx(file("t")); }),
+              file("t") + ": truncated IDX file: expected 24 payload bytes, got 20");
+    // The same short payload inside an intact gzip stream is an IDX problem, not a gzip one.
+    write_bytes(file("t.gz"), gzip_stored(bytes));
+    EXPECT_EQ(error_of([&] { xylem::io::read_idx(file("t.gz")); }),
+              file("t.gz") + ": truncated IDX file: expected 24 payload bytes, got 20");
+}
+
+TEST_F(IdxTest, TruncatedHeader) {
+    write_bytes(file("h"), Bytes{0, 0, 8, 3, 0, 0, 0, 2, 0, 0});
+    EXPECT_EQ(error_of([&] { xylem::io::read_idx(file("h")); }),
+              file("h") + ": truncated IDX file: expected 12 dimension-header bytes, got 6");
+    write_bytes(file("empty"), Bytes{});
+    EXPECT_EQ(error_of([&] { xylem::io::read_idx(file("empty")); }),
+              file("empty") + ": truncated IDX file: expected 4 magic number bytes, got 0");
+}
+
+TEST_F(IdxTest, ZeroDimensions) {
+    write_bytes(file("z"), Bytes{0, 0, 8, 0});
+    std::string msg = error_of([&] { xylem::io::read_idx(file("z")); });
+    EXPECT_TRUE(contains(msg, file("z") + ": IDX header declares 0 dimensions")) << msg;
+}
+
+TEST_F(IdxTest, HugeClaimedSizeFailsAsTruncatedNotBadAlloc) {
+    write_bytes(file("big"), idx_bytes({0xFFFFFFFFu, 16}, iota_bytes(10)));
+    EXPECT_EQ(error_of([&] { xylem::io::read_idx(file("big")); }),
+              file("big") + ": truncated IDX file: expected 68719476720 payload bytes, got 10");
+    write_bytes(file("big.gz"), gzip_stored(idx_bytes({0xFFFFFFFFu, 16}, iota_bytes(10))));
+    EXPECT_EQ(error_of([&] { xylem::io::read_idx(file("big.gz")); }),
+              file("big.gz") + ": truncated IDX file: expected 68719476720 payload bytes, got 10");
+    write_bytes(file("huge"), idx_bytes({0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, {}));
+    std::string msg = error_of([&] { xylem::io::read_idx(file("huge")); });
+    EXPECT_TRUE(contains(msg, "are too large to load")) << msg;
+}
+
+TEST_F(IdxTest, TrailingBytes) {
+    Bytes bytes = idx_bytes({2, 2}, iota_bytes(4));
+    bytes.push_back(0xAB);
+    bytes.push_back(0xCD);
+    write_bytes(file("x"), bytes);
+    EXPECT_EQ(error_of([&] { xylem::io::read_idx(file("x")); }),
+              file("x") + ": 2 trailing bytes after the IDX payload (dims 2x2 take exactly 4 payload bytes)");
+    write_bytes(file("x.gz"), gzip_stored(bytes));
+    EXPECT_EQ(error_of([&] { xylem::io::read_idx(file("x.gz")); }),
+              file("x.gz") + ": 2 trailing bytes after the IDX payload (dims 2x2 take exactly 4 payload bytes)");
+}
+
+TEST_F(IdxTest, CountMismatch) {
+    write_bytes(file("img"), idx_bytes({3, 1, 1}, {1, 2, 3}));
+    write_bytes(file("lbl"), idx_bytes({2}, {1, 2}));
+    EXPECT_EQ(error_of([&] { xylem::io::load_mnist(file("img"), file("lbl")); }),
+              file("img") + ": has 3 images but " + file("lbl") + " has 2 labels");
+}
+
+TEST_F(IdxTest, MissingFile) {
+    EXPECT_EQ(error_of([&] { xylem::io::read_idx(file("absent.gz")); }),
+              file("absent.gz") + ": cannot open: No such file or directory");
+    EXPECT_EQ(error_of([&] { xylem::io::read_idx(dir_); }), dir_ + ": is a directory, not an IDX file");
+}
+
+TEST_F(IdxTest, TruncatedGzipStream) {
+    Bytes gz = gzip_stored(idx_bytes({1000}, iota_bytes(1000)));
+    write_bytes(file("cut.gz"), Bytes(gz.begin(), gz.begin() + 500));
+    std::string msg = error_of([&] { xylem::io::read_idx(file("cut.gz")); });
+    EXPECT_TRUE(contains(msg, file("cut.gz") + ": truncated gzip stream: expected 1000 payload bytes, only ")) << msg;
+
+    // Losing only the 8-byte trailer leaves the payload whole, but the stream is still incomplete.
+    write_bytes(file("notrailer.gz"), Bytes(gz.begin(), gz.end() - 8));
+    EXPECT_EQ(error_of([&] { xylem::io::read_idx(file("notrailer.gz")); }),
+              file("notrailer.gz") + ": truncated gzip stream: the IDX payload is complete but the gzip trailer is missing");
+
+    Bytes real = kDeflatedImages;
+    write_bytes(file("real.gz"), Bytes(real.begin(), real.begin() + 30));
+    msg = error_of([&] { xylem::io::read_idx(file("real.gz")); });
+    EXPECT_TRUE(contains(msg, file("real.gz") + ": truncated gzip stream")) << msg;
+}
+
+TEST_F(IdxTest, CorruptGzipChecksum) {
+    Bytes gz = gzip_stored(idx_bytes({4}, {1, 2, 3, 4}));
+    gz[gz.size() - 6] ^= 0xFF;  // inside the CRC32
+    write_bytes(file("crc.gz"), gz);
+    EXPECT_EQ(error_of([&] { xylem::io::read_idx(file("crc.gz")); }),
+              file("crc.gz") + ": corrupt gzip stream: incorrect data check");
+}
+
+// The real Fashion-MNIST from the dataset-fashion-mnist package, when installed.
+TEST(FashionMnist, LoadsTrainAndTestSets) {
+    const std::string dir = "/usr/share/datasets/fashion-mnist";
+    if (!fs::exists(dir)) GTEST_SKIP() << dir << " not installed";
+    for (bool train : {true, false}) {
+        Dataset d = xylem::io::load_mnist_dir(dir, train);
+        const int64_t count = train ? 60000 : 10000;
+        EXPECT_EQ(d.count, count);
+        EXPECT_EQ(d.rows, 28);
+        EXPECT_EQ(d.cols, 28);
+        ASSERT_EQ(d.images.size(), static_cast<size_t>(count * 28 * 28));
+        ASSERT_EQ(d.labels.size(), static_cast<size_t>(count));
+        auto [lo, hi] = std::minmax_element(d.images.begin(), d.images.end());
+        EXPECT_EQ(*lo, 0.0f);
+        EXPECT_EQ(*hi, 1.0f);
+        std::vector<int64_t> per_class(10, 0);
+        for (int32_t label : d.labels) {
+            ASSERT_GE(label, 0);
+            ASSERT_LT(label, 10);
+            ++per_class[label];
+        }
+        for (int64_t n : per_class) EXPECT_EQ(n, count / 10);  // Fashion-MNIST is exactly balanced
+    }
+}
+
+}  // namespace
