@@ -25,14 +25,12 @@ xylem_framework_t Backend::framework() {
 }
 
 bool Backend::supports(uint32_t op) {
-    if (op >= supported_.size() || op >= XYLEM_OP_COUNT_) return false;
-    xylem_framework_t fw = framework();
-    std::lock_guard lock(mutex_);
-    if (!supported_known_[op]) {
-        supported_[op] = api_->op_supported(fw, op) != 0;
-        supported_known_[op] = true;
-    }
-    return supported_[op];
+    // Asked once per op at first use; Device::run consults the cache on every op, lock-free.
+    std::call_once(supported_once_, [this] {
+        xylem_framework_t fw = framework();
+        for (uint32_t o = 0; o < XYLEM_OP_COUNT_; ++o) supported_[o] = api_->op_supported(fw, o) != 0;
+    });
+    return op < XYLEM_OP_COUNT_ && supported_[op];
 }
 
 std::shared_ptr<Device> Backend::device(uint32_t index) {

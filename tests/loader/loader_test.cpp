@@ -215,6 +215,7 @@ TEST(Loader, TwoRegistriesShareOneBackendAndFramework) {
     EXPECT_EQ(ra.backend->device(0).get(), rb.backend->device(0).get());
 
     Backend& fixture = *ra.backend;
+    fixture.device(1);  // each Device holds one stream for the backend's lifetime
     const int streams_before = fixture_counter(fixture, "streams_live");
     for (int i = 0; i < 100; ++i) {
         xylem_framework_t fw = fixture.framework();
@@ -237,6 +238,7 @@ TEST(Loader, OtherSpellingsOfOnePathAreOnePlugin) {
     Registry first;
     std::shared_ptr<Backend> fixture = first.load_file(fixture_file("fixture")).backend;
     ASSERT_TRUE(fixture);
+    xylem_framework_t framework = fixture->framework();
 
     TempDir tmp;
     fs::create_symlink(fixture_file("fixture"), tmp.path / "libxylem_fixture_link.so");
@@ -251,7 +253,8 @@ TEST(Loader, OtherSpellingsOfOnePathAreOnePlugin) {
         Registry r;
         const PluginRecord& rec = r.load_file(spelling);
         EXPECT_EQ(rec.path, canonical(fixture_file("fixture"))) << spelling;
-        EXPECT_EQ(rec.backend.get(), fixture.get()) << spelling;
+        ASSERT_EQ(rec.backend.get(), fixture.get()) << spelling;
+        EXPECT_EQ(rec.backend->framework(), framework) << spelling;
     }
     EXPECT_EQ(fixture_counter(*fixture, "frameworks_created"), 1);
 }

@@ -45,10 +45,11 @@ public:
 private:
     const xylem_plugin* api_;
     std::string name_, path_;
-    std::mutex mutex_;  // guards the op-support cache and the device list
+    std::mutex mutex_;  // guards the device list
     std::once_flag framework_once_;
     xylem_framework_t framework_ = nullptr;
-    std::bitset<256> supported_, supported_known_;
+    std::once_flag supported_once_;
+    std::bitset<XYLEM_OP_COUNT_> supported_;
     std::vector<std::shared_ptr<Device>> devices_;
 };
 
