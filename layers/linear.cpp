@@ -62,6 +62,12 @@ const Tensor& Linear::backward(Device& dev, const Tensor& dy, bool need_dx) {
     return dx_;
 }
 
+bool Linear::fuse_activation(xylem_activation act, Backend& backend) {
+    if (act_ != XYLEM_ACT_NONE || !backend.supports(XYLEM_OP_LINEAR_FWD)) return false;
+    act_ = act;
+    return true;
+}
+
 std::vector<Param*> Linear::params() {
     if (has_bias_) return {&weight_, &bias_};
     return {&weight_};

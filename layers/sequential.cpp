@@ -3,7 +3,6 @@
 
 #include "xylem/error.h"
 #include "xylem/layers/elementwise.h"
-#include "xylem/layers/linear.h"
 
 namespace xylem {
 
@@ -21,17 +20,12 @@ void Sequential::build(Device& dev, const Shape& input_sample, uint64_t seed) {
     fused_.assign(layers_.size(), false);
     shapes_.clear();
     Shape shape = input_sample;
-    const bool can_fuse = dev.backend().supports(XYLEM_OP_LINEAR_FWD);
     for (size_t i = 0; i < layers_.size(); ++i) {
         layers_[i]->bind(dev, shape, rng);
         shape = layers_[i]->output_shape(shape);
         shapes_.push_back(shape);
         auto* act = dynamic_cast<Activation*>(layers_[i].get());
-        auto* lin = i > 0 ? dynamic_cast<Linear*>(layers_[i - 1].get()) : nullptr;
-        if (can_fuse && act && lin && lin->activation() == XYLEM_ACT_NONE && !fused_[i - 1]) {
-            lin->fuse_activation(act->activation());
-            fused_[i] = true;
-        }
+        if (act && i > 0 && !fused_[i - 1]) fused_[i] = layers_[i - 1]->fuse_activation(act->activation(), dev.backend());
     }
     output_ = shape;
 }
@@ -62,6 +56,13 @@ std::vector<Param*> Sequential::params() {
     std::vector<Param*> out;
     for (auto& l : layers_)
         for (Param* p : l->params()) out.push_back(p);
+    return out;
+}
+
+std::vector<Param*> Sequential::state() {
+    std::vector<Param*> out = params();
+    for (auto& l : layers_)
+        for (Param* p : l->buffers()) out.push_back(p);
     return out;
 }
 

@@ -10,14 +10,14 @@ namespace xylem::app {
 
 void save_checkpoint(const std::string& path, Sequential& model, const std::map<std::string, std::string>& metadata) {
     std::vector<io::TensorView> views;
-    for (Param* p : model.params())
+    for (Param* p : model.state())
         views.push_back({p->name, "F32", p->value.shape(), p->value.host_read<float>(), p->value.bytes()});
     io::write_safetensors(path, views, metadata);
 }
 
 void load_checkpoint(const std::string& path, Sequential& model) {
     io::Safetensors file = io::read_safetensors(path);
-    std::vector<Param*> params = model.params();
+    std::vector<Param*> params = model.state();
     for (Param* p : params) {
         auto it = file.tensors.find(p->name);
         if (it == file.tensors.end()) throw Error(path + ": checkpoint has no tensor '" + p->name + "' that the model needs");

@@ -119,12 +119,48 @@ LayerSpec parse_layer(const Section& s) {
         s.allow({"type", "shape"});
         if (!s.node("shape")) s.fail("shape", "is required for a reshape layer");
         s.get_shape("shape", l.shape);
+    } else if (l.type == "conv2d" || l.type == "maxpool2d" || l.type == "avgpool2d") {
+        if (l.type == "conv2d") s.allow({"type", "out", "kernel", "stride", "padding", "dilation", "groups", "bias"});
+        else if (l.type == "avgpool2d") s.allow({"type", "kernel", "stride", "padding", "count_include_pad"});
+        else s.allow({"type", "kernel", "stride", "padding"});
+        if (l.type == "conv2d") {
+            if (!s.node("out")) s.fail("out", "is required for a conv2d layer");
+            s.get("out", l.out);
+            if (l.out <= 0) s.fail("out", "must be positive");
+            s.get("dilation", l.dilation);
+            s.get("groups", l.groups);
+            s.get("bias", l.bias);
+            if (l.dilation < 1) s.fail("dilation", "must be >= 1");
+            if (l.groups < 1) s.fail("groups", "must be >= 1");
+        }
+        if (!s.node("kernel")) s.fail("kernel", "is required for a " + l.type + " layer");
+        if (s.node("kernel")->is_array()) {
+            Shape k;
+            s.get_shape("kernel", k);
+            if (k.size() != 2) s.fail("kernel", "must be an integer or [height, width]");
+            l.kernel_h = static_cast<int32_t>(k[0]);
+            l.kernel_w = static_cast<int32_t>(k[1]);
+        } else {
+            s.get("kernel", l.kernel_h);
+            l.kernel_w = l.kernel_h;
+        }
+        if (l.kernel_h < 1 || l.kernel_w < 1) s.fail("kernel", "must be positive");
+        s.get("stride", l.stride);
+        s.get("padding", l.padding);
+        s.get("count_include_pad", l.count_include_pad);
+    } else if (l.type == "batchnorm") {
+        s.allow({"type", "eps", "momentum"});
+        s.get("eps", l.eps);
+        s.get("momentum", l.momentum);
+        if (!(l.eps > 0)) s.fail("eps", "must be positive");
+        if (!(l.momentum >= 0 && l.momentum <= 1)) s.fail("momentum", "must be in [0, 1]");
     } else if (l.type == "relu" || l.type == "sigmoid" || l.type == "tanh" || l.type == "softmax" ||
                l.type == "log_softmax" || l.type == "flatten") {
         s.allow({"type"});
     } else {
         s.fail("type", "names an unknown layer type '" + l.type +
-                           "' (known: linear, relu, sigmoid, tanh, softmax, log_softmax, flatten, reshape, dropout)");
+                           "' (known: linear, conv2d, maxpool2d, avgpool2d, batchnorm, relu, sigmoid, tanh, softmax, "
+                           "log_softmax, flatten, reshape, dropout)");
     }
     return l;
 }

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <mutex>
 #include <cstdio>
 #include <ostream>
 #include <vector>
@@ -12,7 +14,10 @@
 
 namespace xylem::profiler {
 namespace {
-bool g_enabled = false;
+// Ops may run on several threads: the flag is atomic and the tables take a lock (profiling
+// already syncs after every op, so the lock costs nothing that matters).
+std::atomic<bool> g_enabled{false};
+std::mutex g_mutex;
 std::array<double, XYLEM_OP_COUNT_> g_seconds{};
 std::array<uint64_t, XYLEM_OP_COUNT_> g_calls{};
 TransferCounts g_transfers_at_reset;
@@ -22,6 +27,7 @@ void enable(bool on) { g_enabled = on; }
 bool enabled() { return g_enabled; }
 
 void reset() {
+    std::lock_guard lock(g_mutex);
     g_seconds.fill(0);
     g_calls.fill(0);
     g_transfers_at_reset = transfer_counts();
@@ -29,14 +35,22 @@ void reset() {
 
 void record(uint32_t op, double seconds) {
     if (op >= XYLEM_OP_COUNT_) return;
+    std::lock_guard lock(g_mutex);
     g_seconds[op] += seconds;
     g_calls[op] += 1;
 }
 
-double total_seconds(uint32_t op) { return op < XYLEM_OP_COUNT_ ? g_seconds[op] : 0; }
-uint64_t calls(uint32_t op) { return op < XYLEM_OP_COUNT_ ? g_calls[op] : 0; }
+double total_seconds(uint32_t op) {
+    std::lock_guard lock(g_mutex);
+    return op < XYLEM_OP_COUNT_ ? g_seconds[op] : 0;
+}
+uint64_t calls(uint32_t op) {
+    std::lock_guard lock(g_mutex);
+    return op < XYLEM_OP_COUNT_ ? g_calls[op] : 0;
+}
 
 void print(std::ostream& out) {
+    std::lock_guard lock(g_mutex);
     std::vector<uint32_t> ops;
     double total = 0;
     for (uint32_t op = 0; op < XYLEM_OP_COUNT_; ++op) {

@@ -20,7 +20,9 @@ namespace fs = std::filesystem;
 namespace {
 
 struct Loaded {
+    std::shared_ptr<boost::dll::shared_library> library;  // held by the never-destroyed map: never unloaded
     const xylem_plugin* table = nullptr;
+    bool abi_only = false;  // only the table's version header may be read
     std::shared_ptr<Backend> backend;
     std::string error;
 };
@@ -57,13 +59,13 @@ std::string missing_member(const xylem_plugin* t) {
 Loaded open_plugin(const std::string& path) {
     Loaded out;
     boost::system::error_code ec;
-    auto* lib = new boost::dll::shared_library();  // intentionally kept: plugins are never unloaded
+    auto lib = std::make_shared<boost::dll::shared_library>();
     lib->load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
     if (ec) {
-        delete lib;
         out.error = "cannot load: " + loader_message(path);
         return out;
     }
+    out.library = lib;
     if (!lib->has(XYLEM_PLUGIN_ENTRY_NAME)) {
         out.error = std::string("not a xylem plugin: no exported '") + XYLEM_PLUGIN_ENTRY_NAME + "' symbol";
         return out;
@@ -74,10 +76,18 @@ Loaded open_plugin(const std::string& path) {
         out.error = "the plugin's entry point returned no table";
         return out;
     }
+    // Only {abi_major, abi_minor, struct_size} are common to every ABI version.
     if (t->abi_major != XYLEM_ABI_MAJOR) {
         out.error = "ABI mismatch: plugin built for ABI " + std::to_string(t->abi_major) + "." +
                     std::to_string(t->abi_minor) + ", this xylem uses ABI " + std::to_string(XYLEM_ABI_MAJOR) + "." +
                     std::to_string(XYLEM_ABI_MINOR);
+        out.abi_only = true;
+        out.table = t;
+        return out;
+    }
+    if (t->struct_size < offsetof(xylem_plugin, probe)) {
+        out.error = "plugin table too short (struct_size " + std::to_string(t->struct_size) + ")";
+        out.abi_only = true;
         out.table = t;
         return out;
     }
@@ -114,6 +124,8 @@ const PluginRecord& Registry::load_file(const std::string& file) {
     std::error_code ec;
     fs::path abs = fs::weakly_canonical(fs::absolute(file, ec), ec);
     rec.path = abs.string();
+    for (const PluginRecord& r : plugins_)
+        if (r.path == rec.path) return r;  // already recorded by this registry
 
     Loaded loaded;
     {
@@ -123,9 +135,11 @@ const PluginRecord& Registry::load_file(const std::string& file) {
         loaded = it->second;
     }
     if (loaded.table) {
-        rec.name = loaded.table->name ? loaded.table->name : "";
-        rec.version = loaded.table->version ? loaded.table->version : "";
         rec.abi = std::to_string(loaded.table->abi_major) + "." + std::to_string(loaded.table->abi_minor);
+        if (!loaded.abi_only) {
+            rec.name = loaded.table->name ? loaded.table->name : "";
+            rec.version = loaded.table->version ? loaded.table->version : "";
+        }
     }
     if (!loaded.backend) {
         rec.reason = loaded.error;

@@ -25,9 +25,15 @@ namespace fs = std::filesystem;
 const std::string kFixtureDir = XYLEM_TEST_FIXTURE_PLUGIN_DIR;
 const std::string kPluginDir = XYLEM_TEST_PLUGIN_DIR;
 
-std::string fixture_file(const std::string& stem) { return kFixtureDir + "/libxylem_" + stem + ".so"; }
-std::string native_file() { return kPluginDir + "/libxylem_native.so"; }
-std::string canonical(const std::string& path) { return fs::canonical(path).string(); }
+std::string fixture_file(const std::string& stem) {
+    return kFixtureDir + "/libxylem_" + stem + ".so";
+}
+std::string native_file() {
+    return kPluginDir + "/libxylem_native.so";
+}
+std::string canonical(const std::string& path) {
+    return fs::canonical(path).string();
+}
 
 // The record of the file libxylem_<stem>.so (a failed file has no backend name to look up by).
 const PluginRecord& record_of(const Registry& r, const std::string& stem) {

@@ -11,11 +11,16 @@
 namespace xylem {
 
 struct LayerSpec {
-    std::string type;        // linear, relu, sigmoid, tanh, softmax, log_softmax, flatten, reshape, dropout
-    int64_t out = 0;         // linear
-    bool bias = true;        // linear
+    std::string type;        // linear, conv2d, maxpool2d, avgpool2d, batchnorm, relu, sigmoid, tanh,
+                             // softmax, log_softmax, flatten, reshape, dropout
+    int64_t out = 0;         // linear, conv2d: output features / channels
+    bool bias = true;        // linear, conv2d
     float p = 0.5f;          // dropout
     Shape shape;             // reshape (per sample, one -1 allowed)
+    int32_t kernel_h = 0, kernel_w = 0;          // conv2d, pools (`kernel = 5` or `[5, 3]`)
+    int32_t stride = 0, padding = 0, dilation = 1, groups = 1;  // stride 0: 1 for conv, the kernel for pools
+    bool count_include_pad = true;               // avgpool2d
+    float eps = 1e-5f, momentum = 0.1f;          // batchnorm
 };
 
 struct SolverSpec {

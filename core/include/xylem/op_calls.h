@@ -39,4 +39,26 @@ void adam_update(Device& dev, Tensor& param, Tensor& m, Tensor& v, const Tensor&
 // correct[0] += number of rows whose argmax equals the label
 void accuracy(Device& dev, const Tensor& logits, const Tensor& labels, Tensor& correct);
 
+// ---- convolutional networks (core/src/op_calls_conv.cpp) ----
+// Shape rules: the NCHW output shape, or an Error naming the shapes that do not fit.
+Shape conv2d_output_shape(const Shape& x, const Shape& w, const xylem_conv2d_attrs& attrs);
+Shape pool2d_output_shape(const Shape& x, const xylem_pool2d_attrs& attrs);
+
+// y = act(conv(x, w) + bias); bias may be null
+void conv2d_fwd(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+                const xylem_conv2d_attrs& attrs);
+void conv2d_bwd_data(Device& dev, const Tensor& dy, const Tensor& w, Tensor& dx, const xylem_conv2d_attrs& attrs);
+// dw = attrs.beta*dw + filter gradient
+void conv2d_bwd_filter(Device& dev, const Tensor& x, const Tensor& dy, Tensor& dw, const xylem_conv2d_attrs& attrs);
+void pool2d_fwd(Device& dev, const Tensor& x, Tensor& y, const xylem_pool2d_attrs& attrs);
+void pool2d_bwd(Device& dev, const Tensor& dy, const Tensor& x, const Tensor& y, Tensor& dx,
+                const xylem_pool2d_attrs& attrs);
+// Training mode writes saved_mean/saved_invstd and updates the running statistics.
+void batchnorm_fwd(Device& dev, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                   Tensor& running_mean, Tensor& running_var, Tensor& saved_mean, Tensor& saved_invstd,
+                   const xylem_batchnorm_attrs& attrs);
+void batchnorm_bwd(Device& dev, const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& saved_mean,
+                   const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                   const xylem_batchnorm_attrs& attrs);
+
 }  // namespace xylem::ops

@@ -36,7 +36,22 @@ typedef enum xylem_op {
     XYLEM_OP_SGD_UPDATE = 18, /* outputs (param(rw), velocity(rw)), inputs (grad)  attrs: xylem_sgd_attrs */
     XYLEM_OP_ADAM_UPDATE = 19,/* outputs (param(rw), m(rw), v(rw)), inputs (grad)  attrs: xylem_adam_attrs */
     XYLEM_OP_ACCURACY = 20,   /* correct(rw)[1] += count of argmax(logits_i) == label_i; inputs (logits, labels) */
-    XYLEM_OP_COUNT_ = 21      /* number of ops in this version of the header */
+    /* Convolutional networks (ABI 1.1). Images are NCHW; filters are [K, C/groups, R, S]. */
+    XYLEM_OP_CONV2D_FWD = 21, /* Y[N,K,OH,OW] = act(conv(X, W) + b); inputs (X, W, b optional)  attrs: xylem_conv2d_attrs */
+    XYLEM_OP_CONV2D_BWD_DATA = 22,   /* dX = the input gradient; inputs (dY, W)             attrs: xylem_conv2d_attrs */
+    XYLEM_OP_CONV2D_BWD_FILTER = 23, /* dW(rw) = beta*dW + the filter gradient; inputs (X, dY) attrs: xylem_conv2d_attrs */
+    XYLEM_OP_POOL2D_FWD = 24, /* Y = max or average pooling of X                         attrs: xylem_pool2d_attrs */
+    XYLEM_OP_POOL2D_BWD = 25, /* dX from inputs (dY, X, Y); max routes each window's gradient to its first maximum
+                                 attrs: xylem_pool2d_attrs */
+    XYLEM_OP_BATCHNORM_FWD = 26, /* per-channel (axis 1) normalisation. inputs (X, gamma[C], beta[C]);
+                                    outputs (Y, running_mean(rw)[C], running_var(rw)[C], saved_mean[C], saved_invstd[C]).
+                                    training: batch statistics; running = (1-momentum)*running + momentum*batch, with the
+                                    unbiased variance; saved_* written for the backward pass.
+                                    eval: uses the running statistics (read only); saved_* untouched.
+                                    attrs: xylem_batchnorm_attrs */
+    XYLEM_OP_BATCHNORM_BWD = 27, /* training-mode gradient. inputs (dY, X, gamma, saved_mean, saved_invstd);
+                                    outputs (dX, dgamma, dbeta)                           attrs: xylem_batchnorm_attrs */
+    XYLEM_OP_COUNT_ = 28      /* number of ops in this version of the header */
 } xylem_op;
 
 typedef enum xylem_activation {
@@ -65,6 +80,26 @@ typedef struct xylem_adam_attrs {
     float lr, beta1, beta2, eps, weight_decay;
     float bias_correction1, bias_correction2;
 } xylem_adam_attrs;
+
+/* Output size per axis: (in + 2*pad - dilation*(kernel-1) - 1) / stride + 1 (floor).
+ * beta is used by CONV2D_BWD_FILTER only; activation by CONV2D_FWD only. */
+typedef struct xylem_conv2d_attrs {
+    int32_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups;
+    int32_t activation; /* xylem_activation applied after the bias (the fused conv + bias + activation) */
+    float beta;
+} xylem_conv2d_attrs;
+
+typedef enum xylem_pool_mode { XYLEM_POOL_MAX = 0, XYLEM_POOL_AVG = 1 } xylem_pool_mode;
+/* Output size: (in + 2*pad - kernel) / stride + 1 (floor). Padding never wins a max; average
+ * divides by the full window (count_include_pad = 1, PyTorch's default) or only the in-bounds part. */
+typedef struct xylem_pool2d_attrs {
+    int32_t mode, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, count_include_pad;
+} xylem_pool2d_attrs;
+
+typedef struct xylem_batchnorm_attrs {
+    float eps, momentum;
+    int32_t training;
+} xylem_batchnorm_attrs;
 
 /* Dropout's keep decision for element i: a counter-based hash, so every backend draws the
  * same mask for the same seed (results agree across CPU, CUDA and OpenCL). */

@@ -2,8 +2,8 @@
  * streams, only XYLEM_OP_FILL. CMake builds it several times with FIXTURE_* definitions to
  * make the broken variants (future ABI, offline, truncated table, missing dependency). */
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +52,9 @@ static xylem_status fail(xylem_status status, const char* fmt, ...) {
     return status;
 }
 
-static const char* last_error(void) { return g_error; }
+static const char* last_error(void) {
+    return g_error;
+}
 
 /* The counters the tests read back through the probe: no extra exported symbols needed. */
 static void counters(char* out, size_t size) {
@@ -168,8 +170,8 @@ static xylem_status copy_h2d(xylem_framework_t fw, xylem_stream_t s, xylem_buffe
     return XYLEM_OK;
 }
 
-static xylem_status copy_d2h(xylem_framework_t fw, xylem_stream_t s, void* dst, xylem_buffer_t src,
-                             uint64_t src_offset, uint64_t bytes) {
+static xylem_status copy_d2h(xylem_framework_t fw, xylem_stream_t s, void* dst, xylem_buffer_t src, uint64_t src_offset,
+                             uint64_t bytes) {
     (void)fw;
     (void)s;
     if (!src || (!dst && bytes) || !in_range(src, src_offset, bytes))
@@ -186,7 +188,8 @@ static int32_t op_supported(xylem_framework_t fw, uint32_t op) {
 static xylem_status op_run(xylem_framework_t fw, xylem_stream_t s, const xylem_op_desc* d) {
     (void)fw;
     if (!s || !d) return fail(XYLEM_E_INVALID, FIXTURE_NAME ": op_run: NULL stream or descriptor");
-    if (d->op != XYLEM_OP_FILL) return fail(XYLEM_E_UNSUPPORTED, FIXTURE_NAME ": op %u is not supported (only fill)", d->op);
+    if (d->op != XYLEM_OP_FILL)
+        return fail(XYLEM_E_UNSUPPORTED, FIXTURE_NAME ": op %u is not supported (only fill)", d->op);
     if (d->n_inputs != 0 || d->n_outputs != 1 || !d->outputs || !d->attrs || d->attrs_size < sizeof(xylem_fill_attrs))
         return fail(XYLEM_E_INVALID, FIXTURE_NAME ": fill: expects one output and xylem_fill_attrs");
     const xylem_tensor_arg* out = &d->outputs[0];

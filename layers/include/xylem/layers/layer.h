@@ -36,6 +36,11 @@ public:
     virtual const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) = 0;
 
     virtual std::vector<Param*> params() { return {}; }
+    // Non-trainable state saved in checkpoints (batch-norm running statistics); grad unused.
+    virtual std::vector<Param*> buffers() { return {}; }
+    // Takes over a following activation layer (one fused op) when this layer and the backend
+    // can; returns whether it did.
+    virtual bool fuse_activation(xylem_activation, Backend&) { return false; }
 
     // "model layer 2 (linear)": used in every error message about this layer.
     const std::string& label() const { return label_; }

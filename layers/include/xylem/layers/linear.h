@@ -17,7 +17,7 @@ public:
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
     std::vector<Param*> params() override;
 
-    void fuse_activation(xylem_activation act) { act_ = act; }
+    bool fuse_activation(xylem_activation act, Backend& backend) override;
     xylem_activation activation() const { return act_; }
     int64_t out_features() const { return out_; }
 

@@ -25,6 +25,7 @@ public:
     void backward(Device& dev, const Tensor& dy);
 
     std::vector<Param*> params();
+    std::vector<Param*> state();  // params, then buffers: everything a checkpoint holds
     std::string summary() const;  // one line per layer, with shapes and fusion
 
 private:

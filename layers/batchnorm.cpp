@@ -1,0 +1,52 @@
+// BatchNorm layer over the core batch-norm ops.
+#include "xylem/layers/batchnorm.h"
+
+#include "xylem/error.h"
+#include "xylem/op_calls.h"
+
+namespace xylem {
+
+Shape BatchNorm::output_shape(const Shape& input) const {
+    if (input.empty()) shape_error("needs a channel axis", input, {-1});
+    if (channels_ && input[0] != channels_) shape_error("channels do not match", input, {channels_});
+    return input;
+}
+
+void BatchNorm::bind(Device& dev, const Shape& input, std::mt19937_64&) {
+    output_shape(input);
+    channels_ = input[0];
+    const Shape c{channels_};
+    auto make = [&](const char* name, float value, bool grad) {
+        Param p{param_prefix() + name, Tensor(c, DType::F32, dev), grad ? Tensor(c, DType::F32, dev) : Tensor()};
+        ops::fill(dev, p.value, value);
+        if (grad) ops::fill(dev, p.grad, 0.0f);
+        return p;
+    };
+    gamma_ = make("weight", 1.0f, true);  // PyTorch's state_dict names
+    beta_ = make("bias", 0.0f, true);
+    running_mean_ = make("running_mean", 0.0f, false);
+    running_var_ = make("running_var", 1.0f, false);
+    saved_mean_ = Tensor(c, DType::F32, dev);
+    saved_invstd_ = Tensor(c, DType::F32, dev);
+}
+
+const Tensor& BatchNorm::forward(Device& dev, const Tensor& x, bool train) {
+    if (x.shape().size() < 2 || x.dim(1) != channels_) shape_error("input", x.shape(), {x.dim(0), channels_});
+    x_ = x;
+    xylem_batchnorm_attrs a = attrs_;
+    a.training = train ? 1 : 0;
+    ops::batchnorm_fwd(dev, x, gamma_.value, beta_.value, ensure(y_, x.shape(), dev), running_mean_.value,
+                       running_var_.value, saved_mean_, saved_invstd_, a);
+    return y_;
+}
+
+const Tensor& BatchNorm::backward(Device& dev, const Tensor& dy, bool) {
+    if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
+    xylem_batchnorm_attrs a = attrs_;
+    a.training = 1;
+    ops::batchnorm_bwd(dev, dy, x_, gamma_.value, saved_mean_, saved_invstd_, ensure(dx_, x_.shape(), dev),
+                       gamma_.grad, beta_.grad, a);
+    return dx_;
+}
+
+}  // namespace xylem

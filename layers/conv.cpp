@@ -1,0 +1,117 @@
+// Conv2d and pooling layers over the core conv/pool ops.
+#include "xylem/layers/conv.h"
+
+#include <cmath>
+
+#include "xylem/error.h"
+#include "xylem/op_calls.h"
+
+namespace xylem {
+
+namespace {
+// Runs a core shape rule, re-throwing its message under the layer's name.
+template <class F> Shape with_label(const std::string& label, F rule) {
+    try {
+        return rule();
+    } catch (const Error& e) {
+        throw Error(label + ": " + e.what());
+    }
+}
+Shape per_sample(const Shape& batch) { return Shape(batch.begin() + 1, batch.end()); }
+}  // namespace
+
+Conv2d::Conv2d(const Conv2dOptions& o) : o_(o) {
+    if (o.out_channels <= 0 || o.kernel_h <= 0 || o.kernel_w <= 0)
+        throw Error("conv2d layer: out and kernel must be positive");
+    attrs_ = {o.stride, o.stride, o.padding, o.padding, o.dilation, o.dilation, o.groups, XYLEM_ACT_NONE, 0.0f};
+}
+
+Shape Conv2d::weight_shape(int64_t in_channels) const {
+    return {o_.out_channels, o_.groups > 0 ? in_channels / o_.groups : in_channels, o_.kernel_h, o_.kernel_w};
+}
+
+Shape Conv2d::output_shape(const Shape& input) const {
+    if (input.size() != 3) shape_error("expects [channels, height, width] per sample", input, {-1, -1, -1});
+    return with_label(label(), [&] {
+        return per_sample(ops::conv2d_output_shape(batched(1, input), weight_shape(input[0]), attrs_));
+    });
+}
+
+void Conv2d::bind(Device& dev, const Shape& input, std::mt19937_64& rng) {
+    output_shape(input);
+    const Shape ws = weight_shape(input[0]);
+    // PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in/groups * kh * kw.
+    const float k = 1.0f / std::sqrt(static_cast<float>(ws[1] * ws[2] * ws[3]));
+    std::uniform_real_distribution<float> u(-k, k);
+    weight_ = {param_prefix() + "weight", Tensor(ws, DType::F32, dev), Tensor(ws, DType::F32, dev)};
+    float* w = weight_.value.host_write<float>();
+    for (int64_t i = 0; i < numel(ws); ++i) w[i] = u(rng);
+    ops::fill(dev, weight_.grad, 0.0f);
+    if (o_.bias) {
+        bias_ = {param_prefix() + "bias", Tensor({ws[0]}, DType::F32, dev), Tensor({ws[0]}, DType::F32, dev)};
+        float* b = bias_.value.host_write<float>();
+        for (int64_t i = 0; i < ws[0]; ++i) b[i] = u(rng);
+        ops::fill(dev, bias_.grad, 0.0f);
+    }
+}
+
+bool Conv2d::fuse_activation(xylem_activation act, Backend&) {
+    if (attrs_.activation != XYLEM_ACT_NONE) return false;
+    attrs_.activation = act;  // conv2d_fwd always carries the fused bias + activation
+    return true;
+}
+
+const Tensor& Conv2d::forward(Device& dev, const Tensor& x, bool) {
+    const Shape out = with_label(label(), [&] { return ops::conv2d_output_shape(x.shape(), weight_.value.shape(), attrs_); });
+    x_ = x;
+    ensure(y_, out, dev);
+    ops::conv2d_fwd(dev, x, weight_.value, o_.bias ? &bias_.value : nullptr, y_, attrs_);
+    return y_;
+}
+
+const Tensor& Conv2d::backward(Device& dev, const Tensor& dy, bool need_dx) {
+    if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
+    const Tensor* dz = &dy;
+    const auto act = static_cast<xylem_activation>(attrs_.activation);
+    if (act != XYLEM_ACT_NONE) {
+        ensure(dz_, dy.shape(), dev);
+        ops::act_bwd(dev, act, dy, y_, dz_);
+        dz = &dz_;
+    }
+    if (o_.bias) ops::bias_grad(dev, *dz, bias_.grad);  // sum over N, H, W: the Flux #558 reduction
+    ops::conv2d_bwd_filter(dev, x_, *dz, weight_.grad, attrs_);
+    if (!need_dx) return dx_;
+    ensure(dx_, x_.shape(), dev);
+    ops::conv2d_bwd_data(dev, *dz, weight_.value, dx_, attrs_);
+    return dx_;
+}
+
+std::vector<Param*> Conv2d::params() {
+    if (o_.bias) return {&weight_, &bias_};
+    return {&weight_};
+}
+
+Pool2d::Pool2d(const Pool2dOptions& o) {
+    attrs_ = {o.mode, o.kernel, o.kernel, o.stride ? o.stride : o.kernel, o.stride ? o.stride : o.kernel, o.padding,
+              o.padding, o.count_include_pad ? 1 : 0};
+}
+
+Shape Pool2d::output_shape(const Shape& input) const {
+    if (input.size() != 3) shape_error("expects [channels, height, width] per sample", input, {-1, -1, -1});
+    return with_label(label(), [&] { return per_sample(ops::pool2d_output_shape(batched(1, input), attrs_)); });
+}
+
+const Tensor& Pool2d::forward(Device& dev, const Tensor& x, bool) {
+    x_ = x;
+    ensure(y_, with_label(label(), [&] { return ops::pool2d_output_shape(x.shape(), attrs_); }), dev);
+    ops::pool2d_fwd(dev, x, y_, attrs_);
+    return y_;
+}
+
+const Tensor& Pool2d::backward(Device& dev, const Tensor& dy, bool) {
+    if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
+    ops::pool2d_bwd(dev, dy, x_, y_, ensure(dx_, x_.shape(), dev), attrs_);
+    return dx_;
+}
+
+}  // namespace xylem

@@ -1,0 +1,27 @@
+// BatchNorm over axis 1 ([N, C] or [N, C, H, W]): batch statistics in training, running
+// statistics in evaluation, like PyTorch's BatchNorm1d/2d.
+#pragma once
+
+#include "xylem/layers/layer.h"
+
+namespace xylem {
+
+class BatchNorm : public Layer {
+public:
+    BatchNorm(float eps = 1e-5f, float momentum = 0.1f) : attrs_{eps, momentum, 0} {}
+    std::string kind() const override { return "batchnorm"; }
+    Shape output_shape(const Shape& input) const override;
+    void bind(Device& dev, const Shape& input, std::mt19937_64& rng) override;
+    const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
+    const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+    std::vector<Param*> params() override { return {&gamma_, &beta_}; }
+    std::vector<Param*> buffers() override { return {&running_mean_, &running_var_}; }
+
+private:
+    xylem_batchnorm_attrs attrs_;
+    int64_t channels_ = 0;
+    Param gamma_, beta_, running_mean_, running_var_;
+    Tensor saved_mean_, saved_invstd_, x_, y_, dx_;
+};
+
+}  // namespace xylem

@@ -1,0 +1,55 @@
+// Conv2d (NCHW, stride, padding, dilation, groups, bias) with a fusable activation, and
+// 2-D max/average pooling.
+#pragma once
+
+#include "xylem/layers/layer.h"
+
+namespace xylem {
+
+struct Conv2dOptions {
+    int64_t out_channels = 0;
+    int32_t kernel_h = 1, kernel_w = 1;
+    int32_t stride = 1, padding = 0, dilation = 1, groups = 1;
+    bool bias = true;
+};
+
+class Conv2d : public Layer {
+public:
+    explicit Conv2d(const Conv2dOptions& o);
+
+    std::string kind() const override { return "conv2d"; }
+    Shape output_shape(const Shape& input) const override;
+    void bind(Device& dev, const Shape& input, std::mt19937_64& rng) override;
+    const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
+    const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+    std::vector<Param*> params() override;
+    bool fuse_activation(xylem_activation act, Backend& backend) override;
+
+private:
+    Shape weight_shape(int64_t in_channels) const;
+    Conv2dOptions o_;
+    xylem_conv2d_attrs attrs_{};
+    Param weight_, bias_;
+    Tensor x_, y_, dz_, dx_;
+};
+
+struct Pool2dOptions {
+    xylem_pool_mode mode = XYLEM_POOL_MAX;
+    int32_t kernel = 2, stride = 0, padding = 0;  // stride 0 = the kernel size
+    bool count_include_pad = true;
+};
+
+class Pool2d : public Layer {
+public:
+    explicit Pool2d(const Pool2dOptions& o);
+    std::string kind() const override { return attrs_.mode == XYLEM_POOL_MAX ? "maxpool2d" : "avgpool2d"; }
+    Shape output_shape(const Shape& input) const override;
+    const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
+    const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+
+private:
+    xylem_pool2d_attrs attrs_{};
+    Tensor x_, y_, dx_;
+};
+
+}  // namespace xylem
