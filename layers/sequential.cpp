@@ -3,6 +3,7 @@
 
 #include "xylem/error.h"
 #include "xylem/layers/elementwise.h"
+#include "xylem/profiler.h"
 
 namespace xylem {
 
@@ -28,6 +29,12 @@ void Sequential::build(Device& dev, const Shape& input_sample, uint64_t seed) {
         if (act && i > 0 && !fused_[i - 1]) fused_[i] = layers_[i - 1]->fuse_activation(act->activation(), dev.backend());
     }
     output_ = shape;
+    forward_scopes_.clear();
+    backward_scopes_.clear();
+    for (auto& l : layers_) {
+        forward_scopes_.push_back(l->label() + " forward");
+        backward_scopes_.push_back(l->label() + " backward");
+    }
 }
 
 const Tensor& Sequential::forward(Device& dev, const Tensor& x, bool train) {
@@ -37,8 +44,11 @@ const Tensor& Sequential::forward(Device& dev, const Tensor& x, bool train) {
         throw Error("model input: got batch shape " + to_string(x.shape()) + ", expected [N" +
                     (input_.empty() ? "" : ", ") + to_string(input_).substr(1));
     const Tensor* cur = &x;
-    for (size_t i = 0; i < layers_.size(); ++i)
-        if (!fused_[i]) cur = &layers_[i]->forward(dev, *cur, train);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        if (fused_[i]) continue;
+        profiler::Scope scope(&forward_scopes_[i]);
+        cur = &layers_[i]->forward(dev, *cur, train);
+    }
     return *cur;
 }
 
@@ -48,6 +58,7 @@ void Sequential::backward(Device& dev, const Tensor& dy) {
     while (first < layers_.size() && layers_[first]->params().empty()) ++first;  // nothing to learn before it
     for (size_t i = layers_.size(); i-- > first;) {
         if (fused_[i]) continue;
+        profiler::Scope scope(&backward_scopes_[i]);
         cur = &layers_[i]->backward(dev, *cur, i > first);
     }
 }

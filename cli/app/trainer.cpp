@@ -28,6 +28,7 @@ namespace xylem::app {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+const std::string kLossScope = "loss (forward + backward)", kSolverScope = "solver update";
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::string format_eta(double seconds) {
@@ -149,8 +150,14 @@ TrainResult train(const RunConfig& c, Device& dev, std::ostream& out, const Trai
             {
                 StrictTransfers strict;  // anything else crossing the bus inside the step is a bug
                 const Tensor& logits = model->forward(dev, x, true);
-                loss->forward(dev, logits, y, loss_sum);
-                model->backward(dev, loss->backward(dev, logits, y));
+                const Tensor* dlogits = nullptr;
+                {
+                    profiler::Scope scope(&kLossScope);
+                    loss->forward(dev, logits, y, loss_sum);
+                    dlogits = &loss->backward(dev, logits, y);
+                }
+                model->backward(dev, *dlogits);
+                profiler::Scope scope(&kSolverScope);
                 solver->step(dev, params);
             }
             seen += n;

@@ -1,15 +1,12 @@
-// Per-op-kind timing for `xylem train --profile`, in the spirit of Theano's profile mode.
+// Per-op-kind and per-layer timing for `xylem train --profile`, in the spirit of Theano's
+// profile mode.
 #pragma once
 
 #include <cstdint>
 #include <iosfwd>
 #include <string>
 
-namespace xylem {
-
-class Device;
-
-namespace profiler {
+namespace xylem::profiler {
 
 // While enabled, every op is followed by a stream sync so its time is its own.
 void enable(bool on);
@@ -18,8 +15,22 @@ void reset();
 void record(uint32_t op, double seconds);
 double total_seconds(uint32_t op);
 uint64_t calls(uint32_t op);
-// The table: op, calls, total ms, mean us, share; then the transfer totals.
+// Seconds spent in `op` inside scopes named `scope` (e.g. "model layer 0 (conv2d) backward").
+double scope_seconds(const std::string& scope, uint32_t op);
+double scope_seconds(const std::string& scope);  // all ops of the scope
+// The tables: per op kind (calls, total ms, mean us, share), per scope, then transfers.
 void print(std::ostream& out);
 
-}  // namespace profiler
-}  // namespace xylem
+// Ops recorded while a Scope lives on this thread are also attributed to its name.
+class Scope {
+public:
+    explicit Scope(const std::string* name);  // null: no scope (cheap when profiling is off)
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+private:
+    const std::string* previous_;
+};
+
+}  // namespace xylem::profiler

@@ -33,6 +33,7 @@ private:
     std::vector<bool> fused_;     // layer i runs inside layer i-1
     std::vector<Shape> shapes_;   // per-sample output shape of each layer
     Shape input_, output_;
+    std::vector<std::string> forward_scopes_, backward_scopes_;  // profiler names per layer pass
 };
 
 }  // namespace xylem
