@@ -48,7 +48,10 @@ Dropout::Dropout(float p, uint64_t seed) : p_(p), seed_(seed) {
 
 const Tensor& Dropout::forward(Device& dev, const Tensor& x, bool train) {
     trained_ = train && p_ > 0.0f;
-    if (!trained_) return x;  // identity: no copy
+    if (!trained_) {
+        passed_ = x;  // identity: shares the input's storage, no copy
+        return passed_;
+    }
     ensure(y_, x.shape(), dev);
     ensure(mask_, x.shape(), dev);
     // A fresh stream of masks per call, reproducible from the seed.
@@ -57,7 +60,10 @@ const Tensor& Dropout::forward(Device& dev, const Tensor& x, bool train) {
 }
 
 const Tensor& Dropout::backward(Device& dev, const Tensor& dy, bool) {
-    if (!trained_) return dy;
+    if (!trained_) {
+        passed_grad_ = dy;
+        return passed_grad_;
+    }
     if (dy.shape() != mask_.shape()) shape_error("output gradient", dy.shape(), mask_.shape());
     ops::mul(dev, dy, mask_, ensure(dx_, dy.shape(), dev));
     return dx_;

@@ -26,7 +26,10 @@ Sgd::Sgd(const SgdOptions& o) : Solver(o.lr), o_(o) {
 }
 
 void Sgd::step(Device& dev, const std::vector<Param*>& params) {
-    xylem_sgd_attrs a{lr_, o_.momentum, o_.dampening, o_.weight_decay, o_.nesterov ? 1 : 0};
+    // PyTorch seeds the velocity with the first gradient undamped; from a zero velocity that
+    // is one step with dampening 0.
+    xylem_sgd_attrs a{lr_, o_.momentum, steps_ == 0 ? 0.0f : o_.dampening, o_.weight_decay, o_.nesterov ? 1 : 0};
+    ++steps_;
     auto& vel = state(velocity_, dev, params);
     for (size_t i = 0; i < params.size(); ++i) ops::sgd_update(dev, params[i]->value, vel[i], params[i]->grad, a);
 }

@@ -95,6 +95,24 @@ TEST_F(CliErrors, ShapeMismatchNamesLayerAndShapes) {
                           "[1, 28, 28], expected [784]");
 }
 
+TEST_F(CliErrors, ConvKernelLargerThanInputNamesLayerAndShapes) {
+    std::string cfg = write("bigkernel.toml", "backend = \"native\"\n[[model.layers]]\ntype = \"conv2d\"\nout = 4\n"
+                                              "kernel = 5\n[[model.layers]]\ntype = \"maxpool2d\"\nkernel = 2\n"
+                                              "[[model.layers]]\ntype = \"conv2d\"\nout = 4\nkernel = 13\n");
+    expect_one_line_error(run("train --config " + cfg + " --out " + dir_.string()),
+                          "model layer 2 (conv2d): op conv2d_fwd: input [1, 4, 12, 12] (padding 0x0) is smaller than "
+                          "the kernel [13, 13]");
+}
+
+TEST_F(CliErrors, ConvChannelMismatchNamesLayerAndShapes) {
+    std::string cfg = write("groups.toml", "backend = \"native\"\n[[model.layers]]\ntype = \"conv2d\"\nout = 6\n"
+                                           "kernel = 3\n[[model.layers]]\ntype = \"conv2d\"\nout = 4\nkernel = 3\n"
+                                           "groups = 4\n");
+    expect_one_line_error(run("train --config " + cfg + " --out " + dir_.string()),
+                          "model layer 1 (conv2d): op conv2d_fwd: input channels 6 and output channels 4 must both "
+                          "divide by groups 4");
+}
+
 TEST_F(CliErrors, CorruptCheckpointIsRejected) {
     std::string ckpt = write("bad.safetensors", "\x10\x00\x00\x00\x00\x00\x00\x00{\"a\": 1}");
     Result r = run("eval --config " + kMlp + " --backend native --checkpoint " + ckpt);

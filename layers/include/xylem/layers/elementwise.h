@@ -47,7 +47,7 @@ private:
     float p_;
     uint64_t seed_, calls_ = 0;
     bool trained_ = false;
-    Tensor y_, mask_, dx_;
+    Tensor y_, mask_, dx_, passed_, passed_grad_;
 };
 
 }  // namespace xylem

@@ -40,6 +40,7 @@ public:
 
 private:
     SgdOptions o_;
+    uint64_t steps_ = 0;
     std::vector<Tensor> velocity_;
 };
 

@@ -1,0 +1,132 @@
+// Sequential over every available backend: the parameter gradients of a small MLP through
+// Sequential::backward (with the ReLU fused into its linear layer), and build-time shape errors
+// that name the layer and both shapes.
+#include "xylem/layers/sequential.h"
+
+#include <memory>
+
+#include "support/backends.h"
+#include "support/gradcheck.h"
+#include "xylem/error.h"
+#include "xylem/layers/elementwise.h"
+#include "xylem/layers/linear.h"
+#include "xylem/layers/loss.h"
+#include "xylem/layers/reshape.h"
+
+namespace xylem::test {
+namespace {
+
+class SequentialTest : public BackendTest {
+protected:
+    Rng rng_;
+};
+XYLEM_INSTANTIATE_OVER_BACKENDS(SequentialTest);
+
+std::unique_ptr<Layer> flatten() {
+    return std::make_unique<Reshape>(Shape{-1}, "flatten");
+}
+
+// flatten -> linear(5) -> relu -> linear(3), cross-entropy on top.
+TEST_P(SequentialTest, MlpParameterGradients) {
+    for (uint32_t op : {XYLEM_OP_FILL, XYLEM_OP_LINEAR_FWD, XYLEM_OP_GEMM, XYLEM_OP_BIAS_GRAD, XYLEM_OP_ACT_FWD,
+                        XYLEM_OP_ACT_BWD, XYLEM_OP_XENT_FWD, XYLEM_OP_XENT_BWD})
+        XYLEM_REQUIRE_OP(op);
+    Sequential model;
+    model.add(flatten());
+    model.add(std::make_unique<Linear>(5));
+    model.add(std::make_unique<Activation>(XYLEM_ACT_RELU));
+    model.add(std::make_unique<Linear>(3));
+    model.build(dev(), {2, 3}, 7);
+    EXPECT_EQ(model.output_sample_shape(), Shape{3});
+    const std::vector<Param*> ps = model.params();
+    ASSERT_EQ(ps.size(), 4u);
+    EXPECT_EQ(ps[0]->name, "1.weight");
+    EXPECT_EQ(ps[1]->name, "1.bias");
+    EXPECT_EQ(ps[2]->name, "3.weight");
+    EXPECT_EQ(ps[3]->name, "3.bias");
+
+    const int64_t n = 4;
+    Tensor x({n, 2, 3}, DType::F32, dev());
+    draw_away_from_kink(rng_, x, ps[0]->value, &ps[1]->value, 0.05);
+    set_values(ps[2]->value, rng_.uniform(15));
+    set_values(ps[3]->value, rng_.uniform(3));
+    Tensor labels = upload_i32(dev(), {n}, rng_.labels(n, 3));
+    CrossEntropyLoss loss;
+    auto objective = [&] {
+        Tensor sum = upload(dev(), {1}, {0.0f});
+        loss.forward(dev(), model.forward(dev(), x, true), labels, sum);
+        return static_cast<double>(sum.to_vector()[0]) / n;
+    };
+
+    const Tensor& y = model.forward(dev(), x, true);
+    model.backward(dev(), loss.backward(dev(), y, labels));
+    std::vector<std::vector<float>> analytic;
+    for (Param* p : ps) analytic.push_back(p->grad.to_vector());
+    for (size_t i = 0; i < ps.size(); ++i)
+        EXPECT_TRUE(near(analytic[i], numeric_gradient(ps[i]->value, objective, kGradEps), kGradTol))
+            << "gradient of " << ps[i]->name;
+}
+
+std::string build_error(Sequential& model, Device& dev, const Shape& input) {
+    try {
+        model.build(dev, input, 1);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "<no error>";
+}
+
+TEST_P(SequentialTest, LinearOnNonFlatInputNamesLayerAndShapes) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_FILL);
+    Sequential model;
+    model.add(std::make_unique<Linear>(4));
+    const std::string msg = build_error(model, dev(), {2, 3});
+    EXPECT_TRUE(contains(msg, "model layer 0 (linear)"));
+    EXPECT_TRUE(contains(msg, "[2, 3]"));
+    EXPECT_TRUE(contains(msg, "[6]"));
+    // Deeper in the model: a reshape back to 2-D before the second linear layer.
+    Sequential deep;
+    deep.add(flatten());
+    deep.add(std::make_unique<Linear>(6));
+    deep.add(std::make_unique<Reshape>(Shape{2, 3}));
+    deep.add(std::make_unique<Linear>(2));
+    const std::string deep_msg = build_error(deep, dev(), {2, 3});
+    EXPECT_TRUE(contains(deep_msg, "model layer 3 (linear)"));
+    EXPECT_TRUE(contains(deep_msg, "[2, 3]"));
+    EXPECT_TRUE(contains(deep_msg, "[6]"));
+}
+
+TEST_P(SequentialTest, WrongFeatureCountNamesLayerAndShapes) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_FILL);
+    Sequential model;
+    model.add(flatten());
+    model.add(std::make_unique<Linear>(5));
+    model.build(dev(), {2, 3}, 1);
+    Layer& linear = model.layer(1);
+    try {
+        linear.output_shape({7});
+        ADD_FAILURE() << "no error for 7 features into a 6-feature layer";
+    } catch (const Error& e) {
+        EXPECT_TRUE(contains(e.what(), "model layer 1 (linear)"));
+        EXPECT_TRUE(contains(e.what(), "[7]"));
+        EXPECT_TRUE(contains(e.what(), "[6]"));
+    }
+    try {
+        linear.forward(dev(), Tensor({3, 7}, DType::F32, dev()), false);
+        ADD_FAILURE() << "no error for a [3, 7] batch into a 6-feature layer";
+    } catch (const Error& e) {
+        EXPECT_TRUE(contains(e.what(), "model layer 1 (linear)"));
+        EXPECT_TRUE(contains(e.what(), "[3, 7]"));
+        EXPECT_TRUE(contains(e.what(), "[3, 6]"));
+    }
+    try {
+        model.forward(dev(), Tensor({3, 7}, DType::F32, dev()), false);
+        ADD_FAILURE() << "no error for a model input of the wrong shape";
+    } catch (const Error& e) {
+        EXPECT_TRUE(contains(e.what(), "[3, 7]"));
+        EXPECT_TRUE(contains(e.what(), "2, 3]"));
+    }
+}
+
+}  // namespace
+}  // namespace xylem::test

@@ -1,0 +1,211 @@
+// Conformance, convolution family (ABI 1.1): conv2d forward (bias, fused activation, stride,
+// padding, dilation, groups) and both backward passes, max/average pooling (ties, padding,
+// overlapping windows) and batch normalisation (training and evaluation).
+#include <cmath>
+#include <limits>
+
+#include "ops/conformance.h"
+#include "support/backends.h"
+#include "support/reference_conv.h"
+#include "xylem/op_calls.h"
+
+namespace xylem::test {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+class ConvConformance : public BackendTest {};
+XYLEM_INSTANTIATE_OVER_BACKENDS(ConvConformance);
+
+struct ConvCase {
+    Shape x, w;
+    xylem_conv2d_attrs a;  // stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, activation, beta
+    bool bias;
+};
+
+const ConvCase kConvCases[] = {
+    {{1, 1, 7, 7}, {1, 1, 3, 3}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
+    {{2, 3, 9, 7}, {4, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1, XYLEM_ACT_RELU, 0}, true},
+    {{2, 4, 8, 8}, {6, 2, 3, 2}, {1, 2, 1, 0, 2, 1, 2, XYLEM_ACT_TANH, 0}, true},     // groups, dilation
+    {{1, 3, 6, 5}, {3, 1, 5, 5}, {1, 1, 2, 2, 1, 1, 3, XYLEM_ACT_SIGMOID, 0}, true},  // depthwise
+    {{3, 5, 4, 4}, {7, 5, 1, 1}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},    // 1x1
+    {{2, 16, 12, 12}, {8, 16, 5, 5}, {1, 1, 2, 2, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
+    {{2, 3, 4, 5}, {6, 3, 4, 5}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU, 0}, true},        // kernel covers the image
+    {{2, 4, 3, 3}, {4, 2, 3, 3}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, true},        // ... with groups
+    {{2, 4, 3, 3}, {6, 2, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, false},       // 1x1 with groups
+    {{3, 32, 160, 160}, {2, 32, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},  // > 64 MiB of im2col
+};
+
+std::string describe(const ConvCase& c) {
+    return "x " + to_string(c.x) + " w " + to_string(c.w) + " stride " + std::to_string(c.a.stride_h) + "x" +
+           std::to_string(c.a.stride_w) + " pad " + std::to_string(c.a.pad_h) + "x" + std::to_string(c.a.pad_w) +
+           " dilation " + std::to_string(c.a.dilation_h) + "x" + std::to_string(c.a.dilation_w) + " groups " +
+           std::to_string(c.a.groups) + " activation " + std::to_string(c.a.activation);
+}
+
+TEST_P(ConvConformance, Conv2dForward) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_CONV2D_FWD);
+    Rng rng;
+    for (const ConvCase& c : kConvCases) {
+        SCOPED_TRACE(describe(c));
+        const Shape ys = ops::conv2d_output_shape(c.x, c.w, c.a);
+        const auto x = rng.uniform(numel(c.x)), w = rng.uniform(numel(c.w)), b = rng.uniform(c.w[0]);
+        Tensor tx = upload(dev(), c.x, x), tw = upload(dev(), c.w, w), tb = upload(dev(), {c.w[0]}, b);
+        Tensor ty(ys, DType::F32, dev());
+        ops::conv2d_fwd(dev(), tx, tw, c.bias ? &tb : nullptr, ty, c.a);
+        const auto want =
+            ref::conv2d_fwd(to_double(x), c.x, to_double(w), c.w, c.bias ? to_double(b) : ref::Vec{}, c.a);
+        EXPECT_TRUE(near(ty.to_vector(), want, tol::gemm(c.w[1] * c.w[2] * c.w[3] + 1)));
+    }
+}
+
+TEST_P(ConvConformance, Conv2dBackwardData) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_CONV2D_BWD_DATA);
+    Rng rng;
+    for (const ConvCase& c : kConvCases) {
+        SCOPED_TRACE(describe(c));
+        const Shape ys = ops::conv2d_output_shape(c.x, c.w, c.a);
+        const auto dy = rng.uniform(numel(ys)), w = rng.uniform(numel(c.w));
+        Tensor tdy = upload(dev(), ys, dy), tw = upload(dev(), c.w, w);
+        Tensor tdx = upload(dev(), c.x, std::vector<float>(static_cast<size_t>(numel(c.x)), kNaN));
+        ops::conv2d_bwd_data(dev(), tdy, tw, tdx, c.a);  // every element written, also those no window reads
+        const auto want = ref::conv2d_bwd_data(to_double(dy), c.x, to_double(w), c.w, c.a);
+        EXPECT_TRUE(near(tdx.to_vector(), want, tol::gemm(c.w[0] * c.w[2] * c.w[3])));
+    }
+}
+
+TEST_P(ConvConformance, Conv2dBackwardFilter) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_CONV2D_BWD_FILTER);
+    XYLEM_REQUIRE_OP(XYLEM_OP_FILL);
+    Rng rng;
+    for (const ConvCase& base : kConvCases)
+        for (float beta : {0.0f, 1.0f, 0.5f}) {
+            ConvCase c = base;
+            c.a.beta = beta;
+            SCOPED_TRACE(describe(c) + " beta " + std::to_string(beta));
+            const Shape ys = ops::conv2d_output_shape(c.x, c.w, c.a);
+            const auto x = rng.uniform(numel(c.x)), dy = rng.uniform(numel(ys)), old = rng.uniform(numel(c.w));
+            Tensor tx = upload(dev(), c.x, x), tdy = upload(dev(), ys, dy), tdw(c.w, DType::F32, dev());
+            if (beta == 0.0f)
+                ops::fill(dev(), tdw, kNaN);  // beta = 0 must not read dw
+            else
+                tdw = upload(dev(), c.w, old);
+            ops::conv2d_bwd_filter(dev(), tx, tdy, tdw, c.a);
+            const auto want = ref::conv2d_bwd_filter(to_double(x), c.x, to_double(dy), c.w, beta, to_double(old), c.a);
+            EXPECT_TRUE(near(tdw.to_vector(), want, tol::gemm(ys[0] * ys[2] * ys[3])));
+        }
+}
+
+struct PoolCase {
+    Shape x;
+    xylem_pool2d_attrs a;  // mode, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, count_include_pad
+};
+
+const PoolCase kPoolCases[] = {
+    {{2, 3, 7, 10}, {XYLEM_POOL_MAX, 2, 2, 2, 2, 0, 0, 1}},  // odd height, 5 windows a row
+    {{1, 2, 4, 6}, {XYLEM_POOL_MAX, 2, 2, 2, 2, 0, 0, 1}},   // 3 windows a row
+    {{1, 2, 7, 9}, {XYLEM_POOL_MAX, 3, 3, 2, 2, 1, 1, 1}},
+    {{2, 1, 5, 5}, {XYLEM_POOL_MAX, 3, 3, 1, 1, 1, 1, 1}},  // overlapping windows
+    {{1, 3, 7, 6}, {XYLEM_POOL_MAX, 3, 2, 2, 1, 0, 1, 1}},  // non-square
+    {{2, 3, 8, 8}, {XYLEM_POOL_AVG, 2, 2, 2, 2, 0, 0, 1}},
+    {{2, 1, 5, 14}, {XYLEM_POOL_AVG, 2, 2, 2, 2, 0, 0, 1}},  // 7 windows a row
+    {{1, 2, 7, 9}, {XYLEM_POOL_AVG, 3, 3, 2, 2, 1, 1, 1}},   // padding counted
+    {{1, 2, 7, 9}, {XYLEM_POOL_AVG, 3, 3, 2, 2, 1, 1, 0}},   // padding not counted
+    {{2, 1, 5, 5}, {XYLEM_POOL_AVG, 3, 3, 1, 1, 1, 1, 0}},
+};
+
+std::string describe(const PoolCase& c) {
+    return std::string(c.a.mode == XYLEM_POOL_MAX ? "max" : "avg") + " x " + to_string(c.x) + " kernel " +
+           std::to_string(c.a.kernel_h) + "x" + std::to_string(c.a.kernel_w) + " stride " +
+           std::to_string(c.a.stride_h) + "x" + std::to_string(c.a.stride_w) + " pad " + std::to_string(c.a.pad_h) +
+           "x" + std::to_string(c.a.pad_w) + " count_include_pad " + std::to_string(c.a.count_include_pad);
+}
+
+// Three inputs per case: random, all negative (padding must never win a max), and small
+// integers (many ties: the gradient goes to the first maximum of each window).
+std::vector<std::vector<float>> pool_inputs(Rng& rng, int64_t n) {
+    std::vector<float> ties = rng.uniform(n, 0.0f, 3.0f);
+    for (float& v : ties) v = std::floor(v);
+    return {rng.uniform(n), rng.uniform(n, -2.0f, -1.0f), ties};
+}
+
+TEST_P(ConvConformance, Pool2dForwardAndBackward) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_POOL2D_FWD);
+    XYLEM_REQUIRE_OP(XYLEM_OP_POOL2D_BWD);
+    Rng rng;
+    for (const PoolCase& c : kPoolCases)
+        for (const auto& x : pool_inputs(rng, numel(c.x))) {
+            SCOPED_TRACE(describe(c) + " input range [" + std::to_string(x[0]) + "...]");
+            const Shape ys = ops::pool2d_output_shape(c.x, c.a);
+            Tensor tx = upload(dev(), c.x, x), ty(ys, DType::F32, dev());
+            ops::pool2d_fwd(dev(), tx, ty, c.a);
+            const auto y = ty.to_vector();
+            EXPECT_TRUE(near(y, ref::pool2d_fwd(to_double(x), c.x, c.a), tol::kElementwise)) << "forward";
+            const auto dy = rng.uniform(numel(ys));
+            Tensor tdy = upload(dev(), ys, dy), tdx = upload(dev(), c.x, std::vector<float>(x.size(), kNaN));
+            ops::pool2d_bwd(dev(), tdy, tx, ty, tdx, c.a);
+            EXPECT_TRUE(
+                near(tdx.to_vector(), ref::pool2d_bwd(to_double(dy), to_double(x), c.x, c.a), tol::kElementwise))
+                << "backward";
+        }
+}
+
+const Shape kNormShapes[] = {{8, 5}, {4, 3, 5, 5}, {2, 1, 3, 3}, {33, 7}, {2, 4, 1, 1}};
+
+TEST_P(ConvConformance, BatchNormForward) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_BATCHNORM_FWD);
+    Rng rng;
+    for (const Shape& s : kNormShapes)
+        for (int32_t training : {1, 0}) {
+            SCOPED_TRACE("x " + to_string(s) + " training " + std::to_string(training));
+            const int64_t c = s[1];
+            const xylem_batchnorm_attrs a{1e-5f, 0.1f, training};
+            const auto x = rng.uniform(numel(s), -2.0f, 3.0f), gamma = rng.uniform(c, 0.5f, 1.5f);
+            const auto beta = rng.uniform(c), rmean = rng.uniform(c), rvar = rng.uniform(c, 0.5f, 2.0f);
+            Tensor tx = upload(dev(), s, x), tg = upload(dev(), {c}, gamma), tb = upload(dev(), {c}, beta);
+            Tensor trm = upload(dev(), {c}, rmean), trv = upload(dev(), {c}, rvar), ty(s, DType::F32, dev());
+            Tensor tsm = upload(dev(), {c}, std::vector<float>(c, 7.0f)),
+                   tsi = upload(dev(), {c}, std::vector<float>(c, 7.0f));
+            ops::batchnorm_fwd(dev(), tx, tg, tb, ty, trm, trv, tsm, tsi, a);
+            const auto want = ref::batchnorm_fwd(to_double(x), s, to_double(gamma), to_double(beta), to_double(rmean),
+                                                 to_double(rvar), a);
+            EXPECT_TRUE(near(ty.to_vector(), want.y, tol::reduction(numel(s) / c))) << "output";
+            EXPECT_TRUE(near(trm.to_vector(), want.running_mean, tol::reduction(numel(s) / c))) << "running mean";
+            EXPECT_TRUE(near(trv.to_vector(), want.running_var, tol::reduction(numel(s) / c))) << "running var";
+            if (training) {
+                EXPECT_TRUE(near(tsm.to_vector(), want.saved_mean, tol::reduction(numel(s) / c))) << "saved mean";
+                EXPECT_TRUE(near(tsi.to_vector(), want.saved_invstd, tol::reduction(numel(s) / c))) << "saved invstd";
+            } else {  // evaluation leaves the saved statistics alone
+                EXPECT_TRUE(near(tsm.to_vector(), ref::fill(c, 7.0), tol::kCopy)) << "saved mean";
+                EXPECT_TRUE(near(tsi.to_vector(), ref::fill(c, 7.0), tol::kCopy)) << "saved invstd";
+            }
+        }
+}
+
+TEST_P(ConvConformance, BatchNormBackward) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_BATCHNORM_BWD);
+    Rng rng;
+    for (const Shape& s : kNormShapes) {
+        SCOPED_TRACE("x " + to_string(s));
+        const int64_t c = s[1];
+        const xylem_batchnorm_attrs a{1e-5f, 0.1f, 1};
+        const auto x = rng.uniform(numel(s), -2.0f, 3.0f), gamma = rng.uniform(c, 0.5f, 1.5f);
+        const auto dy = rng.uniform(numel(s));
+        // Saved statistics as a training forward leaves them (rounded to float).
+        const auto fwd = ref::batchnorm_fwd(to_double(x), s, to_double(gamma), ref::Vec(c, 0.0), ref::Vec(c, 0.0),
+                                            ref::Vec(c, 1.0), a);
+        const auto mean = to_float(fwd.saved_mean), invstd = to_float(fwd.saved_invstd);
+        Tensor tdy = upload(dev(), s, dy), tx = upload(dev(), s, x), tg = upload(dev(), {c}, gamma);
+        Tensor tm = upload(dev(), {c}, mean), ti = upload(dev(), {c}, invstd);
+        Tensor tdx(s, DType::F32, dev()), tdg({c}, DType::F32, dev()), tdb({c}, DType::F32, dev());
+        ops::batchnorm_bwd(dev(), tdy, tx, tg, tm, ti, tdx, tdg, tdb, a);
+        const auto want =
+            ref::batchnorm_bwd(to_double(dy), to_double(x), s, to_double(gamma), to_double(mean), to_double(invstd));
+        EXPECT_TRUE(near(tdx.to_vector(), want.dx, tol::reduction(numel(s) / c))) << "input gradient";
+        EXPECT_TRUE(near(tdg.to_vector(), want.dgamma, tol::reduction(numel(s) / c))) << "gamma gradient";
+        EXPECT_TRUE(near(tdb.to_vector(), want.dbeta, tol::reduction(numel(s) / c))) << "beta gradient";
+    }
+}
+
+}  // namespace
+}  // namespace xylem::test
