@@ -6,6 +6,37 @@
 
 #include "xylem/plugin_api.h"
 
+namespace xylem::native {
+
+// Scratch memory of one stream (im2col columns, transposes, per-channel sums): a bump allocator
+// over one block. op_run resets it before each op; when an op needed more than the block held,
+// the reset replaces the block by one of the new high-water size, so steady state never allocates.
+class Arena {
+public:
+    Arena() = default;
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+    ~Arena();
+
+    // n uninitialised elements, 64-byte aligned, valid until the next reset; throws std::bad_alloc.
+    template <class T>
+    T* alloc(int64_t n) {
+        return static_cast<T*>(bytes(static_cast<size_t>(n) * sizeof(T)));
+    }
+    void reset();
+
+private:
+    void* bytes(size_t n);
+
+    char* block_ = nullptr;
+    size_t size_ = 0, used_ = 0;
+    void* overflow_[32] = {};  // blocks taken this op because block_ ran out (ops take a few); merged at reset
+    int n_overflow_ = 0;
+    size_t overflow_used_ = 0;
+};
+
+}  // namespace xylem::native
+
 // The ABI's opaque handles (declared by plugin_api.h in the global namespace).
 struct xylem_framework_s {
     int num_threads_;  // OpenBLAS threads set at init: XYLEM_NUM_THREADS or the hardware threads
@@ -18,8 +49,11 @@ struct alignas(64) xylem_buffer_s {
     void* data() { return reinterpret_cast<char*>(this) + sizeof(xylem_buffer_s); }
 };
 
+// Ops on one stream run in order on the calling thread, so its arena needs no lock, and two
+// threads on two streams never share scratch.
 struct xylem_stream_s {
     uint32_t device_;
+    xylem::native::Arena scratch_;
 };
 
 namespace xylem::native {
@@ -115,34 +149,52 @@ inline double lane_sum(int64_t n, F f) {
     return total;
 }
 
+// True when the two operands share any byte.
+inline bool overlap(const Tensor& a, const Tensor& b) {
+    const char *a0 = static_cast<const char*>(a.data), *b0 = static_cast<const char*>(b.data);
+    return a.numel && b.numel && a0 < b0 + b.numel * 4 && b0 < a0 + a.numel * 4;
+}
+
 // y = act(x) over n elements (y may alias x).
 void activate(int act, const float* x, float* y, int64_t n);
 // y[r,:] = act(y[r,:] + b) for each of rows rows (b may be null).
 void bias_activate(int act, const float* b, float* y, int64_t rows, int64_t cols);
+// y[r*ldy + j] = act(x[r*ldx + j] + b[r]) for j < cols: a per-row (NCHW channel) bias (b may be
+// null; x may equal y).
+void channel_bias_activate(int act, const float* b, const float* x, int64_t ldx, float* y, int64_t ldy,
+                           int64_t rows, int64_t cols);
 
 // ---- op kernels (ops/<family>.cpp); each validates its descriptor and throws OpError --------
-using OpFn = void (*)(const xylem_op_desc&);
-void op_fill(const xylem_op_desc&);
-void op_copy(const xylem_op_desc&);
-void op_axpby(const xylem_op_desc&);
-void op_mul(const xylem_op_desc&);
-void op_act_fwd(const xylem_op_desc&);
-void op_act_bwd(const xylem_op_desc&);
-void op_dropout_fwd(const xylem_op_desc&);
-void op_gemm(const xylem_op_desc&);
-void op_linear_fwd(const xylem_op_desc&);
-void op_bias_grad(const xylem_op_desc&);
-void op_accuracy(const xylem_op_desc&);
-void op_softmax_fwd(const xylem_op_desc&);
-void op_softmax_bwd(const xylem_op_desc&);
-void op_xent_fwd(const xylem_op_desc&);
-void op_xent_bwd(const xylem_op_desc&);
-void op_nll_fwd(const xylem_op_desc&);
-void op_nll_bwd(const xylem_op_desc&);
-void op_mse_fwd(const xylem_op_desc&);
-void op_mse_bwd(const xylem_op_desc&);
-void op_sgd_update(const xylem_op_desc&);
-void op_adam_update(const xylem_op_desc&);
+// The stream gives the kernel its scratch arena (reset before each op).
+using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&);
+void op_fill(const xylem_op_desc&, xylem_stream_s&);
+void op_copy(const xylem_op_desc&, xylem_stream_s&);
+void op_axpby(const xylem_op_desc&, xylem_stream_s&);
+void op_mul(const xylem_op_desc&, xylem_stream_s&);
+void op_act_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_act_bwd(const xylem_op_desc&, xylem_stream_s&);
+void op_dropout_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_gemm(const xylem_op_desc&, xylem_stream_s&);
+void op_linear_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_bias_grad(const xylem_op_desc&, xylem_stream_s&);
+void op_accuracy(const xylem_op_desc&, xylem_stream_s&);
+void op_softmax_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_softmax_bwd(const xylem_op_desc&, xylem_stream_s&);
+void op_xent_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_xent_bwd(const xylem_op_desc&, xylem_stream_s&);
+void op_nll_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_nll_bwd(const xylem_op_desc&, xylem_stream_s&);
+void op_mse_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_mse_bwd(const xylem_op_desc&, xylem_stream_s&);
+void op_sgd_update(const xylem_op_desc&, xylem_stream_s&);
+void op_adam_update(const xylem_op_desc&, xylem_stream_s&);
+void op_conv2d_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_conv2d_bwd_data(const xylem_op_desc&, xylem_stream_s&);
+void op_conv2d_bwd_filter(const xylem_op_desc&, xylem_stream_s&);
+void op_pool2d_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_pool2d_bwd(const xylem_op_desc&, xylem_stream_s&);
+void op_batchnorm_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_batchnorm_bwd(const xylem_op_desc&, xylem_stream_s&);
 
 // ---- ABI entry points (wired into the table in plugin.cpp) ----------------------------------
 void probe(xylem_probe_info* out);

@@ -1,15 +1,63 @@
 // Streams: ops and copies run on the calling thread as they are enqueued, so a stream is synchronous.
+// Each stream owns the scratch arena its ops use.
+#include <cstdlib>
 #include <new>
 
 #include "native.h"
 
 namespace xylem::native {
 
+namespace {
+constexpr size_t kAlign = 64;
+
+void* aligned_block(size_t bytes) {
+    void* p = std::aligned_alloc(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+    if (!p) throw std::bad_alloc();
+    return p;
+}
+}  // namespace
+
+Arena::~Arena() {
+    for (int i = 0; i < n_overflow_; ++i) std::free(overflow_[i]);
+    std::free(block_);
+}
+
+void* Arena::bytes(size_t n) {
+    n = (n + kAlign - 1) / kAlign * kAlign;
+    if (n <= size_ - used_) {
+        void* p = block_ + used_;
+        used_ += n;
+        return p;
+    }
+    // Out of room: a block of its own for this op, remembered so reset() can grow block_.
+    if (n_overflow_ == static_cast<int>(sizeof overflow_ / sizeof overflow_[0])) throw std::bad_alloc();
+    void* p = aligned_block(n);
+    overflow_[n_overflow_++] = p;
+    overflow_used_ += n;
+    return p;
+}
+
+void Arena::reset() {
+    if (n_overflow_) {
+        const size_t need = used_ + overflow_used_;  // this op's high-water mark
+        for (int i = 0; i < n_overflow_; ++i) std::free(overflow_[i]);
+        n_overflow_ = 0;
+        overflow_used_ = 0;
+        std::free(block_);
+        block_ = nullptr;
+        size_ = 0;
+        used_ = 0;
+        block_ = static_cast<char*>(aligned_block(need));
+        size_ = need;
+    }
+    used_ = 0;
+}
+
 xylem_status stream_create(xylem_framework_t, uint32_t device, xylem_stream_t* out) {
     if (!out) return set_error(XYLEM_E_INVALID, "native: stream_create: out is NULL");
     *out = nullptr;
     if (device != 0) return set_error(XYLEM_E_INVALID, "native: stream_create: no device %u (the CPU is device 0)", device);
-    *out = new (std::nothrow) xylem_stream_s{device};
+    *out = new (std::nothrow) xylem_stream_s{device, {}};
     return *out ? XYLEM_OK : set_error(XYLEM_E_NO_MEMORY, "native: stream_create: out of host memory");
 }
 

@@ -38,6 +38,13 @@ constexpr OpEntry kOps[] = {
     {"SGD_UPDATE", op_sgd_update},
     {"ADAM_UPDATE", op_adam_update},
     {"ACCURACY", op_accuracy},
+    {"CONV2D_FWD", op_conv2d_fwd},
+    {"CONV2D_BWD_DATA", op_conv2d_bwd_data},
+    {"CONV2D_BWD_FILTER", op_conv2d_bwd_filter},
+    {"POOL2D_FWD", op_pool2d_fwd},
+    {"POOL2D_BWD", op_pool2d_bwd},
+    {"BATCHNORM_FWD", op_batchnorm_fwd},
+    {"BATCHNORM_BWD", op_batchnorm_bwd},
 };
 static_assert(sizeof kOps / sizeof kOps[0] == XYLEM_OP_COUNT_, "one kOps entry per xylem_op");
 
@@ -51,14 +58,16 @@ const char* op_name(uint32_t op) { return op < XYLEM_OP_COUNT_ ? kOps[op].name :
 
 int32_t op_supported(xylem_framework_t, uint32_t op) { return op < XYLEM_OP_COUNT_ && kOps[op].fn ? 1 : 0; }
 
-xylem_status op_run(xylem_framework_t, xylem_stream_t, const xylem_op_desc* desc) {
+xylem_status op_run(xylem_framework_t, xylem_stream_t stream, const xylem_op_desc* desc) {
     if (!desc) return set_error(XYLEM_E_INVALID, "native: op_run: desc is NULL");
+    if (!stream) return set_error(XYLEM_E_INVALID, "native: op_run: stream is NULL");
     if (desc->op >= XYLEM_OP_COUNT_ || !kOps[desc->op].fn)
         return set_error(XYLEM_E_UNSUPPORTED, "native: op %u is not supported (this plugin knows ops 0..%d)",
                          desc->op, XYLEM_OP_COUNT_ - 1);
     // Nothing may unwind into the caller, whatever its language.
     try {
-        kOps[desc->op].fn(*desc);
+        stream->scratch_.reset();  // may throw bad_alloc while it grows
+        kOps[desc->op].fn(*desc, *stream);
         return XYLEM_OK;
     } catch (const OpError& e) {
         return e.status;

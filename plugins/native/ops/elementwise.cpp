@@ -21,6 +21,18 @@ void bias_rows(const float* b, float* y, int64_t rows, int64_t cols, F f) {
     }
 }
 
+// y[r*ldy + j] = f(x[r*ldx + j] + b[r]): one bias per row, as for an NCHW channel plane.
+template <class F>
+void channel_rows(const float* b, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows, int64_t cols,
+                  F f) {
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * ldx;
+        float* yr = y + r * ldy;
+        const float br = b ? b[r] : 0.0f;
+        for (int64_t j = 0; j < cols; ++j) yr[j] = f(xr[j] + br);
+    }
+}
+
 }  // namespace
 
 void activate(int act, const float* x, float* y, int64_t n) {
@@ -50,7 +62,17 @@ void bias_activate(int act, const float* b, float* y, int64_t rows, int64_t cols
     }
 }
 
-void op_fill(const xylem_op_desc& desc) {
+void channel_bias_activate(int act, const float* b, const float* x, int64_t ldx, float* y, int64_t ldy,
+                           int64_t rows, int64_t cols) {
+    switch (act) {
+    case XYLEM_ACT_NONE: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return v; }); break;
+    case XYLEM_ACT_RELU: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return relu(v); }); break;
+    case XYLEM_ACT_SIGMOID: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return sigmoid(v); }); break;
+    case XYLEM_ACT_TANH: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return std::tanh(v); }); break;
+    }
+}
+
+void op_fill(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 0, 0, 1);
     const float value = a.attrs<xylem_fill_attrs>().value;
     if (desc.outputs[0].dtype == XYLEM_I32) {
@@ -63,7 +85,7 @@ void op_fill(const xylem_op_desc& desc) {
     std::fill_n(out.f32(), out.numel, value);
 }
 
-void op_copy(const xylem_op_desc& desc) {
+void op_copy(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 1, 1, 1);
     const xylem_dtype dtype = desc.inputs[0].dtype == XYLEM_I32 ? XYLEM_I32 : XYLEM_F32;
     const Tensor in = a.in(0, "in", dtype), out = a.out(0, "out", dtype);
@@ -71,7 +93,7 @@ void op_copy(const xylem_op_desc& desc) {
     if (in.data != out.data) std::memmove(out.data, in.data, static_cast<size_t>(in.numel) * 4);
 }
 
-void op_axpby(const xylem_op_desc& desc) {
+void op_axpby(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 1, 2, 1);
     const auto attrs = a.attrs<xylem_axpby_attrs>();
     const Tensor ta = a.in(0, "a"), tout = a.out(0, "out");
@@ -92,7 +114,7 @@ void op_axpby(const xylem_op_desc& desc) {
     }
 }
 
-void op_mul(const xylem_op_desc& desc) {
+void op_mul(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 2, 1);
     const Tensor ta = a.in(0, "a"), tb = a.in(1, "b"), tout = a.out(0, "out");
     a.same_numel(ta, "a", tb, "b");
@@ -102,7 +124,7 @@ void op_mul(const xylem_op_desc& desc) {
     for (int64_t i = 0; i < ta.numel; ++i) out[i] = x[i] * y[i];
 }
 
-void op_act_fwd(const xylem_op_desc& desc) {
+void op_act_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 1, 1, 1);
     const int act = a.check_activation(a.attrs<xylem_act_attrs>().activation);
     const Tensor x = a.in(0, "x"), y = a.out(0, "y");
@@ -110,7 +132,7 @@ void op_act_fwd(const xylem_op_desc& desc) {
     activate(act, x.f32(), y.f32(), x.numel);
 }
 
-void op_act_bwd(const xylem_op_desc& desc) {
+void op_act_bwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 2, 1);
     const int act = a.check_activation(a.attrs<xylem_act_attrs>().activation);
     const Tensor tdy = a.in(0, "dy"), ty = a.in(1, "y"), tdx = a.out(0, "dx");
@@ -138,7 +160,7 @@ void op_act_bwd(const xylem_op_desc& desc) {
     }
 }
 
-void op_dropout_fwd(const xylem_op_desc& desc) {
+void op_dropout_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 1, 1, 2);
     const auto attrs = a.attrs<xylem_dropout_attrs>();
     const Tensor tx = a.in(0, "x"), ty = a.out(0, "y"), tmask = a.out(1, "mask");

@@ -10,18 +10,13 @@ namespace xylem::native {
 
 namespace {
 
-bool overlap(const Tensor& a, const Tensor& b) {
-    const char *a0 = static_cast<const char*>(a.data), *b0 = static_cast<const char*>(b.data);
-    return a.numel && b.numel && a0 < b0 + b.numel * 4 && b0 < a0 + a.numel * 4;
-}
-
 void check_int(const OpArgs& a, int64_t v, const char* what) {
     if (v > INT_MAX) a.fail("%s = %lld exceeds the BLAS limit of %d", what, static_cast<long long>(v), INT_MAX);
 }
 
 }  // namespace
 
-void op_gemm(const xylem_op_desc& desc) {
+void op_gemm(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 2, 1);
     const auto attrs = a.attrs<xylem_gemm_attrs>();
     const Tensor ta = a.in(0, "A"), tb = a.in(1, "B"), tc = a.out(0, "C");
@@ -55,7 +50,7 @@ void op_gemm(const xylem_op_desc& desc) {
 
 // Y = X*W^T with beta = 0 (nothing to read), then one pass for bias + activation: that touches Y
 // once less than broadcasting the bias first and activating separately.
-void op_linear_fwd(const xylem_op_desc& desc) {
+void op_linear_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 3, 1);
     const int act = a.check_activation(a.attrs<xylem_linear_attrs>().activation);
     const Tensor tx = a.in(0, "X"), tw = a.in(1, "W"), ty = a.out(0, "Y");

@@ -31,7 +31,7 @@ RowLse row_lse(const float* x, int64_t c) {
 
 }  // namespace
 
-void op_xent_fwd(const xylem_op_desc& desc) {
+void op_xent_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 2, 1);
     const auto attrs = a.attrs<xylem_loss_attrs>();
     const Tensor tx = a.in(0, "logits"), tl = a.in(1, "labels", XYLEM_I32), tloss = a.out(0, "loss");
@@ -47,7 +47,7 @@ void op_xent_fwd(const xylem_op_desc& desc) {
     store_loss(tloss, attrs, total);
 }
 
-void op_xent_bwd(const xylem_op_desc& desc) {
+void op_xent_bwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 2, 1);
     const float scale = a.attrs<xylem_loss_attrs>().scale;
     const Tensor tx = a.in(0, "logits"), tl = a.in(1, "labels", XYLEM_I32), tdx = a.out(0, "dlogits");
@@ -71,7 +71,7 @@ void op_xent_bwd(const xylem_op_desc& desc) {
     }
 }
 
-void op_nll_fwd(const xylem_op_desc& desc) {
+void op_nll_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 2, 1);
     const auto attrs = a.attrs<xylem_loss_attrs>();
     const Tensor tlogp = a.in(0, "logp"), tl = a.in(1, "labels", XYLEM_I32), tloss = a.out(0, "loss");
@@ -83,7 +83,7 @@ void op_nll_fwd(const xylem_op_desc& desc) {
     store_loss(tloss, attrs, total);
 }
 
-void op_nll_bwd(const xylem_op_desc& desc) {
+void op_nll_bwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 2, 1);
     const float scale = a.attrs<xylem_loss_attrs>().scale;
     const Tensor tlogp = a.in(0, "logp"), tl = a.in(1, "labels", XYLEM_I32), tdx = a.out(0, "dlogp");
@@ -95,7 +95,7 @@ void op_nll_bwd(const xylem_op_desc& desc) {
     for (int64_t i = 0; i < n; ++i) dx[i * c + tl.i32()[i]] = -scale;
 }
 
-void op_mse_fwd(const xylem_op_desc& desc) {
+void op_mse_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 2, 1);
     const auto attrs = a.attrs<xylem_loss_attrs>();
     const Tensor tp = a.in(0, "pred"), tt = a.in(1, "target"), tloss = a.out(0, "loss");
@@ -109,7 +109,7 @@ void op_mse_fwd(const xylem_op_desc& desc) {
     store_loss(tloss, attrs, total);
 }
 
-void op_mse_bwd(const xylem_op_desc& desc) {
+void op_mse_bwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 2, 1);
     const float k = 2.0f * a.attrs<xylem_loss_attrs>().scale;
     const Tensor tp = a.in(0, "pred"), tt = a.in(1, "target"), tdp = a.out(0, "dpred");

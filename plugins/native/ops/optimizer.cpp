@@ -54,7 +54,7 @@ XYLEM_CLONES void adam(float* __restrict p, float* __restrict m, float* __restri
 
 // PyTorch semantics with the velocity starting at zero (so no first-step special case):
 // g = grad + wd*p; v = momentum*v + (1-dampening)*g; g = nesterov ? g + momentum*v : v; p -= lr*g.
-void op_sgd_update(const xylem_op_desc& desc) {
+void op_sgd_update(const xylem_op_desc& desc, xylem_stream_s&) {
     // The velocity may be left out when momentum is 0.
     OpArgs a(desc, 1, 1, desc.n_outputs == 1 ? 1 : 2);
     const auto attrs = a.attrs<xylem_sgd_attrs>();
@@ -71,7 +71,7 @@ void op_sgd_update(const xylem_op_desc& desc) {
 
 // g = grad + wd*p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; p -= lr*(m/bc1) / (sqrt(v/bc2) + eps),
 // evaluated as PyTorch does: p -= (lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps).
-void op_adam_update(const xylem_op_desc& desc) {
+void op_adam_update(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 1, 1, 3);
     const auto attrs = a.attrs<xylem_adam_attrs>();
     const Tensor tp = a.out(0, "param"), tm = a.out(1, "m"), tv = a.out(2, "v"), tg = a.in(0, "grad");

@@ -1,4 +1,6 @@
 // Reductions whose result stays in a device buffer: BIAS_GRAD and ACCURACY.
+#include <algorithm>
+
 #include "native.h"
 
 namespace xylem::native {
@@ -12,7 +14,7 @@ inline float blend(float beta, float db, double acc) {
 
 }  // namespace
 
-void op_bias_grad(const xylem_op_desc& desc) {
+void op_bias_grad(const xylem_op_desc& desc, xylem_stream_s& stream) {
     OpArgs a(desc, 1, 1, 1);
     const float beta = a.attrs<xylem_bias_grad_attrs>().beta;
     const Tensor tdy = a.in(0, "dy"), tdb = a.out(0, "db");
@@ -40,18 +42,19 @@ void op_bias_grad(const xylem_op_desc& desc) {
         }
         return;
     }
-    // [N,C,H,W...]: each (n,c) plane is contiguous; sum it whole, channel by channel.
-    for (int64_t ch = 0; ch < c; ++ch) {
-        double acc = 0.0;
-        for (int64_t r = 0; r < n; ++r) {
+    // [N,C,H,W...]: each (n,c) plane is contiguous; sum the planes in memory order (one
+    // sequential pass, which the prefetcher follows) into per-channel accumulators.
+    double* acc = stream.scratch_.alloc<double>(c);
+    std::fill_n(acc, c, 0.0);
+    for (int64_t r = 0; r < n; ++r)
+        for (int64_t ch = 0; ch < c; ++ch) {
             const float* plane = dy + (r * c + ch) * inner;
-            acc += lane_sum(inner, [plane](int64_t i) { return plane[i]; });
+            acc[ch] += lane_sum(inner, [plane](int64_t i) { return plane[i]; });
         }
-        db[ch] = blend(beta, db[ch], acc);
-    }
+    for (int64_t ch = 0; ch < c; ++ch) db[ch] = blend(beta, db[ch], acc[ch]);
 }
 
-void op_accuracy(const xylem_op_desc& desc) {
+void op_accuracy(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 2, 1);
     const Tensor tlogits = a.in(0, "logits"), tlabels = a.in(1, "labels", XYLEM_I32), tcorrect = a.out(0, "correct");
     a.check_classification(tlogits, tlabels);

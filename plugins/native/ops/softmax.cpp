@@ -15,7 +15,7 @@ float row_max(const float* x, int64_t c) {
 
 }  // namespace
 
-void op_softmax_fwd(const xylem_op_desc& desc) {
+void op_softmax_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 1, 1, 1);
     const bool log = a.attrs<xylem_softmax_attrs>().log != 0;
     const Tensor tx = a.in(0, "x"), ty = a.out(0, "y");
@@ -44,7 +44,7 @@ void op_softmax_fwd(const xylem_op_desc& desc) {
 }
 
 // softmax: dx = y*(dy - sum(dy*y)); log_softmax: dx = dy - exp(y)*sum(dy).
-void op_softmax_bwd(const xylem_op_desc& desc) {
+void op_softmax_bwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 2, 1);
     const bool log = a.attrs<xylem_softmax_attrs>().log != 0;
     const Tensor tdy = a.in(0, "dy"), ty = a.in(1, "y"), tdx = a.out(0, "dx");

@@ -1,0 +1,460 @@
+// CONV2D_FWD / BWD_DATA / BWD_FILTER, NCHW f32. Whole-input and 1x1 kernels go straight to sgemm
+// (MXNet #2011); the rest is im2col over a chunk of images, then one big sgemm per group.
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "native.h"
+
+namespace xylem::native {
+
+namespace {
+
+using ll = long long;  // for printf
+
+// Scratch floats per im2col chunk (columns + GEMM output): about 4 LeNet conv2 images, so the columns
+// are still in L2 when the GEMM reads them; larger GEMMs gained nothing measurable, and 1 image per
+// chunk was up to 10% slower.
+constexpr int64_t kChunkFloats = 160 * 1024;
+// Planes smaller than this are batched rather than handled image by image: a 1x1 conv on 2x2 maps
+// ran 2x faster through the batched im2col path (a transposing copy) than as one GEMM per image;
+// from 7x7 on, one GEMM per image (no copy at all) is faster.
+constexpr int64_t kMinPlane = 32;
+
+// "[a,b,c,d]" for messages.
+struct DimStr {
+    char s[160];
+    explicit DimStr(const Tensor& t) {
+        int len = std::snprintf(s, sizeof s, "[");
+        for (uint32_t d = 0; d < t.ndim && len < 140; ++d)
+            len += std::snprintf(s + len, sizeof s - len, d ? ",%lld" : "%lld", static_cast<ll>(t.dims[d]));
+        std::snprintf(s + len, sizeof s - len, "]");
+    }
+};
+
+struct Conv {
+    int64_t n, c, h, w;  // input
+    int64_t k, r, s;     // filters
+    int64_t oh, ow;      // output
+    int64_t g, cg, kg;   // groups; channels and filters per group
+    int64_t sh, sw, ph, pw, dh, dw;
+
+    int64_t hw() const { return h * w; }
+    int64_t p() const { return oh * ow; }
+    int64_t crs() const { return cg * r * s; }  // rows of one group's column matrix
+};
+
+// X (or dX), W (or dW), Y (or dY) against the attributes; every mismatch names the shapes.
+Conv conv_shape(const OpArgs& a, const xylem_conv2d_attrs& at, const Tensor& x, const char* xn, const Tensor& f,
+                const char* fn, const Tensor& y, const char* yn) {
+    if (at.stride_h < 1 || at.stride_w < 1) a.fail("stride %dx%d must be >= 1", at.stride_h, at.stride_w);
+    if (at.dilation_h < 1 || at.dilation_w < 1) a.fail("dilation %dx%d must be >= 1", at.dilation_h, at.dilation_w);
+    if (at.pad_h < 0 || at.pad_w < 0) a.fail("padding %dx%d must be >= 0", at.pad_h, at.pad_w);
+    if (at.groups < 1) a.fail("groups = %d must be >= 1", at.groups);
+    if (x.ndim != 4) a.fail("%s must be 4-D [N,C,H,W], got %s", xn, DimStr(x).s);
+    if (f.ndim != 4) a.fail("%s must be 4-D [K,C/groups,R,S], got %s", fn, DimStr(f).s);
+    if (y.ndim != 4) a.fail("%s must be 4-D [N,K,OH,OW], got %s", yn, DimStr(y).s);
+    Conv v{};
+    v.n = x.dims[0], v.c = x.dims[1], v.h = x.dims[2], v.w = x.dims[3];
+    v.k = f.dims[0], v.r = f.dims[2], v.s = f.dims[3];
+    v.g = at.groups, v.sh = at.stride_h, v.sw = at.stride_w, v.ph = at.pad_h, v.pw = at.pad_w;
+    v.dh = at.dilation_h, v.dw = at.dilation_w;
+    if (v.c < 1 || v.h < 1 || v.w < 1) a.fail("%s %s has an empty channel or spatial axis", xn, DimStr(x).s);
+    if (v.k < 1 || v.r < 1 || v.s < 1) a.fail("%s %s has an empty axis", fn, DimStr(f).s);
+    if (v.c % v.g) a.fail("%s %s has C=%lld channels, not divisible by groups=%lld", xn, DimStr(x).s, ll(v.c), ll(v.g));
+    if (v.k % v.g) a.fail("%s %s has K=%lld filters, not divisible by groups=%lld", fn, DimStr(f).s, ll(v.k), ll(v.g));
+    v.cg = v.c / v.g, v.kg = v.k / v.g;
+    if (f.dims[1] != v.cg)
+        a.fail("%s is %s but %s %s with groups=%lld needs [%lld,%lld,R,S]", fn, DimStr(f).s, xn, DimStr(x).s, ll(v.g),
+               ll(v.k), ll(v.cg));
+    const int64_t span_h = v.dh * (v.r - 1) + 1, span_w = v.dw * (v.s - 1) + 1;  // dilated kernel
+    if (v.h + 2 * v.ph < span_h || v.w + 2 * v.pw < span_w)
+        a.fail("the %lldx%lld kernel (dilated %lldx%lld) does not fit %s %s padded by %lldx%lld", ll(v.r), ll(v.s),
+               ll(span_h), ll(span_w), xn, DimStr(x).s, ll(v.ph), ll(v.pw));
+    v.oh = (v.h + 2 * v.ph - span_h) / v.sh + 1;
+    v.ow = (v.w + 2 * v.pw - span_w) / v.sw + 1;
+    if (y.dims[0] != v.n || y.dims[1] != v.k || y.dims[2] != v.oh || y.dims[3] != v.ow)
+        a.fail("%s is %s but %s %s and %s %s give [%lld,%lld,%lld,%lld]", yn, DimStr(y).s, xn, DimStr(x).s, fn,
+               DimStr(f).s, ll(v.n), ll(v.k), ll(v.oh), ll(v.ow));
+    // Every GEMM size and leading dimension below is bounded by one of these.
+    if (v.n > INT_MAX || v.c * v.hw() > INT_MAX || v.k * v.p() > INT_MAX || v.c * v.r * v.s > INT_MAX)
+        a.fail("%s %s / %s %s exceed the BLAS limit of %d", xn, DimStr(x).s, yn, DimStr(y).s, INT_MAX);
+    return v;
+}
+
+enum class Path {
+    kLinear,     // the kernel covers the unpadded input: the output is 1x1 and the conv is a Linear layer
+    kPointwise,  // 1x1, stride 1, no padding: Y[n] = W x X[n] per image
+    kIm2col,
+};
+
+Path choose_path(const Conv& v) {
+    if (v.r == v.h && v.s == v.w && v.ph == 0 && v.pw == 0 && (v.dh == 1 || v.r == 1) && (v.dw == 1 || v.s == 1))
+        return Path::kLinear;
+    if (v.r == 1 && v.s == 1 && v.sh == 1 && v.sw == 1 && v.ph == 0 && v.pw == 0 && v.hw() >= kMinPlane)
+        return Path::kPointwise;
+    return Path::kIm2col;
+}
+
+// Row-major C = beta*C + op(A)*op(B); sizes were checked against INT_MAX by conv_shape.
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+          float beta, float* c, int64_t ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+                static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+                beta, c, static_cast<int>(ldc));
+}
+
+// Images per im2col chunk for per_image scratch floats each.
+int64_t chunk_images(const Conv& v, int64_t per_image) {
+    int64_t nb = kChunkFloats / std::max<int64_t>(per_image, 1);
+    nb = std::min({nb, v.n, INT_MAX / v.p()});
+    return std::max<int64_t>(nb, 1);
+}
+
+// The outputs [lo, hi) (of n) whose input index o*stride + off lies inside [0, size).
+inline void valid_range(int64_t off, int64_t stride, int64_t size, int64_t n, int64_t& lo, int64_t& hi) {
+    lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    hi = off > size - 1 ? 0 : (size - 1 - off) / stride + 1;
+    lo = std::min(lo, n);
+    hi = std::max(lo, std::min(hi, n));
+}
+
+// Output rows are short (OW floats: 8 or 24 in LeNet), so copies go in whole 8-float pieces
+// rather than a memcpy call or a vector loop with a scalar tail per row.
+constexpr int64_t kPiece = 8;
+
+// out[0..n) = in[0..n); the last piece overlaps the one before it.
+inline void copy_run(float* __restrict out, const float* __restrict in, int64_t n) {
+    if (n < kPiece) {
+        for (int64_t o = 0; o < n; ++o) out[o] = in[o];
+        return;
+    }
+    int64_t o = 0;
+    for (; o + kPiece <= n; o += kPiece) std::memcpy(out + o, in + o, kPiece * sizeof(float));
+    if (o < n) std::memcpy(out + n - kPiece, in + n - kPiece, kPiece * sizeof(float));
+}
+
+// One column-matrix row segment of n: out[o] = in[o*sw + off] for o in [lo, hi), zero elsewhere.
+inline void gather_row(float* __restrict out, const float* __restrict in, int64_t off, int64_t sw, int64_t lo,
+                       int64_t hi, int64_t n) {
+    for (int64_t o = 0; o < lo; ++o) out[o] = 0.0f;
+    if (sw == 1) copy_run(out + lo, in + lo + off, hi - lo);
+    else for (int64_t o = lo; o < hi; ++o) out[o] = in[o * sw + off];
+    for (int64_t o = hi; o < n; ++o) out[o] = 0.0f;
+}
+
+// col[(c*R + r)*S + s][j*P + oh*OW + ow] = x[j][c][oh*sh - ph + r*dh][ow*sw - pw + s*dw] (0 in the padding)
+// for the m images at x; all groups at once (group g owns rows [g*crs, (g+1)*crs)).
+XYLEM_CLONES void im2col(const Conv& v, const float* __restrict x, int64_t m, float* __restrict col) {
+    const int64_t P = v.p(), ld = m * P, OW = v.ow;
+    for (int64_t c = 0; c < v.c; ++c)
+        for (int64_t r = 0; r < v.r; ++r) {
+            const int64_t hoff = r * v.dh - v.ph;
+            int64_t hlo, hhi;  // output rows that read an input row
+            valid_range(hoff, v.sh, v.h, v.oh, hlo, hhi);
+            for (int64_t s = 0; s < v.s; ++s) {
+                float* row = col + ((c * v.r + r) * v.s + s) * ld;
+                const int64_t woff = s * v.dw - v.pw;
+                int64_t lo, hi;
+                valid_range(woff, v.sw, v.w, OW, lo, hi);
+                for (int64_t j = 0; j < m; ++j) {
+                    const float* plane = x + (j * v.c + c) * v.hw();
+                    float* blk = row + j * P;
+                    std::fill(blk, blk + hlo * OW, 0.0f);
+                    for (int64_t oh = hlo; oh < hhi; ++oh)
+                        gather_row(blk + oh * OW, plane + (oh * v.sh + hoff) * v.w, woff, v.sw, lo, hi, OW);
+                    std::fill(blk + hhi * OW, blk + P, 0.0f);
+                }
+            }
+        }
+}
+
+// The adjoint of im2col: dx[j][c][ih][iw] += every column entry that im2col read from there.
+XYLEM_CLONES void col2im(const Conv& v, const float* __restrict col, int64_t m, float* __restrict dx) {
+    const int64_t P = v.p(), ld = m * P, OW = v.ow;
+    for (int64_t c = 0; c < v.c; ++c)
+        for (int64_t r = 0; r < v.r; ++r) {
+            const int64_t hoff = r * v.dh - v.ph;
+            int64_t hlo, hhi;
+            valid_range(hoff, v.sh, v.h, v.oh, hlo, hhi);
+            for (int64_t s = 0; s < v.s; ++s) {
+                const float* row = col + ((c * v.r + r) * v.s + s) * ld;
+                const int64_t woff = s * v.dw - v.pw;
+                int64_t lo, hi;
+                valid_range(woff, v.sw, v.w, OW, lo, hi);
+                for (int64_t j = 0; j < m; ++j) {
+                    float* plane = dx + (j * v.c + c) * v.hw();
+                    for (int64_t oh = hlo; oh < hhi; ++oh) {
+                        const float* in = row + j * P + oh * OW;
+                        float* out = plane + (oh * v.sh + hoff) * v.w;
+                        if (v.sw == 1)
+                            for (int64_t o = lo; o < hi; ++o) out[o + woff] += in[o];
+                        else
+                            for (int64_t o = lo; o < hi; ++o) out[o * v.sw + woff] += in[o];
+                    }
+                }
+            }
+        }
+}
+
+// dyt[k][j*P + p] = dy[j][k][p] for m images: the [K, m*P] matrix the batched GEMMs read.
+void gather_dy(const Conv& v, const float* dy, int64_t m, float* dyt) {
+    const int64_t P = v.p(), ld = m * P;
+    for (int64_t j = 0; j < m; ++j)
+        for (int64_t k = 0; k < v.k; ++k) std::memcpy(dyt + k * ld + j * P, dy + (j * v.k + k) * P, P * sizeof(float));
+}
+
+void scale_filters(float* dw, int64_t n, float beta) {
+    if (beta == 0.0f) std::fill_n(dw, n, 0.0f);  // beta = 0 does not read dW (it may hold NaN)
+    else if (beta != 1.0f) for (int64_t i = 0; i < n; ++i) dw[i] *= beta;
+}
+
+// ---- small filter gradients ----------------------------------------------------------------
+// dW = dY x col^T with a tiny output (conv1: 20x25) and a long reduction (N*OH*OW): OpenBLAS splits
+// only the output between its threads, and ran 3x slower with two than with one. This kernel runs
+// on the calling thread at single-thread sgemm speed and sums into double.
+constexpr int64_t kSmallFilter = 1024;  // outputs per group up to which the kernel is used
+
+using V8 = float __attribute__((vector_size(32)));  // two SSE registers in the baseline clone
+using V8u = float __attribute__((vector_size(32), aligned(4), may_alias));  // for unaligned loads
+
+// acc[(i+ii)*n + j+jj] += sum_t a[(i+ii)*lda + t] * b[(j+jj)*ldb + t] for a TM x TN tile, t < len.
+template <int TM, int TN>
+__attribute__((always_inline)) inline void dot_tile(int64_t i, int64_t j, int64_t n, int64_t len, const float* a,
+                                                    int64_t lda, const float* b, int64_t ldb, double* acc) {
+    V8 lane[TM][TN] = {};
+    const int64_t tv = len / 8 * 8;
+    for (int64_t t = 0; t < tv; t += 8) {
+        V8 av[TM], bv[TN];
+        for (int ii = 0; ii < TM; ++ii) av[ii] = *reinterpret_cast<const V8u*>(a + (i + ii) * lda + t);
+        for (int jj = 0; jj < TN; ++jj) bv[jj] = *reinterpret_cast<const V8u*>(b + (j + jj) * ldb + t);
+        for (int ii = 0; ii < TM; ++ii)
+            for (int jj = 0; jj < TN; ++jj) lane[ii][jj] += av[ii] * bv[jj];
+    }
+    for (int ii = 0; ii < TM; ++ii)
+        for (int jj = 0; jj < TN; ++jj) {
+            double sum = 0.0;
+            for (int l = 0; l < 8; ++l) sum += lane[ii][jj][l];
+            for (int64_t t = tv; t < len; ++t) sum += a[(i + ii) * lda + t] * b[(j + jj) * ldb + t];
+            acc[(i + ii) * n + j + jj] += sum;
+        }
+}
+
+// acc[i*n + j] += sum_t a[i*lda + t] * b[j*ldb + t] for i < m, j < n, t < len.
+XYLEM_CLONES void dot_accumulate(int64_t m, int64_t n, int64_t len, const float* a, int64_t lda, const float* b,
+                                 int64_t ldb, double* acc) {
+    constexpr int64_t kBlock = 4096;  // float lanes flush to double per block; the block's rows stay in L2
+    for (int64_t t0 = 0; t0 < len; t0 += kBlock) {
+        const int64_t bl = std::min(kBlock, len - t0);
+        int64_t i = 0;
+        for (; i + 4 <= m; i += 4) {
+            int64_t j = 0;
+            for (; j + 2 <= n; j += 2) dot_tile<4, 2>(i, j, n, bl, a + t0, lda, b + t0, ldb, acc);
+            for (; j < n; ++j) dot_tile<4, 1>(i, j, n, bl, a + t0, lda, b + t0, ldb, acc);
+        }
+        for (; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) dot_tile<1, 1>(i, j, n, bl, a + t0, lda, b + t0, ldb, acc);
+    }
+}
+
+// dw = beta*dw + acc (beta = 0 does not read dw).
+void finish_filters(float* dw, const double* acc, int64_t n, float beta) {
+    for (int64_t i = 0; i < n; ++i)
+        dw[i] = beta == 0.0f ? static_cast<float>(acc[i]) : static_cast<float>(beta * dw[i] + acc[i]);
+}
+
+// ---- forward --------------------------------------------------------------------------------
+
+void fwd_linear(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y) {
+    const int64_t in = v.cg * v.hw();  // one group's inputs per image
+    for (int64_t g = 0; g < v.g; ++g)
+        gemm(false, true, v.n, v.kg, in, x + g * in, v.c * v.hw(), wt + g * v.kg * in, in, 0.0f, y + g * v.kg, v.k);
+    if (b || act != XYLEM_ACT_NONE) bias_activate(act, b, y, v.n, v.k);
+}
+
+void fwd_pointwise(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y) {
+    const int64_t hw = v.hw();
+    for (int64_t n = 0; n < v.n; ++n) {
+        float* yn = y + n * v.k * hw;
+        for (int64_t g = 0; g < v.g; ++g)
+            gemm(false, false, v.kg, hw, v.cg, wt + g * v.kg * v.cg, v.cg, x + (n * v.c + g * v.cg) * hw, hw, 0.0f,
+                 yn + g * v.kg * hw, hw);
+        if (b || act != XYLEM_ACT_NONE) channel_bias_activate(act, b, yn, hw, yn, hw, v.k, hw);  // while it is hot
+    }
+}
+
+void fwd_im2col(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y, Arena& scratch) {
+    const int64_t P = v.p(), crs = v.crs(), rows = v.c * v.r * v.s;
+    const int64_t nb = chunk_images(v, (rows + v.k) * P);
+    float* col = scratch.alloc<float>(rows * nb * P);
+    float* tmp = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
+    for (int64_t n0 = 0; n0 < v.n; n0 += nb) {
+        const int64_t m = std::min(nb, v.n - n0), ld = m * P;
+        im2col(v, x + n0 * v.c * v.hw(), m, col);
+        float* out = m == 1 ? y + n0 * v.k * P : tmp;  // one image's [K,P] is already Y's layout
+        for (int64_t g = 0; g < v.g; ++g)
+            gemm(false, false, v.kg, ld, crs, wt + g * v.kg * crs, crs, col + g * crs * ld, ld, 0.0f,
+                 out + g * v.kg * ld, ld);
+        if (m == 1) {
+            if (b || act != XYLEM_ACT_NONE) channel_bias_activate(act, b, out, P, out, P, v.k, P);
+        } else {
+            // [K, m*P] -> m images of [K, P], with the bias and activation in the same pass.
+            for (int64_t j = 0; j < m; ++j)
+                channel_bias_activate(act, b, tmp + j * P, ld, y + (n0 + j) * v.k * P, P, v.k, P);
+        }
+    }
+}
+
+// ---- backward data --------------------------------------------------------------------------
+
+void bwd_data_linear(const Conv& v, const float* dy, const float* wt, float* dx) {
+    const int64_t in = v.cg * v.hw();
+    for (int64_t g = 0; g < v.g; ++g)
+        gemm(false, false, v.n, in, v.kg, dy + g * v.kg, v.k, wt + g * v.kg * in, in, 0.0f, dx + g * in, v.c * v.hw());
+}
+
+void bwd_data_pointwise(const Conv& v, const float* dy, const float* wt, float* dx) {
+    const int64_t hw = v.hw();
+    for (int64_t n = 0; n < v.n; ++n)
+        for (int64_t g = 0; g < v.g; ++g)
+            gemm(true, false, v.cg, hw, v.kg, wt + g * v.kg * v.cg, v.cg, dy + (n * v.k + g * v.kg) * hw, hw, 0.0f,
+                 dx + (n * v.c + g * v.cg) * hw, hw);
+}
+
+void bwd_data_im2col(const Conv& v, const float* dy, const float* wt, float* dx, Arena& scratch) {
+    const int64_t P = v.p(), crs = v.crs(), rows = v.c * v.r * v.s;
+    const int64_t nb = chunk_images(v, (rows + v.k) * P);
+    float* col = scratch.alloc<float>(rows * nb * P);
+    float* dyt = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
+    std::fill_n(dx, v.n * v.c * v.hw(), 0.0f);
+    for (int64_t n0 = 0; n0 < v.n; n0 += nb) {
+        const int64_t m = std::min(nb, v.n - n0), ld = m * P;
+        const float* d = dy + n0 * v.k * P;
+        if (m > 1) {
+            gather_dy(v, d, m, dyt);
+            d = dyt;
+        }
+        // Zeroing ourselves and accumulating is faster than OpenBLAS's beta = 0 pass over C.
+        std::memset(col, 0, static_cast<size_t>(rows * ld) * sizeof(float));
+        for (int64_t g = 0; g < v.g; ++g)
+            gemm(true, false, crs, ld, v.kg, wt + g * v.kg * crs, crs, d + g * v.kg * ld, ld, 1.0f, col + g * crs * ld,
+                 ld);
+        col2im(v, col, m, dx + n0 * v.c * v.hw());
+    }
+}
+
+// ---- backward filter ------------------------------------------------------------------------
+
+void bwd_filter_linear(const Conv& v, const float* x, const float* dy, float beta, float* dw) {
+    const int64_t in = v.cg * v.hw();
+    for (int64_t g = 0; g < v.g; ++g)
+        gemm(true, false, v.kg, in, v.n, dy + g * v.kg, v.k, x + g * in, v.c * v.hw(), beta, dw + g * v.kg * in, in);
+}
+
+void bwd_filter_pointwise(const Conv& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch) {
+    const int64_t hw = v.hw();
+    if (v.kg * v.cg <= kSmallFilter) {
+        double* acc = scratch.alloc<double>(v.k * v.cg);
+        std::fill_n(acc, v.k * v.cg, 0.0);
+        for (int64_t n = 0; n < v.n; ++n)
+            for (int64_t g = 0; g < v.g; ++g)
+                dot_accumulate(v.kg, v.cg, hw, dy + (n * v.k + g * v.kg) * hw, hw, x + (n * v.c + g * v.cg) * hw, hw,
+                               acc + g * v.kg * v.cg);
+        return finish_filters(dw, acc, v.k * v.cg, beta);
+    }
+    for (int64_t n = 0; n < v.n; ++n)
+        for (int64_t g = 0; g < v.g; ++g)
+            gemm(false, true, v.kg, v.cg, hw, dy + (n * v.k + g * v.kg) * hw, hw, x + (n * v.c + g * v.cg) * hw, hw,
+                 n == 0 ? beta : 1.0f, dw + g * v.kg * v.cg, v.cg);
+}
+
+void bwd_filter_im2col(const Conv& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch) {
+    const int64_t P = v.p(), crs = v.crs(), rows = v.c * v.r * v.s;
+    const int64_t nb = chunk_images(v, (rows + v.k) * P);
+    float* col = scratch.alloc<float>(rows * nb * P);
+    const bool small = v.kg * crs <= kSmallFilter;
+    float* dyt = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
+    double* acc = small ? scratch.alloc<double>(v.k * crs) : nullptr;
+    if (small) std::fill_n(acc, v.k * crs, 0.0);
+    for (int64_t n0 = 0; n0 < v.n; n0 += nb) {
+        const int64_t m = std::min(nb, v.n - n0), ld = m * P;
+        im2col(v, x + n0 * v.c * v.hw(), m, col);
+        const float* d = dy + n0 * v.k * P;
+        if (small && P >= kMinPlane) {  // image by image: dY needs no gathering
+            for (int64_t j = 0; j < m; ++j)
+                for (int64_t g = 0; g < v.g; ++g)
+                    dot_accumulate(v.kg, crs, P, d + (j * v.k + g * v.kg) * P, P, col + g * crs * ld + j * P, ld,
+                                   acc + g * v.kg * crs);
+            continue;
+        }
+        if (m > 1) {
+            gather_dy(v, d, m, dyt);
+            d = dyt;
+        }
+        for (int64_t g = 0; g < v.g; ++g) {
+            if (small)
+                dot_accumulate(v.kg, crs, ld, d + g * v.kg * ld, ld, col + g * crs * ld, ld, acc + g * v.kg * crs);
+            else
+                gemm(false, true, v.kg, crs, ld, d + g * v.kg * ld, ld, col + g * crs * ld, ld, n0 == 0 ? beta : 1.0f,
+                     dw + g * v.kg * crs, crs);
+        }
+    }
+    if (small) finish_filters(dw, acc, v.k * crs, beta);
+}
+
+}  // namespace
+
+void op_conv2d_fwd(const xylem_op_desc& desc, xylem_stream_s& stream) {
+    OpArgs a(desc, 2, 3, 1);
+    const auto attrs = a.attrs<xylem_conv2d_attrs>();
+    const int act = a.check_activation(attrs.activation);
+    const Tensor tx = a.in(0, "X"), tw = a.in(1, "W"), ty = a.out(0, "Y");
+    const Conv v = conv_shape(a, attrs, tx, "X", tw, "W", ty, "Y");
+    const float* b = nullptr;
+    if (a.n_inputs() == 3) {
+        const Tensor tb = a.in(2, "b");
+        if (tb.numel != v.k) a.fail("b holds %lld elements for K=%lld filters", ll(tb.numel), ll(v.k));
+        if (overlap(ty, tb)) a.fail("Y overlaps b");
+        b = tb.f32();
+    }
+    if (overlap(ty, tx) || overlap(ty, tw)) a.fail("Y overlaps X or W");
+    if (v.n == 0) return;
+    switch (choose_path(v)) {
+    case Path::kLinear: fwd_linear(v, tx.f32(), tw.f32(), b, act, ty.f32()); break;
+    case Path::kPointwise: fwd_pointwise(v, tx.f32(), tw.f32(), b, act, ty.f32()); break;
+    case Path::kIm2col: fwd_im2col(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_); break;
+    }
+}
+
+void op_conv2d_bwd_data(const xylem_op_desc& desc, xylem_stream_s& stream) {
+    OpArgs a(desc, 2, 2, 1);
+    const auto attrs = a.attrs<xylem_conv2d_attrs>();
+    const Tensor tdy = a.in(0, "dY"), tw = a.in(1, "W"), tdx = a.out(0, "dX");
+    const Conv v = conv_shape(a, attrs, tdx, "dX", tw, "W", tdy, "dY");
+    if (overlap(tdx, tdy) || overlap(tdx, tw)) a.fail("dX overlaps dY or W");
+    if (v.n == 0) return;
+    switch (choose_path(v)) {
+    case Path::kLinear: bwd_data_linear(v, tdy.f32(), tw.f32(), tdx.f32()); break;
+    case Path::kPointwise: bwd_data_pointwise(v, tdy.f32(), tw.f32(), tdx.f32()); break;
+    case Path::kIm2col: bwd_data_im2col(v, tdy.f32(), tw.f32(), tdx.f32(), stream.scratch_); break;
+    }
+}
+
+void op_conv2d_bwd_filter(const xylem_op_desc& desc, xylem_stream_s& stream) {
+    OpArgs a(desc, 2, 2, 1);
+    const auto attrs = a.attrs<xylem_conv2d_attrs>();
+    const Tensor tx = a.in(0, "X"), tdy = a.in(1, "dY"), tdw = a.out(0, "dW");
+    const Conv v = conv_shape(a, attrs, tx, "X", tdw, "dW", tdy, "dY");
+    if (overlap(tdw, tx) || overlap(tdw, tdy)) a.fail("dW overlaps X or dY");
+    if (v.n == 0) return scale_filters(tdw.f32(), tdw.numel, attrs.beta);
+    switch (choose_path(v)) {
+    case Path::kLinear: bwd_filter_linear(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32()); break;
+    case Path::kPointwise: bwd_filter_pointwise(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), stream.scratch_); break;
+    case Path::kIm2col: bwd_filter_im2col(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), stream.scratch_); break;
+    }
+}
+
+}  // namespace xylem::native

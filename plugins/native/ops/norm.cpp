@@ -1,0 +1,195 @@
+// BATCHNORM_FWD / BATCHNORM_BWD over axis 1 of [N,C] or [N,C,H,W,...], PyTorch semantics; the
+// per-channel statistics accumulate in double.
+#include <algorithm>
+#include <cmath>
+
+#include "native.h"
+
+namespace xylem::native {
+
+namespace {
+
+using ll = long long;  // for printf
+
+struct Bn {
+    int64_t n, c, inner;  // inner = product of the axes after the channel
+    int64_t count() const { return n * inner; }
+};
+
+Bn bn_shape(const OpArgs& a, const Tensor& x, const char* xn) {
+    if (x.ndim < 2) a.fail("%s must be [N,C] or [N,C,H,W,...], got %u dims", xn, x.ndim);
+    Bn b{x.dims[0], x.dims[1], 1};
+    for (uint32_t d = 2; d < x.ndim; ++d) b.inner *= x.dims[d];
+    return b;
+}
+
+void check_channels(const OpArgs& a, const Bn& b, const Tensor& t, const char* name) {
+    if (t.numel != b.c) a.fail("%s holds %lld elements for C=%lld channels", name, ll(t.numel), ll(b.c));
+}
+
+// Sum of f(i) for i < n in 8 double lanes: vectorizes without -ffast-math, like lane_sum.
+template <class F>
+inline double dsum(int64_t n, F f) {
+    double lane[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; ++l) lane[l] += f(i + l);
+    double total = 0.0;
+    for (; i < n; ++i) total += f(i);
+    for (int l = 0; l < 8; ++l) total += lane[l];
+    return total;
+}
+
+// acc[ch] = sum of f(ch, i) over the element indices i of channel ch, read in memory order.
+template <class F>
+void channel_sums(const Bn& b, double* acc, F f) {
+    std::fill_n(acc, b.c, 0.0);
+    if (b.inner == 1) {  // [N,C]: whole rows into the accumulators, vectorized across channels
+        for (int64_t n = 0; n < b.n; ++n)
+            for (int64_t ch = 0; ch < b.c; ++ch) acc[ch] += f(ch, n * b.c + ch);
+        return;
+    }
+    for (int64_t n = 0; n < b.n; ++n)
+        for (int64_t ch = 0; ch < b.c; ++ch) {
+            const int64_t base = (n * b.c + ch) * b.inner;
+            acc[ch] += dsum(b.inner, [&](int64_t i) { return f(ch, base + i); });
+        }
+}
+
+// y[i] = (x[i] - shift[ch]) * scale[ch] + offset[ch] (y may equal x).
+void normalize(const Bn& b, const float* x, float* y, const float* shift, const float* scale, const float* offset) {
+    for (int64_t n = 0; n < b.n; ++n) {
+        if (b.inner == 1) {
+            const float* xr = x + n * b.c;
+            float* yr = y + n * b.c;
+            for (int64_t ch = 0; ch < b.c; ++ch) yr[ch] = (xr[ch] - shift[ch]) * scale[ch] + offset[ch];
+            continue;
+        }
+        for (int64_t ch = 0; ch < b.c; ++ch) {
+            const int64_t base = (n * b.c + ch) * b.inner;
+            const float s = shift[ch], k = scale[ch], o = offset[ch];
+            for (int64_t i = 0; i < b.inner; ++i) y[base + i] = (x[base + i] - s) * k + o;
+        }
+    }
+}
+
+bool partial_overlap(const Tensor& a, const Tensor& b) { return overlap(a, b) && a.data != b.data; }
+
+}  // namespace
+
+void op_batchnorm_fwd(const xylem_op_desc& desc, xylem_stream_s& stream) {
+    OpArgs a(desc, 3, 3, 5);
+    const auto attrs = a.attrs<xylem_batchnorm_attrs>();
+    const Tensor tx = a.in(0, "X"), tgamma = a.in(1, "gamma"), tbeta = a.in(2, "beta");
+    const Tensor ty = a.out(0, "Y"), trm = a.out(1, "running_mean"), trv = a.out(2, "running_var");
+    const Tensor tsm = a.out(3, "saved_mean"), tsi = a.out(4, "saved_invstd");
+    const Bn b = bn_shape(a, tx, "X");
+    a.same_numel(tx, "X", ty, "Y");
+    check_channels(a, b, tgamma, "gamma");
+    check_channels(a, b, tbeta, "beta");
+    check_channels(a, b, trm, "running_mean");
+    check_channels(a, b, trv, "running_var");
+    check_channels(a, b, tsm, "saved_mean");
+    check_channels(a, b, tsi, "saved_invstd");
+    if (!(attrs.eps >= 0.0f)) a.fail("eps = %g must be >= 0", attrs.eps);
+    if (!(attrs.momentum >= 0.0f && attrs.momentum <= 1.0f)) a.fail("momentum = %g must be in [0, 1]", attrs.momentum);
+    if (partial_overlap(ty, tx)) a.fail("Y partly overlaps X (in place is fine)");
+    const float *x = tx.f32(), *gamma = tgamma.f32(), *beta = tbeta.f32();
+    float *rm = trm.f32(), *rv = trv.f32();
+    float* shift = stream.scratch_.alloc<float>(b.c);
+    float* scale = stream.scratch_.alloc<float>(b.c);
+
+    if (!attrs.training) {
+        for (int64_t ch = 0; ch < b.c; ++ch) {
+            shift[ch] = rm[ch];
+            scale[ch] = static_cast<float>(gamma[ch] / std::sqrt(static_cast<double>(rv[ch]) + attrs.eps));
+        }
+        normalize(b, x, ty.f32(), shift, scale, beta);
+        return;
+    }
+    const int64_t count = b.count();
+    if (count < 2)
+        a.fail("training needs more than 1 value per channel, X [%lld,%lld,...] has %lld", ll(b.n), ll(b.c), ll(count));
+    double* mean = stream.scratch_.alloc<double>(b.c);
+    double* var = stream.scratch_.alloc<double>(b.c);
+    channel_sums(b, mean, [x](int64_t, int64_t i) { return static_cast<double>(x[i]); });
+    for (int64_t ch = 0; ch < b.c; ++ch) mean[ch] /= static_cast<double>(count);
+    // Two passes: the sum of squared deviations does not cancel like E[x^2] - E[x]^2.
+    channel_sums(b, var, [x, mean](int64_t ch, int64_t i) {
+        const double d = x[i] - mean[ch];
+        return d * d;
+    });
+    const double m = attrs.momentum, unbias = static_cast<double>(count) / static_cast<double>(count - 1);
+    float *saved_mean = tsm.f32(), *saved_invstd = tsi.f32();
+    for (int64_t ch = 0; ch < b.c; ++ch) {
+        const double v = var[ch] / static_cast<double>(count);  // biased: used to normalise
+        const double invstd = 1.0 / std::sqrt(v + attrs.eps);
+        saved_mean[ch] = shift[ch] = static_cast<float>(mean[ch]);
+        saved_invstd[ch] = static_cast<float>(invstd);
+        scale[ch] = static_cast<float>(gamma[ch] * invstd);
+        rm[ch] = static_cast<float>((1.0 - m) * rm[ch] + m * mean[ch]);
+        rv[ch] = static_cast<float>((1.0 - m) * rv[ch] + m * v * unbias);
+    }
+    normalize(b, x, ty.f32(), shift, scale, beta);
+}
+
+// dbeta = sum dY; dgamma = sum dY*xhat; dX = gamma*invstd/n * (n*dY - dbeta - xhat*dgamma).
+void op_batchnorm_bwd(const xylem_op_desc& desc, xylem_stream_s& stream) {
+    OpArgs a(desc, 5, 5, 3);
+    a.attrs<xylem_batchnorm_attrs>();  // eps and momentum are baked into saved_invstd
+    const Tensor tdy = a.in(0, "dY"), tx = a.in(1, "X"), tgamma = a.in(2, "gamma");
+    const Tensor tsm = a.in(3, "saved_mean"), tsi = a.in(4, "saved_invstd");
+    const Tensor tdx = a.out(0, "dX"), tdgamma = a.out(1, "dgamma"), tdbeta = a.out(2, "dbeta");
+    const Bn b = bn_shape(a, tx, "X");
+    a.same_numel(tx, "X", tdy, "dY");
+    a.same_numel(tx, "X", tdx, "dX");
+    check_channels(a, b, tgamma, "gamma");
+    check_channels(a, b, tsm, "saved_mean");
+    check_channels(a, b, tsi, "saved_invstd");
+    check_channels(a, b, tdgamma, "dgamma");
+    check_channels(a, b, tdbeta, "dbeta");
+    if (partial_overlap(tdx, tdy) || overlap(tdx, tx)) a.fail("dX overlaps X or partly overlaps dY");
+    const int64_t count = b.count();
+    if (count == 0) {
+        std::fill_n(tdgamma.f32(), b.c, 0.0f);
+        std::fill_n(tdbeta.f32(), b.c, 0.0f);
+        return;
+    }
+    const float *dy = tdy.f32(), *x = tx.f32(), *gamma = tgamma.f32(), *mean = tsm.f32(), *invstd = tsi.f32();
+    double* sum_dy = stream.scratch_.alloc<double>(b.c);
+    double* sum_dyxc = stream.scratch_.alloc<double>(b.c);  // sum dY*(x - mean)
+    channel_sums(b, sum_dy, [dy](int64_t, int64_t i) { return static_cast<double>(dy[i]); });
+    channel_sums(b, sum_dyxc, [dy, x, mean](int64_t ch, int64_t i) {
+        return static_cast<double>(dy[i]) * (static_cast<double>(x[i]) - mean[ch]);
+    });
+    // dX = k*dY + kx*(x - mean) + k0 per channel.
+    float* k = stream.scratch_.alloc<float>(b.c);
+    float* kx = stream.scratch_.alloc<float>(b.c);
+    float* k0 = stream.scratch_.alloc<float>(b.c);
+    float *dgamma = tdgamma.f32(), *dbeta = tdbeta.f32();
+    for (int64_t ch = 0; ch < b.c; ++ch) {
+        const double is = invstd[ch], dg = sum_dyxc[ch] * is, db = sum_dy[ch];
+        const double g = gamma[ch] * is, per = 1.0 / static_cast<double>(count);
+        dgamma[ch] = static_cast<float>(dg);
+        dbeta[ch] = static_cast<float>(db);
+        k[ch] = static_cast<float>(g);
+        kx[ch] = static_cast<float>(-g * is * dg * per);
+        k0[ch] = static_cast<float>(-g * db * per);
+    }
+    float* dx = tdx.f32();
+    for (int64_t n = 0; n < b.n; ++n) {
+        if (b.inner == 1) {
+            const int64_t base = n * b.c;
+            for (int64_t ch = 0; ch < b.c; ++ch)
+                dx[base + ch] = k[ch] * dy[base + ch] + kx[ch] * (x[base + ch] - mean[ch]) + k0[ch];
+            continue;
+        }
+        for (int64_t ch = 0; ch < b.c; ++ch) {
+            const int64_t base = (n * b.c + ch) * b.inner;
+            const float kc = k[ch], kxc = kx[ch], k0c = k0[ch], mc = mean[ch];
+            for (int64_t i = 0; i < b.inner; ++i) dx[base + i] = kc * dy[base + i] + kxc * (x[base + i] - mc) + k0c;
+        }
+    }
+}
+
+}  // namespace xylem::native

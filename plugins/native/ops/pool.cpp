@@ -1,0 +1,254 @@
+// POOL2D_FWD / POOL2D_BWD, NCHW f32: max pooling (the first maximum in row-major window order wins,
+// padding never does) and average pooling, with a fast path for the common 2x2 stride-2 window.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "native.h"
+
+namespace xylem::native {
+
+namespace {
+
+using ll = long long;  // for printf
+
+struct Pool {
+    int64_t planes, h, w, oh, ow;  // planes = N*C
+    int64_t kh, kw, sh, sw, ph, pw;
+    bool max, include_pad;
+
+    bool fast2x2() const { return kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0; }
+};
+
+Pool pool_shape(const OpArgs& a, const xylem_pool2d_attrs& at, const Tensor& x, const char* xn, const Tensor& y,
+                const char* yn) {
+    if (at.mode != XYLEM_POOL_MAX && at.mode != XYLEM_POOL_AVG) a.fail("unknown pooling mode %d", at.mode);
+    if (at.kernel_h < 1 || at.kernel_w < 1) a.fail("kernel %dx%d must be >= 1", at.kernel_h, at.kernel_w);
+    if (at.stride_h < 1 || at.stride_w < 1) a.fail("stride %dx%d must be >= 1", at.stride_h, at.stride_w);
+    if (at.pad_h < 0 || at.pad_w < 0) a.fail("padding %dx%d must be >= 0", at.pad_h, at.pad_w);
+    // Then every window holds at least one input element.
+    if (at.pad_h >= at.kernel_h || at.pad_w >= at.kernel_w)
+        a.fail("padding %dx%d must be smaller than the %dx%d kernel", at.pad_h, at.pad_w, at.kernel_h, at.kernel_w);
+    if (x.ndim != 4) a.fail("%s must be 4-D [N,C,H,W], got %u dims", xn, x.ndim);
+    if (y.ndim != 4) a.fail("%s must be 4-D [N,C,OH,OW], got %u dims", yn, y.ndim);
+    Pool p{};
+    const int64_t n = x.dims[0], c = x.dims[1];
+    p.planes = n * c, p.h = x.dims[2], p.w = x.dims[3];
+    p.kh = at.kernel_h, p.kw = at.kernel_w, p.sh = at.stride_h, p.sw = at.stride_w, p.ph = at.pad_h, p.pw = at.pad_w;
+    p.max = at.mode == XYLEM_POOL_MAX;
+    p.include_pad = at.count_include_pad != 0;
+    if (p.h + 2 * p.ph < p.kh || p.w + 2 * p.pw < p.kw)
+        a.fail("the %lldx%lld window does not fit %s [%lld,%lld,%lld,%lld] padded by %lldx%lld", ll(p.kh), ll(p.kw), xn,
+               ll(n), ll(c), ll(p.h), ll(p.w), ll(p.ph), ll(p.pw));
+    p.oh = (p.h + 2 * p.ph - p.kh) / p.sh + 1;
+    p.ow = (p.w + 2 * p.pw - p.kw) / p.sw + 1;
+    if (y.dims[0] != n || y.dims[1] != c || y.dims[2] != p.oh || y.dims[3] != p.ow)
+        a.fail("%s is [%lld,%lld,%lld,%lld] but %s [%lld,%lld,%lld,%lld] pools to [%lld,%lld,%lld,%lld]", yn,
+               ll(y.dims[0]), ll(y.dims[1]), ll(y.dims[2]), ll(y.dims[3]), xn, ll(n), ll(c), ll(p.h), ll(p.w), ll(n),
+               ll(c), ll(p.oh), ll(p.ow));
+    return p;
+}
+
+// v takes over the running maximum m: strictly larger, or the first NaN (NaN propagates, as in PyTorch).
+inline bool wins(float v, float m) { return v > m || (v != v && m == m); }
+
+// The same maximum as a chain of wins() from the window's first element, written as selects so
+// that the 2x2 loops vectorize (branches would mispredict on random data).
+inline float take(float v, float m) {
+    const float t = v > m ? v : m;
+    return v != v ? v : t;
+}
+
+// One window: rows [hs,he) and columns [ws,we) of the plane, clipped to the input.
+struct Window {
+    int64_t hs, he, ws, we;
+};
+
+inline Window window(const Pool& p, int64_t i, int64_t j) {
+    const int64_t h0 = i * p.sh - p.ph, w0 = j * p.sw - p.pw;
+    return {std::max<int64_t>(h0, 0), std::min(h0 + p.kh, p.h), std::max<int64_t>(w0, 0), std::min(w0 + p.kw, p.w)};
+}
+
+// Index in the plane of the window's first maximum.
+inline int64_t argmax(const Pool& p, const float* x, const Window& win) {
+    int64_t best = win.hs * p.w + win.ws;
+    for (int64_t ih = win.hs; ih < win.he; ++ih)
+        for (int64_t iw = win.ws; iw < win.we; ++iw)
+            if (wins(x[ih * p.w + iw], x[best])) best = ih * p.w + iw;
+    return best;
+}
+
+inline float divisor(const Pool& p, const Window& win) {
+    return static_cast<float>(p.include_pad ? p.kh * p.kw : (win.he - win.hs) * (win.we - win.ws));
+}
+
+// 2x2 stride-2 windows, four at a time with GCC vector extensions (SSE on any x86-64): rows of
+// pooled maps are short (12 or 4 in LeNet), too short for the auto-vectorizer's 8-wide loops.
+using V4 = float __attribute__((vector_size(16)));
+using I4 = int __attribute__((vector_size(16)));
+
+inline V4 load4(const float* p) {
+    V4 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+inline void store4(float* p, V4 v) { std::memcpy(p, &v, sizeof v); }
+
+inline V4 take4(V4 v, V4 m) {
+    const V4 t = v > m ? v : m;
+    return v != v ? v : t;
+}
+
+// The four corners (a b / c d) of windows j..j+3 of one output row.
+struct Corners {
+    V4 a, b, c, d;
+};
+inline Corners corners(const float* r0, const float* r1, int64_t j) {
+    const V4 l0 = load4(r0 + 2 * j), h0 = load4(r0 + 2 * j + 4), l1 = load4(r1 + 2 * j), h1 = load4(r1 + 2 * j + 4);
+    const I4 even = {0, 2, 4, 6}, odd = {1, 3, 5, 7};
+    return {__builtin_shuffle(l0, h0, even), __builtin_shuffle(l0, h0, odd), __builtin_shuffle(l1, h1, even),
+            __builtin_shuffle(l1, h1, odd)};
+}
+
+void fwd_2x2(const Pool& p, const float* x, float* y) {
+    const int64_t ow4 = p.ow / 4 * 4;
+    for (int64_t pl = 0; pl < p.planes; ++pl)
+        for (int64_t i = 0; i < p.oh; ++i) {
+            const float* r0 = x + (pl * p.h + 2 * i) * p.w;
+            const float* r1 = r0 + p.w;
+            float* out = y + (pl * p.oh + i) * p.ow;
+            if (p.max) {
+                for (int64_t j = 0; j < ow4; j += 4) {
+                    const Corners q = corners(r0, r1, j);
+                    store4(out + j, take4(q.d, take4(q.c, take4(q.b, q.a))));
+                }
+                for (int64_t j = ow4; j < p.ow; ++j)
+                    out[j] = take(r1[2 * j + 1], take(r1[2 * j], take(r0[2 * j + 1], r0[2 * j])));
+            } else {
+                for (int64_t j = 0; j < ow4; j += 4) {
+                    const Corners q = corners(r0, r1, j);
+                    store4(out + j, (q.a + q.b + q.c + q.d) / 4.0f);
+                }
+                for (int64_t j = ow4; j < p.ow; ++j)
+                    out[j] = (r0[2 * j] + r0[2 * j + 1] + r1[2 * j] + r1[2 * j + 1]) / 4.0f;
+            }
+        }
+}
+
+void fwd_general(const Pool& p, const float* x, float* y) {
+    for (int64_t pl = 0; pl < p.planes; ++pl) {
+        const float* plane = x + pl * p.h * p.w;
+        float* out = y + pl * p.oh * p.ow;
+        for (int64_t i = 0; i < p.oh; ++i)
+            for (int64_t j = 0; j < p.ow; ++j) {
+                const Window win = window(p, i, j);
+                if (p.max) {
+                    out[i * p.ow + j] = plane[argmax(p, plane, win)];
+                    continue;
+                }
+                float sum = 0.0f;
+                for (int64_t ih = win.hs; ih < win.he; ++ih)
+                    for (int64_t iw = win.ws; iw < win.we; ++iw) sum += plane[ih * p.w + iw];
+                out[i * p.ow + j] = sum / divisor(p, win);
+            }
+    }
+}
+
+// Non-overlapping windows write every covered dX element once; only odd edges need zeros.
+void bwd_2x2(const Pool& p, const float* dy, const float* x, const float* y, float* dx) {
+    const int64_t ow4 = p.ow / 4 * 4;
+    const I4 lo = {0, 4, 1, 5}, hi = {2, 6, 3, 7};  // interleave two rows of window values back
+    for (int64_t pl = 0; pl < p.planes; ++pl) {
+        const float* plane = x + pl * p.h * p.w;
+        for (int64_t i = 0; i < p.oh; ++i) {
+            const int64_t row = (pl * p.h + 2 * i) * p.w;
+            const float *r0 = x + row, *r1 = r0 + p.w;
+            float *d0 = dx + row, *d1 = d0 + p.w;
+            const float* g = dy + (pl * p.oh + i) * p.ow;
+            if (p.max) {
+                // The gradient goes to the first corner equal to the maximum...
+                for (int64_t j = 0; j < ow4; j += 4) {
+                    const Corners q = corners(r0, r1, j);
+                    const V4 m = take4(q.d, take4(q.c, take4(q.b, q.a))), zero = {};
+                    V4 left = load4(g + j);
+                    const V4 ga = q.a == m ? left : zero;
+                    left = q.a == m ? zero : left;
+                    const V4 gb = q.b == m ? left : zero;
+                    left = q.b == m ? zero : left;
+                    const V4 gc = q.c == m ? left : zero;
+                    const V4 gd = q.c == m ? zero : left;
+                    store4(d0 + 2 * j, __builtin_shuffle(ga, gb, lo));
+                    store4(d0 + 2 * j + 4, __builtin_shuffle(ga, gb, hi));
+                    store4(d1 + 2 * j, __builtin_shuffle(gc, gd, lo));
+                    store4(d1 + 2 * j + 4, __builtin_shuffle(gc, gd, hi));
+                }
+                // ...which a NaN equals nowhere: windows whose Y is NaN, and the tail, go the general way.
+                const float* yr = y + (pl * p.oh + i) * p.ow;
+                for (int64_t j = 0; j < p.ow; ++j) {
+                    if (j < ow4 && yr[j] == yr[j]) continue;
+                    d0[2 * j] = d0[2 * j + 1] = d1[2 * j] = d1[2 * j + 1] = 0.0f;
+                    dx[pl * p.h * p.w + argmax(p, plane, window(p, i, j))] = g[j];
+                }
+            } else {
+                for (int64_t j = 0; j < ow4; j += 4) {
+                    const V4 v = load4(g + j) / 4.0f;
+                    const V4 lo2 = __builtin_shuffle(v, v, lo), hi2 = __builtin_shuffle(v, v, hi);
+                    store4(d0 + 2 * j, lo2);
+                    store4(d0 + 2 * j + 4, hi2);
+                    store4(d1 + 2 * j, lo2);
+                    store4(d1 + 2 * j + 4, hi2);
+                }
+                for (int64_t j = ow4; j < p.ow; ++j) d0[2 * j] = d0[2 * j + 1] = d1[2 * j] = d1[2 * j + 1] = g[j] / 4.0f;
+            }
+            for (int64_t c = 2 * p.ow; c < p.w; ++c) d0[c] = d1[c] = 0.0f;
+        }
+        for (int64_t r = 2 * p.oh; r < p.h; ++r) std::fill_n(dx + (pl * p.h + r) * p.w, p.w, 0.0f);
+    }
+}
+
+void bwd_general(const Pool& p, const float* dy, const float* x, float* dx) {
+    std::fill_n(dx, p.planes * p.h * p.w, 0.0f);  // windows may overlap or leave gaps
+    for (int64_t pl = 0; pl < p.planes; ++pl) {
+        const float* plane = x + pl * p.h * p.w;
+        const float* g = dy + pl * p.oh * p.ow;
+        float* d = dx + pl * p.h * p.w;
+        for (int64_t i = 0; i < p.oh; ++i)
+            for (int64_t j = 0; j < p.ow; ++j) {
+                const Window win = window(p, i, j);
+                if (p.max) {
+                    d[argmax(p, plane, win)] += g[i * p.ow + j];
+                    continue;
+                }
+                const float v = g[i * p.ow + j] / divisor(p, win);
+                for (int64_t ih = win.hs; ih < win.he; ++ih)
+                    for (int64_t iw = win.ws; iw < win.we; ++iw) d[ih * p.w + iw] += v;
+            }
+    }
+}
+
+}  // namespace
+
+void op_pool2d_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
+    OpArgs a(desc, 1, 1, 1);
+    const auto attrs = a.attrs<xylem_pool2d_attrs>();
+    const Tensor tx = a.in(0, "X"), ty = a.out(0, "Y");
+    const Pool p = pool_shape(a, attrs, tx, "X", ty, "Y");
+    if (overlap(ty, tx)) a.fail("Y overlaps X");
+    if (p.fast2x2()) fwd_2x2(p, tx.f32(), ty.f32());
+    else fwd_general(p, tx.f32(), ty.f32());
+}
+
+// The max windows are found again in X (ties to the first); Y only flags NaN windows for the fast path.
+void op_pool2d_bwd(const xylem_op_desc& desc, xylem_stream_s&) {
+    OpArgs a(desc, 3, 3, 1);
+    const auto attrs = a.attrs<xylem_pool2d_attrs>();
+    const Tensor tdy = a.in(0, "dY"), tx = a.in(1, "X"), ty = a.in(2, "Y"), tdx = a.out(0, "dX");
+    const Pool p = pool_shape(a, attrs, tx, "X", tdy, "dY");
+    a.same_numel(tdy, "dY", ty, "Y");
+    a.same_numel(tx, "X", tdx, "dX");
+    if (overlap(tdx, tdy) || overlap(tdx, tx)) a.fail("dX overlaps dY or X");
+    if (p.fast2x2()) bwd_2x2(p, tdy.f32(), tx.f32(), ty.f32(), tdx.f32());
+    else bwd_general(p, tdy.f32(), tx.f32(), tdx.f32());
+}
+
+}  // namespace xylem::native
