@@ -42,17 +42,8 @@ void Conv2d::bind(Device& dev, const Shape& input, std::mt19937_64& rng) {
     const Shape ws = weight_shape(input[0]);
     // PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in/groups * kh * kw.
     const float k = 1.0f / std::sqrt(static_cast<float>(ws[1] * ws[2] * ws[3]));
-    std::uniform_real_distribution<float> u(-k, k);
-    weight_ = {param_prefix() + "weight", Tensor(ws, DType::F32, dev), Tensor(ws, DType::F32, dev)};
-    float* w = weight_.value.host_write<float>();
-    for (int64_t i = 0; i < numel(ws); ++i) w[i] = u(rng);
-    ops::fill(dev, weight_.grad, 0.0f);
-    if (o_.bias) {
-        bias_ = {param_prefix() + "bias", Tensor({ws[0]}, DType::F32, dev), Tensor({ws[0]}, DType::F32, dev)};
-        float* b = bias_.value.host_write<float>();
-        for (int64_t i = 0; i < ws[0]; ++i) b[i] = u(rng);
-        ops::fill(dev, bias_.grad, 0.0f);
-    }
+    weight_ = uniform_param(dev, "weight", ws, k, rng);
+    if (o_.bias) bias_ = uniform_param(dev, "bias", {ws[0]}, k, rng);
 }
 
 bool Conv2d::fuse_activation(xylem_activation act, Backend&) {

@@ -25,17 +25,8 @@ void Linear::bind(Device& dev, const Shape& input, std::mt19937_64& rng) {
     in_ = input[0];
     // PyTorch's default: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
     const float k = 1.0f / std::sqrt(static_cast<float>(in_));
-    std::uniform_real_distribution<float> u(-k, k);
-    weight_ = {param_prefix() + "weight", Tensor({out_, in_}, DType::F32, dev), Tensor({out_, in_}, DType::F32, dev)};
-    float* w = weight_.value.host_write<float>();
-    for (int64_t i = 0; i < out_ * in_; ++i) w[i] = u(rng);
-    if (has_bias_) {
-        bias_ = {param_prefix() + "bias", Tensor({out_}, DType::F32, dev), Tensor({out_}, DType::F32, dev)};
-        float* b = bias_.value.host_write<float>();
-        for (int64_t i = 0; i < out_; ++i) b[i] = u(rng);
-    }
-    ops::fill(dev, weight_.grad, 0.0f);
-    if (has_bias_) ops::fill(dev, bias_.grad, 0.0f);
+    weight_ = uniform_param(dev, "weight", {out_, in_}, k, rng);
+    if (has_bias_) bias_ = uniform_param(dev, "bias", {out_}, k, rng);
 }
 
 const Tensor& Linear::forward(Device& dev, const Tensor& x, bool) {

@@ -50,6 +50,10 @@ public:
 
 protected:
     [[noreturn]] void shape_error(const std::string& what, const Shape& got, const Shape& expected) const;
+    // A parameter on `dev` drawn from U(-bound, bound) (PyTorch's default init for linear and
+    // conv layers), with its gradient zero-filled on the device.
+    Param uniform_param(Device& dev, const std::string& name, const Shape& shape, float bound,
+                        std::mt19937_64& rng) const;
     // Reuses `t` when it already has `shape`, so steady-state steps allocate nothing.
     static Tensor& ensure(Tensor& t, const Shape& shape, Device& dev, DType dtype = DType::F32);
 
