@@ -34,6 +34,10 @@ const ConvCase kConvCases[] = {
     {{2, 4, 3, 3}, {4, 2, 3, 3}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, true},        // ... with groups
     {{2, 4, 3, 3}, {6, 2, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, false},       // 1x1 with groups
     {{3, 32, 160, 160}, {2, 32, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},  // > 64 MiB of im2col
+    // Few taps, stride 1, no padding: native's direct kernel (8-wide rows, filters in fours, tails).
+    {{3, 1, 28, 28}, {20, 1, 5, 5}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU, 0}, true},    // LeNet's first layer
+    {{2, 3, 11, 13}, {6, 3, 3, 3}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
+    {{2, 4, 9, 10}, {6, 2, 2, 2}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_TANH, 0}, false},
 };
 
 std::string describe(const ConvCase& c) {
