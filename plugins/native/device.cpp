@@ -21,13 +21,19 @@ int hardware_threads() {
     return n > 0 ? static_cast<int>(n) : 1;
 }
 
-// XYLEM_NUM_THREADS when it is a positive integer, else the hardware threads.
+// The default GEMM thread count. With two CPUs or fewer, one: measured on a 2-vCPU VM, the second
+// OpenBLAS thread bought little (the vCPUs behave like SMT siblings) while its busy-waiting slowed
+// everything else, making runs bimodal (LeNet inference 6.1-9.9k img/s with two threads, 8.1-9.1k
+// with one; see docs/benchmarks.md). With more CPUs, one per CPU.
+int default_threads(int hw) { return hw <= 2 ? 1 : hw; }
+
+// XYLEM_NUM_THREADS when it is a positive integer, else the default.
 int configured_threads(int hw) {
     const char* s = std::getenv("XYLEM_NUM_THREADS");
-    if (!s || !*s) return hw;
+    if (!s || !*s) return default_threads(hw);
     char* end = nullptr;
     const long n = std::strtol(s, &end, 10);
-    if (*end != '\0' || n < 1) return hw;
+    if (*end != '\0' || n < 1) return default_threads(hw);
     return n > 1024 ? 1024 : static_cast<int>(n);
 }
 
@@ -84,10 +90,10 @@ void probe(xylem_probe_info* out) {
         std::snprintf(forced, sizeof forced, "auto-detected, OPENBLAS_CORETYPE unset");
     const char* corename = openblas_get_corename();
     std::snprintf(out->detail, sizeof out->detail,
-                  "%s; core %s (%s); BLAS threads %d (XYLEM_NUM_THREADS=%.16s applies %d at init), "
-                  "%d hardware threads; own kernels single-threaded",
-                  openblas_get_config(), corename, forced, openblas_get_num_threads(),
-                  xylem_threads ? xylem_threads : "unset", configured_threads(hw), hw);
+                  "%s; core %s (%s); BLAS threads %d (XYLEM_NUM_THREADS=%.16s), %d hardware threads; "
+                  "own kernels single-threaded",
+                  openblas_get_config(), corename, forced, configured_threads(hw),
+                  xylem_threads ? xylem_threads : "unset", hw);
 
     out->available = 1;
     out->device_count = 1;
