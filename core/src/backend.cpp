@@ -94,14 +94,6 @@ void* Device::host_ptr(xylem_buffer_t buffer) {
     return api.buffer_host_ptr(backend_->framework(), buffer);
 }
 
-const char* op_name(uint32_t op) {
-    static_assert(XYLEM_OP_COUNT_ == 28, "add the new op's name here");
-    static const char* const names[] = {
-        "fill", "copy", "axpby", "mul", "gemm", "linear_fwd", "bias_grad", "act_fwd", "act_bwd",
-        "softmax_fwd", "softmax_bwd", "xent_fwd", "xent_bwd", "nll_fwd", "nll_bwd", "mse_fwd", "mse_bwd",
-        "dropout_fwd", "sgd_update", "adam_update", "accuracy", "conv2d_fwd", "conv2d_bwd_data",
-        "conv2d_bwd_filter", "pool2d_fwd", "pool2d_bwd", "batchnorm_fwd", "batchnorm_bwd"};
-    return op < XYLEM_OP_COUNT_ ? names[op] : "unknown_op";
-}
+const char* op_name(uint32_t op) { return xylem_op_name(op); }
 
 }  // namespace xylem

@@ -101,6 +101,18 @@ typedef struct xylem_batchnorm_attrs {
     int32_t training;
 } xylem_batchnorm_attrs;
 
+/* The op's name for messages and profiles ("linear_fwd"); one table for the core and every plugin. */
+static inline const char* xylem_op_name(uint32_t op) {
+    static const char* const names[] = {
+        "fill", "copy", "axpby", "mul", "gemm", "linear_fwd", "bias_grad", "act_fwd", "act_bwd",
+        "softmax_fwd", "softmax_bwd", "xent_fwd", "xent_bwd", "nll_fwd", "nll_bwd", "mse_fwd", "mse_bwd",
+        "dropout_fwd", "sgd_update", "adam_update", "accuracy", "conv2d_fwd", "conv2d_bwd_data",
+        "conv2d_bwd_filter", "pool2d_fwd", "pool2d_bwd", "batchnorm_fwd", "batchnorm_bwd"};
+    typedef char one_name_per_op[sizeof names / sizeof names[0] == XYLEM_OP_COUNT_ ? 1 : -1];
+    (void)sizeof(one_name_per_op);
+    return op < XYLEM_OP_COUNT_ ? names[op] : "unknown_op";
+}
+
 /* Dropout's keep decision for element i: a counter-based hash, so every backend draws the
  * same mask for the same seed (results agree across CPU, CUDA and OpenCL). */
 static inline int xylem_dropout_keep(uint64_t seed, uint64_t i, float p) {

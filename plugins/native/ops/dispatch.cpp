@@ -10,41 +10,36 @@ namespace xylem::native {
 
 namespace {
 
-struct OpEntry {
-    const char* name;
-    OpFn fn;
-};
-
-// Indexed by xylem_op; a NULL fn would mean "not supported".
-constexpr OpEntry kOps[] = {
-    {"FILL", op_fill},
-    {"COPY", op_copy},
-    {"AXPBY", op_axpby},
-    {"MUL", op_mul},
-    {"GEMM", op_gemm},
-    {"LINEAR_FWD", op_linear_fwd},
-    {"BIAS_GRAD", op_bias_grad},
-    {"ACT_FWD", op_act_fwd},
-    {"ACT_BWD", op_act_bwd},
-    {"SOFTMAX_FWD", op_softmax_fwd},
-    {"SOFTMAX_BWD", op_softmax_bwd},
-    {"XENT_FWD", op_xent_fwd},
-    {"XENT_BWD", op_xent_bwd},
-    {"NLL_FWD", op_nll_fwd},
-    {"NLL_BWD", op_nll_bwd},
-    {"MSE_FWD", op_mse_fwd},
-    {"MSE_BWD", op_mse_bwd},
-    {"DROPOUT_FWD", op_dropout_fwd},
-    {"SGD_UPDATE", op_sgd_update},
-    {"ADAM_UPDATE", op_adam_update},
-    {"ACCURACY", op_accuracy},
-    {"CONV2D_FWD", op_conv2d_fwd},
-    {"CONV2D_BWD_DATA", op_conv2d_bwd_data},
-    {"CONV2D_BWD_FILTER", op_conv2d_bwd_filter},
-    {"POOL2D_FWD", op_pool2d_fwd},
-    {"POOL2D_BWD", op_pool2d_bwd},
-    {"BATCHNORM_FWD", op_batchnorm_fwd},
-    {"BATCHNORM_BWD", op_batchnorm_bwd},
+// Indexed by xylem_op; a NULL entry would mean "not supported".
+constexpr OpFn kOps[] = {
+    op_fill,
+    op_copy,
+    op_axpby,
+    op_mul,
+    op_gemm,
+    op_linear_fwd,
+    op_bias_grad,
+    op_act_fwd,
+    op_act_bwd,
+    op_softmax_fwd,
+    op_softmax_bwd,
+    op_xent_fwd,
+    op_xent_bwd,
+    op_nll_fwd,
+    op_nll_bwd,
+    op_mse_fwd,
+    op_mse_bwd,
+    op_dropout_fwd,
+    op_sgd_update,
+    op_adam_update,
+    op_accuracy,
+    op_conv2d_fwd,
+    op_conv2d_bwd_data,
+    op_conv2d_bwd_filter,
+    op_pool2d_fwd,
+    op_pool2d_bwd,
+    op_batchnorm_fwd,
+    op_batchnorm_bwd,
 };
 static_assert(sizeof kOps / sizeof kOps[0] == XYLEM_OP_COUNT_, "one kOps entry per xylem_op");
 
@@ -54,20 +49,20 @@ const char* dtype_name(uint32_t dtype) {
 
 }  // namespace
 
-const char* op_name(uint32_t op) { return op < XYLEM_OP_COUNT_ ? kOps[op].name : "unknown op"; }
+const char* op_name(uint32_t op) { return xylem_op_name(op); }
 
-int32_t op_supported(xylem_framework_t, uint32_t op) { return op < XYLEM_OP_COUNT_ && kOps[op].fn ? 1 : 0; }
+int32_t op_supported(xylem_framework_t, uint32_t op) { return op < XYLEM_OP_COUNT_ && kOps[op] ? 1 : 0; }
 
 xylem_status op_run(xylem_framework_t, xylem_stream_t stream, const xylem_op_desc* desc) {
     if (!desc) return set_error(XYLEM_E_INVALID, "native: op_run: desc is NULL");
     if (!stream) return set_error(XYLEM_E_INVALID, "native: op_run: stream is NULL");
-    if (desc->op >= XYLEM_OP_COUNT_ || !kOps[desc->op].fn)
+    if (desc->op >= XYLEM_OP_COUNT_ || !kOps[desc->op])
         return set_error(XYLEM_E_UNSUPPORTED, "native: op %u is not supported (this plugin knows ops 0..%d)",
                          desc->op, XYLEM_OP_COUNT_ - 1);
     // Nothing may unwind into the caller, whatever its language.
     try {
         stream->scratch_.reset();  // may throw bad_alloc while it grows
-        kOps[desc->op].fn(*desc, *stream);
+        kOps[desc->op](*desc, *stream);
         return XYLEM_OK;
     } catch (const OpError& e) {
         return e.status;
