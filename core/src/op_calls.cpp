@@ -3,14 +3,14 @@
 
 #include <array>
 
-#include "xylem/error.h"
+#include "op_call_util.h"
 
 namespace xylem::ops {
 namespace {
 
-[[noreturn]] void shape_error(uint32_t op, const std::string& what) {
-    throw Error(std::string("op ") + op_name(op) + ": " + what);
-}
+using detail::run;
+using detail::shape_error;
+
 
 void expect_same(uint32_t op, const Tensor& a, const char* an, const Tensor& b, const char* bn) {
     if (a.shape() != b.shape())
@@ -38,20 +38,6 @@ void expect_labels(uint32_t op, const Tensor& x, const Tensor& labels) {
     expect_dtype(op, labels, "labels", DType::I32);
     if (labels.dim(0) != x.dim(0))
         shape_error(op, "labels " + to_string(labels.shape()) + " do not match input " + to_string(x.shape()));
-}
-
-template <size_t NI, size_t NO, class Attrs>
-void run(Device& dev, uint32_t op, const std::array<xylem_tensor_arg, NI>& in,
-         const std::array<xylem_tensor_arg, NO>& out, const Attrs* attrs) {
-    xylem_op_desc d{};
-    d.op = op;
-    d.n_inputs = NI;
-    d.n_outputs = NO;
-    d.inputs = in.data();
-    d.outputs = out.data();
-    d.attrs = attrs;
-    d.attrs_size = attrs ? sizeof(Attrs) : 0;
-    dev.run(d);
 }
 
 struct NoAttrs {};

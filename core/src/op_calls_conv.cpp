@@ -1,20 +1,14 @@
 // Shape rules and descriptors for the convolution, pooling and batch-norm ops.
 #include <array>
 
-#include "xylem/error.h"
+#include "op_call_util.h"
 #include "xylem/op_calls.h"
 
 namespace xylem::ops {
 namespace {
 
-[[noreturn]] void fail(uint32_t op, const std::string& what) { throw Error(std::string("op ") + op_name(op) + ": " + what); }
-
-template <size_t NI, size_t NO, class Attrs>
-void run(Device& dev, uint32_t op, const std::array<xylem_tensor_arg, NI>& in,
-         const std::array<xylem_tensor_arg, NO>& out, const Attrs& attrs) {
-    xylem_op_desc d{op, NI, NO, sizeof(Attrs), in.data(), out.data(), &attrs};
-    dev.run(d);
-}
+using detail::run;
+const auto fail = detail::shape_error;
 
 int64_t out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) {
     return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
@@ -67,28 +61,28 @@ void conv2d_fwd(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bia
     auto ix = x.read(dev), iw = w.read(dev);
     if (bias) {
         auto ib = bias->read(dev);
-        run<3, 1>(dev, op, {ix, iw, ib}, {y.write(dev)}, a);
+        run<3, 1>(dev, op, {ix, iw, ib}, {y.write(dev)}, &a);
     } else {
-        run<2, 1>(dev, op, {ix, iw}, {y.write(dev)}, a);
+        run<2, 1>(dev, op, {ix, iw}, {y.write(dev)}, &a);
     }
 }
 
 void conv2d_bwd_data(Device& dev, const Tensor& dy, const Tensor& w, Tensor& dx, const xylem_conv2d_attrs& a) {
     expect_shape(XYLEM_OP_CONV2D_BWD_DATA, dy, "output gradient", conv2d_output_shape(dx.shape(), w.shape(), a));
     auto idy = dy.read(dev), iw = w.read(dev);
-    run<2, 1>(dev, XYLEM_OP_CONV2D_BWD_DATA, {idy, iw}, {dx.write(dev)}, a);
+    run<2, 1>(dev, XYLEM_OP_CONV2D_BWD_DATA, {idy, iw}, {dx.write(dev)}, &a);
 }
 
 void conv2d_bwd_filter(Device& dev, const Tensor& x, const Tensor& dy, Tensor& dw, const xylem_conv2d_attrs& a) {
     expect_shape(XYLEM_OP_CONV2D_BWD_FILTER, dy, "output gradient", conv2d_output_shape(x.shape(), dw.shape(), a));
     auto ix = x.read(dev), idy = dy.read(dev);
-    run<2, 1>(dev, XYLEM_OP_CONV2D_BWD_FILTER, {ix, idy}, {a.beta == 0.0f ? dw.write(dev) : dw.read_write(dev)}, a);
+    run<2, 1>(dev, XYLEM_OP_CONV2D_BWD_FILTER, {ix, idy}, {a.beta == 0.0f ? dw.write(dev) : dw.read_write(dev)}, &a);
 }
 
 void pool2d_fwd(Device& dev, const Tensor& x, Tensor& y, const xylem_pool2d_attrs& a) {
     expect_shape(XYLEM_OP_POOL2D_FWD, y, "output", pool2d_output_shape(x.shape(), a));
     auto ix = x.read(dev);
-    run<1, 1>(dev, XYLEM_OP_POOL2D_FWD, {ix}, {y.write(dev)}, a);
+    run<1, 1>(dev, XYLEM_OP_POOL2D_FWD, {ix}, {y.write(dev)}, &a);
 }
 
 void pool2d_bwd(Device& dev, const Tensor& dy, const Tensor& x, const Tensor& y, Tensor& dx,
@@ -99,7 +93,7 @@ void pool2d_bwd(Device& dev, const Tensor& dy, const Tensor& x, const Tensor& y,
     expect_shape(op, y, "output", out);
     expect_shape(op, dx, "input gradient", x.shape());
     auto idy = dy.read(dev), ix = x.read(dev), iy = y.read(dev);
-    run<3, 1>(dev, op, {idy, ix, iy}, {dx.write(dev)}, a);
+    run<3, 1>(dev, op, {idy, ix, iy}, {dx.write(dev)}, &a);
 }
 
 void batchnorm_fwd(Device& dev, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
@@ -119,10 +113,10 @@ void batchnorm_fwd(Device& dev, const Tensor& x, const Tensor& gamma, const Tens
     auto ix = x.read(dev), ig = gamma.read(dev), ib = beta.read(dev);
     auto rm = running_mean.read_write(dev), rv = running_var.read_write(dev);
     if (a.training) {
-        run<3, 5>(dev, op, {ix, ig, ib}, {y.write(dev), rm, rv, saved_mean.write(dev), saved_invstd.write(dev)}, a);
+        run<3, 5>(dev, op, {ix, ig, ib}, {y.write(dev), rm, rv, saved_mean.write(dev), saved_invstd.write(dev)}, &a);
     } else {  // the saved statistics are neither read nor written: pass them without touching residency
         auto sm = saved_mean.read(dev), si = saved_invstd.read(dev);
-        run<3, 5>(dev, op, {ix, ig, ib}, {y.write(dev), rm, rv, sm, si}, a);
+        run<3, 5>(dev, op, {ix, ig, ib}, {y.write(dev), rm, rv, sm, si}, &a);
     }
 }
 
@@ -139,7 +133,7 @@ void batchnorm_bwd(Device& dev, const Tensor& dy, const Tensor& x, const Tensor&
         expect_shape(op, *t, "per-channel tensor", c);
     auto idy = dy.read(dev), ix = x.read(dev), ig = gamma.read(dev), im = saved_mean.read(dev),
          is = saved_invstd.read(dev);
-    run<5, 3>(dev, op, {idy, ix, ig, im, is}, {dx.write(dev), dgamma.write(dev), dbeta.write(dev)}, a);
+    run<5, 3>(dev, op, {idy, ix, ig, im, is}, {dx.write(dev), dgamma.write(dev), dbeta.write(dev)}, &a);
 }
 
 }  // namespace xylem::ops

@@ -99,13 +99,14 @@ struct Tensor::Storage {
     }
 
     // Makes `dev`'s copy current (copying host->device, via the host if needed).
-    void push_to(Device& dev, bool explicit_transfer) {
+    // Returns that copy's buffer.
+    xylem_buffer_t push_to(Device& dev, bool explicit_transfer) {
         Copy& c = ensure(dev);
         uint64_t bit = dev.location_bit();
-        if (valid & bit) return;
-        if (valid == 0) return;  // never written
+        if (valid & bit) return c.buffer;
+        if (valid == 0) return c.buffer;  // never written
         pull_to_host(explicit_transfer);
-        if (valid & bit) return;  // the host copy is this device's buffer
+        if (valid & bit) return c.buffer;  // the host copy is this device's buffer
         if (!explicit_transfer && StrictTransfers::active())
             throw Error("strict transfer mode: implicit host->device copy of " + std::to_string(bytes) + " bytes to " +
                         dev.name());
@@ -114,6 +115,7 @@ struct Tensor::Storage {
         pending_upload = &dev;
         record_transfer(true, bytes);
         add(bit);
+        return c.buffer;
     }
 };
 
@@ -133,9 +135,9 @@ Tensor Tensor::reshaped(Shape shape) const {
     return t;
 }
 
-xylem_tensor_arg Tensor::arg(Device& dev) const {
+xylem_tensor_arg Tensor::arg(xylem_buffer_t buffer) const {
     xylem_tensor_arg a{};
-    a.buffer = storage_->ensure(dev).buffer;
+    a.buffer = buffer;
     a.offset = 0;
     a.dtype = static_cast<uint32_t>(dtype_);
     if (shape_.size() > XYLEM_MAX_DIMS) throw Error("tensor rank " + std::to_string(shape_.size()) + " exceeds 8");
@@ -146,13 +148,12 @@ xylem_tensor_arg Tensor::arg(Device& dev) const {
 
 xylem_tensor_arg Tensor::read(Device& dev) const {
     if (!storage_) throw Error("read of an undefined tensor");
-    storage_->push_to(dev, false);
-    return arg(dev);
+    return arg(storage_->push_to(dev, false));
 }
 
 xylem_tensor_arg Tensor::write(Device& dev) {
     if (!storage_) throw Error("write to an undefined tensor");
-    xylem_tensor_arg a = arg(dev);
+    xylem_tensor_arg a = arg(storage_->ensure(dev).buffer);
     storage_->set_only(dev.location_bit());
     return a;
 }

@@ -53,7 +53,7 @@ private:
     enum class Access { Read, Write, ReadWrite };
     struct Storage;
     void* host_access(Access access) const;
-    xylem_tensor_arg arg(Device& dev) const;
+    xylem_tensor_arg arg(xylem_buffer_t buffer) const;
 
     std::shared_ptr<Storage> storage_;
     Shape shape_;
