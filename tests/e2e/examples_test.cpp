@@ -4,15 +4,13 @@
 #include <filesystem>
 
 #include "app/model_builder.h"
-#include "xylem/registry.h"
+#include "support/backends.h"
 
 using namespace xylem;
 namespace fs = std::filesystem;
 
 TEST(Examples, EveryConfigBuildsAndRunsAForwardPass) {
-    Registry registry;
-    registry.scan({XYLEM_TEST_PLUGIN_DIR});
-    auto dev = registry.select("native")->device(0);
+    auto dev = test::backend_named("native")->device(0);
     int seen = 0;
     for (const auto& entry : fs::directory_iterator(std::string(XYLEM_SOURCE_DIR) + "/examples")) {
         if (entry.path().extension() != ".toml") continue;

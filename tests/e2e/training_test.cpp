@@ -11,6 +11,7 @@
 #include "app/model_builder.h"
 #include "app/trainer.h"
 #include "xylem/op_calls.h"
+#include "support/backends.h"
 #include "xylem/registry.h"
 
 using namespace xylem;
@@ -20,22 +21,9 @@ namespace {
 
 const char* kData = "/usr/share/datasets/fashion-mnist";
 
-std::vector<std::string> available_backends() {
-    static Registry registry;
-    static std::vector<std::string> names;
-    if (names.empty()) {
-        registry.scan({XYLEM_TEST_PLUGIN_DIR});
-        for (const PluginRecord& r : registry.plugins())
-            if (r.available) names.push_back(r.name);
-    }
-    return names;
-}
+using test::available_backends;
 
-std::shared_ptr<Device> device_of(const std::string& name) {
-    static Registry registry;
-    if (!registry.find(name)) registry.scan({XYLEM_TEST_PLUGIN_DIR});
-    return registry.select(name)->device(0);
-}
+std::shared_ptr<Device> device_of(const std::string& name) { return test::backend_named(name)->device(0); }
 
 RunConfig mlp_config(const std::string& out_dir) {
     RunConfig c = load_config(std::string(XYLEM_SOURCE_DIR) + "/examples/fashion_mlp.toml");
@@ -134,5 +122,4 @@ TEST_P(Training, TrainingStepMovesNoDataOnHostMemoryBackends) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Training, ::testing::ValuesIn(available_backends()),
-                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, Training, ::testing::ValuesIn(available_backends()), test::backend_param_name);
