@@ -240,8 +240,7 @@ RunConfig load_config(const std::string& path) {
     if (!in) throw Error(path + ": cannot open config file");
     std::ostringstream ss;
     ss << in.rdbuf();
-    RunConfig c = parse_config(ss.str(), path);
-    return c;
+    return parse_config(ss.str(), path);
 }
 
 }  // namespace xylem
