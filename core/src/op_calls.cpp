@@ -228,4 +228,17 @@ void accuracy(Device& dev, const Tensor& logits, const Tensor& labels, Tensor& c
     run<2, 1>(dev, XYLEM_OP_ACCURACY, {i0, i1}, {correct.read_write(dev)}, kNone);
 }
 
+void gather_rows(Device& dev, const Tensor& src, const Tensor& idx, Tensor& out) {
+    expect_rank(XYLEM_OP_GATHER_ROWS, idx, "indices", 1);
+    expect_dtype(XYLEM_OP_GATHER_ROWS, idx, "indices", DType::I32);
+    if (src.shape().empty()) shape_error(XYLEM_OP_GATHER_ROWS, "source must have rank >= 1");
+    Shape want = src.shape();
+    want[0] = idx.dim(0);
+    if (out.shape() != want || out.dtype() != src.dtype())
+        shape_error(XYLEM_OP_GATHER_ROWS, "output " + to_string(out.shape()) + " must be " + to_string(want) +
+                                              " with the source's dtype");
+    auto s = src.read(dev), i = idx.read(dev);
+    run<2, 1>(dev, XYLEM_OP_GATHER_ROWS, {s, i}, {out.write(dev)}, kNone);
+}
+
 }  // namespace xylem::ops

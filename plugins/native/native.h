@@ -195,6 +195,7 @@ void op_pool2d_fwd(const xylem_op_desc&, xylem_stream_s&);
 void op_pool2d_bwd(const xylem_op_desc&, xylem_stream_s&);
 void op_batchnorm_fwd(const xylem_op_desc&, xylem_stream_s&);
 void op_batchnorm_bwd(const xylem_op_desc&, xylem_stream_s&);
+void op_gather_rows(const xylem_op_desc&, xylem_stream_s&);
 
 // ---- ABI entry points (wired into the table in plugin.cpp) ----------------------------------
 void probe(xylem_probe_info* out);

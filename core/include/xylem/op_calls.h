@@ -38,6 +38,8 @@ void sgd_update(Device& dev, Tensor& param, Tensor& velocity, const Tensor& grad
 void adam_update(Device& dev, Tensor& param, Tensor& m, Tensor& v, const Tensor& grad, const xylem_adam_attrs& attrs);
 // correct[0] += number of rows whose argmax equals the label
 void accuracy(Device& dev, const Tensor& logits, const Tensor& labels, Tensor& correct);
+// out[i] = src[idx[i]] along axis 0 (rows of a device-resident dataset; f32 or i32)
+void gather_rows(Device& dev, const Tensor& src, const Tensor& idx, Tensor& out);
 
 // ---- convolutional networks (core/src/op_calls_conv.cpp) ----
 // Shape rules: the NCHW output shape, or an Error naming the shapes that do not fit.

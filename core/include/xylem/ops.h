@@ -51,7 +51,11 @@ typedef enum xylem_op {
                                     attrs: xylem_batchnorm_attrs */
     XYLEM_OP_BATCHNORM_BWD = 27, /* training-mode gradient. inputs (dY, X, gamma, saved_mean, saved_invstd);
                                     outputs (dX, dgamma, dbeta)                           attrs: xylem_batchnorm_attrs */
-    XYLEM_OP_COUNT_ = 28      /* number of ops in this version of the header */
+    /* ABI 1.2 */
+    XYLEM_OP_GATHER_ROWS = 28,   /* out[i, ...] = src[idx[i], ...]: picks rows of a device-resident dataset.
+                                    inputs (src [R, ...] f32 or i32, idx [N] i32 with 0 <= idx < R); out [N, ...] with
+                                    src's dtype and trailing dims                          attrs: none */
+    XYLEM_OP_COUNT_ = 29      /* number of ops in this version of the header */
 } xylem_op;
 
 typedef enum xylem_activation {
@@ -107,7 +111,7 @@ static inline const char* xylem_op_name(uint32_t op) {
         "fill", "copy", "axpby", "mul", "gemm", "linear_fwd", "bias_grad", "act_fwd", "act_bwd",
         "softmax_fwd", "softmax_bwd", "xent_fwd", "xent_bwd", "nll_fwd", "nll_bwd", "mse_fwd", "mse_bwd",
         "dropout_fwd", "sgd_update", "adam_update", "accuracy", "conv2d_fwd", "conv2d_bwd_data",
-        "conv2d_bwd_filter", "pool2d_fwd", "pool2d_bwd", "batchnorm_fwd", "batchnorm_bwd"};
+        "conv2d_bwd_filter", "pool2d_fwd", "pool2d_bwd", "batchnorm_fwd", "batchnorm_bwd", "gather_rows"};
     typedef char one_name_per_op[sizeof names / sizeof names[0] == XYLEM_OP_COUNT_ ? 1 : -1];
     (void)sizeof(one_name_per_op);
     return op < XYLEM_OP_COUNT_ ? names[op] : "unknown_op";

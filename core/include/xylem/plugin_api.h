@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 #define XYLEM_ABI_MAJOR 1
-#define XYLEM_ABI_MINOR 1
+#define XYLEM_ABI_MINOR 2
 
 /* The one symbol a plugin exports: returns its static table (never NULL). */
 #define XYLEM_PLUGIN_ENTRY_NAME "xylem_plugin_entry"
@@ -42,6 +42,7 @@ typedef enum xylem_dtype { XYLEM_F32 = 0, XYLEM_I32 = 1 } xylem_dtype;
 typedef struct xylem_framework_s* xylem_framework_t; /* the plugin's one framework instance */
 typedef struct xylem_stream_s* xylem_stream_t;       /* an in-order queue on one device */
 typedef struct xylem_buffer_s* xylem_buffer_t;       /* device memory */
+typedef struct xylem_graph_s* xylem_graph_t;         /* recorded work of one stream, replayable (ABI 1.2) */
 
 #define XYLEM_MAX_DIMS 8
 
@@ -121,7 +122,20 @@ typedef struct xylem_plugin {
     int32_t (*op_supported)(xylem_framework_t, uint32_t op);
     /* Enqueues one op on the stream. */
     xylem_status (*op_run)(xylem_framework_t, xylem_stream_t, const xylem_op_desc* desc);
-    /* end of ABI 1.0 */
+    /* end of ABI 1.0 (ABI 1.1 added ops only) */
+
+    /* ABI 1.2: whole-step capture, optional (NULL: the backend runs eagerly only).
+     * Between capture_begin and capture_end, work enqueued on the stream (op_run, copy_h2d,
+     * copy_d2h) is recorded, not run; capture_end returns it as a graph. graph_launch replays the
+     * graph on the stream with the same buffers, offsets, attributes and host addresses: a copy
+     * reads or writes its host memory at replay time, so the caller keeps those addresses valid
+     * and fills them before each launch. Reading results still needs stream_sync. No
+     * stream_sync may be called while capturing. graph_destroy frees a graph (NULL is a no-op). */
+    xylem_status (*capture_begin)(xylem_framework_t, xylem_stream_t);
+    xylem_status (*capture_end)(xylem_framework_t, xylem_stream_t, xylem_graph_t* out);
+    xylem_status (*graph_launch)(xylem_framework_t, xylem_stream_t, xylem_graph_t graph);
+    void (*graph_destroy)(xylem_framework_t, xylem_graph_t graph);
+    /* end of ABI 1.2 */
 } xylem_plugin;
 
 #ifdef __cplusplus

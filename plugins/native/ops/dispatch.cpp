@@ -40,6 +40,7 @@ constexpr OpFn kOps[] = {
     op_pool2d_bwd,
     op_batchnorm_fwd,
     op_batchnorm_bwd,
+    op_gather_rows,
 };
 static_assert(sizeof kOps / sizeof kOps[0] == XYLEM_OP_COUNT_, "one kOps entry per xylem_op");
 

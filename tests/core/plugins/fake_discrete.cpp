@@ -93,7 +93,7 @@ xylem_status op_run(xylem_framework_t, xylem_stream_t, const xylem_op_desc* d) {
 const xylem_plugin kTable = {
     XYLEM_ABI_MAJOR, XYLEM_ABI_MINOR, sizeof(xylem_plugin), 0, "fake_discrete", "0.0.1", probe, framework_get,
     last_error, buffer_alloc, buffer_free, nullptr, stream_create, stream_destroy, stream_sync, copy_h2d, copy_d2h,
-    op_supported, op_run};
+    op_supported, op_run, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 

@@ -233,6 +233,10 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         copy_d2h,
         op_supported,
         op_run,
+        NULL, /* capture_begin: this fixture runs eagerly only */
+        NULL,
+        NULL,
+        NULL,
     };
     return &table;
 }
