@@ -13,12 +13,14 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <ostream>
 #include <random>
 
 #include "app/checkpoint.h"
 #include "app/model_builder.h"
 #include "xylem/error.h"
+#include "xylem/graph.h"
 #include "xylem/io/atomic_file.h"
 #include "xylem/op_calls.h"
 #include "xylem/profiler.h"
@@ -61,21 +63,27 @@ void check_labels(const io::Dataset& d, int64_t classes, const std::string& what
 
 }  // namespace
 
-void fill_batch(const io::Dataset& d, const std::vector<int64_t>& order, int64_t first, Tensor& images, Tensor& labels) {
-    const int64_t n = images.dim(0), pixels = d.rows * d.cols;
-    float* x = images.host_write<float>();
+void gather_host(const io::Dataset& d, const std::vector<int64_t>& order, int64_t first, int64_t n, float* x,
+                 void* targets, DType target_dtype, int64_t classes) {
+    const int64_t pixels = d.rows * d.cols;
+    auto row = [&](int64_t i) { return order[static_cast<size_t>(first + i)]; };
     for (int64_t i = 0; i < n; ++i)
-        std::memcpy(x + i * pixels, d.images.data() + order[static_cast<size_t>(first + i)] * pixels,
-                    static_cast<size_t>(pixels) * sizeof(float));
-    if (labels.dtype() == DType::I32) {
-        int32_t* y = labels.host_write<int32_t>();
-        for (int64_t i = 0; i < n; ++i) y[i] = d.labels[static_cast<size_t>(order[static_cast<size_t>(first + i)])];
+        std::memcpy(x + i * pixels, d.images.data() + row(i) * pixels, static_cast<size_t>(pixels) * sizeof(float));
+    if (target_dtype == DType::I32) {
+        auto* y = static_cast<int32_t*>(targets);
+        for (int64_t i = 0; i < n; ++i) y[i] = d.labels[static_cast<size_t>(row(i))];
     } else {  // one-hot targets for regression losses
-        const int64_t classes = labels.dim(1);
-        float* y = labels.host_write<float>();
+        auto* y = static_cast<float*>(targets);
         std::fill(y, y + n * classes, 0.0f);
-        for (int64_t i = 0; i < n; ++i) y[i * classes + d.labels[static_cast<size_t>(order[static_cast<size_t>(first + i)])]] = 1.0f;
+        for (int64_t i = 0; i < n; ++i) y[i * classes + d.labels[static_cast<size_t>(row(i))]] = 1.0f;
     }
+}
+
+void fill_batch(const io::Dataset& d, const std::vector<int64_t>& order, int64_t first, Tensor& images, Tensor& labels) {
+    float* x = images.host_write<float>();
+    void* y = labels.dtype() == DType::I32 ? static_cast<void*>(labels.host_write<int32_t>())
+                                           : static_cast<void*>(labels.host_write<float>());
+    gather_host(d, order, first, images.dim(0), x, y, labels.dtype(), labels.dtype() == DType::I32 ? 0 : labels.dim(1));
 }
 
 double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size) {
@@ -95,7 +103,38 @@ double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t
     return data.count ? correct.to_vector()[0] / static_cast<double>(data.count) : 0.0;
 }
 
+double evaluate(Sequential& model, Device& dev, const ResidentData& data, int64_t batch_size) {
+    const int64_t count = data.images.dim(0);
+    Tensor correct({1}, DType::F32, dev);
+    ops::fill(dev, correct, 0.0f);
+    for (int64_t first = 0; first < count; first += batch_size) {
+        const int64_t n = std::min(batch_size, count - first);
+        const Tensor x = data.images.rows(first, n), y = data.targets.rows(first, n);
+        ops::accuracy(dev, model.forward(dev, x, false), y, correct);
+    }
+    return count ? correct.to_vector()[0] / static_cast<double>(count) : 0.0;
+}
+
+std::string capture_blocker(const RunConfig& c, Device& dev, const TrainOptions& opt) {
+    if (!c.capture) return "";
+    const std::string key = "train.capture = true";
+    if (!dev.supports_capture())
+        return key + ": backend '" + dev.backend().name() +
+               "' cannot capture a training step (its plugin has no capture entries); set train.capture = false";
+    // Per-step host values baked into op attributes would be replayed frozen at their captured value.
+    if (c.solver.type == "adam")
+        return key + " does not support solver.type = \"adam\": its bias corrections change every step and a "
+                     "captured update would replay one step's";
+    for (size_t i = 0; i < c.layers.size(); ++i)
+        if (c.layers[i].type == "dropout")
+            return key + " does not support model.layers[" + std::to_string(i) +
+                   "] (dropout): its mask seed changes every step and a captured step would replay one mask";
+    if (opt.profile) return key + " cannot be profiled (--profile syncs after every op, which a graph cannot record)";
+    return "";
+}
+
 TrainResult train(const RunConfig& c, Device& dev, std::ostream& out, const TrainOptions& opt) {
+    if (std::string why = capture_blocker(c, dev, opt); !why.empty()) throw Error(c.source + ": " + why);
     const io::Dataset train_set = io::load_mnist_dir(c.data_dir, true);
     const io::Dataset test_set = io::load_mnist_dir(c.data_dir, false);
     auto model = build_model(c);
@@ -125,7 +164,29 @@ TrainResult train(const RunConfig& c, Device& dev, std::ostream& out, const Trai
     std::vector<int64_t> order(static_cast<size_t>(train_set.count));
     std::iota(order.begin(), order.end(), 0);
     Tensor loss_sum({1}, DType::F32, dev);
-    BatchSlots slots;
+    // Capture stages host batches through fixed areas that the graph's copies re-read.
+    BatchFeed feed(train_set, dev, loss->target_dtype(), classes, c.data_resident, c.capture);
+    std::optional<ResidentData> test_resident;
+    if (c.data_resident) test_resident = upload_dataset(test_set, dev, DType::I32, classes);
+    // One step: the batch's upload or gathers, forward, loss, backward, update. Recordable.
+    auto run_step = [&](int64_t first, int64_t n) {
+        auto [x, y] = feed.enqueue(first, n);
+        const Tensor& logits = model->forward(dev, x, true);
+        const Tensor* dlogits = nullptr;
+        {
+            profiler::Scope scope(&kLossScope);
+            loss->forward(dev, logits, y, loss_sum);
+            dlogits = &loss->backward(dev, logits, y);
+        }
+        model->backward(dev, *dlogits);
+        profiler::Scope scope(&kSolverScope);
+        solver->step(dev, params);
+    };
+    // Full-size steps run eagerly until every buffer and solver slot exists and SGD is past its
+    // first-step special case; then one is captured and replayed. Tail batches stay eager.
+    constexpr int64_t kWarmupSteps = 1;
+    int64_t eager_full_steps = 0;
+    Graph graph;
     const int64_t batch = c.batch_size;
     int64_t steps_per_epoch = (train_set.count + batch - 1) / batch;
     if (c.max_steps > 0) steps_per_epoch = std::min<int64_t>(steps_per_epoch, c.max_steps);
@@ -136,6 +197,7 @@ TrainResult train(const RunConfig& c, Device& dev, std::ostream& out, const Trai
 
     for (int epoch = 1; epoch <= c.epochs; ++epoch) {
         std::shuffle(order.begin(), order.end(), shuffle_rng);
+        feed.begin_epoch(order);  // resident data: the epoch's one upload (the order), before the count
         ops::fill(dev, loss_sum, 0.0f);
         const TransferCounts transfers0 = transfer_counts();
         const auto t0 = Clock::now();
@@ -143,22 +205,18 @@ TrainResult train(const RunConfig& c, Device& dev, std::ostream& out, const Trai
         double loss_at_print = 0;
         for (int64_t step = 0; step < steps_per_epoch; ++step) {
             const int64_t first = step * batch, n = std::min(batch, train_set.count - first);
-            auto& [x, y] = slots.get(n, train_set, dev, loss->target_dtype(), classes);
-            fill_batch(train_set, order, first, x, y);
-            x.upload(dev);  // the step's only host->device traffic (none on host-memory backends)
-            y.upload(dev);
+            feed.stage(first, n);
             {
-                StrictTransfers strict;  // anything else crossing the bus inside the step is a bug
-                const Tensor& logits = model->forward(dev, x, true);
-                const Tensor* dlogits = nullptr;
-                {
-                    profiler::Scope scope(&kLossScope);
-                    loss->forward(dev, logits, y, loss_sum);
-                    dlogits = &loss->backward(dev, logits, y);
+                StrictTransfers strict;  // anything but the batch's explicit upload crossing the bus is a bug
+                if (graph.defined() && n == batch) {
+                    graph.launch();
+                } else if (c.capture && n == batch && eager_full_steps >= kWarmupSteps) {
+                    graph = Graph::capture(dev, [&] { run_step(first, n); });
+                    graph.launch();
+                } else {
+                    run_step(first, n);
+                    eager_full_steps += n == batch;
                 }
-                model->backward(dev, *dlogits);
-                profiler::Scope scope(&kSolverScope);
-                solver->step(dev, params);
             }
             seen += n;
             const bool last = step + 1 == steps_per_epoch;
@@ -189,7 +247,7 @@ TrainResult train(const RunConfig& c, Device& dev, std::ostream& out, const Trai
         m.h2d_bytes_per_step = static_cast<double>(t.h2d_bytes) / static_cast<double>(steps_per_epoch);
         const bool was_profiling = profiler::enabled();
         profiler::enable(false);  // the profile covers training steps only
-        m.test_accuracy = evaluate(*model, dev, test_set);
+        m.test_accuracy = test_resident ? evaluate(*model, dev, *test_resident) : evaluate(*model, dev, test_set);
         profiler::enable(was_profiling);
         result.epochs.push_back(m);
         if (opt.progress) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "app/batch_feed.h"
 #include "xylem/backend.h"
 #include "xylem/config.h"
 #include "xylem/io/idx.h"
@@ -39,9 +40,17 @@ TrainResult train(const RunConfig& config, Device& dev, std::ostream& out, const
 
 // Fraction of `data` the model classifies correctly; counts accumulate on the device.
 double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size = 1000);
+// The same over a device-resident set (int32 targets): batches are row views, nothing moves.
+double evaluate(Sequential& model, Device& dev, const ResidentData& data, int64_t batch_size = 1000);
 
 // Copies images [first, first+count) in `order` into a batch tensor laid out [count, 1, rows, cols].
 void fill_batch(const io::Dataset& data, const std::vector<int64_t>& order, int64_t first, Tensor& images,
                 Tensor& labels);
+// The same into raw host memory: n images, and n int32 labels or n one-hot rows of `classes` floats.
+void gather_host(const io::Dataset& data, const std::vector<int64_t>& order, int64_t first, int64_t n, float* images,
+                 void* targets, DType target_dtype, int64_t classes);
+
+// Why `config` cannot train with train.capture = true on `dev` (one line naming the key), or "".
+std::string capture_blocker(const RunConfig& config, Device& dev, const TrainOptions& options);
 
 }  // namespace xylem::app

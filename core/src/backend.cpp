@@ -75,7 +75,18 @@ void Device::run(const xylem_op_desc& desc) {
     profiler::record(desc.op, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
-void Device::sync() { backend_->check(backend_->api().stream_sync(backend_->framework(), stream_), "stream sync"); }
+void Device::sync() {
+    if (capture_log_)
+        throw Error(name() + ": a host read or device sync inside a captured step cannot be recorded (it would run "
+                             "once, at capture, not at every launch)");
+    backend_->check(backend_->api().stream_sync(backend_->framework(), stream_), "stream sync");
+}
+
+bool Device::supports_capture() const {
+    const xylem_plugin* api = &backend_->api();
+    return XYLEM_TABLE_HAS(api, capture_begin) && XYLEM_TABLE_HAS(api, capture_end) &&
+           XYLEM_TABLE_HAS(api, graph_launch) && XYLEM_TABLE_HAS(api, graph_destroy);
+}
 
 xylem_buffer_t Device::alloc(uint64_t bytes) {
     xylem_buffer_t buf = nullptr;

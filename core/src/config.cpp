@@ -186,8 +186,9 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     top.get("threads", c.threads);
 
     Section data = top.sub("data");
-    data.allow({"dir"});
+    data.allow({"dir", "resident"});
     data.get("dir", c.data_dir);
+    data.get("resident", c.data_resident);
 
     Section model = top.sub("model");
     model.allow({"layers"});
@@ -221,13 +222,14 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     if (!(sv.lr > 0)) solver.fail("lr", "must be positive");
 
     Section train = top.sub("train");
-    train.allow({"epochs", "batch_size", "seed", "print_every", "max_steps", "out"});
+    train.allow({"epochs", "batch_size", "seed", "print_every", "max_steps", "out", "capture"});
     train.get("epochs", c.epochs);
     train.get("batch_size", c.batch_size);
     train.get("seed", c.seed);
     train.get("print_every", c.print_every);
     train.get("max_steps", c.max_steps);
     train.get("out", c.out_dir);
+    train.get("capture", c.capture);
     if (c.batch_size <= 0) train.fail("batch_size", "must be positive");
     if (c.print_every <= 0) train.fail("print_every", "must be positive");
 

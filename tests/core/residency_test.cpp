@@ -123,14 +123,14 @@ TEST(Residency, HostMemoryBackendNeverCopies) {
 }
 
 TEST(Residency, UnsupportedOpNamesOpAndBackend) {
-    Device& dev = discrete();
-    Tensor a({2}), b({2}), c({2});
-    ops::fill(dev, a, 1.0f);
-    ops::fill(dev, b, 1.0f);
+    Device& dev = discrete();  // fake_discrete lacks the convolution family
+    Tensor x({1, 1, 4, 4}), y({1, 1, 2, 2});
+    ops::fill(dev, x, 1.0f);
+    const xylem_pool2d_attrs attrs{XYLEM_POOL_MAX, 2, 2, 2, 2, 0, 0, 1};
     try {
-        ops::mul(dev, a, b, c);
-        FAIL() << "mul on fake_discrete did not throw";
+        ops::pool2d_fwd(dev, x, y, attrs);
+        FAIL() << "pool2d_fwd on fake_discrete did not throw";
     } catch (const Error& e) {
-        EXPECT_STREQ(e.what(), "op mul is not supported by backend 'fake_discrete'");
+        EXPECT_STREQ(e.what(), "op pool2d_fwd is not supported by backend 'fake_discrete'");
     }
 }

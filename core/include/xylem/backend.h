@@ -21,6 +21,7 @@ namespace xylem {
      (table)->member != nullptr)
 
 class Device;
+struct CaptureLog;  // what an open capture touched (core internal, core/src/storage.h)
 
 class Backend : public std::enable_shared_from_this<Backend> {
 public:
@@ -69,7 +70,14 @@ public:
 
     // Runs one op (enqueued on this device's stream); errors name the op and backend.
     void run(const xylem_op_desc& desc);
+    // Waits for the stream. Refused while capturing: a host wait cannot be recorded.
     void sync();
+
+    // True when the plugin has the ABI 1.2 capture entries (see Graph in xylem/graph.h).
+    bool supports_capture() const;
+    // Set by Graph::capture while it records this device's stream; null otherwise.
+    CaptureLog* capture_log() const { return capture_log_; }
+    void set_capture_log(CaptureLog* log) { capture_log_ = log; }
 
     xylem_buffer_t alloc(uint64_t bytes);
     void free(xylem_buffer_t buffer) noexcept;
@@ -80,6 +88,7 @@ private:
     uint32_t index_;
     uint64_t location_bit_;
     xylem_stream_t stream_ = nullptr;
+    CaptureLog* capture_log_ = nullptr;
 };
 
 const char* op_name(uint32_t op);

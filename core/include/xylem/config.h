@@ -37,6 +37,7 @@ struct RunConfig {
     int threads = 0;     // native backend threads; 0 = one per core
 
     std::string data_dir = "/usr/share/datasets/fashion-mnist";
+    bool data_resident = false;  // data.resident: upload the whole dataset once, gather batches on the device
 
     std::vector<LayerSpec> layers;
     std::string loss = "cross_entropy";
@@ -48,6 +49,7 @@ struct RunConfig {
     int print_every = 100;   // steps between progress lines (the only loss reads)
     int64_t max_steps = 0;   // stop an epoch after this many steps; 0 = the whole epoch
     std::string out_dir;     // default: runs/<config file stem>
+    bool capture = false;    // train.capture: record one training step (ABI 1.2 capture), replay it per step
 };
 
 RunConfig load_config(const std::string& path);

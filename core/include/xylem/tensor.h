@@ -29,6 +29,11 @@ public:
 
     // A tensor of another shape over the same storage (same element count).
     Tensor reshaped(Shape shape) const;
+    // Rows [first, first + count) along axis 0: a view over the same storage, no copy. Writing
+    // through a view that covers part of the storage keeps the other rows (it reads first).
+    Tensor rows(int64_t first, int64_t count) const;
+    // True when this tensor sees only part of its storage (a row view).
+    bool partial() const;
 
     // Device access, as an op operand. read: bring current; write: discard old contents
     // (no copy); read_write: bring current, then only this copy stays valid.
@@ -43,20 +48,28 @@ public:
 
     // Explicit transfers: allowed in strict mode (the input batch of a training step).
     void upload(Device& dev) const;
+    // Copies bytes() from caller-owned host memory into this tensor on `dev` (explicit, counted);
+    // afterwards only the device copy is current. The copy is asynchronous: keep `src` unchanged
+    // until dev.sync(). Under capture the copy reads `src` again at every launch (a staging area).
+    void upload_from(Device& dev, const void* src);
     std::vector<float> to_vector() const;  // copy of the contents as floats (host read)
 
     // Residency queries for tests and the profiler.
     bool current_on(const Device& dev) const;
     bool current_on_host() const;
 
+    struct Storage;  // core internal (core/src/storage.h)
+
 private:
     enum class Access { Read, Write, ReadWrite };
-    struct Storage;
     void* host_access(Access access) const;
     xylem_tensor_arg arg(xylem_buffer_t buffer) const;
 
+    void note_capture(Device& dev, bool read, bool write) const;
+
     std::shared_ptr<Storage> storage_;
     Shape shape_;
+    int64_t offset_ = 0;  // in elements from the storage start (row views)
     DType dtype_ = DType::F32;
 };
 

@@ -1,0 +1,91 @@
+// Batches from the host (uploaded per step) or from a device-resident dataset (gathered there).
+#include "app/batch_feed.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "app/trainer.h"
+#include "xylem/error.h"
+#include "xylem/op_calls.h"
+
+namespace xylem::app {
+
+ResidentData upload_dataset(const io::Dataset& d, Device& dev, DType target_dtype, int64_t classes) {
+    ResidentData r{Tensor({d.count, 1, d.rows, d.cols}, DType::F32, dev), Tensor()};
+    r.images.upload_from(dev, d.images.data());
+    std::vector<float> onehot;
+    if (target_dtype == DType::I32) {
+        r.targets = Tensor({d.count}, DType::I32, dev);
+        r.targets.upload_from(dev, d.labels.data());
+    } else {  // one-hot targets for regression losses, built once
+        onehot.assign(static_cast<size_t>(d.count * classes), 0.0f);
+        for (int64_t i = 0; i < d.count; ++i) onehot[static_cast<size_t>(i * classes + d.labels[static_cast<size_t>(i)])] = 1;
+        r.targets = Tensor({d.count, classes}, DType::F32, dev);
+        r.targets.upload_from(dev, onehot.data());
+    }
+    dev.sync();  // the copies read host memory asynchronously; `onehot` dies here
+    return r;
+}
+
+BatchFeed::BatchFeed(const io::Dataset& data, Device& dev, DType target_dtype, int64_t classes, bool resident,
+                     bool staged)
+    : data_(data), dev_(dev), target_dtype_(target_dtype), classes_(classes), resident_(resident), staged_(staged) {
+    if (resident_) {
+        resident_data_ = upload_dataset(data, dev, target_dtype, classes);
+        perm_ = Tensor({data.count}, DType::I32, dev);
+    }
+}
+
+BatchFeed::Slot& BatchFeed::slot(int64_t n) {
+    auto it = slots_.find(n);
+    if (it != slots_.end()) return it->second;
+    Slot s;
+    s.x = Tensor({n, 1, data_.rows, data_.cols}, DType::F32, dev_);
+    s.y = target_dtype_ == DType::I32 ? Tensor({n}, DType::I32, dev_) : Tensor({n, classes_}, DType::F32, dev_);
+    if (resident_ && staged_) s.idx = Tensor({n}, DType::I32, dev_);
+    if (!resident_ && staged_) {
+        s.x_stage.resize(static_cast<size_t>(s.x.numel()));
+        s.y_stage.resize(static_cast<size_t>(s.y.numel()));
+    }
+    return slots_.emplace(n, std::move(s)).first->second;
+}
+
+void BatchFeed::begin_epoch(const std::vector<int64_t>& order) {
+    order_ = &order;
+    if (!resident_) return;
+    dev_.sync();  // the previous epoch's upload may still read perm_host_
+    perm_host_.assign(order.begin(), order.end());
+    perm_.upload_from(dev_, perm_host_.data());
+}
+
+void BatchFeed::stage(int64_t first, int64_t n) {
+    Slot& s = slot(n);
+    if (resident_) {
+        if (staged_) ops::copy(dev_, perm_.rows(first, n), s.idx);  // device to device: no transfer
+        return;
+    }
+    if (!staged_) {
+        fill_batch(data_, *order_, first, s.x, s.y);
+        return;
+    }
+    dev_.sync();  // the previous launch's copies read the staging areas until they finish
+    gather_host(data_, *order_, first, n, s.x_stage.data(), s.y_stage.data(), target_dtype_, classes_);
+}
+
+std::pair<const Tensor&, const Tensor&> BatchFeed::enqueue(int64_t first, int64_t n) {
+    Slot& s = slot(n);
+    if (resident_) {
+        const Tensor idx = staged_ ? s.idx : perm_.rows(first, n);
+        ops::gather_rows(dev_, resident_data_.images, idx, s.x);
+        ops::gather_rows(dev_, resident_data_.targets, idx, s.y);
+    } else if (staged_) {
+        s.x.upload_from(dev_, s.x_stage.data());
+        s.y.upload_from(dev_, s.y_stage.data());
+    } else {
+        s.x.upload(dev_);  // the step's only host->device traffic (none on host-memory backends)
+        s.y.upload(dev_);
+    }
+    return {s.x, s.y};
+}
+
+}  // namespace xylem::app
