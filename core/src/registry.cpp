@@ -215,8 +215,12 @@ std::vector<std::string> Registry::default_plugin_dirs() {
     std::vector<std::string> dirs;
     std::error_code ec;
     boost::system::error_code bec;
+    // Build tree: build/bin/<program> next to build/plugins. Installed: <libdir>/libxylem_core.so
+    // next to <libdir>/xylem/plugins, found from this library's own location, so any program
+    // linking the installed core (not only bin/xylem) finds the installed plugins.
     fs::path exe_dir = boost::dll::program_location(bec).parent_path().string();
-    for (fs::path candidate : {exe_dir / ".." / "plugins", exe_dir / ".." / "lib" / "xylem" / "plugins"})
+    fs::path lib_dir = boost::dll::this_line_location(bec).parent_path().string();
+    for (fs::path candidate : {exe_dir / ".." / "plugins", lib_dir / "xylem" / "plugins"})
         if (fs::is_directory(candidate, ec)) dirs.push_back(fs::weakly_canonical(candidate, ec).string());
 #ifdef XYLEM_DEFAULT_PLUGIN_DIR
     if (dirs.empty() && fs::is_directory(XYLEM_DEFAULT_PLUGIN_DIR, ec)) dirs.push_back(XYLEM_DEFAULT_PLUGIN_DIR);
