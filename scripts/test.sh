@@ -5,3 +5,5 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
+# The SDK as an outsider uses it: install, build examples/third_party_plugin against it, train.
+scripts/test-sdk.sh build
