@@ -61,6 +61,14 @@ struct Tensor::Storage {
 
     explicit Storage(size_t n) : bytes(n) {}
     ~Storage() {
+        // An asynchronous upload may still be reading `host` (a temporary uploaded and dropped
+        // at once): wait for it before freeing. The device is alive: `copies` holds it.
+        if (pending_upload && host_owned) {
+            try {
+                pending_upload->sync();
+            } catch (...) {  // a failed stream has nothing left to read; a destructor must not throw
+            }
+        }
         for (Copy& c : copies) c.dev->free(c.buffer);
         if (host_owned) std::free(host);
     }
