@@ -1,0 +1,23 @@
+# cmake -DOUT=<file.cpp> -DKERNEL_DIR=<dir> -DFAMILIES="a;b" -P embed_kernels.cmake
+# Writes family_name()/family_source(): kernels/common.cl prepended to kernels/<family>.cl, as raw
+# string literals, so the plugin carries its kernels and needs no files at run time.
+file(READ "${KERNEL_DIR}/common.cl" common)
+set(body "// Generated from ${KERNEL_DIR}/*.cl by embed_kernels.cmake. Do not edit.\n")
+string(APPEND body "#include \"opencl.h\"\n\nnamespace xylem::opencl {\n\nnamespace {\n")
+set(names "")
+set(sources "")
+foreach(family IN LISTS FAMILIES)
+  file(READ "${KERNEL_DIR}/${family}.cl" text)
+  string(APPEND body "const char k_${family}[] = R\"xylemcl(${common}\n/* ---- ${family}.cl ---- */\n${text})xylemcl\";\n")
+  string(APPEND names "\"${family}\", ")
+  string(APPEND sources "k_${family}, ")
+endforeach()
+string(APPEND body "const char* const kNames[] = {${names}};\nconst char* const kSources[] = {${sources}};\n")
+string(APPEND body "static_assert(sizeof kNames / sizeof kNames[0] == kFamilies, \"one kernel file per Family\");\n")
+string(APPEND body "}  // namespace\n\n")
+string(APPEND body "const char* family_name(Family f) { return kNames[static_cast<int>(f)]; }\n")
+string(APPEND body "const char* family_source(Family f) { return kSources[static_cast<int>(f)]; }\n\n")
+string(APPEND body "}  // namespace xylem::opencl\n")
+file(WRITE "${OUT}.tmp" "${body}")
+file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)
+file(REMOVE "${OUT}.tmp")

@@ -1,0 +1,73 @@
+/* Elementwise ops: FILL, COPY, AXPBY, MUL, ACT_FWD/BWD, DROPOUT_FWD, and the bias + activation
+ * passes that GEMM-based ops (linear, conv) run after their matrix product. */
+
+__kernel void fill_f32(__global float* y, int y_off, int n, float value) {
+    FOR_EACH(i, n) y[y_off + i] = value;
+}
+
+__kernel void fill_i32(__global int* y, int y_off, int n, int value) {
+    FOR_EACH(i, n) y[y_off + i] = value;
+}
+
+/* 4-byte words, so one kernel copies f32 and i32. */
+__kernel void copy_words(__global const uint* x, int x_off, __global uint* y, int y_off, int n) {
+    FOR_EACH(i, n) y[y_off + i] = x[x_off + i];
+}
+
+__kernel void axpby(float alpha, __global const float* a, int a_off, float beta, __global const float* b, int b_off,
+                    __global float* y, int y_off, int n) {
+    FOR_EACH(i, n) y[y_off + i] = alpha * a[a_off + i] + beta * b[b_off + i];
+}
+
+/* y = alpha*a + beta*y; beta == 0 does not read y (BLAS convention: it may hold NaN). */
+__kernel void axpby_inplace(float alpha, __global const float* a, int a_off, float beta, __global float* y, int y_off,
+                            int n) {
+    FOR_EACH(i, n) y[y_off + i] = beta == 0.0f ? alpha * a[a_off + i] : alpha * a[a_off + i] + beta * y[y_off + i];
+}
+
+__kernel void mul(__global const float* a, int a_off, __global const float* b, int b_off, __global float* y, int y_off,
+                  int n) {
+    FOR_EACH(i, n) y[y_off + i] = a[a_off + i] * b[b_off + i];
+}
+
+__kernel void act_fwd(int act, __global const float* x, int x_off, __global float* y, int y_off, int n) {
+    FOR_EACH(i, n) y[y_off + i] = activate(act, x[x_off + i]);
+}
+
+__kernel void act_bwd(int act, __global const float* dy, int dy_off, __global const float* y, int y_off,
+                      __global float* dx, int dx_off, int n) {
+    FOR_EACH(i, n) dx[dx_off + i] = activate_grad(act, dy[dy_off + i], y[y_off + i]);
+}
+
+/* The counter-based hash of ops.h (xylem_dropout_keep): the same mask as every other backend. */
+inline int dropout_keep(ulong seed, ulong i, float p) {
+    ulong z = seed + (i + 1) * 0x9E3779B97F4A7C15UL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9UL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBUL;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f) >= p;
+}
+
+__kernel void dropout_fwd(ulong seed, float p, __global const float* x, int x_off, __global float* y, int y_off,
+                          __global float* mask, int mask_off, int n) {
+    const float scale = p == 0.0f ? 1.0f : 1.0f / (1.0f - p);
+    FOR_EACH(i, n) {
+        const float m = (p == 0.0f || dropout_keep(seed, (ulong)i, p)) ? scale : 0.0f;
+        mask[mask_off + i] = m;
+        y[y_off + i] = p == 0.0f ? x[x_off + i] : x[x_off + i] * m;
+    }
+}
+
+/* y[r,c] = act(y[r,c] + b[c]) over rows x cols (has_bias == 0: act only). */
+__kernel void bias_act_rows(int act, int has_bias, __global const float* b, int b_off, __global float* y, int y_off,
+                            int rows, int cols) {
+    FOR_EACH(i, rows * cols) {
+        const float v = y[y_off + i] + (has_bias ? b[b_off + i % cols] : 0.0f);
+        y[y_off + i] = activate(act, v);
+    }
+}
+
+/* In place: y = factor*y (the beta of an accumulating op whose product term is empty). */
+__kernel void scale_f32(float factor, __global float* y, int y_off, int n) {
+    FOR_EACH(i, n) y[y_off + i] = factor == 0.0f ? 0.0f : factor * y[y_off + i];
+}

@@ -1,0 +1,254 @@
+// Internal declarations shared by the OpenCL plugin's files: handles, the per-device program
+// cache, kernel launches, operand validation, and the op kernels' host glue.
+#pragma once
+
+// CMakeLists.txt sets CL_TARGET_OPENCL_VERSION=120 for every file (clblast.h includes CL/cl.h
+// too): OpenCL 1.2 is what NVIDIA, AMD, Intel and PoCL all implement.
+#include <CL/cl.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "xylem/plugin_api.h"
+
+namespace xylem::opencl {
+
+// Kernel families: one OpenCL C file each (kernels/<family>.cl, embedded at build time), built
+// into one program per device the first time an op of that family runs, then cached.
+enum class Family { Elementwise, Reduce, Softmax, Loss, Optimizer, Conv, Pool, Norm, Gather, Count_ };
+constexpr int kFamilies = static_cast<int>(Family::Count_);
+const char* family_name(Family f);
+const char* family_source(Family f);  // kernels_embedded.cpp, generated from kernels/*.cl
+
+// ---- errors --------------------------------------------------------------------------------
+xylem_status set_error(xylem_status status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+const char* last_error();
+const char* cl_error_name(cl_int err);
+
+// Thrown inside the plugin after set_error(); op_run and the ABI entry points turn it into the
+// status (it never crosses the ABI).
+struct OpError {
+    xylem_status status;
+};
+// set_error + throw, with the OpenCL error's name appended.
+[[noreturn]] void throw_cl(cl_int err, const char* what);
+inline void check_cl(cl_int err, const char* what) {
+    if (err != CL_SUCCESS) throw_cl(err, what);
+}
+
+// ---- devices -------------------------------------------------------------------------------
+// One OpenCL device the framework can run on: its context and its program cache.
+struct DeviceContext {
+    cl_platform_id platform = nullptr;
+    cl_device_id id = nullptr;
+    cl_context context = nullptr;
+    std::string name, platform_name, version;
+    size_t max_work_group = 1;
+    cl_uint compute_units = 1;
+    cl_ulong memory = 0;
+
+    std::mutex mutex;  // guards programs (streams on two threads may build at once)
+    cl_program programs[kFamilies] = {};
+
+    DeviceContext() = default;
+    DeviceContext(const DeviceContext&) = delete;
+    DeviceContext& operator=(const DeviceContext&) = delete;
+    ~DeviceContext();
+
+    // The family's program, built on first use; a failed build throws with the build log.
+    cl_program program(Family f);
+};
+
+// Every OpenCL device on every platform, in platform order (what probe lists, what device
+// indices mean). Throws OpError with "no OpenCL platform" when the ICD loader finds none.
+struct DeviceList {
+    std::vector<std::pair<cl_platform_id, cl_device_id>> devices;
+};
+DeviceList enumerate_devices();
+
+}  // namespace xylem::opencl
+
+// The ABI's opaque handles (declared by plugin_api.h in the global namespace).
+struct xylem_framework_s {
+    std::vector<std::unique_ptr<xylem::opencl::DeviceContext>> devices_;
+};
+
+struct xylem_buffer_s {
+    cl_mem mem_;
+    uint64_t bytes_;
+    uint32_t device_;
+};
+
+// One in-order command queue. Ops are enqueued without waiting; the host blocks only in
+// stream_sync (and copy_d2h is read after it). Kernel objects are per stream because
+// clSetKernelArg is not safe on one cl_kernel from two threads.
+struct xylem_stream_s {
+    uint32_t device_ = 0;
+    xylem::opencl::DeviceContext* dev_ = nullptr;
+    cl_command_queue queue_ = nullptr;
+    std::vector<std::pair<std::string, cl_kernel>> kernels_;
+
+    // Scratch: one device block that grows to the high-water mark (a released block is freed
+    // by the runtime once the commands that use it finish), so steady state never allocates.
+    cl_mem scratch_ = nullptr;
+    size_t scratch_bytes_ = 0;
+    cl_mem gemm_temp_ = nullptr;  // CLBlast's GEMM temporary, same policy
+    size_t gemm_temp_bytes_ = 0;
+
+    // Errors only the data can reveal (a label or index out of range) are detected by kernels
+    // without a host round trip: they record the first one here; stream_sync reports it.
+    cl_mem error_word_ = nullptr;
+
+    ~xylem_stream_s();
+};
+
+namespace xylem::opencl {
+
+// ---- kernel launches -----------------------------------------------------------------------
+cl_kernel stream_kernel(xylem_stream_s& s, Family f, const char* name);
+cl_mem stream_scratch(xylem_stream_s& s, size_t bytes);  // at least `bytes`, valid for this op
+cl_mem stream_gemm_temp(xylem_stream_s& s, size_t bytes);
+
+// Binds arguments in order and enqueues: Kernel(s, Family::Elementwise, "fill").arg(..)...run(n).
+class Kernel {
+public:
+    Kernel(xylem_stream_s& s, Family f, const char* name);
+    template <class T>
+    Kernel& arg(const T& v) {
+        set(sizeof(T), &v);
+        return *this;
+    }
+    Kernel& local(size_t bytes);  // a __local buffer argument
+    // 1-D over n items with a grid-stride loop in the kernel: the global size is capped so that
+    // small devices (PoCL on a CPU) run few, long work-groups.
+    void run(int64_t n);
+    // n_groups work-groups of `group` items (reductions: one group per output).
+    void run_groups(int64_t n_groups, size_t group);
+    const char* name() const { return name_; }
+
+private:
+    void set(size_t size, const void* value);
+    void enqueue(size_t global, size_t local);
+
+    xylem_stream_s& s_;
+    cl_kernel k_;
+    const char* name_;
+    cl_uint next_ = 0;
+};
+
+// Work-group size for reductions on this device (a power of two, at most 256).
+size_t reduce_group(const xylem_stream_s& s);
+
+// ---- operands ------------------------------------------------------------------------------
+// A validated operand: dtype checked, element range inside its buffer. Offsets and counts fit
+// in an int (kernels index with 32-bit ints; larger tensors are rejected with a message).
+struct Tensor {
+    cl_mem mem;
+    int32_t off;  // in elements
+    int32_t numel;
+    uint32_t ndim;
+    const int64_t* dims;
+
+    int32_t cols() const { return ndim ? static_cast<int32_t>(dims[ndim - 1]) : 1; }
+    int32_t rows() const { return cols() ? numel / cols() : 0; }
+};
+
+// Validation helpers for one op descriptor; failures set last_error and throw OpError.
+class OpArgs {
+public:
+    OpArgs(const xylem_op_desc& desc, uint32_t min_in, uint32_t max_in, uint32_t n_out);
+
+    uint32_t n_inputs() const { return desc_.n_inputs; }
+    Tensor in(uint32_t i, const char* name, xylem_dtype dtype = XYLEM_F32) const;
+    Tensor out(uint32_t i, const char* name, xylem_dtype dtype = XYLEM_F32) const;
+
+    template <class Attrs>
+    Attrs attrs() const {
+        check_attrs_size(sizeof(Attrs));
+        Attrs a;
+        std::memcpy(&a, desc_.attrs, sizeof a);
+        return a;
+    }
+
+    void same_numel(const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) const;
+    void check_classification(const Tensor& logits, const Tensor& labels) const;  // shapes only
+    void check_scalar(const Tensor& t, const char* name) const;
+    int check_activation(int32_t act) const;
+
+    [[noreturn]] void fail(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
+
+private:
+    Tensor operand(const xylem_tensor_arg& arg, const char* kind, uint32_t i, const char* name,
+                   xylem_dtype dtype) const;
+    void check_attrs_size(uint32_t need) const;
+
+    const xylem_op_desc& desc_;
+};
+
+// True when the two operands share any element.
+inline bool overlap(const Tensor& a, const Tensor& b) {
+    return a.mem == b.mem && a.numel && b.numel && a.off < b.off + b.numel && b.off < a.off + a.numel;
+}
+
+// ---- shared launches (used by several families) -------------------------------------------
+// y[r,c] = act(y[r,c] + b[c]) (b may be null)
+void bias_activate(xylem_stream_s& s, int act, const Tensor* b, cl_mem y, int32_t y_off, int32_t rows, int32_t cols);
+// C = alpha*op(A)*op(B) + beta*C, row-major, through CLBlast; leading dims are the row lengths.
+void gemm(xylem_stream_s& s, bool trans_a, bool trans_b, int32_t m, int32_t n, int32_t k, float alpha, cl_mem a,
+          int32_t a_off, int32_t lda, cl_mem b, int32_t b_off, int32_t ldb, float beta, cl_mem c, int32_t c_off,
+          int32_t ldc, const char* op);
+// y = scale*x over n elements (the beta of an accumulating op), in place when x == y
+void scale(xylem_stream_s& s, float factor, cl_mem y, int32_t y_off, int32_t n);
+
+// ---- op kernels (ops/<family>.cpp); each validates its descriptor and throws OpError -------
+using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&);
+void op_fill(const xylem_op_desc&, xylem_stream_s&);
+void op_copy(const xylem_op_desc&, xylem_stream_s&);
+void op_axpby(const xylem_op_desc&, xylem_stream_s&);
+void op_mul(const xylem_op_desc&, xylem_stream_s&);
+void op_act_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_act_bwd(const xylem_op_desc&, xylem_stream_s&);
+void op_dropout_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_gemm(const xylem_op_desc&, xylem_stream_s&);
+void op_linear_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_bias_grad(const xylem_op_desc&, xylem_stream_s&);
+void op_accuracy(const xylem_op_desc&, xylem_stream_s&);
+void op_softmax_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_softmax_bwd(const xylem_op_desc&, xylem_stream_s&);
+void op_xent_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_xent_bwd(const xylem_op_desc&, xylem_stream_s&);
+void op_nll_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_nll_bwd(const xylem_op_desc&, xylem_stream_s&);
+void op_mse_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_mse_bwd(const xylem_op_desc&, xylem_stream_s&);
+void op_sgd_update(const xylem_op_desc&, xylem_stream_s&);
+void op_adam_update(const xylem_op_desc&, xylem_stream_s&);
+void op_conv2d_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_conv2d_bwd_data(const xylem_op_desc&, xylem_stream_s&);
+void op_conv2d_bwd_filter(const xylem_op_desc&, xylem_stream_s&);
+void op_pool2d_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_pool2d_bwd(const xylem_op_desc&, xylem_stream_s&);
+void op_batchnorm_fwd(const xylem_op_desc&, xylem_stream_s&);
+void op_batchnorm_bwd(const xylem_op_desc&, xylem_stream_s&);
+void op_gather_rows(const xylem_op_desc&, xylem_stream_s&);
+
+// ---- ABI entry points (wired into the table in plugin.cpp) ---------------------------------
+void probe(xylem_probe_info* out);
+xylem_status framework_get(xylem_framework_t* out);
+xylem_status buffer_alloc(xylem_framework_t, uint32_t device, uint64_t bytes, xylem_buffer_t* out);
+void buffer_free(xylem_framework_t, xylem_buffer_t buffer);
+xylem_status stream_create(xylem_framework_t, uint32_t device, xylem_stream_t* out);
+void stream_destroy(xylem_framework_t, xylem_stream_t stream);
+xylem_status stream_sync(xylem_framework_t, xylem_stream_t stream);
+xylem_status copy_h2d(xylem_framework_t, xylem_stream_t, xylem_buffer_t dst, uint64_t dst_offset_bytes,
+                      const void* src, uint64_t bytes);
+xylem_status copy_d2h(xylem_framework_t, xylem_stream_t, void* dst, xylem_buffer_t src,
+                      uint64_t src_offset_bytes, uint64_t bytes);
+int32_t op_supported(xylem_framework_t, uint32_t op);
+xylem_status op_run(xylem_framework_t, xylem_stream_t, const xylem_op_desc* desc);
+
+}  // namespace xylem::opencl

@@ -1,0 +1,180 @@
+// CONV2D_FWD / BWD_DATA / BWD_FILTER: im2col over a chunk of images (kernels/conv.cl), one
+// CLBlast GEMM per group for the whole chunk, and a pass that moves the result to NCHW with the
+// bias and activation fused. Scratch (columns + the [K, nb*P] matrix) comes from the stream.
+#include <algorithm>
+#include <cstdio>
+
+#include "opencl.h"
+
+namespace xylem::opencl {
+
+namespace {
+
+using ll = long long;
+constexpr Family kFam = Family::Conv;
+// Scratch budget per chunk; a chunk holds at least one image.
+constexpr int64_t kChunkFloats = 16 * 1024 * 1024;
+
+struct DimStr {
+    char s[160];
+    explicit DimStr(const Tensor& t) {
+        int len = std::snprintf(s, sizeof s, "[");
+        for (uint32_t d = 0; d < t.ndim && len < 140; ++d)
+            len += std::snprintf(s + len, sizeof s - len, d ? ",%lld" : "%lld", static_cast<ll>(t.dims[d]));
+        std::snprintf(s + len, sizeof s - len, "]");
+    }
+};
+
+struct Conv {
+    int64_t n, c, h, w, k, r, s, oh, ow, g, cg, kg, sh, sw, ph, pw, dh, dw;
+    int64_t p() const { return oh * ow; }
+    int64_t crs() const { return c * r * s; }
+    int64_t cgrs() const { return cg * r * s; }
+    cl_int16 packed() const {
+        cl_int16 v{};
+        const int64_t f[15] = {n, c, h, w, k, r, s, oh, ow, sh, sw, ph, pw, dh, dw};
+        for (int i = 0; i < 15; ++i) v.s[i] = static_cast<cl_int>(f[i]);
+        return v;
+    }
+    // Images per chunk so that columns and the [K, nb*P] matrix fit the budget.
+    int32_t chunk() const {
+        const int64_t per_image = (crs() + k) * p();
+        return static_cast<int32_t>(std::clamp<int64_t>(kChunkFloats / std::max<int64_t>(per_image, 1), 1, n));
+    }
+};
+
+// The same shape rules and messages as the native plugin.
+Conv conv_shape(const OpArgs& a, const xylem_conv2d_attrs& at, const Tensor& x, const char* xn, const Tensor& f,
+                const char* fn, const Tensor& y, const char* yn) {
+    if (at.stride_h < 1 || at.stride_w < 1) a.fail("stride %dx%d must be >= 1", at.stride_h, at.stride_w);
+    if (at.dilation_h < 1 || at.dilation_w < 1) a.fail("dilation %dx%d must be >= 1", at.dilation_h, at.dilation_w);
+    if (at.pad_h < 0 || at.pad_w < 0) a.fail("padding %dx%d must be >= 0", at.pad_h, at.pad_w);
+    if (at.groups < 1) a.fail("groups = %d must be >= 1", at.groups);
+    if (x.ndim != 4) a.fail("%s must be 4-D [N,C,H,W], got %s", xn, DimStr(x).s);
+    if (f.ndim != 4) a.fail("%s must be 4-D [K,C/groups,R,S], got %s", fn, DimStr(f).s);
+    if (y.ndim != 4) a.fail("%s must be 4-D [N,K,OH,OW], got %s", yn, DimStr(y).s);
+    Conv v{};
+    v.n = x.dims[0], v.c = x.dims[1], v.h = x.dims[2], v.w = x.dims[3];
+    v.k = f.dims[0], v.r = f.dims[2], v.s = f.dims[3];
+    v.g = at.groups, v.sh = at.stride_h, v.sw = at.stride_w, v.ph = at.pad_h, v.pw = at.pad_w;
+    v.dh = at.dilation_h, v.dw = at.dilation_w;
+    if (v.c < 1 || v.h < 1 || v.w < 1) a.fail("%s %s has an empty channel or spatial axis", xn, DimStr(x).s);
+    if (v.k < 1 || v.r < 1 || v.s < 1) a.fail("%s %s has an empty axis", fn, DimStr(f).s);
+    if (v.c % v.g) a.fail("%s %s has C=%lld channels, not divisible by groups=%lld", xn, DimStr(x).s, ll(v.c), ll(v.g));
+    if (v.k % v.g) a.fail("%s %s has K=%lld filters, not divisible by groups=%lld", fn, DimStr(f).s, ll(v.k), ll(v.g));
+    v.cg = v.c / v.g, v.kg = v.k / v.g;
+    if (f.dims[1] != v.cg)
+        a.fail("%s is %s but %s %s with groups=%lld needs [%lld,%lld,R,S]", fn, DimStr(f).s, xn, DimStr(x).s, ll(v.g),
+               ll(v.k), ll(v.cg));
+    const int64_t span_h = v.dh * (v.r - 1) + 1, span_w = v.dw * (v.s - 1) + 1;
+    if (v.h + 2 * v.ph < span_h || v.w + 2 * v.pw < span_w)
+        a.fail("the %lldx%lld kernel (dilated %lldx%lld) does not fit %s %s padded by %lldx%lld", ll(v.r), ll(v.s),
+               ll(span_h), ll(span_w), xn, DimStr(x).s, ll(v.ph), ll(v.pw));
+    v.oh = (v.h + 2 * v.ph - span_h) / v.sh + 1;
+    v.ow = (v.w + 2 * v.pw - span_w) / v.sw + 1;
+    if (y.dims[0] != v.n || y.dims[1] != v.k || y.dims[2] != v.oh || y.dims[3] != v.ow)
+        a.fail("%s is %s but %s %s and %s %s give [%lld,%lld,%lld,%lld]", yn, DimStr(y).s, xn, DimStr(x).s, fn,
+               DimStr(f).s, ll(v.n), ll(v.k), ll(v.oh), ll(v.ow));
+    if ((v.crs() + v.k) * v.p() > kChunkFloats * 8)
+        a.fail("one image of %s %s needs %lld scratch floats, more than this plugin's %lld", xn, DimStr(x).s,
+               ll((v.crs() + v.k) * v.p()), ll(kChunkFloats * 8));
+    return v;
+}
+
+// Scratch for one chunk: columns [C*R*S, nb*P] at offset 0, then the [K, nb*P] matrix.
+struct Chunks {
+    cl_mem mem;
+    int32_t nb, cols_off = 0, kp_off;
+};
+
+Chunks scratch_for(xylem_stream_s& s, const Conv& v) {
+    Chunks c{nullptr, v.chunk(), 0, 0};
+    const int64_t cols = v.crs() * c.nb * v.p(), kp = v.k * c.nb * v.p();
+    c.kp_off = static_cast<int32_t>((cols + 63) / 64 * 64);
+    c.mem = stream_scratch(s, static_cast<size_t>(c.kp_off + kp) * sizeof(float));
+    return c;
+}
+
+void im2col(xylem_stream_s& s, const Conv& v, const Tensor& x, int32_t n0, int32_t nb, const Chunks& ch) {
+    Kernel(s, kFam, "im2col").arg(v.packed()).arg(x.mem).arg(x.off).arg(n0).arg(nb).arg(ch.mem).arg(ch.cols_off)
+        .run(v.crs() * nb * v.p());
+}
+
+}  // namespace
+
+void op_conv2d_fwd(const xylem_op_desc& desc, xylem_stream_s& s) {
+    OpArgs a(desc, 2, 3, 1);
+    const auto at = a.attrs<xylem_conv2d_attrs>();
+    const cl_int act = a.check_activation(at.activation);
+    const Tensor x = a.in(0, "X"), w = a.in(1, "W"), y = a.out(0, "Y");
+    const Conv v = conv_shape(a, at, x, "X", w, "W", y, "Y");
+    Tensor b{};
+    const cl_int has_bias = a.n_inputs() == 3;
+    if (has_bias) {
+        b = a.in(2, "b");
+        if (b.numel != v.k) a.fail("b holds %d elements for K=%lld filters", b.numel, ll(v.k));
+        if (overlap(y, b)) a.fail("Y overlaps b");
+    }
+    if (overlap(y, x) || overlap(y, w)) a.fail("Y overlaps X or W");
+    const Chunks ch = scratch_for(s, v);
+    const int32_t P = static_cast<int32_t>(v.p()), K = static_cast<int32_t>(v.k);
+    for (int32_t n0 = 0; n0 < v.n; n0 += ch.nb) {
+        const int32_t nb = static_cast<int32_t>(std::min<int64_t>(ch.nb, v.n - n0)), cols = nb * P;
+        im2col(s, v, x, n0, nb, ch);
+        for (int64_t g = 0; g < v.g; ++g)  // Yt_g[Kg, cols] = W_g[Kg, CgRS] * cols_g[CgRS, cols]
+            gemm(s, false, false, static_cast<int32_t>(v.kg), cols, static_cast<int32_t>(v.cgrs()), 1.0f, w.mem,
+                 w.off + static_cast<int32_t>(g * v.kg * v.cgrs()), static_cast<int32_t>(v.cgrs()), ch.mem,
+                 ch.cols_off + static_cast<int32_t>(g * v.cgrs() * cols), cols, 0.0f, ch.mem,
+                 ch.kp_off + static_cast<int32_t>(g * v.kg * cols), cols, "conv2d_fwd");
+        Kernel(s, kFam, "kp_to_nchw_bias_act").arg(K).arg(P).arg(nb).arg(n0).arg(ch.mem).arg(ch.kp_off).arg(act)
+            .arg(has_bias).arg(has_bias ? b.mem : y.mem).arg(has_bias ? b.off : 0).arg(y.mem).arg(y.off)
+            .run(static_cast<int64_t>(nb) * K * P);
+    }
+}
+
+void op_conv2d_bwd_data(const xylem_op_desc& desc, xylem_stream_s& s) {
+    OpArgs a(desc, 2, 2, 1);
+    const auto at = a.attrs<xylem_conv2d_attrs>();
+    const Tensor dy = a.in(0, "dY"), w = a.in(1, "W"), dx = a.out(0, "dX");
+    const Conv v = conv_shape(a, at, dx, "dX", w, "W", dy, "dY");
+    if (overlap(dx, dy) || overlap(dx, w)) a.fail("dX overlaps dY or W");
+    const Chunks ch = scratch_for(s, v);
+    const int32_t P = static_cast<int32_t>(v.p()), K = static_cast<int32_t>(v.k);
+    for (int32_t n0 = 0; n0 < v.n; n0 += ch.nb) {
+        const int32_t nb = static_cast<int32_t>(std::min<int64_t>(ch.nb, v.n - n0)), cols = nb * P;
+        Kernel(s, kFam, "nchw_to_kp").arg(K).arg(P).arg(nb).arg(n0).arg(dy.mem).arg(dy.off).arg(ch.mem).arg(ch.kp_off)
+            .run(static_cast<int64_t>(nb) * K * P);
+        for (int64_t g = 0; g < v.g; ++g)  // dcols_g[CgRS, cols] = W_g^T[CgRS, Kg] * dYt_g[Kg, cols]
+            gemm(s, true, false, static_cast<int32_t>(v.cgrs()), cols, static_cast<int32_t>(v.kg), 1.0f, w.mem,
+                 w.off + static_cast<int32_t>(g * v.kg * v.cgrs()), static_cast<int32_t>(v.cgrs()), ch.mem,
+                 ch.kp_off + static_cast<int32_t>(g * v.kg * cols), cols, 0.0f, ch.mem,
+                 ch.cols_off + static_cast<int32_t>(g * v.cgrs() * cols), cols, "conv2d_bwd_data");
+        Kernel(s, kFam, "col2im").arg(v.packed()).arg(ch.mem).arg(ch.cols_off).arg(n0).arg(nb).arg(dx.mem).arg(dx.off)
+            .run(static_cast<int64_t>(nb) * v.c * v.h * v.w);
+    }
+}
+
+void op_conv2d_bwd_filter(const xylem_op_desc& desc, xylem_stream_s& s) {
+    OpArgs a(desc, 2, 2, 1);
+    const auto at = a.attrs<xylem_conv2d_attrs>();
+    const Tensor x = a.in(0, "X"), dy = a.in(1, "dY"), dw = a.out(0, "dW");
+    const Conv v = conv_shape(a, at, x, "X", dw, "dW", dy, "dY");
+    if (overlap(dw, x) || overlap(dw, dy)) a.fail("dW overlaps X or dY");
+    const Chunks ch = scratch_for(s, v);
+    const int32_t P = static_cast<int32_t>(v.p()), K = static_cast<int32_t>(v.k);
+    for (int32_t n0 = 0; n0 < v.n; n0 += ch.nb) {
+        const int32_t nb = static_cast<int32_t>(std::min<int64_t>(ch.nb, v.n - n0)), cols = nb * P;
+        im2col(s, v, x, n0, nb, ch);
+        Kernel(s, kFam, "nchw_to_kp").arg(K).arg(P).arg(nb).arg(n0).arg(dy.mem).arg(dy.off).arg(ch.mem).arg(ch.kp_off)
+            .run(static_cast<int64_t>(nb) * K * P);
+        const float beta = n0 == 0 ? at.beta : 1.0f;  // later chunks accumulate
+        for (int64_t g = 0; g < v.g; ++g)  // dW_g[Kg, CgRS] = beta*dW_g + dYt_g[Kg, cols] * cols_g^T
+            gemm(s, false, true, static_cast<int32_t>(v.kg), static_cast<int32_t>(v.cgrs()), cols, 1.0f, ch.mem,
+                 ch.kp_off + static_cast<int32_t>(g * v.kg * cols), cols, ch.mem,
+                 ch.cols_off + static_cast<int32_t>(g * v.cgrs() * cols), cols, beta, dw.mem,
+                 dw.off + static_cast<int32_t>(g * v.kg * v.cgrs()), static_cast<int32_t>(v.cgrs()),
+                 "conv2d_bwd_filter");
+    }
+}
+
+}  // namespace xylem::opencl

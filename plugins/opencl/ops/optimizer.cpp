@@ -1,0 +1,43 @@
+// Fused optimizer updates (kernels/optimizer.cl): SGD (momentum, dampening, Nesterov, weight
+// decay) and Adam, one kernel per parameter tensor with the hyper-parameters by value.
+#include <cmath>
+
+#include "opencl.h"
+
+namespace xylem::opencl {
+
+void op_sgd_update(const xylem_op_desc& desc, xylem_stream_s& s) {
+    OpArgs a(desc, 1, 1, desc.n_outputs == 1 ? 1 : 2);  // the velocity may be left out when momentum is 0
+    const auto at = a.attrs<xylem_sgd_attrs>();
+    const Tensor p = a.out(0, "param"), g = a.in(0, "grad");
+    a.same_numel(p, "param", g, "grad");
+    if (at.momentum == 0.0f) {
+        Kernel(s, Family::Optimizer, "sgd_plain").arg(p.mem).arg(p.off).arg(g.mem).arg(g.off).arg(at.lr)
+            .arg(at.weight_decay).arg(p.numel).run(p.numel);
+        return;
+    }
+    if (desc.n_outputs < 2) a.fail("momentum %g needs the velocity output", at.momentum);
+    const Tensor v = a.out(1, "velocity");
+    a.same_numel(p, "param", v, "velocity");
+    const float keep = 1.0f - at.dampening;
+    const cl_int nesterov = at.nesterov ? 1 : 0;
+    Kernel(s, Family::Optimizer, "sgd_momentum").arg(p.mem).arg(p.off).arg(v.mem).arg(v.off).arg(g.mem).arg(g.off)
+        .arg(at.lr).arg(at.weight_decay).arg(at.momentum).arg(keep).arg(nesterov).arg(p.numel).run(p.numel);
+}
+
+void op_adam_update(const xylem_op_desc& desc, xylem_stream_s& s) {
+    OpArgs a(desc, 1, 1, 3);
+    const auto at = a.attrs<xylem_adam_attrs>();
+    const Tensor p = a.out(0, "param"), m = a.out(1, "m"), v = a.out(2, "v"), g = a.in(0, "grad");
+    a.same_numel(p, "param", g, "grad");
+    a.same_numel(p, "param", m, "m");
+    a.same_numel(p, "param", v, "v");
+    if (!(at.bias_correction1 > 0.0f && at.bias_correction2 > 0.0f))
+        a.fail("bias corrections must be > 0, got %g and %g", at.bias_correction1, at.bias_correction2);
+    const float step = at.lr / at.bias_correction1, inv_sqrt_bc2 = 1.0f / std::sqrt(at.bias_correction2);
+    Kernel(s, Family::Optimizer, "adam").arg(p.mem).arg(p.off).arg(m.mem).arg(m.off).arg(v.mem).arg(v.off).arg(g.mem)
+        .arg(g.off).arg(at.beta1).arg(at.beta2).arg(at.weight_decay).arg(at.eps).arg(step).arg(inv_sqrt_bc2)
+        .arg(p.numel).run(p.numel);
+}
+
+}  // namespace xylem::opencl

@@ -1,0 +1,101 @@
+// Entry point of the OpenCL plugin: its xylem_plugin table, the thread-local error message and
+// the OpenCL error names used in messages.
+#include <cstdarg>
+#include <cstdio>
+
+#include "opencl.h"
+
+namespace xylem::opencl {
+
+namespace {
+thread_local char g_last_error[2048] = "no error";  // large enough for a short build log
+}
+
+xylem_status set_error(xylem_status status, const char* fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    std::vsnprintf(g_last_error, sizeof g_last_error, fmt, args);
+    va_end(args);
+    return status;
+}
+
+const char* last_error() { return g_last_error; }
+
+void throw_cl(cl_int err, const char* what) {
+    const xylem_status status = err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY ||
+                                        err == CL_OUT_OF_RESOURCES
+                                    ? XYLEM_E_NO_MEMORY
+                                    : XYLEM_E_DEVICE;
+    throw OpError{set_error(status, "opencl: %s: %s (%d)", what, cl_error_name(err), err)};
+}
+
+const char* cl_error_name(cl_int err) {
+    switch (err) {
+        case CL_SUCCESS: return "CL_SUCCESS";
+        case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
+        case CL_DEVICE_NOT_AVAILABLE: return "CL_DEVICE_NOT_AVAILABLE";
+        case CL_COMPILER_NOT_AVAILABLE: return "CL_COMPILER_NOT_AVAILABLE";
+        case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+        case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
+        case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
+        case CL_BUILD_PROGRAM_FAILURE: return "CL_BUILD_PROGRAM_FAILURE";
+        case CL_INVALID_VALUE: return "CL_INVALID_VALUE";
+        case CL_INVALID_PLATFORM: return "CL_INVALID_PLATFORM";
+        case CL_INVALID_DEVICE: return "CL_INVALID_DEVICE";
+        case CL_INVALID_CONTEXT: return "CL_INVALID_CONTEXT";
+        case CL_INVALID_COMMAND_QUEUE: return "CL_INVALID_COMMAND_QUEUE";
+        case CL_INVALID_MEM_OBJECT: return "CL_INVALID_MEM_OBJECT";
+        case CL_INVALID_BINARY: return "CL_INVALID_BINARY";
+        case CL_INVALID_BUILD_OPTIONS: return "CL_INVALID_BUILD_OPTIONS";
+        case CL_INVALID_PROGRAM: return "CL_INVALID_PROGRAM";
+        case CL_INVALID_PROGRAM_EXECUTABLE: return "CL_INVALID_PROGRAM_EXECUTABLE";
+        case CL_INVALID_KERNEL_NAME: return "CL_INVALID_KERNEL_NAME";
+        case CL_INVALID_KERNEL: return "CL_INVALID_KERNEL";
+        case CL_INVALID_ARG_INDEX: return "CL_INVALID_ARG_INDEX";
+        case CL_INVALID_ARG_VALUE: return "CL_INVALID_ARG_VALUE";
+        case CL_INVALID_ARG_SIZE: return "CL_INVALID_ARG_SIZE";
+        case CL_INVALID_KERNEL_ARGS: return "CL_INVALID_KERNEL_ARGS";
+        case CL_INVALID_WORK_DIMENSION: return "CL_INVALID_WORK_DIMENSION";
+        case CL_INVALID_WORK_GROUP_SIZE: return "CL_INVALID_WORK_GROUP_SIZE";
+        case CL_INVALID_WORK_ITEM_SIZE: return "CL_INVALID_WORK_ITEM_SIZE";
+        case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
+        case CL_INVALID_GLOBAL_WORK_SIZE: return "CL_INVALID_GLOBAL_WORK_SIZE";
+        case CL_INVALID_OPERATION: return "CL_INVALID_OPERATION";
+        case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";  // the ICD loader: no vendor registered
+        default: return "OpenCL error";
+    }
+}
+
+}  // namespace xylem::opencl
+
+XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
+    namespace o = xylem::opencl;
+    static const xylem_plugin table = {
+        XYLEM_ABI_MAJOR,
+        XYLEM_ABI_MINOR,
+        sizeof(xylem_plugin),
+        0,  // discrete memory: the core copies through copy_h2d / copy_d2h
+        "opencl",
+        "0.1.0",
+        o::probe,
+        o::framework_get,
+        o::last_error,
+        o::buffer_alloc,
+        o::buffer_free,
+        nullptr,  // buffer_host_ptr: device memory has no host address
+        o::stream_create,
+        o::stream_destroy,
+        o::stream_sync,
+        o::copy_h2d,
+        o::copy_d2h,
+        o::op_supported,
+        o::op_run,
+        // No whole-step capture: OpenCL 1.2 has no command graphs (cl_khr_command_buffer is
+        // still provisional and PoCL/NVIDIA support differs).
+        nullptr,
+        nullptr,
+        nullptr,
+        nullptr,
+    };
+    return &table;
+}
