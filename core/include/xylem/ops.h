@@ -118,8 +118,14 @@ static inline const char* xylem_op_name(uint32_t op) {
 }
 
 /* Dropout's keep decision for element i: a counter-based hash, so every backend draws the
- * same mask for the same seed (results agree across CPU, CUDA and OpenCL). */
-static inline int xylem_dropout_keep(uint64_t seed, uint64_t i, float p) {
+ * same mask for the same seed (results agree across CPU, CUDA and OpenCL). CUDA kernels call
+ * this very function, hence __host__ __device__ under nvcc. */
+#if defined(__CUDACC__)
+#define XYLEM_HOST_DEVICE __host__ __device__
+#else
+#define XYLEM_HOST_DEVICE
+#endif
+static inline XYLEM_HOST_DEVICE int xylem_dropout_keep(uint64_t seed, uint64_t i, float p) {
     uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;

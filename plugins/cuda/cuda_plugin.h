@@ -1,0 +1,257 @@
+// Internal declarations shared by the CUDA plugin's host files: handles, errors, operand access, ops.
+// Kernels live in kernels/*.cu behind the plain launch functions of kernels/kernels.h.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "xylem/plugin_api.h"
+
+namespace xylem::cuda {
+
+// One cudaMalloc'd block. Shared ownership: a captured graph keeps every block its kernels
+// touch (scratch, cuBLAS workspace, error flags) alive after the stream moved on or died.
+class DeviceBlock {
+public:
+    static std::shared_ptr<DeviceBlock> make(size_t bytes);  // throws std::bad_alloc when cudaMalloc fails
+    ~DeviceBlock();
+    void* ptr() const { return ptr_; }
+    size_t size() const { return size_; }
+
+private:
+    DeviceBlock(void* p, size_t n) : ptr_(p), size_(n) {}
+    void* ptr_;
+    size_t size_;
+};
+
+// Scratch memory of one stream (cuDNN workspaces, reduction partials, per-channel terms): a bump
+// allocator over one device block. op_run resets it before each op; ops on one stream run in
+// order, so reusing the block for the next op is safe without waiting. When an op needs more, the
+// block is replaced by a larger one (the old block lives on while a graph or this op holds it).
+class Arena {
+public:
+    template <class T>
+    T* alloc(int64_t n) {
+        return static_cast<T*>(bytes(static_cast<size_t>(n) * sizeof(T)));
+    }
+    void reset() { used_ = 0; retired_.clear(); }
+    // The blocks a graph being captured must keep: the current one and any retired this op.
+    void collect(std::vector<std::shared_ptr<DeviceBlock>>& keep) const;
+
+private:
+    void* bytes(size_t n);
+
+    std::shared_ptr<DeviceBlock> block_;
+    std::vector<std::shared_ptr<DeviceBlock>> retired_;  // earlier blocks of the current op
+    size_t used_ = 0;
+};
+
+class ConvCache;  // ops/conv.cpp: cuDNN descriptors and algorithms per shape
+
+// What one capture records besides the graph: memory that must outlive the stream's later use.
+struct CaptureState {
+    std::vector<std::shared_ptr<DeviceBlock>> keep;
+    std::vector<std::shared_ptr<void>> host;  // pinned staging buffers and host-node payloads
+};
+
+}  // namespace xylem::cuda
+
+// The ABI's opaque handles (declared by plugin_api.h in the global namespace).
+struct xylem_framework_s {
+    int device_count_ = 0;
+    xylem::cuda::ConvCache* conv_cache_ = nullptr;  // shared by every stream, locked inside; never freed
+};
+
+struct xylem_buffer_s {
+    void* ptr_;
+    uint64_t bytes_;
+    uint32_t device_;
+    void* data() const { return ptr_; }
+};
+
+// One CUDA stream with the library handles bound to it. cuBLAS and cuDNN handles are not meant
+// to be shared by threads driving different streams, so each stream owns a pair.
+struct xylem_stream_s {
+    uint32_t device_ = 0;
+    cudaStream_t stream_ = nullptr;
+    cublasHandle_t cublas_ = nullptr;
+    cudnnHandle_t cudnn_ = nullptr;
+    std::shared_ptr<xylem::cuda::DeviceBlock> cublas_workspace_;  // set explicitly: no cuBLAS allocation in capture
+    // Bit (1 << op) is set by a kernel that met an out-of-range label or index; stream_sync reports it.
+    std::shared_ptr<xylem::cuda::DeviceBlock> flags_;
+    xylem::cuda::Arena scratch_;
+    std::unique_ptr<xylem::cuda::CaptureState> capture_;  // non-null between capture_begin and capture_end
+
+    unsigned* flags() const { return static_cast<unsigned*>(flags_->ptr()); }
+};
+
+struct xylem_graph_s {
+    cudaGraphExec_t exec_ = nullptr;
+    uint32_t device_ = 0;
+    xylem::cuda::CaptureState owned_;
+};
+
+namespace xylem::cuda {
+
+// ---- errors --------------------------------------------------------------------------------
+// Records a message for last_error() on the calling thread and returns status.
+xylem_status set_error(xylem_status status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+const char* last_error();
+
+// Thrown by op code after set_error(); op_run turns it into the status (it never crosses the ABI).
+struct OpError {
+    xylem_status status;
+};
+
+const char* op_name(uint32_t op);
+
+// The framework, or XYLEM_E_UNAVAILABLE with the reason framework_get failed (for entry points
+// that the core may call with a NULL framework after a failed framework_get).
+xylem_status check_framework(xylem_framework_t fw, const char* what);
+
+// ---- operands ------------------------------------------------------------------------------
+// A validated operand: dtype checked, element range inside its buffer. data is a device address.
+struct Tensor {
+    void* data;
+    int64_t numel;
+    uint32_t ndim;
+    const int64_t* dims;
+
+    float* f32() const { return static_cast<float*>(data); }
+    int32_t* i32() const { return static_cast<int32_t*>(data); }
+    int64_t cols() const { return ndim ? dims[ndim - 1] : 1; }
+    int64_t rows() const {
+        int64_t r = 1;
+        for (uint32_t d = 0; d + 1 < ndim; ++d) r *= dims[d];
+        return r;
+    }
+};
+
+// "[a,b,c,d]" for messages.
+struct DimStr {
+    char s[160];
+    explicit DimStr(const Tensor& t);
+};
+
+// Validation helpers for one op descriptor; every failure sets last_error and throws OpError.
+// Same checks and messages as the native plugin, except those that need data values (labels,
+// indices): those are checked by the kernels, which flag the stream (see stream_sync).
+class OpArgs {
+public:
+    OpArgs(const xylem_op_desc& desc, uint32_t min_in, uint32_t max_in, uint32_t n_out);
+
+    uint32_t n_inputs() const { return desc_.n_inputs; }
+    Tensor in(uint32_t i, const char* name, xylem_dtype dtype = XYLEM_F32) const;
+    Tensor out(uint32_t i, const char* name, xylem_dtype dtype = XYLEM_F32) const;
+
+    template <class Attrs>
+    Attrs attrs() const {
+        check_attrs_size(sizeof(Attrs));
+        Attrs a;
+        std::memcpy(&a, desc_.attrs, sizeof a);
+        return a;
+    }
+
+    void same_numel(const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) const;
+    // logits [N,C] (C >= 1 when N > 0) and i32 labels [N]; the label range is checked on the device.
+    void check_classification(const Tensor& logits, const Tensor& labels) const;
+    void check_scalar(const Tensor& t, const char* name) const;
+    int check_activation(int32_t act) const;
+    void check_int(int64_t v, const char* what) const;  // cuBLAS/cuDNN take int sizes
+
+    [[noreturn]] void fail(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
+    // A CUDA, cuBLAS or cuDNN failure: XYLEM_E_DEVICE with the library's text.
+    [[noreturn]] void device_fail(const char* call, const char* text) const;
+    void check_cuda(cudaError_t e, const char* call) const {
+        if (e != cudaSuccess) device_fail(call, cudaGetErrorString(e));
+    }
+    void check_cublas(cublasStatus_t s, const char* call) const {
+        if (s != CUBLAS_STATUS_SUCCESS) device_fail(call, cublasGetStatusString(s));
+    }
+    void check_cudnn(cudnnStatus_t s, const char* call) const {
+        if (s != CUDNN_STATUS_SUCCESS) device_fail(call, cudnnGetErrorString(s));
+    }
+    // After kernel launches: a launch error (bad configuration, no device) becomes an OpError.
+    void check_launch() const { check_cuda(cudaGetLastError(), "kernel launch"); }
+    uint32_t op() const { return desc_.op; }
+
+private:
+    Tensor operand(const xylem_tensor_arg& arg, const char* kind, uint32_t i, const char* name,
+                   xylem_dtype dtype) const;
+    void check_attrs_size(uint32_t need) const;
+
+    const xylem_op_desc& desc_;
+};
+
+// True when the two operands share any byte (device addresses compare like host ones).
+inline bool overlap(const Tensor& a, const Tensor& b) {
+    const char *a0 = static_cast<const char*>(a.data), *b0 = static_cast<const char*>(b.data);
+    return a.numel && b.numel && a0 < b0 + b.numel * 4 && b0 < a0 + a.numel * 4;
+}
+
+// ---- op host code (ops/<family>.cpp); each validates its descriptor and throws OpError ------
+using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&, xylem_framework_s&);
+#define XYLEM_CUDA_OP(name) void name(const xylem_op_desc&, xylem_stream_s&, xylem_framework_s&)
+XYLEM_CUDA_OP(op_fill);
+XYLEM_CUDA_OP(op_copy);
+XYLEM_CUDA_OP(op_axpby);
+XYLEM_CUDA_OP(op_mul);
+XYLEM_CUDA_OP(op_act_fwd);
+XYLEM_CUDA_OP(op_act_bwd);
+XYLEM_CUDA_OP(op_dropout_fwd);
+XYLEM_CUDA_OP(op_gemm);
+XYLEM_CUDA_OP(op_linear_fwd);
+XYLEM_CUDA_OP(op_bias_grad);
+XYLEM_CUDA_OP(op_accuracy);
+XYLEM_CUDA_OP(op_softmax_fwd);
+XYLEM_CUDA_OP(op_softmax_bwd);
+XYLEM_CUDA_OP(op_xent_fwd);
+XYLEM_CUDA_OP(op_xent_bwd);
+XYLEM_CUDA_OP(op_nll_fwd);
+XYLEM_CUDA_OP(op_nll_bwd);
+XYLEM_CUDA_OP(op_mse_fwd);
+XYLEM_CUDA_OP(op_mse_bwd);
+XYLEM_CUDA_OP(op_sgd_update);
+XYLEM_CUDA_OP(op_adam_update);
+XYLEM_CUDA_OP(op_conv2d_fwd);
+XYLEM_CUDA_OP(op_conv2d_bwd_data);
+XYLEM_CUDA_OP(op_conv2d_bwd_filter);
+XYLEM_CUDA_OP(op_pool2d_fwd);
+XYLEM_CUDA_OP(op_pool2d_bwd);
+XYLEM_CUDA_OP(op_batchnorm_fwd);
+XYLEM_CUDA_OP(op_batchnorm_bwd);
+XYLEM_CUDA_OP(op_gather_rows);
+#undef XYLEM_CUDA_OP
+
+// Created by framework_get; destroyed never (the framework lives until process exit).
+ConvCache* make_conv_cache();
+
+// ---- ABI entry points (wired into the table in plugin.cpp) ----------------------------------
+void probe(xylem_probe_info* out);
+xylem_status framework_get(xylem_framework_t* out);
+xylem_status buffer_alloc(xylem_framework_t, uint32_t device, uint64_t bytes, xylem_buffer_t* out);
+void buffer_free(xylem_framework_t, xylem_buffer_t buffer);
+xylem_status stream_create(xylem_framework_t, uint32_t device, xylem_stream_t* out);
+void stream_destroy(xylem_framework_t, xylem_stream_t stream);
+xylem_status stream_sync(xylem_framework_t, xylem_stream_t stream);
+xylem_status copy_h2d(xylem_framework_t, xylem_stream_t, xylem_buffer_t dst, uint64_t dst_offset_bytes,
+                      const void* src, uint64_t bytes);
+xylem_status copy_d2h(xylem_framework_t, xylem_stream_t, void* dst, xylem_buffer_t src,
+                      uint64_t src_offset_bytes, uint64_t bytes);
+int32_t op_supported(xylem_framework_t, uint32_t op);
+xylem_status op_run(xylem_framework_t, xylem_stream_t, const xylem_op_desc* desc);
+xylem_status capture_begin(xylem_framework_t, xylem_stream_t stream);
+xylem_status capture_end(xylem_framework_t, xylem_stream_t stream, xylem_graph_t* out);
+xylem_status graph_launch(xylem_framework_t, xylem_stream_t stream, xylem_graph_t graph);
+void graph_destroy(xylem_framework_t, xylem_graph_t graph);
+
+}  // namespace xylem::cuda

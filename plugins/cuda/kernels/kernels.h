@@ -1,0 +1,92 @@
+// Launch functions of the plugin's own CUDA kernels: plain C++ signatures, so the host files
+// (ops/*.cpp) compile with the host compiler. Every launch is asynchronous on `s`; none syncs.
+// `flags` is the stream's error word: a kernel sets bit (1 << op) when it meets bad data.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace xylem::cuda::kernels {
+
+// ---- elementwise.cu ----
+void fill_u32(uint32_t* y, int64_t n, uint32_t bits, cudaStream_t s);  // f32 or i32 by bit pattern
+void copy_u32(const uint32_t* x, uint32_t* y, int64_t n, cudaStream_t s);
+// out = alpha*a + beta*b; b may be null (then out is read when beta != 0).
+void axpby(const float* a, const float* b, float* out, int64_t n, float alpha, float beta, cudaStream_t s);
+void scale(float* y, int64_t n, float beta, cudaStream_t s);  // beta == 0 writes zeros without reading
+void mul(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
+void act_fwd(int act, const float* x, float* y, int64_t n, cudaStream_t s);
+void act_bwd(int act, const float* dy, const float* y, float* dx, int64_t n, cudaStream_t s);
+void dropout(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed, cudaStream_t s);
+// y[r,j] = act(y[r,j] + b[j]) (b may be null): LINEAR_FWD's epilogue.
+void row_bias_act(int act, const float* b, float* y, int64_t rows, int64_t cols, cudaStream_t s);
+// y[(n*C + c)*inner + i] = act(y[...] + b[c]) (b may be null): the conv epilogue.
+void channel_bias_act(int act, const float* b, float* y, int64_t n, int64_t c, int64_t inner, cudaStream_t s);
+
+// ---- reduce.cu ----
+void bias_grad(const float* dy, float* db, int64_t n, int64_t c, int64_t inner, float beta, cudaStream_t s);
+void accuracy(const float* logits, const int32_t* labels, float* correct, int64_t n, int64_t c, unsigned* flags,
+              unsigned bit, cudaStream_t s);
+
+// ---- softmax.cu ----
+void softmax_fwd(const float* x, float* y, int64_t rows, int64_t c, bool log, cudaStream_t s);
+void softmax_bwd(const float* dy, const float* y, float* dx, int64_t rows, int64_t c, bool log, cudaStream_t s);
+
+// ---- loss.cu ---- (loss[0] = acc == 0 ? scale*sum : acc*loss[0] + scale*sum, summed in double)
+void xent_fwd(const float* logits, const int32_t* labels, float* loss, int64_t n, int64_t c, float scale, float acc,
+              unsigned* flags, unsigned bit, cudaStream_t s);
+void xent_bwd(const float* logits, const int32_t* labels, float* dx, int64_t n, int64_t c, float scale,
+              unsigned* flags, unsigned bit, cudaStream_t s);
+void nll_fwd(const float* logp, const int32_t* labels, float* loss, int64_t n, int64_t c, float scale, float acc,
+             unsigned* flags, unsigned bit, cudaStream_t s);
+void nll_bwd(const int32_t* labels, float* dx, int64_t n, int64_t c, float scale, unsigned* flags, unsigned bit,
+             cudaStream_t s);
+// partials: scratch for one double per block (mse_blocks(n) of them).
+int64_t mse_blocks(int64_t n);
+void mse_fwd(const float* p, const float* t, float* loss, int64_t n, float scale, float acc, double* partials,
+             cudaStream_t s);
+void mse_bwd(const float* p, const float* t, float* dp, int64_t n, float scale, cudaStream_t s);
+
+// ---- optimizer.cu ----
+struct SgdParams {
+    float lr, wd, mom, keep;  // keep = 1 - dampening
+    bool nesterov;
+};
+void sgd(float* p, float* v, const float* g, int64_t n, SgdParams c, cudaStream_t s);  // v null when mom == 0
+struct AdamParams {
+    float b1, b2, wd, eps, step, inv_sqrt_bc2;
+};
+void adam(float* p, float* m, float* v, const float* g, int64_t n, AdamParams c, cudaStream_t s);
+
+// ---- pool.cu ----
+struct PoolGeom {
+    int64_t planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw;
+    bool max, include_pad;
+};
+void pool_fwd(const PoolGeom& p, const float* x, float* y, cudaStream_t s);
+void pool_bwd(const PoolGeom& p, const float* dy, const float* x, float* dx, cudaStream_t s);
+
+// ---- norm.cu ---- (per-channel statistics over axis 1, accumulated in double)
+struct BnGeom {
+    int64_t n, c, inner;
+};
+// Training: batch statistics -> saved_mean/saved_invstd, running stats, and shift/scale for normalize.
+void bn_train_stats(const BnGeom& b, const float* x, const float* gamma, float* running_mean, float* running_var,
+                    float* saved_mean, float* saved_invstd, float* shift, float* scale, float eps, float momentum,
+                    cudaStream_t s);
+void bn_eval_coeffs(const BnGeom& b, const float* gamma, const float* running_mean, const float* running_var,
+                    float* shift, float* scale, float eps, cudaStream_t s);
+// y = (x - shift[c]) * scale[c] + offset[c] (y may equal x).
+void bn_normalize(const BnGeom& b, const float* x, float* y, const float* shift, const float* scale,
+                  const float* offset, cudaStream_t s);
+void bn_backward(const BnGeom& b, const float* dy, const float* x, const float* gamma, const float* mean,
+                 const float* invstd, float* dx, float* dgamma, float* dbeta, float* k, float* kx, float* k0,
+                 cudaStream_t s);
+
+// ---- gather.cu ----
+// out[i, :] = src[idx[i], :] on 32-bit words; a bad index flags and writes `poison` into the row.
+void gather_rows(const uint32_t* src, const int32_t* idx, uint32_t* out, int64_t n_idx, int64_t rows,
+                 int64_t row_words, uint32_t poison, unsigned* flags, unsigned bit, cudaStream_t s);
+
+}  // namespace xylem::cuda::kernels

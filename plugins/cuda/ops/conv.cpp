@@ -1,0 +1,236 @@
+// CONV2D_FWD (fused bias + activation), CONV2D_BWD_DATA, CONV2D_BWD_FILTER on cuDNN 9's legacy
+// API. Descriptors and algorithms are made once per shape and cached for the process; algorithms
+// come from cuDNN's heuristics (no benchmarking runs), so choosing one never touches the device
+// and is safe inside a capture. Workspaces come from the stream's scratch arena.
+#include <array>
+#include <climits>
+
+#include "cuda_plugin.h"
+#include "kernels/kernels.h"
+
+namespace xylem::cuda {
+
+namespace {
+
+using ll = long long;
+constexpr size_t kMaxWorkspace = 512u << 20;  // algorithms wanting more are passed over
+
+struct Conv {
+    int64_t n, c, h, w, k, r, s, oh, ow, g, sh, sw, ph, pw, dh, dw;
+    std::array<int64_t, 16> key() const { return {n, c, h, w, k, r, s, oh, ow, g, sh, sw, ph, pw, dh, dw}; }
+};
+
+// X (or dX), W (or dW), Y (or dY) against the attributes; the same checks and messages as the CPU.
+Conv conv_shape(const OpArgs& a, const xylem_conv2d_attrs& at, const Tensor& x, const char* xn, const Tensor& f,
+                const char* fn, const Tensor& y, const char* yn) {
+    if (at.stride_h < 1 || at.stride_w < 1) a.fail("stride %dx%d must be >= 1", at.stride_h, at.stride_w);
+    if (at.dilation_h < 1 || at.dilation_w < 1) a.fail("dilation %dx%d must be >= 1", at.dilation_h, at.dilation_w);
+    if (at.pad_h < 0 || at.pad_w < 0) a.fail("padding %dx%d must be >= 0", at.pad_h, at.pad_w);
+    if (at.groups < 1) a.fail("groups = %d must be >= 1", at.groups);
+    if (x.ndim != 4) a.fail("%s must be 4-D [N,C,H,W], got %s", xn, DimStr(x).s);
+    if (f.ndim != 4) a.fail("%s must be 4-D [K,C/groups,R,S], got %s", fn, DimStr(f).s);
+    if (y.ndim != 4) a.fail("%s must be 4-D [N,K,OH,OW], got %s", yn, DimStr(y).s);
+    Conv v{};
+    v.n = x.dims[0], v.c = x.dims[1], v.h = x.dims[2], v.w = x.dims[3];
+    v.k = f.dims[0], v.r = f.dims[2], v.s = f.dims[3];
+    v.g = at.groups, v.sh = at.stride_h, v.sw = at.stride_w, v.ph = at.pad_h, v.pw = at.pad_w;
+    v.dh = at.dilation_h, v.dw = at.dilation_w;
+    if (v.c < 1 || v.h < 1 || v.w < 1) a.fail("%s %s has an empty channel or spatial axis", xn, DimStr(x).s);
+    if (v.k < 1 || v.r < 1 || v.s < 1) a.fail("%s %s has an empty axis", fn, DimStr(f).s);
+    if (v.c % v.g) a.fail("%s %s has C=%lld channels, not divisible by groups=%lld", xn, DimStr(x).s, ll(v.c), ll(v.g));
+    if (v.k % v.g) a.fail("%s %s has K=%lld filters, not divisible by groups=%lld", fn, DimStr(f).s, ll(v.k), ll(v.g));
+    if (f.dims[1] != v.c / v.g)
+        a.fail("%s is %s but %s %s with groups=%lld needs [%lld,%lld,R,S]", fn, DimStr(f).s, xn, DimStr(x).s, ll(v.g),
+               ll(v.k), ll(v.c / v.g));
+    const int64_t span_h = v.dh * (v.r - 1) + 1, span_w = v.dw * (v.s - 1) + 1;
+    if (v.h + 2 * v.ph < span_h || v.w + 2 * v.pw < span_w)
+        a.fail("the %lldx%lld kernel (dilated %lldx%lld) does not fit %s %s padded by %lldx%lld", ll(v.r), ll(v.s),
+               ll(span_h), ll(span_w), xn, DimStr(x).s, ll(v.ph), ll(v.pw));
+    v.oh = (v.h + 2 * v.ph - span_h) / v.sh + 1;
+    v.ow = (v.w + 2 * v.pw - span_w) / v.sw + 1;
+    if (y.dims[0] != v.n || y.dims[1] != v.k || y.dims[2] != v.oh || y.dims[3] != v.ow)
+        a.fail("%s is %s but %s %s and %s %s give [%lld,%lld,%lld,%lld]", yn, DimStr(y).s, xn, DimStr(x).s, fn,
+               DimStr(f).s, ll(v.n), ll(v.k), ll(v.oh), ll(v.ow));
+    if (v.n > INT_MAX || v.c * v.h * v.w > INT_MAX || v.k * v.oh * v.ow > INT_MAX || v.c * v.r * v.s > INT_MAX)
+        a.fail("%s %s / %s %s exceed the cuDNN limit of %d", xn, DimStr(x).s, yn, DimStr(y).s, INT_MAX);
+    return v;
+}
+
+// Everything cuDNN needs for one shape; made once, then read-only (shared by all streams).
+struct ConvPlan {
+    cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+    cudnnFilterDescriptor_t w = nullptr;
+    cudnnConvolutionDescriptor_t conv = nullptr;
+    cudnnActivationDescriptor_t relu = nullptr;
+    bool have_fwd = false, have_bwd_data = false, have_bwd_filter = false;
+    cudnnConvolutionFwdAlgo_t fwd{};
+    cudnnConvolutionBwdDataAlgo_t bwd_data{};
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+    size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
+};
+
+// The best heuristic choice that runs in FMA math (no TF32, so results track the CPU) within the
+// workspace limit; else the best one at all.
+template <class Perf>
+const Perf* pick(const Perf* perf, int count) {
+    const Perf* any = nullptr;
+    for (int i = 0; i < count; ++i) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace) continue;
+        if (perf[i].mathType == CUDNN_FMA_MATH) return &perf[i];
+        if (!any) any = &perf[i];
+    }
+    return any;
+}
+
+}  // namespace
+
+class ConvCache {
+public:
+    enum class Pass { kFwd, kBwdData, kBwdFilter };
+
+    // The plan for v with the algorithm of `pass` chosen; throws OpError on a cuDNN failure.
+    const ConvPlan& plan(const OpArgs& a, const Conv& v, Pass pass, cudnnHandle_t handle) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto& slot = plans_[v.key()];
+        if (!slot) slot = make_plan(a, v);
+        ConvPlan& p = *slot;
+        choose(a, p, pass, handle);
+        return p;
+    }
+
+private:
+    static std::unique_ptr<ConvPlan> make_plan(const OpArgs& a, const Conv& v) {
+        auto p = std::make_unique<ConvPlan>();
+        const auto i = [](int64_t x) { return static_cast<int>(x); };
+        a.check_cudnn(cudnnCreateTensorDescriptor(&p->x), "cudnnCreateTensorDescriptor");
+        a.check_cudnn(cudnnCreateTensorDescriptor(&p->y), "cudnnCreateTensorDescriptor");
+        a.check_cudnn(cudnnCreateTensorDescriptor(&p->bias), "cudnnCreateTensorDescriptor");
+        a.check_cudnn(cudnnCreateFilterDescriptor(&p->w), "cudnnCreateFilterDescriptor");
+        a.check_cudnn(cudnnCreateConvolutionDescriptor(&p->conv), "cudnnCreateConvolutionDescriptor");
+        a.check_cudnn(cudnnCreateActivationDescriptor(&p->relu), "cudnnCreateActivationDescriptor");
+        a.check_cudnn(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(v.n), i(v.c), i(v.h), i(v.w)),
+                      "cudnnSetTensor4dDescriptor(X)");
+        a.check_cudnn(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(v.n), i(v.k), i(v.oh), i(v.ow)),
+                      "cudnnSetTensor4dDescriptor(Y)");
+        a.check_cudnn(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, i(v.k), 1, 1),
+                      "cudnnSetTensor4dDescriptor(b)");
+        a.check_cudnn(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(v.k), i(v.c / v.g), i(v.r), i(v.s)),
+                      "cudnnSetFilter4dDescriptor");
+        // CROSS_CORRELATION is what deep-learning "convolution" means (no filter flip), as on the CPU.
+        a.check_cudnn(cudnnSetConvolution2dDescriptor(p->conv, i(v.ph), i(v.pw), i(v.sh), i(v.sw), i(v.dh), i(v.dw),
+                                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                      "cudnnSetConvolution2dDescriptor");
+        a.check_cudnn(cudnnSetConvolutionGroupCount(p->conv, i(v.g)), "cudnnSetConvolutionGroupCount");
+        a.check_cudnn(cudnnSetConvolutionMathType(p->conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+        a.check_cudnn(cudnnSetActivationDescriptor(p->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
+                      "cudnnSetActivationDescriptor");
+        return p;
+    }
+
+    static void choose(const OpArgs& a, ConvPlan& p, Pass pass, cudnnHandle_t h) {
+        int got = 0;
+        if (pass == Pass::kFwd && !p.have_fwd) {
+            cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+            a.check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y,
+                                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf),
+                          "cudnnGetConvolutionForwardAlgorithm_v7");
+            const auto* best = pick(perf, got);
+            if (!best) a.device_fail("cudnnGetConvolutionForwardAlgorithm_v7", "no algorithm fits");
+            p.fwd = best->algo, p.fwd_ws = best->memory, p.have_fwd = true;
+        } else if (pass == Pass::kBwdData && !p.have_bwd_data) {
+            cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+            a.check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x,
+                                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf),
+                          "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+            const auto* best = pick(perf, got);
+            if (!best) a.device_fail("cudnnGetConvolutionBackwardDataAlgorithm_v7", "no algorithm fits");
+            p.bwd_data = best->algo, p.bwd_data_ws = best->memory, p.have_bwd_data = true;
+        } else if (pass == Pass::kBwdFilter && !p.have_bwd_filter) {
+            cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+            a.check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                              h, p.x, p.y, p.conv, p.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf),
+                          "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+            const auto* best = pick(perf, got);
+            if (!best) a.device_fail("cudnnGetConvolutionBackwardFilterAlgorithm_v7", "no algorithm fits");
+            p.bwd_filter = best->algo, p.bwd_filter_ws = best->memory, p.have_bwd_filter = true;
+        }
+    }
+
+    std::mutex mutex_;
+    std::map<std::array<int64_t, 16>, std::unique_ptr<ConvPlan>> plans_;  // never evicted: pointers stay valid
+};
+
+ConvCache* make_conv_cache() { return new ConvCache(); }
+
+// ReLU with a bias runs as one cuDNN call (conv + bias + ReLU); other activations (cuDNN's fused
+// call supports only ReLU and identity) run the convolution, then one bias + activation pass.
+void op_conv2d_fwd(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s& fw) {
+    OpArgs a(desc, 2, 3, 1);
+    const auto attrs = a.attrs<xylem_conv2d_attrs>();
+    const int act = a.check_activation(attrs.activation);
+    const Tensor tx = a.in(0, "X"), tw = a.in(1, "W"), ty = a.out(0, "Y");
+    const Conv v = conv_shape(a, attrs, tx, "X", tw, "W", ty, "Y");
+    const float* b = nullptr;
+    if (a.n_inputs() == 3) {
+        const Tensor tb = a.in(2, "b");
+        if (tb.numel != v.k) a.fail("b holds %lld elements for K=%lld filters", ll(tb.numel), ll(v.k));
+        if (overlap(ty, tb)) a.fail("Y overlaps b");
+        b = tb.f32();
+    }
+    if (overlap(ty, tx) || overlap(ty, tw)) a.fail("Y overlaps X or W");
+    if (v.n == 0) return;
+    const ConvPlan& p = fw.conv_cache_->plan(a, v, ConvCache::Pass::kFwd, s.cudnn_);
+    void* ws = p.fwd_ws ? s.scratch_.alloc<char>(static_cast<int64_t>(p.fwd_ws)) : nullptr;
+    const float one = 1.0f, zero = 0.0f;
+    if (b && act == XYLEM_ACT_RELU) {
+        // z = Y with alpha2 = 0: cuDNN's scaling rule says a zero factor means the operand is not read.
+        a.check_cudnn(cudnnConvolutionBiasActivationForward(s.cudnn_, &one, p.x, tx.f32(), p.w, tw.f32(), p.conv, p.fwd,
+                                                            ws, p.fwd_ws, &zero, p.y, ty.f32(), p.bias, b, p.relu, p.y,
+                                                            ty.f32()),
+                      "cudnnConvolutionBiasActivationForward");
+        return;
+    }
+    a.check_cudnn(cudnnConvolutionForward(s.cudnn_, &one, p.x, tx.f32(), p.w, tw.f32(), p.conv, p.fwd, ws, p.fwd_ws,
+                                          &zero, p.y, ty.f32()),
+                  "cudnnConvolutionForward");
+    if (b || act != XYLEM_ACT_NONE) {
+        kernels::channel_bias_act(act, b, ty.f32(), v.n, v.k, v.oh * v.ow, s.stream_);
+        a.check_launch();
+    }
+}
+
+void op_conv2d_bwd_data(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s& fw) {
+    OpArgs a(desc, 2, 2, 1);
+    const auto attrs = a.attrs<xylem_conv2d_attrs>();
+    const Tensor tdy = a.in(0, "dY"), tw = a.in(1, "W"), tdx = a.out(0, "dX");
+    const Conv v = conv_shape(a, attrs, tdx, "dX", tw, "W", tdy, "dY");
+    if (overlap(tdx, tdy) || overlap(tdx, tw)) a.fail("dX overlaps dY or W");
+    if (v.n == 0) return;
+    const ConvPlan& p = fw.conv_cache_->plan(a, v, ConvCache::Pass::kBwdData, s.cudnn_);
+    void* ws = p.bwd_data_ws ? s.scratch_.alloc<char>(static_cast<int64_t>(p.bwd_data_ws)) : nullptr;
+    const float one = 1.0f, zero = 0.0f;
+    a.check_cudnn(cudnnConvolutionBackwardData(s.cudnn_, &one, p.w, tw.f32(), p.y, tdy.f32(), p.conv, p.bwd_data, ws,
+                                               p.bwd_data_ws, &zero, p.x, tdx.f32()),
+                  "cudnnConvolutionBackwardData");
+}
+
+// dW = beta*dW + grad: cuDNN's own beta (beta = 0 does not read dW).
+void op_conv2d_bwd_filter(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s& fw) {
+    OpArgs a(desc, 2, 2, 1);
+    const auto attrs = a.attrs<xylem_conv2d_attrs>();
+    const Tensor tx = a.in(0, "X"), tdy = a.in(1, "dY"), tdw = a.out(0, "dW");
+    const Conv v = conv_shape(a, attrs, tx, "X", tdw, "dW", tdy, "dY");
+    if (overlap(tdw, tx) || overlap(tdw, tdy)) a.fail("dW overlaps X or dY");
+    if (v.n == 0) {
+        kernels::scale(tdw.f32(), tdw.numel, attrs.beta, s.stream_);
+        return a.check_launch();
+    }
+    const ConvPlan& p = fw.conv_cache_->plan(a, v, ConvCache::Pass::kBwdFilter, s.cudnn_);
+    void* ws = p.bwd_filter_ws ? s.scratch_.alloc<char>(static_cast<int64_t>(p.bwd_filter_ws)) : nullptr;
+    const float one = 1.0f;
+    a.check_cudnn(cudnnConvolutionBackwardFilter(s.cudnn_, &one, p.x, tx.f32(), p.y, tdy.f32(), p.conv, p.bwd_filter,
+                                                 ws, p.bwd_filter_ws, &attrs.beta, p.w, tdw.f32()),
+                  "cudnnConvolutionBackwardFilter");
+}
+
+}  // namespace xylem::cuda

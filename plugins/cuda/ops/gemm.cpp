@@ -1,0 +1,79 @@
+// GEMM and LINEAR_FWD on cuBLAS. cuBLAS is column-major: a row-major [m,n] matrix is its [n,m]
+// transpose, so C = op(A)op(B) is computed as C^T = op(B)^T op(A)^T with the operands swapped.
+#include "cuda_plugin.h"
+#include "kernels/kernels.h"
+
+namespace xylem::cuda {
+
+namespace {
+using ll = long long;
+}
+
+void op_gemm(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
+    OpArgs a(desc, 2, 2, 1);
+    const auto attrs = a.attrs<xylem_gemm_attrs>();
+    const Tensor ta = a.in(0, "A"), tb = a.in(1, "B"), tc = a.out(0, "C");
+    if (ta.ndim != 2 || tb.ndim != 2 || tc.ndim != 2)
+        a.fail("A, B and C must be 2-D, got %u, %u and %u dims", ta.ndim, tb.ndim, tc.ndim);
+    const bool trans_a = attrs.trans_a != 0, trans_b = attrs.trans_b != 0;
+    const int64_t m = ta.dims[trans_a ? 1 : 0], k = ta.dims[trans_a ? 0 : 1];
+    const int64_t kb = tb.dims[trans_b ? 1 : 0], n = tb.dims[trans_b ? 0 : 1];
+    if (k != kb) a.fail("inner dims differ: op(A) is [%lld,%lld] but op(B) is [%lld,%lld]", ll(m), ll(k), ll(kb), ll(n));
+    if (tc.dims[0] != m || tc.dims[1] != n)
+        a.fail("C is [%lld,%lld] but op(A)*op(B) is [%lld,%lld]", ll(tc.dims[0]), ll(tc.dims[1]), ll(m), ll(n));
+    if (overlap(tc, ta) || overlap(tc, tb)) a.fail("C overlaps A or B");
+    a.check_int(m, "M");
+    a.check_int(n, "N");
+    a.check_int(k, "K");
+    if (m == 0 || n == 0) return;
+    if (k == 0 || attrs.alpha == 0.0f) {  // only the beta scaling remains (cuBLAS rejects lda = 0)
+        kernels::scale(tc.f32(), m * n, attrs.beta, s.stream_);
+        return a.check_launch();
+    }
+    a.check_cublas(cublasSgemm(s.cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                               static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &attrs.alpha, tb.f32(),
+                               static_cast<int>(tb.dims[1]), ta.f32(), static_cast<int>(ta.dims[1]), &attrs.beta,
+                               tc.f32(), static_cast<int>(n)),
+                   "cublasSgemm");
+}
+
+// Y = X*W^T (beta = 0: Y is not read), then one pass for bias + activation.
+void op_linear_fwd(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
+    OpArgs a(desc, 2, 3, 1);
+    const int act = a.check_activation(a.attrs<xylem_linear_attrs>().activation);
+    const Tensor tx = a.in(0, "X"), tw = a.in(1, "W"), ty = a.out(0, "Y");
+    if (tw.ndim != 2) a.fail("W must be 2-D [out,in], got %u dims", tw.ndim);
+    if (tx.ndim < 1 || ty.ndim < 1) a.fail("X and Y need at least 1 dim");
+    const int64_t out_f = tw.dims[0], in_f = tw.dims[1], rows = tx.rows();
+    if (tx.cols() != in_f)
+        a.fail("X's last dim is %lld but W is [%lld,%lld]", ll(tx.cols()), ll(out_f), ll(in_f));
+    if (ty.cols() != out_f || ty.rows() != rows)
+        a.fail("Y holds %lld rows of %lld, expected %lld rows of %lld", ll(ty.rows()), ll(ty.cols()), ll(rows),
+               ll(out_f));
+    const float* b = nullptr;
+    if (a.n_inputs() == 3) {
+        const Tensor tb = a.in(2, "b");
+        if (tb.numel != out_f) a.fail("b holds %lld elements for %lld outputs", ll(tb.numel), ll(out_f));
+        b = tb.f32();
+    }
+    if (overlap(ty, tx) || overlap(ty, tw)) a.fail("Y overlaps X or W");
+    a.check_int(rows, "N");
+    a.check_int(out_f, "out");
+    a.check_int(in_f, "in");
+    if (rows == 0 || out_f == 0) return;
+    float* y = ty.f32();
+    if (in_f == 0) {
+        kernels::fill_u32(reinterpret_cast<uint32_t*>(y), rows * out_f, 0u, s.stream_);
+    } else {
+        const float one = 1.0f, zero = 0.0f;
+        // Y^T[out,rows] = W[out,in] * X^T[in,rows]; W row-major is W^T column-major, hence OP_T.
+        a.check_cublas(cublasSgemm(s.cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out_f), static_cast<int>(rows),
+                                   static_cast<int>(in_f), &one, tw.f32(), static_cast<int>(in_f), tx.f32(),
+                                   static_cast<int>(in_f), &zero, y, static_cast<int>(out_f)),
+                       "cublasSgemm");
+    }
+    if (b || act != XYLEM_ACT_NONE) kernels::row_bias_act(act, b, y, rows, out_f, s.stream_);
+    a.check_launch();
+}
+
+}  // namespace xylem::cuda

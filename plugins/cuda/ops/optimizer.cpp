@@ -1,0 +1,44 @@
+// Fused optimizer updates on the device; hyper-parameters pass by value (no per-step allocation).
+#include <cmath>
+
+#include "cuda_plugin.h"
+#include "kernels/kernels.h"
+
+namespace xylem::cuda {
+
+// PyTorch semantics with the velocity starting at zero; the velocity may be left out when momentum is 0.
+void op_sgd_update(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
+    OpArgs a(desc, 1, 1, desc.n_outputs == 1 ? 1 : 2);
+    const auto attrs = a.attrs<xylem_sgd_attrs>();
+    const Tensor tp = a.out(0, "param"), tg = a.in(0, "grad");
+    a.same_numel(tp, "param", tg, "grad");
+    const kernels::SgdParams c{attrs.lr, attrs.weight_decay, attrs.momentum, 1.0f - attrs.dampening,
+                               attrs.nesterov != 0};
+    float* v = nullptr;
+    if (c.mom != 0.0f) {
+        if (desc.n_outputs < 2) a.fail("momentum %g needs the velocity output", c.mom);
+        const Tensor tv = a.out(1, "velocity");
+        a.same_numel(tp, "param", tv, "velocity");
+        v = tv.f32();
+    }
+    kernels::sgd(tp.f32(), v, tg.f32(), tp.numel, c, s.stream_);
+    a.check_launch();
+}
+
+// p -= (lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps), as PyTorch and the native plugin evaluate it.
+void op_adam_update(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
+    OpArgs a(desc, 1, 1, 3);
+    const auto attrs = a.attrs<xylem_adam_attrs>();
+    const Tensor tp = a.out(0, "param"), tm = a.out(1, "m"), tv = a.out(2, "v"), tg = a.in(0, "grad");
+    a.same_numel(tp, "param", tg, "grad");
+    a.same_numel(tp, "param", tm, "m");
+    a.same_numel(tp, "param", tv, "v");
+    if (!(attrs.bias_correction1 > 0.0f && attrs.bias_correction2 > 0.0f))
+        a.fail("bias corrections must be > 0, got %g and %g", attrs.bias_correction1, attrs.bias_correction2);
+    const kernels::AdamParams c{attrs.beta1, attrs.beta2, attrs.weight_decay, attrs.eps,
+                                attrs.lr / attrs.bias_correction1, 1.0f / std::sqrt(attrs.bias_correction2)};
+    kernels::adam(tp.f32(), tm.f32(), tv.f32(), tg.f32(), tp.numel, c, s.stream_);
+    a.check_launch();
+}
+
+}  // namespace xylem::cuda

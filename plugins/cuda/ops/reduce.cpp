@@ -1,0 +1,35 @@
+// Reductions whose result stays in a device buffer: BIAS_GRAD and ACCURACY.
+#include "cuda_plugin.h"
+#include "kernels/kernels.h"
+
+namespace xylem::cuda {
+
+namespace {
+using ll = long long;
+}
+
+void op_bias_grad(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
+    OpArgs a(desc, 1, 1, 1);
+    const float beta = a.attrs<xylem_bias_grad_attrs>().beta;
+    const Tensor tdy = a.in(0, "dy"), tdb = a.out(0, "db");
+    if (tdy.ndim < 2) a.fail("dy must be [N,C,...], got %u dims", tdy.ndim);
+    const int64_t n = tdy.dims[0], c = tdy.dims[1];
+    int64_t inner = 1;
+    for (uint32_t d = 2; d < tdy.ndim; ++d) inner *= tdy.dims[d];
+    if (tdb.numel != c) a.fail("db holds %lld elements for %lld channels", ll(tdb.numel), ll(c));
+    kernels::bias_grad(tdy.f32(), tdb.f32(), n, c, inner, beta, s.stream_);
+    a.check_launch();
+}
+
+// A label outside [0, C) counts as wrong and flags the stream (stream_sync reports it).
+void op_accuracy(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
+    OpArgs a(desc, 2, 2, 1);
+    const Tensor tlogits = a.in(0, "logits"), tlabels = a.in(1, "labels", XYLEM_I32), tcorrect = a.out(0, "correct");
+    a.check_classification(tlogits, tlabels);
+    a.check_scalar(tcorrect, "correct");
+    kernels::accuracy(tlogits.f32(), tlabels.i32(), tcorrect.f32(), tlogits.dims[0], tlogits.dims[1], s.flags(),
+                      1u << desc.op, s.stream_);
+    a.check_launch();
+}
+
+}  // namespace xylem::cuda

@@ -1,0 +1,179 @@
+// CUDA plugin tests that need no GPU: the built plugin loads through the registry, reports why it
+// cannot run (with the CUDA runtime's own error text), `xylem backends` shows that, and every entry
+// point fails cleanly. On a machine with a GPU the same tests check the device listing and the one
+// framework instead; the op conformance suite and gradient checks then run on cuda as well.
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include "support/backends.h"
+#include "xylem/error.h"
+#include "xylem/plugin_api.h"
+#include "xylem/registry.h"
+
+namespace xylem {
+namespace {
+
+const std::string kPluginFile = std::string(XYLEM_TEST_PLUGIN_DIR) + "/libxylem_cuda.so";
+
+// What the CUDA runtime says in this process: the plugin must report the same.
+struct RuntimeView {
+    cudaError_t error;
+    int devices;
+};
+RuntimeView runtime_view() {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    cudaGetLastError();
+    return {e, e == cudaSuccess ? n : 0};
+}
+bool have_gpu() { return runtime_view().devices > 0; }
+
+// The plugin's table through a second, direct dlopen (the registry holds the first).
+const xylem_plugin& table() {
+    static const xylem_plugin* t = [] {
+        void* lib = dlopen(kPluginFile.c_str(), RTLD_NOW | RTLD_LOCAL);  // pinned for the process
+        if (!lib) throw std::runtime_error(std::string("dlopen: ") + dlerror());
+        auto entry = reinterpret_cast<xylem_plugin_entry_fn>(dlsym(lib, XYLEM_PLUGIN_ENTRY_NAME));
+        if (!entry) throw std::runtime_error("no entry point in " + kPluginFile);
+        return entry();
+    }();
+    return *t;
+}
+
+const PluginRecord& cuda_record() {
+    const PluginRecord* r = test::test_registry().find("cuda");
+    if (!r) throw std::runtime_error("the registry has no cuda plugin from " + std::string(XYLEM_TEST_PLUGIN_DIR));
+    return *r;
+}
+
+// Runs a command; returns its exit status and fills out with stdout + stderr.
+int run(const std::string& cmd, std::string& out) {
+    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+    if (!p) return -1;
+    char buf[512];
+    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    const int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(CudaPlugin, LoadsThroughTheRegistryWithItsNameAndAbi) {
+    const PluginRecord& r = cuda_record();
+    EXPECT_TRUE(r.loaded) << r.reason;
+    EXPECT_EQ(r.name, "cuda");
+    EXPECT_EQ(r.abi, std::to_string(XYLEM_ABI_MAJOR) + "." + std::to_string(XYLEM_ABI_MINOR));
+    EXPECT_NE(std::string(r.probe.detail).find("cuDNN"), std::string::npos) << r.probe.detail;
+}
+
+TEST(CudaPlugin, ProbeReportsNoDeviceWithTheRuntimeErrorText) {
+    if (have_gpu()) GTEST_SKIP() << "this machine has a GPU: see ProbeListsEveryDevice";
+    const PluginRecord& r = cuda_record();
+    const RuntimeView rt = runtime_view();
+    EXPECT_FALSE(r.available);
+    EXPECT_EQ(r.probe.available, 0);
+    EXPECT_EQ(r.probe.device_count, 0u);
+    EXPECT_EQ(r.reason.rfind("no CUDA device", 0), 0u) << r.reason;
+    if (rt.error != cudaSuccess) {
+        EXPECT_TRUE(test::contains(r.reason, cudaGetErrorString(rt.error)));
+    }
+}
+
+TEST(CudaPlugin, ProbeListsEveryDevice) {
+    if (!have_gpu()) GTEST_SKIP() << "no GPU here";
+    const PluginRecord& r = cuda_record();
+    ASSERT_TRUE(r.available) << r.reason;
+    EXPECT_EQ(r.probe.device_count, static_cast<uint32_t>(runtime_view().devices));
+    for (uint32_t d = 0; d < r.probe.device_count; ++d) {
+        EXPECT_TRUE(test::contains(r.probe.devices[d].detail, "compute capability"));
+        EXPECT_GT(r.probe.devices[d].memory_bytes, 0u);
+        EXPECT_GT(r.probe.devices[d].compute_units, 0u);
+    }
+}
+
+TEST(CudaPlugin, BackendsCommandListsCudaAndExitsZero) {
+    std::string out;
+    const int rc = run(std::string(XYLEM_BINARY_DIR) + "/bin/xylem backends --plugin-path " + XYLEM_TEST_PLUGIN_DIR, out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_TRUE(test::contains(out, "cuda")) << out;
+    EXPECT_TRUE(test::contains(out, "libxylem_cuda.so"));
+    const char* expected = have_gpu() ? "compute capability" : "reason: no CUDA device";
+    EXPECT_TRUE(test::contains(out, expected));
+}
+
+TEST(CudaPlugin, SelectingItWithoutADeviceSaysWhy) {
+    if (have_gpu()) GTEST_SKIP() << "this machine has a GPU";
+    try {
+        test::test_registry().select("cuda");
+        ADD_FAILURE() << "select(\"cuda\") succeeded without a device";
+    } catch (const Error& e) {
+        EXPECT_TRUE(test::contains(e.what(), "no CUDA device"));
+    }
+}
+
+// Every entry point answers XYLEM_E_UNAVAILABLE with the reason; nothing crashes.
+TEST(CudaPlugin, EntryPointsFailCleanlyWithoutADevice) {
+    if (have_gpu()) GTEST_SKIP() << "this machine has a GPU";
+    const xylem_plugin& t = table();
+    xylem_framework_t fw = reinterpret_cast<xylem_framework_t>(0x1);
+    ASSERT_EQ(t.framework_get(&fw), XYLEM_E_UNAVAILABLE);
+    EXPECT_EQ(fw, nullptr);
+    EXPECT_TRUE(test::contains(t.last_error(), "framework_get: no CUDA device"));
+    ASSERT_EQ(t.framework_get(&fw), XYLEM_E_UNAVAILABLE) << "a second call must fail the same way";
+
+    xylem_buffer_t buf = reinterpret_cast<xylem_buffer_t>(0x1);
+    EXPECT_EQ(t.buffer_alloc(nullptr, 0, 1024, &buf), XYLEM_E_UNAVAILABLE);
+    EXPECT_EQ(buf, nullptr);
+    EXPECT_TRUE(test::contains(t.last_error(), "buffer_alloc: the CUDA backend is unavailable (no CUDA device"));
+    xylem_stream_t stream = nullptr;
+    EXPECT_EQ(t.stream_create(nullptr, 0, &stream), XYLEM_E_UNAVAILABLE);
+    EXPECT_TRUE(test::contains(t.last_error(), "stream_create"));
+    EXPECT_EQ(t.stream_sync(nullptr, nullptr), XYLEM_E_UNAVAILABLE);
+    float host[4] = {};
+    EXPECT_EQ(t.copy_h2d(nullptr, nullptr, nullptr, 0, host, sizeof host), XYLEM_E_UNAVAILABLE);
+    EXPECT_EQ(t.copy_d2h(nullptr, nullptr, host, nullptr, 0, sizeof host), XYLEM_E_UNAVAILABLE);
+    const xylem_fill_attrs fill{1.0f};
+    const xylem_op_desc desc{XYLEM_OP_FILL, 0, 0, sizeof fill, nullptr, nullptr, &fill};
+    EXPECT_EQ(t.op_run(nullptr, nullptr, &desc), XYLEM_E_UNAVAILABLE);
+    EXPECT_TRUE(test::contains(t.last_error(), "op_run"));
+    EXPECT_EQ(t.capture_begin(nullptr, nullptr), XYLEM_E_UNAVAILABLE);
+    xylem_graph_t graph = nullptr;
+    EXPECT_EQ(t.capture_end(nullptr, nullptr, &graph), XYLEM_E_UNAVAILABLE);
+    EXPECT_EQ(t.graph_launch(nullptr, nullptr, nullptr), XYLEM_E_UNAVAILABLE);
+    t.buffer_free(nullptr, nullptr);  // NULL frees are no-ops
+    t.stream_destroy(nullptr, nullptr);
+    t.graph_destroy(nullptr, nullptr);
+}
+
+// Leaf #88: however often and through however many loads it is asked, there is one framework.
+TEST(CudaPlugin, OneFrameworkAcrossLoadsAndCalls) {
+    const xylem_plugin& direct = table();
+    const xylem_plugin& via_registry = cuda_record().backend ? cuda_record().backend->api() : direct;
+    EXPECT_EQ(&direct, &via_registry) << "two loads of one file must share the plugin";
+    xylem_framework_t first = nullptr;
+    const xylem_status s = direct.framework_get(&first);
+    for (int i = 0; i < 100; ++i) {
+        xylem_framework_t again = nullptr;
+        ASSERT_EQ(via_registry.framework_get(&again), s);
+        ASSERT_EQ(again, first);
+    }
+    EXPECT_EQ(s, have_gpu() ? XYLEM_OK : XYLEM_E_UNAVAILABLE);
+}
+
+TEST(CudaPlugin, SupportsEveryOpOfTheHeader) {
+    const xylem_plugin& t = table();
+    for (uint32_t op = 0; op < XYLEM_OP_COUNT_; ++op) EXPECT_EQ(t.op_supported(nullptr, op), 1) << op_name(op);
+    EXPECT_EQ(t.op_supported(nullptr, XYLEM_OP_COUNT_), 0);
+}
+
+TEST(CudaPlugin, IsInTheAvailableBackendListExactlyWhenAGpuIsPresent) {
+    const auto names = test::available_backends();
+    const bool listed = std::find(names.begin(), names.end(), "cuda") != names.end();
+    EXPECT_EQ(listed, have_gpu()) << "conformance and gradient suites run over this list";
+}
+
+}  // namespace
+}  // namespace xylem
