@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# What a machine with an NVIDIA GPU runs to verify the CUDA plugin in one go: the device and
+# toolchain versions, a CUDA build, the whole ctest suite (conformance and gradient checks then
+# include cuda), and both Fashion-MNIST examples trained on cuda. Everything goes to stdout and
+# to ${OUT:-build-gpu}/gpu-check.log; the exit status is non-zero if any step failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD="${BUILD:-build-gpu}"
+LOGDIR="${OUT:-$BUILD}"
+mkdir -p "$LOGDIR"
+exec > >(tee "$LOGDIR/gpu-check.log") 2>&1
+failed=()
+step() {  # step NAME COMMAND...: runs it, records a failure, goes on
+    local name="$1"
+    shift
+    echo "=== $name"
+    if ! "$@"; then failed+=("$name"); echo "=== FAILED: $name"; fi
+}
+
+echo "=== device and toolchain"
+nvidia-smi || failed+=("nvidia-smi")
+nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv || true
+/usr/local/cuda/bin/nvcc --version | tail -2
+ls /usr/local/cuda/lib*/libcudnn.so.* 2>/dev/null | head -1
+
+step "configure" cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DXYLEM_BUILD_CUDA=ON
+step "build" cmake --build "$BUILD" -j"$(nproc)"
+step "backends" "$BUILD/bin/xylem" backends --plugin-path "$BUILD/plugins"
+step "ctest" ctest --test-dir "$BUILD" --output-on-failure -j4
+# The CUDA-specific tests alone, verbose: their device listing is the record of what ran where.
+step "cuda tests" ctest --test-dir "$BUILD" -R "CudaPlugin|conformance.cuda|/cuda" --output-on-failure -V
+
+for model in fashion_mlp fashion_lenet; do
+    step "train $model on cuda" "$BUILD/bin/xylem" train --config "examples/$model.toml" --backend cuda \
+        --plugin-path "$BUILD/plugins" --out "$LOGDIR/$model-cuda" --profile
+    step "train $model on native (same run, for comparison)" "$BUILD/bin/xylem" train \
+        --config "examples/$model.toml" --backend native --plugin-path "$BUILD/plugins" --out "$LOGDIR/$model-native"
+done
+
+if ((${#failed[@]})); then
+    echo "=== gpu-check: ${#failed[@]} step(s) failed: ${failed[*]}"
+    exit 1
+fi
+echo "=== gpu-check: all steps passed"
