@@ -76,27 +76,11 @@ Loaded open_plugin(const std::string& path) {
         out.error = "the plugin's entry point returned no table";
         return out;
     }
-    // Only {abi_major, abi_minor, struct_size} are common to every ABI version.
-    if (t->abi_major != XYLEM_ABI_MAJOR) {
-        out.error = "ABI mismatch: plugin built for ABI " + std::to_string(t->abi_major) + "." +
-                    std::to_string(t->abi_minor) + ", this xylem uses ABI " + std::to_string(XYLEM_ABI_MAJOR) + "." +
-                    std::to_string(XYLEM_ABI_MINOR);
-        out.abi_only = true;
-        out.table = t;
-        return out;
-    }
-    if (t->struct_size < offsetof(xylem_plugin, probe)) {
-        out.error = "plugin table too short (struct_size " + std::to_string(t->struct_size) + ")";
-        out.abi_only = true;
-        out.table = t;
-        return out;
-    }
-    if (std::string m = missing_member(t); !m.empty()) {
-        out.error = "plugin table lacks required member '" + m + "' (struct_size " + std::to_string(t->struct_size) + ")";
-        out.table = t;
-        return out;
-    }
     out.table = t;
+    out.error = Registry::check_table(t);
+    // A table of another major version, or too short, may only be read up to its version header.
+    out.abi_only = !out.error.empty() && (t->abi_major != XYLEM_ABI_MAJOR || t->struct_size < offsetof(xylem_plugin, probe));
+    if (!out.error.empty()) return out;
     out.backend = std::make_shared<Backend>(t, path);
     return out;
 }
@@ -118,6 +102,19 @@ std::vector<std::string> split_path_list(const char* s) {
 }
 
 }  // namespace
+
+std::string Registry::check_table(const xylem_plugin* t) {
+    // Only {abi_major, abi_minor, struct_size} are common to every ABI version.
+    if (t->abi_major != XYLEM_ABI_MAJOR)
+        return "ABI mismatch: plugin built for ABI " + std::to_string(t->abi_major) + "." +
+               std::to_string(t->abi_minor) + ", this xylem uses ABI " + std::to_string(XYLEM_ABI_MAJOR) + "." +
+               std::to_string(XYLEM_ABI_MINOR);
+    if (t->struct_size < offsetof(xylem_plugin, probe))
+        return "plugin table too short (struct_size " + std::to_string(t->struct_size) + ")";
+    if (std::string m = missing_member(t); !m.empty())
+        return "plugin table lacks required member '" + m + "' (struct_size " + std::to_string(t->struct_size) + ")";
+    return {};
+}
 
 const PluginRecord& Registry::load_file(const std::string& file) {
     PluginRecord rec;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "xylem/error.h"
+#include "xylem/graph.h"
 #include "xylem/op_calls.h"
 #include "xylem/registry.h"
 #include "xylem/tensor.h"
@@ -128,6 +129,31 @@ TEST_F(ScannedRegistry, RecordsWhyEachBadFileFailed) {
             EXPECT_FALSE(p.reason.empty()) << p.path;
         }
     }
+}
+
+// ABI stability: a plugin built against ABI 1.1 (its table ends before the 1.2 capture members)
+// loads and runs, and the core never calls the members past its struct_size, which the fixture
+// sets to counting traps. Training-step capture must see "no capture" through XYLEM_TABLE_HAS.
+TEST_F(ScannedRegistry, OlderMinorVersionLoadsAndIsNeverReadPastStructSize) {
+    const PluginRecord& old = record_of(registry_, "abi_1_1");
+    ASSERT_TRUE(old.loaded) << old.reason;
+    EXPECT_TRUE(old.available) << old.reason;
+    EXPECT_EQ(old.abi, std::to_string(XYLEM_ABI_MAJOR) + ".1");
+    const xylem_plugin& api = old.backend->api();
+    EXPECT_EQ(api.struct_size, offsetof(xylem_plugin, capture_begin));
+    EXPECT_TRUE(XYLEM_TABLE_HAS(&api, op_run));
+    EXPECT_FALSE(XYLEM_TABLE_HAS(&api, capture_begin)) << "the member is set, but past struct_size";
+    EXPECT_FALSE(XYLEM_TABLE_HAS(&api, graph_destroy));
+    EXPECT_NE(api.capture_begin, nullptr) << "test bug: the fixture must set its trap members";
+
+    expect_fill_runs(*old.backend, 2.5f);
+    Device& dev = *old.backend->device(0);
+    Tensor big({1000}, DType::F32, dev);
+    ops::fill(dev, big, -1.0f);
+    EXPECT_EQ(big.to_vector(), std::vector<float>(1000, -1.0f));
+    // Whole-step capture is ABI 1.2: refused for this plugin from its struct_size alone.
+    EXPECT_THROW(Graph::capture(dev, [&] { ops::fill(dev, big, 1.0f); }), Error);
+    EXPECT_EQ(fixture_counter(*old.backend, "past_end_calls"), 0);
 }
 
 TEST_F(ScannedRegistry, GoodPluginsLoadAndRunOps) {

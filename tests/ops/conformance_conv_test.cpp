@@ -80,7 +80,7 @@ TEST_P(ConvConformance, Conv2dBackwardData) {
 
 TEST_P(ConvConformance, Conv2dBackwardFilter) {
     XYLEM_REQUIRE_OP(XYLEM_OP_CONV2D_BWD_FILTER);
-    XYLEM_REQUIRE_OP(XYLEM_OP_FILL);
+    XYLEM_REQUIRE_HELPER_OP(XYLEM_OP_FILL);
     Rng rng;
     for (const ConvCase& base : kConvCases)
         for (float beta : {0.0f, 1.0f, 0.5f}) {

@@ -48,7 +48,7 @@ TEST_P(GemmConformance, EveryTransposeAndScaling) {
 // beta = 0 must not read C: garbage (NaN) written there on the device must not leak through.
 TEST_P(GemmConformance, BetaZeroIgnoresGarbageInC) {
     XYLEM_REQUIRE_OP(XYLEM_OP_GEMM);
-    XYLEM_REQUIRE_OP(XYLEM_OP_FILL);
+    XYLEM_REQUIRE_HELPER_OP(XYLEM_OP_FILL);
     Rng rng;
     for (const Mnk& z : kSizes)
         for (bool ta : {false, true}) {
@@ -67,7 +67,7 @@ TEST_P(GemmConformance, BetaZeroIgnoresGarbageInC) {
 // K = 0: op(A)*op(B) is all zeros, so C = beta*C (and exactly 0 for beta = 0, over garbage).
 TEST_P(GemmConformance, EmptyInnerDimensionScalesC) {
     XYLEM_REQUIRE_OP(XYLEM_OP_GEMM);
-    XYLEM_REQUIRE_OP(XYLEM_OP_FILL);
+    XYLEM_REQUIRE_HELPER_OP(XYLEM_OP_FILL);
     Rng rng;
     const auto c = rng.uniform(7 * 5);
     for (float beta : {0.0f, 1.0f, -0.5f}) {
@@ -105,7 +105,7 @@ TEST_P(GemmConformance, LinearForwardEveryActivation) {
 
 TEST_P(GemmConformance, BiasGradTwoAndFourDims) {
     XYLEM_REQUIRE_OP(XYLEM_OP_BIAS_GRAD);
-    XYLEM_REQUIRE_OP(XYLEM_OP_FILL);
+    XYLEM_REQUIRE_HELPER_OP(XYLEM_OP_FILL);
     Rng rng;
     const Shape shapes[] = {{1, 7},       {7, 1},        {33, 129},    {129, 1},      {3, 600},
                             {2, 3, 5, 7}, {1, 33, 4, 4}, {3, 1, 7, 1}, {2, 2, 70, 70}};

@@ -28,11 +28,22 @@ namespace xylem::test {
 
 // ---- backends ------------------------------------------------------------------------------
 
-// The registry over XYLEM_TEST_PLUGIN_DIR, scanned once per process (plugins stay loaded).
+// The plugin files the suites run over. The conformance kit (conformance/main.cpp) fills this
+// from --plugin before gtest registers the tests; the test programs leave it empty and scan
+// XYLEM_TEST_PLUGIN_DIR.
+inline std::vector<std::string>& plugin_files() {
+    static std::vector<std::string> files;
+    return files;
+}
+
+// The registry over plugin_files() or XYLEM_TEST_PLUGIN_DIR, loaded once per process (plugins stay loaded).
 inline const Registry& test_registry() {
     static const Registry* reg = [] {
         auto* r = new Registry();  // never destroyed: backends outlive every test
-        r->scan({XYLEM_TEST_PLUGIN_DIR});
+        for (const std::string& f : plugin_files()) r->load_file(f);
+#ifdef XYLEM_TEST_PLUGIN_DIR
+        if (plugin_files().empty()) r->scan({XYLEM_TEST_PLUGIN_DIR});
+#endif
         return r;
     }();
     return *reg;
@@ -117,9 +128,27 @@ private:
     std::shared_ptr<Device> device_;
 };
 
+// The ops the running test named through XYLEM_REQUIRE_OP (under test) and XYLEM_REQUIRE_HELPER_OP
+// (setup only, e.g. a fill before the op under test). The kit's per-op table reads them.
+struct RequiredOps {
+    std::vector<uint32_t> tested, helpers;
+};
+inline RequiredOps& required_ops() {
+    static RequiredOps ops;  // tests run on one thread; the kit clears it when a test starts
+    return ops;
+}
+
 // Skips the current test when the backend does not implement `op` (must be used in the test body).
 #define XYLEM_REQUIRE_OP(op)                                          \
     do {                                                              \
+        ::xylem::test::required_ops().tested.push_back(op);           \
+        if (!backend().supports(op)) GTEST_SKIP() << unsupported(op); \
+    } while (0)
+
+// The same for an op the test only uses to set up its data.
+#define XYLEM_REQUIRE_HELPER_OP(op)                                   \
+    do {                                                              \
+        ::xylem::test::required_ops().helpers.push_back(op);          \
         if (!backend().supports(op)) GTEST_SKIP() << unsupported(op); \
     } while (0)
 

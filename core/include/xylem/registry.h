@@ -42,6 +42,9 @@ public:
     static std::vector<std::string> search_path(const std::vector<std::string>& flag_dirs,
                                                 const std::vector<std::string>& config_dirs);
     static std::vector<std::string> default_plugin_dirs();
+    // Why the core refuses a plugin table ("" when it accepts it): another ABI major version
+    // (the message names both versions), a table too short, or a required member missing.
+    static std::string check_table(const xylem_plugin* table);
 
 private:
     std::vector<PluginRecord> plugins_;

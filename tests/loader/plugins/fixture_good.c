@@ -20,7 +20,11 @@
 #define FIXTURE_ABI_MINOR XYLEM_ABI_MINOR
 #endif
 /* FIXTURE_OFFLINE: the probe finds no device. FIXTURE_SHORT_TABLE: struct_size ends before op_run.
- * FIXTURE_NEEDS_DEP: the probe calls into libxylem_fixture_dep.so. */
+ * FIXTURE_NEEDS_DEP: the probe calls into libxylem_fixture_dep.so. FIXTURE_WRONG_FILL: fill gets
+ * the last element wrong (the conformance kit must catch it). FIXTURE_ABI_MINOR < 2: a plugin
+ * built against ABI 1.1, whose table ends before the 1.2 capture members; the members past its
+ * struct_size are set anyway, to functions that count calls, so a core that reads past
+ * struct_size is caught (counter past_end_calls). */
 #ifdef FIXTURE_NEEDS_DEP
 int xylem_fixture_dep_answer(void);
 #endif
@@ -42,7 +46,7 @@ struct xylem_buffer_s {
 };
 
 static _Thread_local char g_error[256] = "no error";
-static atomic_int g_frameworks_created, g_framework_get_calls, g_streams_live;
+static atomic_int g_frameworks_created, g_framework_get_calls, g_streams_live, g_past_end_calls;
 
 static xylem_status fail(xylem_status status, const char* fmt, ...) {
     va_list args;
@@ -58,8 +62,9 @@ static const char* last_error(void) {
 
 /* The counters the tests read back through the probe: no extra exported symbols needed. */
 static void counters(char* out, size_t size) {
-    snprintf(out, size, "frameworks_created=%d framework_get_calls=%d streams_live=%d",
-             atomic_load(&g_frameworks_created), atomic_load(&g_framework_get_calls), atomic_load(&g_streams_live));
+    snprintf(out, size, "frameworks_created=%d framework_get_calls=%d streams_live=%d past_end_calls=%d",
+             atomic_load(&g_frameworks_created), atomic_load(&g_framework_get_calls), atomic_load(&g_streams_live),
+             atomic_load(&g_past_end_calls));
 }
 
 static void probe(xylem_probe_info* out) {
@@ -203,8 +208,34 @@ static xylem_status op_run(xylem_framework_t fw, xylem_stream_t s, const xylem_o
     memcpy(&a, d->attrs, sizeof a);
     float* p = (float*)(out->buffer + 1) + out->offset;
     for (uint64_t i = 0; i < n; ++i) p[i] = a.value;
+#ifdef FIXTURE_WRONG_FILL
+    if (n > 1) p[n - 1] = a.value + 0.5f;
+#endif
     return XYLEM_OK;
 }
+
+#if FIXTURE_ABI_MINOR < 2
+/* Stand-ins for the ABI 1.2 members, placed past this table's struct_size: never to be called. */
+static xylem_status past_end_stream_call(xylem_framework_t fw, xylem_stream_t s) {
+    (void)fw;
+    (void)s;
+    atomic_fetch_add(&g_past_end_calls, 1);
+    return fail(XYLEM_E_UNSUPPORTED, FIXTURE_NAME ": the core called a member past struct_size");
+}
+static xylem_status past_end_capture_end(xylem_framework_t fw, xylem_stream_t s, xylem_graph_t* out) {
+    (void)out;
+    return past_end_stream_call(fw, s);
+}
+static xylem_status past_end_launch(xylem_framework_t fw, xylem_stream_t s, xylem_graph_t g) {
+    (void)g;
+    return past_end_stream_call(fw, s);
+}
+static void past_end_destroy(xylem_framework_t fw, xylem_graph_t g) {
+    (void)fw;
+    (void)g;
+    atomic_fetch_add(&g_past_end_calls, 1);
+}
+#endif
 
 XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
     static const xylem_plugin table = {
@@ -214,6 +245,8 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         /* A plugin built against a table that ended before op_run; the member is still set here,
          * so only the struct_size check can reject it. */
         offsetof(xylem_plugin, op_run),
+#elif FIXTURE_ABI_MINOR < 2
+        offsetof(xylem_plugin, capture_begin), /* sizeof(xylem_plugin) in the ABI 1.1 header */
 #else
         sizeof(xylem_plugin),
 #endif
@@ -233,10 +266,17 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         copy_d2h,
         op_supported,
         op_run,
+#if FIXTURE_ABI_MINOR < 2
+        past_end_stream_call,
+        past_end_capture_end,
+        past_end_launch,
+        past_end_destroy,
+#else
         NULL, /* capture_begin: this fixture runs eagerly only */
         NULL,
         NULL,
         NULL,
+#endif
     };
     return &table;
 }

@@ -1,0 +1,45 @@
+// Conformance, gather_rows: rows picked by index from a device-resident table (f32 and i32),
+// repeated and out-of-order indices, trailing dims of rank 0 to 2.
+#include "ops/conformance.h"
+#include "support/backends.h"
+#include "xylem/op_calls.h"
+
+namespace xylem::test {
+namespace {
+
+class GatherConformance : public BackendTest {};
+XYLEM_INSTANTIATE_OVER_BACKENDS(GatherConformance);
+
+TEST_P(GatherConformance, RowsByIndex) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_GATHER_ROWS);
+    Rng rng;
+    const Shape sources[] = {{7}, {5, 3}, {9, 2, 4}};
+    for (const Shape& s : sources) {
+        SCOPED_TRACE("source " + to_string(s));
+        const int64_t rows = s[0], width = numel(s) / rows;
+        const auto src = rng.uniform(numel(s));
+        const std::vector<int32_t> idx = {static_cast<int32_t>(rows - 1), 0, 2, 2, 1, static_cast<int32_t>(rows - 1)};
+        Shape out_shape = s;
+        out_shape[0] = static_cast<int64_t>(idx.size());
+        Tensor tsrc = upload(dev(), s, src), tidx = upload_i32(dev(), {out_shape[0]}, idx);
+        Tensor out(out_shape, DType::F32, dev());
+        ops::gather_rows(dev(), tsrc, tidx, out);
+        std::vector<double> want;
+        for (int32_t r : idx)
+            for (int64_t j = 0; j < width; ++j) want.push_back(src[static_cast<size_t>(r * width + j)]);
+        EXPECT_TRUE(near(out.to_vector(), want, tol::kCopy));
+
+        // The same rows of an int32 table (labels): compared exactly.
+        std::vector<int32_t> isrc(static_cast<size_t>(numel(s)));
+        for (size_t i = 0; i < isrc.size(); ++i) isrc[i] = static_cast<int32_t>(i * 7 - 50);
+        Tensor tisrc = upload_i32(dev(), s, isrc), iout(out_shape, DType::I32, dev());
+        ops::gather_rows(dev(), tisrc, tidx, iout);
+        const int32_t* got = iout.host_read<int32_t>();
+        for (size_t i = 0; i < idx.size(); ++i)
+            for (int64_t j = 0; j < width; ++j)
+                EXPECT_EQ(got[i * width + j], isrc[static_cast<size_t>(idx[i] * width + j)]) << "row " << i;
+    }
+}
+
+}  // namespace
+}  // namespace xylem::test
