@@ -146,6 +146,8 @@ TrainResult train(const RunConfig& c, Device& dev, std::ostream& out, const Trai
     check_labels(test_set, classes, c.data_dir + " test");
     auto solver = build_solver(c);
     std::vector<Param*> params = model->params();
+    // Parameters are initialised on the host: move them to the device once, before the strict steps.
+    for (Param* p : model->state()) p->value.upload(dev);
 
     namespace fs = std::filesystem;
     fs::create_directories(c.out_dir);
