@@ -261,4 +261,15 @@ inline double accuracy(const Vec& logits, int64_t n, int64_t c, const std::vecto
     return old + static_cast<double>(hits);
 }
 
+// GATHER_ROWS: out row i = src row idx[i], for any element type (double for f32 data, int32
+// for labels); a row is the product of src's trailing dims.
+template <class T>
+std::vector<T> gather_rows(const std::vector<T>& src, int64_t rows, const std::vector<int32_t>& idx) {
+    const int64_t width = rows ? static_cast<int64_t>(src.size()) / rows : 0;
+    std::vector<T> out;
+    for (int32_t r : idx)
+        for (int64_t j = 0; j < width; ++j) out.push_back(src[static_cast<size_t>(r * width + j)]);
+    return out;
+}
+
 }  // namespace xylem::ref
