@@ -76,3 +76,14 @@ TEST(Config, SyntaxErrorsGiveFileLineAndColumn) {
 TEST(Config, MissingFileIsAnError) {
     EXPECT_THROW(load_config("/nonexistent/x.toml"), Error);
 }
+
+TEST(Config, ResidentDataAndCaptureKeys) {
+    RunConfig c = parse_config("", "t.toml");
+    EXPECT_FALSE(c.data_resident);
+    EXPECT_FALSE(c.capture);
+    c = parse_config("[data]\nresident = true\n[train]\ncapture = true\n", "t.toml");
+    EXPECT_TRUE(c.data_resident);
+    EXPECT_TRUE(c.capture);
+    EXPECT_EQ(error_of("[data]\nresident = 1\n"), "test.toml: key 'data.resident' must be a boolean (true or false)");
+    EXPECT_EQ(error_of("[train]\ncapture = \"yes\"\n"), "test.toml: key 'train.capture' must be a boolean (true or false)");
+}

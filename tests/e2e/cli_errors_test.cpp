@@ -88,6 +88,14 @@ TEST_F(CliErrors, MissingDataDirectory) {
     expect_one_line_error(run("train --config " + cfg + " --out " + dir_.string()), "/nonexistent/data");
 }
 
+// No silent eager fallback: a backend without capture entries is named with the key.
+TEST_F(CliErrors, CaptureOnABackendWithoutCapture) {
+    std::string cfg = write("capture.toml", "backend = \"native\"\n[train]\ncapture = true\n"
+                                            "[[model.layers]]\ntype = \"flatten\"\n[[model.layers]]\ntype = \"linear\"\nout = 10\n");
+    expect_one_line_error(run("train --config " + cfg + " --out " + dir_.string()),
+                          "train.capture = true: backend 'native' cannot capture a training step");
+}
+
 TEST_F(CliErrors, ShapeMismatchNamesLayerAndShapes) {
     std::string cfg = write("noflat.toml", "backend = \"native\"\n[[model.layers]]\ntype = \"linear\"\nout = 10\n");
     expect_one_line_error(run("train --config " + cfg + " --out " + dir_.string()),
