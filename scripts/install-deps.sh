@@ -7,6 +7,7 @@ packages=(
   build-essential cmake pkg-config
   libopenblas-dev libboost-dev libboost-filesystem-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev
   googletest libgtest-dev
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev
   dataset-fashion-mnist
 )
 
