@@ -162,7 +162,9 @@ TEST_P(Lifecycle, TransfersPerTrainingStepWithinBudget) {
     }
     EXPECT_LE(moved.h2d_count, 2u * kSteps) << "host->device copies in " << kSteps << " steps";
     EXPECT_EQ(moved.d2h_count, 0u) << "device->host copies in " << kSteps << " steps";
-    if (dev().host_memory()) EXPECT_EQ(moved.count(), 0u) << "a host-memory plugin needs no copies";
+    if (dev().host_memory()) {
+        EXPECT_EQ(moved.count(), 0u) << "a host-memory plugin needs no copies";
+    }
     EXPECT_TRUE(std::isfinite(loss_sum.to_vector()[0]));
 }
 

@@ -90,8 +90,8 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         o::copy_d2h,
         o::op_supported,
         o::op_run,
-        // No whole-step capture: OpenCL 1.2 has no command graphs (cl_khr_command_buffer is
-        // still provisional and PoCL/NVIDIA support differs).
+        // No whole-step capture: OpenCL 1.2 has no command graphs, cl_khr_command_buffer is
+        // provisional (PoCL has it, NVIDIA does not) and CLBlast cannot record into one.
         nullptr,
         nullptr,
         nullptr,
