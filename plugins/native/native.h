@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "xylem/plugin_api.h"
+#include "xylem/plugin_kit/op_args.h"
+#include "xylem/plugin_kit/shapes.h"
 
 namespace xylem::native {
 
@@ -59,16 +61,8 @@ struct xylem_stream_s {
 namespace xylem::native {
 
 // ---- errors --------------------------------------------------------------------------------
-// Records a message for last_error() on the calling thread and returns status.
-xylem_status set_error(xylem_status status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-const char* last_error();
-
-// Thrown by op kernels after set_error(); op_run turns it into the status (it never crosses the ABI).
-struct OpError {
-    xylem_status status;
-};
-
-const char* op_name(uint32_t op);
+// Thrown by op kernels after the message is recorded; op_run turns it into the status.
+using plugin_kit::OpError;
 
 // ---- operands ------------------------------------------------------------------------------
 // A validated operand: dtype checked, element range inside its buffer.
@@ -88,38 +82,39 @@ struct Tensor {
     }
 };
 
-// Validation helpers for one op descriptor; every failure sets last_error and throws OpError.
-class OpArgs {
-public:
-    // Checks min_in <= n_inputs <= max_in and n_outputs == n_out.
-    OpArgs(const xylem_op_desc& desc, uint32_t min_in, uint32_t max_in, uint32_t n_out);
-
-    uint32_t n_inputs() const { return desc_.n_inputs; }
-    Tensor in(uint32_t i, const char* name, xylem_dtype dtype = XYLEM_F32) const;
-    Tensor out(uint32_t i, const char* name, xylem_dtype dtype = XYLEM_F32) const;
-
-    template <class Attrs>
-    Attrs attrs() const {
-        check_attrs_size(sizeof(Attrs));
-        Attrs a;
-        std::memcpy(&a, desc_.attrs, sizeof a);  // the caller's pointer need not be aligned
-        return a;
+// What the plugin kit (xylem/plugin_kit/op_args.h) needs to know about this plugin.
+struct Plugin {
+    static constexpr const char* name = "native";
+    static constexpr size_t error_capacity = 512;
+    static constexpr const char* no_memory = "out of host memory";
+    static constexpr bool index32 = false;
+    using Tensor = native::Tensor;
+    static uint64_t buffer_bytes(xylem_buffer_t b) { return b->bytes_; }
+    static Tensor tensor(const xylem_tensor_arg& a, uint64_t numel) {
+        return Tensor{static_cast<char*>(a.buffer->data()) + a.offset * 4, static_cast<int64_t>(numel), a.ndim, a.dims};
     }
+};
 
-    void same_numel(const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) const;
+// Records a message for last_error() on the calling thread and returns status (plugin.cpp).
+xylem_status set_error(xylem_status status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+const char* last_error();
+
+// The kit's descriptor checks, plus label values on the host: ops run on the calling thread, so
+// reading them costs nothing here (device plugins check them in their kernels instead).
+class OpArgs : public plugin_kit::OpArgs<Plugin> {
+public:
+    using plugin_kit::OpArgs<Plugin>::OpArgs;
+
     // logits [N,C] (C >= 1 when N > 0) and i32 labels [N], each in [0,C).
-    void check_classification(const Tensor& logits, const Tensor& labels) const;
-    void check_scalar(const Tensor& t, const char* name) const;
-    int check_activation(int32_t act) const;
-
-    [[noreturn]] void fail(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
-
-private:
-    Tensor operand(const xylem_tensor_arg& arg, const char* kind, uint32_t i, const char* name,
-                   xylem_dtype dtype) const;
-    void check_attrs_size(uint32_t need) const;
-
-    const xylem_op_desc& desc_;
+    void check_classification(const Tensor& logits, const Tensor& labels) const {
+        plugin_kit::OpArgs<Plugin>::check_classification(logits, labels);
+        const int64_t n = logits.dims[0], c = logits.dims[1];
+        const int32_t* y = labels.i32();
+        for (int64_t i = 0; i < n; ++i)
+            if (y[i] < 0 || y[i] >= c)
+                fail("label %d at row %lld is out of range [0, %lld)", y[i], static_cast<long long>(i),
+                     static_cast<long long>(c));
+    }
 };
 
 // Hot loops get an AVX2 clone next to the baseline x86-64 one, picked once at load time: the .so

@@ -1,0 +1,276 @@
+// Plugin kit: the shape rules of conv2d, pool2d, batch norm, gather_rows, gemm and linear_fwd,
+// with the messages every backend gives. Header-only C++17. Each rule takes the op's OpArgs
+// (op_args.h) and its checked operands, fails through OpArgs::fail, and returns a plain struct.
+// Overlap checks and backend limits (BLAS int sizes, scratch) stay with the plugin.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <type_traits>
+
+#include "xylem/ops.h"
+#include "xylem/plugin_api.h"
+
+namespace xylem::plugin_kit {
+
+// "[a,b,c,d]" for messages.
+struct DimStr {
+    char s[160];
+    DimStr(uint32_t ndim, const int64_t* dims) {
+        int len = std::snprintf(s, sizeof s, "[");
+        for (uint32_t d = 0; d < ndim && len < 140; ++d)
+            len += std::snprintf(s + len, sizeof s - len, d ? ",%lld" : "%lld", static_cast<long long>(dims[d]));
+        std::snprintf(s + len, sizeof s - len, "]");
+    }
+    template <class T>
+    explicit DimStr(const T& t) : DimStr(t.ndim, t.dims) {}
+};
+
+// ---- conv2d --------------------------------------------------------------------------------
+struct Conv2dShape {
+    int64_t n, c, h, w;  // input
+    int64_t k, r, s;     // filters
+    int64_t oh, ow;      // output
+    int64_t g, cg, kg;   // groups; channels and filters per group
+    int64_t sh, sw, ph, pw, dh, dw;
+
+    int64_t hw() const { return h * w; }
+    int64_t p() const { return oh * ow; }
+};
+
+// X (or dX), W (or dW), Y (or dY) against the attributes; every mismatch names the shapes.
+template <class Args, class T>
+Conv2dShape conv2d_shape(const Args& a, const xylem_conv2d_attrs& at, const T& x, const char* xn, const T& f,
+                         const char* fn, const T& y, const char* yn) {
+    using ll = long long;
+    if (at.stride_h < 1 || at.stride_w < 1) a.fail("stride %dx%d must be >= 1", at.stride_h, at.stride_w);
+    if (at.dilation_h < 1 || at.dilation_w < 1) a.fail("dilation %dx%d must be >= 1", at.dilation_h, at.dilation_w);
+    if (at.pad_h < 0 || at.pad_w < 0) a.fail("padding %dx%d must be >= 0", at.pad_h, at.pad_w);
+    if (at.groups < 1) a.fail("groups = %d must be >= 1", at.groups);
+    if (x.ndim != 4) a.fail("%s must be 4-D [N,C,H,W], got %s", xn, DimStr(x).s);
+    if (f.ndim != 4) a.fail("%s must be 4-D [K,C/groups,R,S], got %s", fn, DimStr(f).s);
+    if (y.ndim != 4) a.fail("%s must be 4-D [N,K,OH,OW], got %s", yn, DimStr(y).s);
+    Conv2dShape v{};
+    v.n = x.dims[0], v.c = x.dims[1], v.h = x.dims[2], v.w = x.dims[3];
+    v.k = f.dims[0], v.r = f.dims[2], v.s = f.dims[3];
+    v.g = at.groups, v.sh = at.stride_h, v.sw = at.stride_w, v.ph = at.pad_h, v.pw = at.pad_w;
+    v.dh = at.dilation_h, v.dw = at.dilation_w;
+    if (v.c < 1 || v.h < 1 || v.w < 1) a.fail("%s %s has an empty channel or spatial axis", xn, DimStr(x).s);
+    if (v.k < 1 || v.r < 1 || v.s < 1) a.fail("%s %s has an empty axis", fn, DimStr(f).s);
+    if (v.c % v.g) a.fail("%s %s has C=%lld channels, not divisible by groups=%lld", xn, DimStr(x).s, ll(v.c), ll(v.g));
+    if (v.k % v.g) a.fail("%s %s has K=%lld filters, not divisible by groups=%lld", fn, DimStr(f).s, ll(v.k), ll(v.g));
+    v.cg = v.c / v.g, v.kg = v.k / v.g;
+    if (f.dims[1] != v.cg)
+        a.fail("%s is %s but %s %s with groups=%lld needs [%lld,%lld,R,S]", fn, DimStr(f).s, xn, DimStr(x).s, ll(v.g),
+               ll(v.k), ll(v.cg));
+    const int64_t span_h = v.dh * (v.r - 1) + 1, span_w = v.dw * (v.s - 1) + 1;  // dilated kernel
+    if (v.h + 2 * v.ph < span_h || v.w + 2 * v.pw < span_w)
+        a.fail("the %lldx%lld kernel (dilated %lldx%lld) does not fit %s %s padded by %lldx%lld", ll(v.r), ll(v.s),
+               ll(span_h), ll(span_w), xn, DimStr(x).s, ll(v.ph), ll(v.pw));
+    v.oh = (v.h + 2 * v.ph - span_h) / v.sh + 1;
+    v.ow = (v.w + 2 * v.pw - span_w) / v.sw + 1;
+    if (y.dims[0] != v.n || y.dims[1] != v.k || y.dims[2] != v.oh || y.dims[3] != v.ow)
+        a.fail("%s is %s but %s %s and %s %s give [%lld,%lld,%lld,%lld]", yn, DimStr(y).s, xn, DimStr(x).s, fn,
+               DimStr(f).s, ll(v.n), ll(v.k), ll(v.oh), ll(v.ow));
+    return v;
+}
+
+// ---- pool2d --------------------------------------------------------------------------------
+struct Pool2dShape {
+    int64_t n, c, planes, h, w, oh, ow;  // planes = N*C
+    int64_t kh, kw, sh, sw, ph, pw;
+    bool max, include_pad;
+};
+
+template <class Args, class T>
+Pool2dShape pool2d_shape(const Args& a, const xylem_pool2d_attrs& at, const T& x, const char* xn, const T& y,
+                         const char* yn) {
+    using ll = long long;
+    if (at.mode != XYLEM_POOL_MAX && at.mode != XYLEM_POOL_AVG) a.fail("unknown pooling mode %d", at.mode);
+    if (at.kernel_h < 1 || at.kernel_w < 1) a.fail("kernel %dx%d must be >= 1", at.kernel_h, at.kernel_w);
+    if (at.stride_h < 1 || at.stride_w < 1) a.fail("stride %dx%d must be >= 1", at.stride_h, at.stride_w);
+    if (at.pad_h < 0 || at.pad_w < 0) a.fail("padding %dx%d must be >= 0", at.pad_h, at.pad_w);
+    if (at.pad_h >= at.kernel_h || at.pad_w >= at.kernel_w)  // then every window holds an input element
+        a.fail("padding %dx%d must be smaller than the %dx%d kernel", at.pad_h, at.pad_w, at.kernel_h, at.kernel_w);
+    if (x.ndim != 4) a.fail("%s must be 4-D [N,C,H,W], got %u dims", xn, x.ndim);
+    if (y.ndim != 4) a.fail("%s must be 4-D [N,C,OH,OW], got %u dims", yn, y.ndim);
+    Pool2dShape p{};
+    p.n = x.dims[0], p.c = x.dims[1], p.planes = p.n * p.c, p.h = x.dims[2], p.w = x.dims[3];
+    p.kh = at.kernel_h, p.kw = at.kernel_w, p.sh = at.stride_h, p.sw = at.stride_w, p.ph = at.pad_h, p.pw = at.pad_w;
+    p.max = at.mode == XYLEM_POOL_MAX;
+    p.include_pad = at.count_include_pad != 0;
+    if (p.h + 2 * p.ph < p.kh || p.w + 2 * p.pw < p.kw)
+        a.fail("the %lldx%lld window does not fit %s [%lld,%lld,%lld,%lld] padded by %lldx%lld", ll(p.kh), ll(p.kw), xn,
+               ll(p.n), ll(p.c), ll(p.h), ll(p.w), ll(p.ph), ll(p.pw));
+    p.oh = (p.h + 2 * p.ph - p.kh) / p.sh + 1;
+    p.ow = (p.w + 2 * p.pw - p.kw) / p.sw + 1;
+    if (y.dims[0] != p.n || y.dims[1] != p.c || y.dims[2] != p.oh || y.dims[3] != p.ow)
+        a.fail("%s is [%lld,%lld,%lld,%lld] but %s [%lld,%lld,%lld,%lld] pools to [%lld,%lld,%lld,%lld]", yn,
+               ll(y.dims[0]), ll(y.dims[1]), ll(y.dims[2]), ll(y.dims[3]), xn, ll(p.n), ll(p.c), ll(p.h), ll(p.w),
+               ll(p.n), ll(p.c), ll(p.oh), ll(p.ow));
+    return p;
+}
+
+// ---- batch norm over axis 1 of [N,C] or [N,C,H,W,...] --------------------------------------
+struct BatchnormShape {
+    int64_t n, c, inner;
+    int64_t count() const { return n * inner; }  // values per channel
+};
+
+template <class Args, class T>
+BatchnormShape batchnorm_shape(const Args& a, const T& x, const char* xn) {
+    if (x.ndim < 2) a.fail("%s must be [N,C] or [N,C,H,W,...], got %u dims", xn, x.ndim);
+    BatchnormShape b{x.dims[0], x.dims[1], 1};
+    for (uint32_t d = 2; d < x.ndim; ++d) b.inner *= x.dims[d];
+    return b;
+}
+
+template <class Args, class T>
+void check_channels(const Args& a, const BatchnormShape& b, const T& t, const char* name) {
+    if (t.numel != b.c)
+        a.fail("%s holds %lld elements for C=%lld channels", name, static_cast<long long>(t.numel),
+               static_cast<long long>(b.c));
+}
+
+// BATCHNORM_FWD's operands, attributes and shape, all checked (overlaps are the caller's).
+template <class Tensor>
+struct BatchnormFwd {
+    xylem_batchnorm_attrs attrs;
+    Tensor x, gamma, beta, y, running_mean, running_var, saved_mean, saved_invstd;
+    BatchnormShape shape;
+};
+
+template <class Args>
+BatchnormFwd<typename Args::Tensor> batchnorm_fwd_operands(const Args& a) {
+    BatchnormFwd<typename Args::Tensor> o{a.template attrs<xylem_batchnorm_attrs>(),
+                                          a.in(0, "X"),
+                                          a.in(1, "gamma"),
+                                          a.in(2, "beta"),
+                                          a.out(0, "Y"),
+                                          a.out(1, "running_mean"),
+                                          a.out(2, "running_var"),
+                                          a.out(3, "saved_mean"),
+                                          a.out(4, "saved_invstd"),
+                                          {}};
+    o.shape = batchnorm_shape(a, o.x, "X");
+    a.same_numel(o.x, "X", o.y, "Y");
+    check_channels(a, o.shape, o.gamma, "gamma");
+    check_channels(a, o.shape, o.beta, "beta");
+    check_channels(a, o.shape, o.running_mean, "running_mean");
+    check_channels(a, o.shape, o.running_var, "running_var");
+    check_channels(a, o.shape, o.saved_mean, "saved_mean");
+    check_channels(a, o.shape, o.saved_invstd, "saved_invstd");
+    if (!(o.attrs.eps >= 0.0f)) a.fail("eps = %g must be >= 0", o.attrs.eps);
+    if (!(o.attrs.momentum >= 0.0f && o.attrs.momentum <= 1.0f))
+        a.fail("momentum = %g must be in [0, 1]", o.attrs.momentum);
+    if (o.attrs.training && o.shape.count() < 2)
+        a.fail("training needs more than 1 value per channel, X [%lld,%lld,...] has %lld",
+               static_cast<long long>(o.shape.n), static_cast<long long>(o.shape.c),
+               static_cast<long long>(o.shape.count()));
+    return o;
+}
+
+// BATCHNORM_BWD's operands and shape, all checked (overlaps are the caller's).
+template <class Tensor>
+struct BatchnormBwd {
+    Tensor dy, x, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta;
+    BatchnormShape shape;
+};
+
+template <class Args>
+BatchnormBwd<typename Args::Tensor> batchnorm_bwd_operands(const Args& a) {
+    a.template attrs<xylem_batchnorm_attrs>();  // eps and momentum are baked into saved_invstd
+    BatchnormBwd<typename Args::Tensor> o{a.in(0, "dY"),          a.in(1, "X"),  a.in(2, "gamma"),
+                                          a.in(3, "saved_mean"),  a.in(4, "saved_invstd"),
+                                          a.out(0, "dX"),         a.out(1, "dgamma"),
+                                          a.out(2, "dbeta"),      {}};
+    o.shape = batchnorm_shape(a, o.x, "X");
+    a.same_numel(o.x, "X", o.dy, "dY");
+    a.same_numel(o.x, "X", o.dx, "dX");
+    check_channels(a, o.shape, o.gamma, "gamma");
+    check_channels(a, o.shape, o.saved_mean, "saved_mean");
+    check_channels(a, o.shape, o.saved_invstd, "saved_invstd");
+    check_channels(a, o.shape, o.dgamma, "dgamma");
+    check_channels(a, o.shape, o.dbeta, "dbeta");
+    return o;
+}
+
+// ---- gather_rows ---------------------------------------------------------------------------
+// src [rows, ...] (f32 or i32), idx i32 [n], out [n, ...] of src's dtype. Index values are the
+// plugin's to check.
+template <class Tensor>
+struct GatherRows {
+    Tensor src, idx, out;
+    xylem_dtype dtype;
+    int64_t rows, row_len;  // src's rows and elements per row (from the trailing dims)
+};
+
+template <class Args>
+GatherRows<typename Args::Tensor> gather_rows_operands(const Args& a) {
+    using ll = long long;
+    const xylem_op_desc& desc = a.desc();
+    if (desc.inputs[0].dtype != desc.outputs[0].dtype) a.fail("src and out must have the same dtype");
+    const auto dtype = static_cast<xylem_dtype>(desc.inputs[0].dtype);
+    if (dtype != XYLEM_F32 && dtype != XYLEM_I32) a.fail("src must be f32 or i32");
+    GatherRows<typename Args::Tensor> g{a.in(0, "src", dtype), a.in(1, "idx", XYLEM_I32), a.out(0, "out", dtype),
+                                        dtype, 0, 1};
+    if (g.src.ndim < 1 || g.out.ndim != g.src.ndim)
+        a.fail("src and out need the same rank >= 1, got %u and %u", g.src.ndim, g.out.ndim);
+    if (g.idx.ndim != 1 || g.out.dims[0] != g.idx.numel)
+        a.fail("out has %lld rows for %lld indices", ll(g.out.dims[0]), ll(g.idx.numel));
+    for (uint32_t d = 1; d < g.src.ndim; ++d)
+        if (g.out.dims[d] != g.src.dims[d])
+            a.fail("out's dim %u is %lld but src's is %lld", d, ll(g.out.dims[d]), ll(g.src.dims[d]));
+    g.rows = g.src.dims[0];
+    for (uint32_t d = 1; d < g.src.ndim; ++d) g.row_len *= g.src.dims[d];
+    return g;
+}
+
+// ---- gemm and linear_fwd -------------------------------------------------------------------
+struct GemmShape {
+    int64_t m, n, k;  // C [m,n] = op(A) [m,k] * op(B) [k,n]
+    bool trans_a, trans_b;
+};
+
+template <class Args, class T>
+GemmShape gemm_shape(const Args& a, const xylem_gemm_attrs& at, const T& ta, const T& tb, const T& tc) {
+    using ll = long long;
+    if (ta.ndim != 2 || tb.ndim != 2 || tc.ndim != 2)
+        a.fail("A, B and C must be 2-D, got %u, %u and %u dims", ta.ndim, tb.ndim, tc.ndim);
+    GemmShape g{};
+    g.trans_a = at.trans_a != 0, g.trans_b = at.trans_b != 0;
+    g.m = ta.dims[g.trans_a ? 1 : 0], g.k = ta.dims[g.trans_a ? 0 : 1];
+    const int64_t kb = tb.dims[g.trans_b ? 1 : 0];
+    g.n = tb.dims[g.trans_b ? 0 : 1];
+    if (g.k != kb)
+        a.fail("inner dims differ: op(A) is [%lld,%lld] but op(B) is [%lld,%lld]", ll(g.m), ll(g.k), ll(kb), ll(g.n));
+    if (tc.dims[0] != g.m || tc.dims[1] != g.n)
+        a.fail("C is [%lld,%lld] but op(A)*op(B) is [%lld,%lld]", ll(tc.dims[0]), ll(tc.dims[1]), ll(g.m), ll(g.n));
+    return g;
+}
+
+struct LinearShape {
+    int64_t rows, out, in;  // Y [rows, out] = X [rows, in] * W^T, W [out, in]
+};
+
+// X [..., in], W [out, in], Y [..., out] with X's rows, and b [out] when b is not null.
+template <class Args, class T>
+LinearShape linear_shape(const Args& a, const T& x, const T& w, const T& y,
+                         const std::common_type_t<T>* b = nullptr) {  // not deduced: nullptr works
+    using ll = long long;
+    if (w.ndim != 2) a.fail("W must be 2-D [out,in], got %u dims", w.ndim);
+    if (x.ndim < 1 || y.ndim < 1) a.fail("X and Y need at least 1 dim");
+    LinearShape s{1, w.dims[0], w.dims[1]};
+    for (uint32_t d = 0; d + 1 < x.ndim; ++d) s.rows *= x.dims[d];
+    int64_t y_rows = 1;
+    for (uint32_t d = 0; d + 1 < y.ndim; ++d) y_rows *= y.dims[d];
+    const int64_t x_cols = x.dims[x.ndim - 1], y_cols = y.dims[y.ndim - 1];
+    if (x_cols != s.in) a.fail("X's last dim is %lld but W is [%lld,%lld]", ll(x_cols), ll(s.out), ll(s.in));
+    if (y_cols != s.out || y_rows != s.rows)
+        a.fail("Y holds %lld rows of %lld, expected %lld rows of %lld", ll(y_rows), ll(y_cols), ll(s.rows), ll(s.out));
+    if (b && b->numel != s.out)
+        a.fail("b holds %lld elements for %lld outputs", static_cast<long long>(b->numel), ll(s.out));
+    return s;
+}
+
+}  // namespace xylem::plugin_kit
