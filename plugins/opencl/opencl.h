@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "xylem/plugin_api.h"
+#include "xylem/plugin_kit/op_args.h"
+#include "xylem/plugin_kit/shapes.h"
 
 namespace xylem::opencl {
 
@@ -31,9 +33,7 @@ const char* cl_error_name(cl_int err);
 
 // Thrown inside the plugin after set_error(); op_run and the ABI entry points turn it into the
 // status (it never crosses the ABI).
-struct OpError {
-    xylem_status status;
-};
+using plugin_kit::OpError;
 // set_error + throw, with the OpenCL error's name appended.
 [[noreturn]] void throw_cl(cl_int err, const char* what);
 inline void check_cl(cl_int err, const char* what) {
@@ -157,37 +157,22 @@ struct Tensor {
     int32_t rows() const { return cols() ? numel / cols() : 0; }
 };
 
-// Validation helpers for one op descriptor; failures set last_error and throw OpError.
-class OpArgs {
-public:
-    OpArgs(const xylem_op_desc& desc, uint32_t min_in, uint32_t max_in, uint32_t n_out);
-
-    uint32_t n_inputs() const { return desc_.n_inputs; }
-    Tensor in(uint32_t i, const char* name, xylem_dtype dtype = XYLEM_F32) const;
-    Tensor out(uint32_t i, const char* name, xylem_dtype dtype = XYLEM_F32) const;
-
-    template <class Attrs>
-    Attrs attrs() const {
-        check_attrs_size(sizeof(Attrs));
-        Attrs a;
-        std::memcpy(&a, desc_.attrs, sizeof a);
-        return a;
+// What the plugin kit (xylem/plugin_kit/op_args.h) needs to know about this plugin.
+struct Plugin {
+    static constexpr const char* name = "opencl";
+    static constexpr size_t error_capacity = 2048;  // large enough for a short build log
+    static constexpr const char* no_memory = "out of host memory";
+    static constexpr bool index32 = true;
+    using Tensor = opencl::Tensor;
+    static uint64_t buffer_bytes(xylem_buffer_t b) { return b->bytes_; }
+    static Tensor tensor(const xylem_tensor_arg& a, uint64_t numel) {
+        return Tensor{a.buffer->mem_, static_cast<int32_t>(a.offset), static_cast<int32_t>(numel), a.ndim, a.dims};
     }
-
-    void same_numel(const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) const;
-    void check_classification(const Tensor& logits, const Tensor& labels) const;  // shapes only
-    void check_scalar(const Tensor& t, const char* name) const;
-    int check_activation(int32_t act) const;
-
-    [[noreturn]] void fail(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
-
-private:
-    Tensor operand(const xylem_tensor_arg& arg, const char* kind, uint32_t i, const char* name,
-                   xylem_dtype dtype) const;
-    void check_attrs_size(uint32_t need) const;
-
-    const xylem_op_desc& desc_;
 };
+
+// The kit's descriptor checks; label and index values are checked by the kernels (see
+// stream.cpp's error word): reading them here would wait for the queue on every loss.
+using OpArgs = plugin_kit::OpArgs<Plugin>;
 
 // True when the two operands share any element.
 inline bool overlap(const Tensor& a, const Tensor& b) {

@@ -1,25 +1,10 @@
 // Entry point of the OpenCL plugin: its xylem_plugin table, the thread-local error message and
 // the OpenCL error names used in messages.
-#include <cstdarg>
-#include <cstdio>
-
 #include "opencl.h"
 
 namespace xylem::opencl {
 
-namespace {
-thread_local char g_last_error[2048] = "no error";  // large enough for a short build log
-}
-
-xylem_status set_error(xylem_status status, const char* fmt, ...) {
-    va_list args;
-    va_start(args, fmt);
-    std::vsnprintf(g_last_error, sizeof g_last_error, fmt, args);
-    va_end(args);
-    return status;
-}
-
-const char* last_error() { return g_last_error; }
+XYLEM_PLUGIN_KIT_DEFINE_ERRORS(Plugin)
 
 void throw_cl(cl_int err, const char* what) {
     const xylem_status status = err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY ||

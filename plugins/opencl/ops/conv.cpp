@@ -2,7 +2,6 @@
 // CLBlast GEMM per group for the whole chunk, and a pass that moves the result to NCHW with the
 // bias and activation fused. Scratch (columns + the [K, nb*P] matrix) comes from the stream.
 #include <algorithm>
-#include <cstdio>
 
 #include "opencl.h"
 
@@ -15,19 +14,9 @@ constexpr Family kFam = Family::Conv;
 // Scratch budget per chunk; a chunk holds at least one image.
 constexpr int64_t kChunkFloats = 16 * 1024 * 1024;
 
-struct DimStr {
-    char s[160];
-    explicit DimStr(const Tensor& t) {
-        int len = std::snprintf(s, sizeof s, "[");
-        for (uint32_t d = 0; d < t.ndim && len < 140; ++d)
-            len += std::snprintf(s + len, sizeof s - len, d ? ",%lld" : "%lld", static_cast<ll>(t.dims[d]));
-        std::snprintf(s + len, sizeof s - len, "]");
-    }
-};
+using plugin_kit::DimStr;
 
-struct Conv {
-    int64_t n, c, h, w, k, r, s, oh, ow, g, cg, kg, sh, sw, ph, pw, dh, dw;
-    int64_t p() const { return oh * ow; }
+struct Conv : plugin_kit::Conv2dShape {
     int64_t crs() const { return c * r * s; }
     int64_t cgrs() const { return cg * r * s; }
     cl_int16 packed() const {
@@ -43,38 +32,10 @@ struct Conv {
     }
 };
 
-// The same shape rules and messages as the native plugin.
+// The kit's shape rules, then this plugin's scratch limit for one image.
 Conv conv_shape(const OpArgs& a, const xylem_conv2d_attrs& at, const Tensor& x, const char* xn, const Tensor& f,
                 const char* fn, const Tensor& y, const char* yn) {
-    if (at.stride_h < 1 || at.stride_w < 1) a.fail("stride %dx%d must be >= 1", at.stride_h, at.stride_w);
-    if (at.dilation_h < 1 || at.dilation_w < 1) a.fail("dilation %dx%d must be >= 1", at.dilation_h, at.dilation_w);
-    if (at.pad_h < 0 || at.pad_w < 0) a.fail("padding %dx%d must be >= 0", at.pad_h, at.pad_w);
-    if (at.groups < 1) a.fail("groups = %d must be >= 1", at.groups);
-    if (x.ndim != 4) a.fail("%s must be 4-D [N,C,H,W], got %s", xn, DimStr(x).s);
-    if (f.ndim != 4) a.fail("%s must be 4-D [K,C/groups,R,S], got %s", fn, DimStr(f).s);
-    if (y.ndim != 4) a.fail("%s must be 4-D [N,K,OH,OW], got %s", yn, DimStr(y).s);
-    Conv v{};
-    v.n = x.dims[0], v.c = x.dims[1], v.h = x.dims[2], v.w = x.dims[3];
-    v.k = f.dims[0], v.r = f.dims[2], v.s = f.dims[3];
-    v.g = at.groups, v.sh = at.stride_h, v.sw = at.stride_w, v.ph = at.pad_h, v.pw = at.pad_w;
-    v.dh = at.dilation_h, v.dw = at.dilation_w;
-    if (v.c < 1 || v.h < 1 || v.w < 1) a.fail("%s %s has an empty channel or spatial axis", xn, DimStr(x).s);
-    if (v.k < 1 || v.r < 1 || v.s < 1) a.fail("%s %s has an empty axis", fn, DimStr(f).s);
-    if (v.c % v.g) a.fail("%s %s has C=%lld channels, not divisible by groups=%lld", xn, DimStr(x).s, ll(v.c), ll(v.g));
-    if (v.k % v.g) a.fail("%s %s has K=%lld filters, not divisible by groups=%lld", fn, DimStr(f).s, ll(v.k), ll(v.g));
-    v.cg = v.c / v.g, v.kg = v.k / v.g;
-    if (f.dims[1] != v.cg)
-        a.fail("%s is %s but %s %s with groups=%lld needs [%lld,%lld,R,S]", fn, DimStr(f).s, xn, DimStr(x).s, ll(v.g),
-               ll(v.k), ll(v.cg));
-    const int64_t span_h = v.dh * (v.r - 1) + 1, span_w = v.dw * (v.s - 1) + 1;
-    if (v.h + 2 * v.ph < span_h || v.w + 2 * v.pw < span_w)
-        a.fail("the %lldx%lld kernel (dilated %lldx%lld) does not fit %s %s padded by %lldx%lld", ll(v.r), ll(v.s),
-               ll(span_h), ll(span_w), xn, DimStr(x).s, ll(v.ph), ll(v.pw));
-    v.oh = (v.h + 2 * v.ph - span_h) / v.sh + 1;
-    v.ow = (v.w + 2 * v.pw - span_w) / v.sw + 1;
-    if (y.dims[0] != v.n || y.dims[1] != v.k || y.dims[2] != v.oh || y.dims[3] != v.ow)
-        a.fail("%s is %s but %s %s and %s %s give [%lld,%lld,%lld,%lld]", yn, DimStr(y).s, xn, DimStr(x).s, fn,
-               DimStr(f).s, ll(v.n), ll(v.k), ll(v.oh), ll(v.ow));
+    const Conv v{plugin_kit::conv2d_shape(a, at, x, xn, f, fn, y, yn)};
     if ((v.crs() + v.k) * v.p() > kChunkFloats * 8)
         a.fail("one image of %s %s needs %lld scratch floats, more than this plugin's %lld", xn, DimStr(x).s,
                ll((v.crs() + v.k) * v.p()), ll(kChunkFloats * 8));

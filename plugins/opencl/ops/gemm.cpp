@@ -40,17 +40,9 @@ void op_gemm(const xylem_op_desc& desc, xylem_stream_s& s) {
     OpArgs a(desc, 2, 2, 1);
     const auto at = a.attrs<xylem_gemm_attrs>();
     const Tensor ta = a.in(0, "A"), tb = a.in(1, "B"), tc = a.out(0, "C");
-    if (ta.ndim != 2 || tb.ndim != 2 || tc.ndim != 2)
-        a.fail("A, B and C must be 2-D, got %u, %u and %u dims", ta.ndim, tb.ndim, tc.ndim);
-    const bool trans_a = at.trans_a != 0, trans_b = at.trans_b != 0;
-    const int64_t m = ta.dims[trans_a ? 1 : 0], k = ta.dims[trans_a ? 0 : 1];
-    const int64_t kb = tb.dims[trans_b ? 1 : 0], n = tb.dims[trans_b ? 0 : 1];
-    if (k != kb)
-        a.fail("inner dims differ: op(A) is [%lld,%lld] but op(B) is [%lld,%lld]", static_cast<long long>(m),
-               static_cast<long long>(k), static_cast<long long>(kb), static_cast<long long>(n));
-    if (tc.dims[0] != m || tc.dims[1] != n)
-        a.fail("C is [%lld,%lld] but op(A)*op(B) is [%lld,%lld]", static_cast<long long>(tc.dims[0]),
-               static_cast<long long>(tc.dims[1]), static_cast<long long>(m), static_cast<long long>(n));
+    const plugin_kit::GemmShape g = plugin_kit::gemm_shape(a, at, ta, tb, tc);
+    const int64_t m = g.m, n = g.n, k = g.k;
+    const bool trans_a = g.trans_a, trans_b = g.trans_b;
     if (overlap(tc, ta) || overlap(tc, tb)) a.fail("C overlaps A or B");
     gemm(s, trans_a, trans_b, static_cast<int32_t>(m), static_cast<int32_t>(n), static_cast<int32_t>(k), at.alpha,
          ta.mem, ta.off, static_cast<int32_t>(ta.dims[1]), tb.mem, tb.off, static_cast<int32_t>(tb.dims[1]), at.beta,
@@ -61,21 +53,14 @@ void op_linear_fwd(const xylem_op_desc& desc, xylem_stream_s& s) {
     OpArgs a(desc, 2, 3, 1);
     const int act = a.check_activation(a.attrs<xylem_linear_attrs>().activation);
     const Tensor tx = a.in(0, "X"), tw = a.in(1, "W"), ty = a.out(0, "Y");
-    if (tw.ndim != 2) a.fail("W must be 2-D [out,in], got %u dims", tw.ndim);
-    if (tx.ndim < 1 || ty.ndim < 1) a.fail("X and Y need at least 1 dim");
-    const int32_t out_f = static_cast<int32_t>(tw.dims[0]), in_f = static_cast<int32_t>(tw.dims[1]);
-    const int32_t rows = tx.cols() ? tx.rows() : 0;
-    if (tx.cols() != in_f) a.fail("X's last dim is %d but W is [%d,%d]", tx.cols(), out_f, in_f);
-    if (ty.cols() != out_f || ty.rows() != rows)
-        a.fail("Y holds %d rows of %d, expected %d rows of %d", ty.rows(), ty.cols(), rows, out_f);
-    Tensor tb{};
     const bool has_bias = a.n_inputs() == 3;
-    if (has_bias) {
-        tb = a.in(2, "b");
-        if (tb.numel != out_f) a.fail("b holds %d elements for %d outputs", tb.numel, out_f);
-    }
+    const Tensor tb = has_bias ? a.in(2, "b") : Tensor{};
+    const plugin_kit::LinearShape l = plugin_kit::linear_shape(a, tx, tw, ty, has_bias ? &tb : nullptr);
     if (overlap(ty, tx) || overlap(ty, tw)) a.fail("Y overlaps X or W");
-    if (rows == 0 || out_f == 0) return;
+    if (l.rows == 0 || l.out == 0) return;
+    // Y's element count bounds rows and out, and W's bounds in: all fit an int.
+    const int32_t rows = static_cast<int32_t>(l.rows), out_f = static_cast<int32_t>(l.out);
+    const int32_t in_f = static_cast<int32_t>(l.in);
     gemm(s, false, true, rows, out_f, in_f, 1.0f, tx.mem, tx.off, in_f, tw.mem, tw.off, in_f, 0.0f, ty.mem, ty.off,
          out_f, "linear_fwd");
     bias_activate(s, act, has_bias ? &tb : nullptr, ty.mem, ty.off, rows, out_f);
