@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "xylem/plugin_api.h"
+#include "xylem/plugin_kit/op_args.h"
+#include "xylem/plugin_kit/shapes.h"
 
 namespace xylem::cuda {
 
@@ -108,9 +110,7 @@ xylem_status set_error(xylem_status status, const char* fmt, ...) __attribute__(
 const char* last_error();
 
 // Thrown by op code after set_error(); op_run turns it into the status (it never crosses the ABI).
-struct OpError {
-    xylem_status status;
-};
+using plugin_kit::OpError;
 
 const char* op_name(uint32_t op);
 
@@ -136,39 +136,32 @@ struct Tensor {
     }
 };
 
-// "[a,b,c,d]" for messages.
-struct DimStr {
-    char s[160];
-    explicit DimStr(const Tensor& t);
+// What the plugin kit (xylem/plugin_kit/op_args.h) needs to know about this plugin. Kernels index
+// with int64, so operands are not limited to 2^31 elements; cuBLAS/cuDNN sizes are (check_int).
+struct Plugin {
+    static constexpr const char* name = "cuda";
+    static constexpr size_t error_capacity = 512;
+    static constexpr const char* no_memory = "out of memory (scratch or host)";
+    static constexpr bool index32 = false;
+    using Tensor = cuda::Tensor;
+    static uint64_t buffer_bytes(xylem_buffer_t b) { return b->bytes_; }
+    static Tensor tensor(const xylem_tensor_arg& a, uint64_t numel) {
+        return Tensor{static_cast<char*>(a.buffer->data()) + a.offset * 4, static_cast<int64_t>(numel), a.ndim, a.dims};
+    }
 };
 
-// Validation helpers for one op descriptor; every failure sets last_error and throws OpError.
-// Same checks and messages as the native plugin, except those that need data values (labels,
-// indices): those are checked by the kernels, which flag the stream (see stream_sync).
-class OpArgs {
+using plugin_kit::DimStr;
+
+// The kit's descriptor checks (labels and indices are checked by the kernels, which flag the
+// stream; see stream_sync), plus library limits and CUDA/cuBLAS/cuDNN failures.
+class OpArgs : public plugin_kit::OpArgs<Plugin> {
 public:
-    OpArgs(const xylem_op_desc& desc, uint32_t min_in, uint32_t max_in, uint32_t n_out);
+    using plugin_kit::OpArgs<Plugin>::OpArgs;
 
-    uint32_t n_inputs() const { return desc_.n_inputs; }
-    Tensor in(uint32_t i, const char* name, xylem_dtype dtype = XYLEM_F32) const;
-    Tensor out(uint32_t i, const char* name, xylem_dtype dtype = XYLEM_F32) const;
-
-    template <class Attrs>
-    Attrs attrs() const {
-        check_attrs_size(sizeof(Attrs));
-        Attrs a;
-        std::memcpy(&a, desc_.attrs, sizeof a);
-        return a;
+    void check_int(int64_t v, const char* what) const {  // cuBLAS/cuDNN take int sizes
+        if (v > INT32_MAX)
+            fail("%s = %lld exceeds the cuBLAS/cuDNN limit of %d", what, static_cast<long long>(v), INT32_MAX);
     }
-
-    void same_numel(const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) const;
-    // logits [N,C] (C >= 1 when N > 0) and i32 labels [N]; the label range is checked on the device.
-    void check_classification(const Tensor& logits, const Tensor& labels) const;
-    void check_scalar(const Tensor& t, const char* name) const;
-    int check_activation(int32_t act) const;
-    void check_int(int64_t v, const char* what) const;  // cuBLAS/cuDNN take int sizes
-
-    [[noreturn]] void fail(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
     // A CUDA, cuBLAS or cuDNN failure: XYLEM_E_DEVICE with the library's text.
     [[noreturn]] void device_fail(const char* call, const char* text) const;
     void check_cuda(cudaError_t e, const char* call) const {
@@ -182,14 +175,6 @@ public:
     }
     // After kernel launches: a launch error (bad configuration, no device) becomes an OpError.
     void check_launch() const { check_cuda(cudaGetLastError(), "kernel launch"); }
-    uint32_t op() const { return desc_.op; }
-
-private:
-    Tensor operand(const xylem_tensor_arg& arg, const char* kind, uint32_t i, const char* name,
-                   xylem_dtype dtype) const;
-    void check_attrs_size(uint32_t need) const;
-
-    const xylem_op_desc& desc_;
 };
 
 // True when the two operands share any byte (device addresses compare like host ones).

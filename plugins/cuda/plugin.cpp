@@ -1,25 +1,9 @@
 // Entry point of the CUDA plugin: its xylem_plugin table and the thread-local error message.
-#include <cstdarg>
-#include <cstdio>
-
 #include "cuda_plugin.h"
 
 namespace xylem::cuda {
 
-namespace {
-thread_local char g_last_error[512] = "no error";
-}
-
-xylem_status set_error(xylem_status status, const char* fmt, ...) {
-    va_list args;
-    va_start(args, fmt);
-    std::vsnprintf(g_last_error, sizeof g_last_error, fmt, args);
-    va_end(args);
-    return status;
-}
-
-const char* last_error() { return g_last_error; }
-
+XYLEM_PLUGIN_KIT_DEFINE_ERRORS(Plugin)
 }  // namespace xylem::cuda
 
 XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {

@@ -15,42 +15,14 @@ namespace {
 using ll = long long;
 constexpr size_t kMaxWorkspace = 512u << 20;  // algorithms wanting more are passed over
 
-struct Conv {
-    int64_t n, c, h, w, k, r, s, oh, ow, g, sh, sw, ph, pw, dh, dw;
+struct Conv : plugin_kit::Conv2dShape {
     std::array<int64_t, 16> key() const { return {n, c, h, w, k, r, s, oh, ow, g, sh, sw, ph, pw, dh, dw}; }
 };
 
-// X (or dX), W (or dW), Y (or dY) against the attributes; the same checks and messages as the CPU.
+// The kit's shape rules, then cuDNN's int limit.
 Conv conv_shape(const OpArgs& a, const xylem_conv2d_attrs& at, const Tensor& x, const char* xn, const Tensor& f,
                 const char* fn, const Tensor& y, const char* yn) {
-    if (at.stride_h < 1 || at.stride_w < 1) a.fail("stride %dx%d must be >= 1", at.stride_h, at.stride_w);
-    if (at.dilation_h < 1 || at.dilation_w < 1) a.fail("dilation %dx%d must be >= 1", at.dilation_h, at.dilation_w);
-    if (at.pad_h < 0 || at.pad_w < 0) a.fail("padding %dx%d must be >= 0", at.pad_h, at.pad_w);
-    if (at.groups < 1) a.fail("groups = %d must be >= 1", at.groups);
-    if (x.ndim != 4) a.fail("%s must be 4-D [N,C,H,W], got %s", xn, DimStr(x).s);
-    if (f.ndim != 4) a.fail("%s must be 4-D [K,C/groups,R,S], got %s", fn, DimStr(f).s);
-    if (y.ndim != 4) a.fail("%s must be 4-D [N,K,OH,OW], got %s", yn, DimStr(y).s);
-    Conv v{};
-    v.n = x.dims[0], v.c = x.dims[1], v.h = x.dims[2], v.w = x.dims[3];
-    v.k = f.dims[0], v.r = f.dims[2], v.s = f.dims[3];
-    v.g = at.groups, v.sh = at.stride_h, v.sw = at.stride_w, v.ph = at.pad_h, v.pw = at.pad_w;
-    v.dh = at.dilation_h, v.dw = at.dilation_w;
-    if (v.c < 1 || v.h < 1 || v.w < 1) a.fail("%s %s has an empty channel or spatial axis", xn, DimStr(x).s);
-    if (v.k < 1 || v.r < 1 || v.s < 1) a.fail("%s %s has an empty axis", fn, DimStr(f).s);
-    if (v.c % v.g) a.fail("%s %s has C=%lld channels, not divisible by groups=%lld", xn, DimStr(x).s, ll(v.c), ll(v.g));
-    if (v.k % v.g) a.fail("%s %s has K=%lld filters, not divisible by groups=%lld", fn, DimStr(f).s, ll(v.k), ll(v.g));
-    if (f.dims[1] != v.c / v.g)
-        a.fail("%s is %s but %s %s with groups=%lld needs [%lld,%lld,R,S]", fn, DimStr(f).s, xn, DimStr(x).s, ll(v.g),
-               ll(v.k), ll(v.c / v.g));
-    const int64_t span_h = v.dh * (v.r - 1) + 1, span_w = v.dw * (v.s - 1) + 1;
-    if (v.h + 2 * v.ph < span_h || v.w + 2 * v.pw < span_w)
-        a.fail("the %lldx%lld kernel (dilated %lldx%lld) does not fit %s %s padded by %lldx%lld", ll(v.r), ll(v.s),
-               ll(span_h), ll(span_w), xn, DimStr(x).s, ll(v.ph), ll(v.pw));
-    v.oh = (v.h + 2 * v.ph - span_h) / v.sh + 1;
-    v.ow = (v.w + 2 * v.pw - span_w) / v.sw + 1;
-    if (y.dims[0] != v.n || y.dims[1] != v.k || y.dims[2] != v.oh || y.dims[3] != v.ow)
-        a.fail("%s is %s but %s %s and %s %s give [%lld,%lld,%lld,%lld]", yn, DimStr(y).s, xn, DimStr(x).s, fn,
-               DimStr(f).s, ll(v.n), ll(v.k), ll(v.oh), ll(v.ow));
+    const Conv v{plugin_kit::conv2d_shape(a, at, x, xn, f, fn, y, yn)};
     if (v.n > INT_MAX || v.c * v.h * v.w > INT_MAX || v.k * v.oh * v.ow > INT_MAX || v.c * v.r * v.s > INT_MAX)
         a.fail("%s %s / %s %s exceed the cuDNN limit of %d", xn, DimStr(x).s, yn, DimStr(y).s, INT_MAX);
     return v;

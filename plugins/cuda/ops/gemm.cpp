@@ -5,22 +5,13 @@
 
 namespace xylem::cuda {
 
-namespace {
-using ll = long long;
-}
-
 void op_gemm(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
     OpArgs a(desc, 2, 2, 1);
     const auto attrs = a.attrs<xylem_gemm_attrs>();
     const Tensor ta = a.in(0, "A"), tb = a.in(1, "B"), tc = a.out(0, "C");
-    if (ta.ndim != 2 || tb.ndim != 2 || tc.ndim != 2)
-        a.fail("A, B and C must be 2-D, got %u, %u and %u dims", ta.ndim, tb.ndim, tc.ndim);
-    const bool trans_a = attrs.trans_a != 0, trans_b = attrs.trans_b != 0;
-    const int64_t m = ta.dims[trans_a ? 1 : 0], k = ta.dims[trans_a ? 0 : 1];
-    const int64_t kb = tb.dims[trans_b ? 1 : 0], n = tb.dims[trans_b ? 0 : 1];
-    if (k != kb) a.fail("inner dims differ: op(A) is [%lld,%lld] but op(B) is [%lld,%lld]", ll(m), ll(k), ll(kb), ll(n));
-    if (tc.dims[0] != m || tc.dims[1] != n)
-        a.fail("C is [%lld,%lld] but op(A)*op(B) is [%lld,%lld]", ll(tc.dims[0]), ll(tc.dims[1]), ll(m), ll(n));
+    const plugin_kit::GemmShape g = plugin_kit::gemm_shape(a, attrs, ta, tb, tc);
+    const int64_t m = g.m, n = g.n, k = g.k;
+    const bool trans_a = g.trans_a, trans_b = g.trans_b;
     if (overlap(tc, ta) || overlap(tc, tb)) a.fail("C overlaps A or B");
     a.check_int(m, "M");
     a.check_int(n, "N");
@@ -42,20 +33,11 @@ void op_linear_fwd(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework
     OpArgs a(desc, 2, 3, 1);
     const int act = a.check_activation(a.attrs<xylem_linear_attrs>().activation);
     const Tensor tx = a.in(0, "X"), tw = a.in(1, "W"), ty = a.out(0, "Y");
-    if (tw.ndim != 2) a.fail("W must be 2-D [out,in], got %u dims", tw.ndim);
-    if (tx.ndim < 1 || ty.ndim < 1) a.fail("X and Y need at least 1 dim");
-    const int64_t out_f = tw.dims[0], in_f = tw.dims[1], rows = tx.rows();
-    if (tx.cols() != in_f)
-        a.fail("X's last dim is %lld but W is [%lld,%lld]", ll(tx.cols()), ll(out_f), ll(in_f));
-    if (ty.cols() != out_f || ty.rows() != rows)
-        a.fail("Y holds %lld rows of %lld, expected %lld rows of %lld", ll(ty.rows()), ll(ty.cols()), ll(rows),
-               ll(out_f));
-    const float* b = nullptr;
-    if (a.n_inputs() == 3) {
-        const Tensor tb = a.in(2, "b");
-        if (tb.numel != out_f) a.fail("b holds %lld elements for %lld outputs", ll(tb.numel), ll(out_f));
-        b = tb.f32();
-    }
+    const bool has_bias = a.n_inputs() == 3;
+    const Tensor tb = has_bias ? a.in(2, "b") : Tensor{};
+    const plugin_kit::LinearShape l = plugin_kit::linear_shape(a, tx, tw, ty, has_bias ? &tb : nullptr);
+    const int64_t out_f = l.out, in_f = l.in, rows = l.rows;
+    const float* b = has_bias ? tb.f32() : nullptr;
     if (overlap(ty, tx) || overlap(ty, tw)) a.fail("Y overlaps X or W");
     a.check_int(rows, "N");
     a.check_int(out_f, "out");

@@ -7,34 +7,10 @@ namespace xylem::cuda {
 
 namespace {
 
-using ll = long long;
-
 kernels::PoolGeom pool_shape(const OpArgs& a, const xylem_pool2d_attrs& at, const Tensor& x, const char* xn,
                              const Tensor& y, const char* yn) {
-    if (at.mode != XYLEM_POOL_MAX && at.mode != XYLEM_POOL_AVG) a.fail("unknown pooling mode %d", at.mode);
-    if (at.kernel_h < 1 || at.kernel_w < 1) a.fail("kernel %dx%d must be >= 1", at.kernel_h, at.kernel_w);
-    if (at.stride_h < 1 || at.stride_w < 1) a.fail("stride %dx%d must be >= 1", at.stride_h, at.stride_w);
-    if (at.pad_h < 0 || at.pad_w < 0) a.fail("padding %dx%d must be >= 0", at.pad_h, at.pad_w);
-    if (at.pad_h >= at.kernel_h || at.pad_w >= at.kernel_w)
-        a.fail("padding %dx%d must be smaller than the %dx%d kernel", at.pad_h, at.pad_w, at.kernel_h, at.kernel_w);
-    if (x.ndim != 4) a.fail("%s must be 4-D [N,C,H,W], got %u dims", xn, x.ndim);
-    if (y.ndim != 4) a.fail("%s must be 4-D [N,C,OH,OW], got %u dims", yn, y.ndim);
-    kernels::PoolGeom p{};
-    const int64_t n = x.dims[0], c = x.dims[1];
-    p.planes = n * c, p.h = x.dims[2], p.w = x.dims[3];
-    p.kh = at.kernel_h, p.kw = at.kernel_w, p.sh = at.stride_h, p.sw = at.stride_w, p.ph = at.pad_h, p.pw = at.pad_w;
-    p.max = at.mode == XYLEM_POOL_MAX;
-    p.include_pad = at.count_include_pad != 0;
-    if (p.h + 2 * p.ph < p.kh || p.w + 2 * p.pw < p.kw)
-        a.fail("the %lldx%lld window does not fit %s [%lld,%lld,%lld,%lld] padded by %lldx%lld", ll(p.kh), ll(p.kw), xn,
-               ll(n), ll(c), ll(p.h), ll(p.w), ll(p.ph), ll(p.pw));
-    p.oh = (p.h + 2 * p.ph - p.kh) / p.sh + 1;
-    p.ow = (p.w + 2 * p.pw - p.kw) / p.sw + 1;
-    if (y.dims[0] != n || y.dims[1] != c || y.dims[2] != p.oh || y.dims[3] != p.ow)
-        a.fail("%s is [%lld,%lld,%lld,%lld] but %s [%lld,%lld,%lld,%lld] pools to [%lld,%lld,%lld,%lld]", yn,
-               ll(y.dims[0]), ll(y.dims[1]), ll(y.dims[2]), ll(y.dims[3]), xn, ll(n), ll(c), ll(p.h), ll(p.w), ll(n),
-               ll(c), ll(p.oh), ll(p.ow));
-    return p;
+    const plugin_kit::Pool2dShape s = plugin_kit::pool2d_shape(a, at, x, xn, y, yn);
+    return kernels::PoolGeom{s.planes, s.h, s.w, s.oh, s.ow, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw, s.max, s.include_pad};
 }
 
 }  // namespace
