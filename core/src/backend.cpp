@@ -15,7 +15,12 @@ Backend::Backend(const xylem_plugin* api, std::string path)
 void Backend::check(xylem_status status, const char* what) const {
     if (status == XYLEM_OK) return;
     const char* msg = api_->last_error ? api_->last_error() : nullptr;
-    throw Error(name_ + ": " + what + ": " + (msg && *msg ? msg : "error " + std::to_string(status)));
+    const std::string text = msg && *msg ? msg : "error " + std::to_string(status);
+    // Plugins usually say who and what themselves ("opencl: xent_fwd: label 5 ..."): do not
+    // repeat it as "opencl: xent_fwd: opencl: xent_fwd: ...".
+    const std::string prefix = name_ + ": ";
+    if (text.rfind(prefix, 0) == 0) throw Error(text);
+    throw Error(prefix + what + ": " + text);
 }
 
 xylem_framework_t Backend::framework() {

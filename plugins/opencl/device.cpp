@@ -161,8 +161,12 @@ cl_program DeviceContext::program(Family f) {
     cl_int err = CL_SUCCESS;
     cl_program p = clCreateProgramWithSource(context, 1, &source, nullptr, &err);
     check_cl(err, "clCreateProgramWithSource");
-    // No fast-math flags: results stay within float rounding of the native backend's.
-    err = clBuildProgram(p, 1, &id, "-cl-std=CL1.2", nullptr, nullptr);
+    // No fast-math flags by default: results stay within float rounding of the native
+    // backend's. XYLEM_OPENCL_BUILD_OPTIONS appends options (e.g. -cl-mad-enable) for a user
+    // who wants to trade that for speed.
+    std::string options = "-cl-std=CL1.2";
+    if (const char* extra = std::getenv("XYLEM_OPENCL_BUILD_OPTIONS"); extra && *extra) options += std::string(" ") + extra;
+    err = clBuildProgram(p, 1, &id, options.c_str(), nullptr, nullptr);
     if (err != CL_SUCCESS) {
         std::string log = "(no build log)";
         size_t size = 0;
@@ -172,8 +176,8 @@ cl_program DeviceContext::program(Family f) {
             log.resize(std::strlen(log.c_str()));
         }
         clReleaseProgram(p);
-        throw OpError{set_error(XYLEM_E_DEVICE, "opencl: building kernels/%s.cl for %s failed: %s (%d); build log:\n%s",
-                                family_name(f), name.c_str(), cl_error_name(err), err, log.c_str())};
+        throw OpError{set_error(XYLEM_E_DEVICE, "opencl: building kernels/%s.cl for %s with options '%s' failed: %s (%d); build log:\n%s",
+                                family_name(f), name.c_str(), options.c_str(), cl_error_name(err), err, log.c_str())};
     }
     slot = p;
     return slot;

@@ -161,3 +161,19 @@ TEST_P(OpenclAgreesWithNative, SameSeedSameLossesAndWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Examples, OpenclAgreesWithNative, ::testing::Values("fashion_mlp", "fashion_lenet"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
+// A kernel build that fails is an error naming the kernel file and the options and carrying
+// the compiler's build log (here the options turn `__kernel` into an unknown word).
+TEST(OpenclPlugin, KernelBuildFailureCarriesTheBuildLog) {
+    if (!opencl_available()) GTEST_SKIP() << "no OpenCL platform on this machine";
+    TempDir dir("build_failure");
+    const CliRun r = run_xylem("train --config " + std::string(XYLEM_SOURCE_DIR) + "/examples/fashion_mlp.toml " +
+                                   "--backend opencl --max-steps 1 --out " + (dir.path() / "out").string(),
+                               "XYLEM_OPENCL_BUILD_OPTIONS=-D__kernel=not_a_qualifier");
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_TRUE(has(r.output, "building kernels/")) << r.output;
+    EXPECT_TRUE(has(r.output, "-D__kernel=not_a_qualifier")) << r.output;
+    EXPECT_TRUE(has(r.output, "build log:")) << r.output;
+    EXPECT_TRUE(has(r.output, "error")) << r.output;
+    EXPECT_FALSE(has(r.output, "Aborted")) << r.output;
+}
