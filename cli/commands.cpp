@@ -12,6 +12,7 @@
 #include "app/trainer.h"
 #include "xylem/error.h"
 #include "xylem/io/idx.h"
+#include "xylem/profiler.h"
 
 namespace xylem::cli {
 namespace {
@@ -58,7 +59,7 @@ const char* usage() {
            "  xylem backends [--plugin-path DIR]\n"
            "  xylem train --config FILE [--backend NAME] [--epochs N] [--batch-size N] [--lr X] [--seed N]\n"
            "              [--max-steps N] [--out DIR] [--profile] [--plugin-path DIR]\n"
-           "  xylem eval --config FILE --checkpoint FILE [--backend NAME] [--plugin-path DIR]\n"
+           "  xylem eval --config FILE --checkpoint FILE [--backend NAME] [--profile] [--plugin-path DIR]\n"
            "backend choice: --backend, else XYLEM_BACKEND, else the config's backend list.\n"
            "plugin folders: --plugin-path, XYLEM_PLUGIN_PATH, the config's plugin_path, the installed plugins.\n";
 }
@@ -137,12 +138,15 @@ int run_eval(const Args& a) {
     auto model = app::build_model(c);
     model->build(*dev, {1, test.rows, test.cols}, c.seed);
     app::load_checkpoint(a.checkpoint, *model);
+    profiler::enable(a.profile);  // per op kind and per layer; syncs after every op while on
     const auto t0 = std::chrono::steady_clock::now();
     const double acc = app::evaluate(*model, *dev, test);  // ends with a device read: the time is complete
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    profiler::enable(false);
     std::printf("test accuracy %.2f%% (%lld images, backend %s, %.3f s, %.0f images/s at batch 1000)\n", 100 * acc,
                 static_cast<long long>(test.count), backend->name().c_str(), seconds,
                 static_cast<double>(test.count) / seconds);
+    if (a.profile) profiler::print(std::cout);
     return 0;
 }
 
