@@ -7,10 +7,11 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 shift || true
 args=()
+left_out=()
 for p in "$build"/plugins/libxylem_*.so "$@"; do
   # Plugins without a device here (CUDA on a machine without a GPU) cannot be checked: leave them out.
   if "$build/bin/xylem-conformance" --plugin "$p" --gtest_filter=-* >/dev/null 2>&1; then args+=(--plugin "$p")
-  else echo "gen-ops-doc: leaving out $p (not available here)" >&2; fi
+  else echo "gen-ops-doc: leaving out $p (not available here)" >&2; left_out+=("$(basename "$p" .so | sed 's/^libxylem_//')"); fi
 done
 {
   echo "# Op support by plugin"
@@ -21,5 +22,9 @@ done
   echo "\`FAIL\`: supported but wrong. \`tiny\` is the out-of-tree example in \`examples/third_party_plugin\`."
   echo
   "$build/bin/xylem-conformance" --markdown "${args[@]}"
+  if [ ${#left_out[@]} -gt 0 ]; then
+    echo
+    echo "Not checked on the machine that generated this table (no usable device there): ${left_out[*]}."
+  fi
 } > docs/ops.md.tmp.$$ && mv docs/ops.md.tmp.$$ docs/ops.md
 echo "gen-ops-doc: wrote docs/ops.md"
