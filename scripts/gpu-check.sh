@@ -37,6 +37,14 @@ for model in fashion_mlp fashion_lenet; do
         --config "examples/$model.toml" --backend native --plugin-path "$BUILD/plugins" --out "$LOGDIR/$model-native"
 done
 
+# The Theano scenario (issue 5 bar: within 10% of the bare GEMM, zero transfers in the loop).
+step "theano loop on cuda" "$BUILD/bin/xylem-bench-theano" cuda 500
+# Whole-step capture against eager, same config and seed (the MLP step-latency bars).
+capture_cfg="$LOGDIR/fashion_mlp_capture.toml"
+sed 's/^\[train\]$/[train]\ncapture = true/' examples/fashion_mlp.toml > "$capture_cfg"
+step "train fashion_mlp on cuda, captured" "$BUILD/bin/xylem" train --config "$capture_cfg" --backend cuda \
+    --plugin-path "$BUILD/plugins" --out "$LOGDIR/fashion_mlp-cuda-capture"
+
 if ((${#failed[@]})); then
     echo "=== gpu-check: ${#failed[@]} step(s) failed: ${failed[*]}"
     exit 1
