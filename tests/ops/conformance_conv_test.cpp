@@ -38,6 +38,9 @@ const ConvCase kConvCases[] = {
     {{3, 1, 28, 28}, {20, 1, 5, 5}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU, 0}, true},    // LeNet's first layer
     {{2, 3, 11, 13}, {6, 3, 3, 3}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
     {{2, 4, 9, 10}, {6, 2, 2, 2}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_TANH, 0}, false},
+    // Enough work that native's forward splits the images between threads (uneven slices).
+    {{9, 20, 12, 12}, {50, 20, 5, 5}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU, 0}, true},  // LeNet's second layer
+    {{13, 1, 28, 28}, {20, 1, 5, 5}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},   // ... direct kernel
 };
 
 std::string describe(const ConvCase& c) {

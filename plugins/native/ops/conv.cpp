@@ -1,10 +1,15 @@
 // CONV2D_FWD / BWD_DATA / BWD_FILTER, NCHW f32. Whole-input and 1x1 kernels go straight to sgemm
 // (MXNet #2011); the rest is im2col over a chunk of images, then one big sgemm per group.
 #include <cblas.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "native.h"
 
@@ -220,6 +225,59 @@ void finish_filters(float* dw, const double* acc, int64_t n, float beta) {
         dw[i] = beta == 0.0f ? static_cast<float>(acc[i]) : static_cast<float>(beta * dw[i] + acc[i]);
 }
 
+// ---- forward, split over images between threads ----------------------------------------------
+// With one GEMM thread (the default on machines with two CPUs or fewer) a big forward conv runs
+// its images in slices, one thread per CPU, each slice doing im2col + single-threaded GEMM (or the
+// direct kernel) on its own scratch. Unlike OpenBLAS's second thread (bimodal runs, see
+// docs/benchmarks.md) these threads share nothing and never spin: on the 2-vCPU VM two
+// single-threaded sgemm processes at LeNet conv2's shape each kept their ~58 GFLOP/s, and LeNet
+// inference went from ~8k to ~12.5k img/s. Backward passes stay on the calling thread.
+
+// Work per extra thread below which starting it costs more than it saves (a thread start is
+// ~20-50 us; 2 MFLOP is ~40 us of GEMM here).
+constexpr double kMinSplitFlops = 2e6;
+// At most this many slices: each takes two scratch blocks, and the arena keeps 32 per op.
+constexpr int kMaxSplit = 8;
+
+// CPUs for the split: 1 when XYLEM_NUM_THREADS is set (the user chose the GEMM threads) or
+// OpenBLAS already runs more than one thread per GEMM; else the CPUs this process may run on.
+int split_cpus() {
+    static const int cpus = [] {
+        const char* env = std::getenv("XYLEM_NUM_THREADS");
+        if (env && *env) return 1;
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+        return std::clamp(CPU_COUNT(&set), 1, kMaxSplit);
+    }();
+    return openblas_get_num_threads() > 1 ? 1 : cpus;
+}
+
+int fwd_workers(const Conv& v) {
+    const double flops = 2.0 * static_cast<double>(v.n) * v.k * v.p() * v.crs();
+    const int64_t by_work = static_cast<int64_t>(flops / kMinSplitFlops);
+    return static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(by_work, v.n), 1, split_cpus()));
+}
+
+// body(lo, hi, w) for the workers slices [lo, hi) of [0, n); the last slice on the calling thread
+// (and any slice whose thread could not start). body must not throw.
+template <class F>
+void split_images(int64_t n, int workers, const F& body) {
+    std::vector<std::thread> threads;
+    for (int w = 0; w < workers; ++w) {
+        const int64_t lo = n * w / workers, hi = n * (w + 1) / workers;
+        if (w + 1 == workers) {
+            body(lo, hi, w);
+            break;
+        }
+        try {
+            threads.emplace_back([&body, lo, hi, w] { body(lo, hi, w); });
+        } catch (const std::system_error&) {
+            body(lo, hi, w);
+        }
+    }
+    for (std::thread& t : threads) t.join();
+}
+
 // ---- forward --------------------------------------------------------------------------------
 
 void fwd_linear(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y) {
@@ -289,9 +347,11 @@ __attribute__((always_inline)) inline void direct_filters(const Conv& v, const f
     }
 }
 
-XYLEM_CLONES void fwd_direct(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y) {
+// Images [n0, n1).
+XYLEM_CLONES void fwd_direct_images(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y,
+                                    int64_t n0, int64_t n1) {
     const int64_t P = v.p();
-    for (int64_t n = 0; n < v.n; ++n) {
+    for (int64_t n = n0; n < n1; ++n) {
         float* yn = y + n * v.k * P;
         for (int64_t g = 0; g < v.g; ++g) {
             const float* xg = x + (n * v.c + g * v.cg) * v.hw();
@@ -304,13 +364,17 @@ XYLEM_CLONES void fwd_direct(const Conv& v, const float* x, const float* wt, con
     }
 }
 
-void fwd_im2col(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y, Arena& scratch) {
-    const int64_t P = v.p(), crs = v.crs(), rows = v.c * v.r * v.s;
-    const int64_t nb = chunk_images(v, (rows + v.k) * P);
-    float* col = scratch.alloc<float>(rows * nb * P);
-    float* tmp = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
-    for (int64_t n0 = 0; n0 < v.n; n0 += nb) {
-        const int64_t m = std::min(nb, v.n - n0), ld = m * P;
+void fwd_direct(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y) {
+    split_images(v.n, fwd_workers(v),
+                 [&](int64_t lo, int64_t hi, int) { fwd_direct_images(v, x, wt, b, act, y, lo, hi); });
+}
+
+// Images [n_lo, n_hi) in chunks of nb; col and tmp hold one chunk (tmp is null when nb = 1).
+void fwd_im2col_images(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y, int64_t n_lo,
+                       int64_t n_hi, int64_t nb, float* col, float* tmp) {
+    const int64_t P = v.p(), crs = v.crs();
+    for (int64_t n0 = n_lo; n0 < n_hi; n0 += nb) {
+        const int64_t m = std::min(nb, n_hi - n0), ld = m * P;
         im2col(v, x + n0 * v.c * v.hw(), m, col);
         float* out = m == 1 ? y + n0 * v.k * P : tmp;  // one image's [K,P] is already Y's layout
         for (int64_t g = 0; g < v.g; ++g)
@@ -324,6 +388,20 @@ void fwd_im2col(const Conv& v, const float* x, const float* wt, const float* b, 
                 channel_bias_activate(act, b, tmp + j * P, ld, y + (n0 + j) * v.k * P, P, v.k, P);
         }
     }
+}
+
+void fwd_im2col(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y, Arena& scratch) {
+    const int64_t P = v.p(), rows = v.c * v.r * v.s;
+    const int workers = fwd_workers(v);
+    const int64_t nb = std::min(chunk_images(v, (rows + v.k) * P), (v.n + workers - 1) / workers);
+    std::vector<float*> col(workers), tmp(workers);  // each worker's own scratch, taken before the split
+    for (int w = 0; w < workers; ++w) {
+        col[w] = scratch.alloc<float>(rows * nb * P);
+        tmp[w] = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
+    }
+    split_images(v.n, workers, [&](int64_t lo, int64_t hi, int w) {
+        fwd_im2col_images(v, x, wt, b, act, y, lo, hi, nb, col[w], tmp[w]);
+    });
 }
 
 // ---- backward data --------------------------------------------------------------------------
