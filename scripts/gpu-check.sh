@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What a machine with an NVIDIA GPU runs to verify the CUDA plugin in one go: the device and
 # toolchain versions, a CUDA build, the whole ctest suite (conformance and gradient checks then
-# include cuda), and both Fashion-MNIST examples trained on cuda. Everything goes to stdout and
-# to ${OUT:-build-gpu}/gpu-check.log; the exit status is non-zero if any step failed.
+# include cuda), both Fashion-MNIST examples trained on cuda, then bench/run_gpu_bench.sh (the
+# speed bars; see below). Everything goes to stdout and to ${OUT:-build-gpu}/gpu-check.log; the
+# exit status is non-zero if any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build-gpu}"
@@ -44,6 +45,22 @@ capture_cfg="$LOGDIR/fashion_mlp_capture.toml"
 sed 's/^\[train\]$/[train]\ncapture = true/' examples/fashion_mlp.toml > "$capture_cfg"
 step "train fashion_mlp on cuda, captured" "$BUILD/bin/xylem" train --config "$capture_cfg" --backend cuda \
     --plugin-path "$BUILD/plugins" --out "$LOGDIR/fashion_mlp-cuda-capture"
+
+# The speed-bar benchmarks (bench/run_gpu_bench.sh: xylem cuda vs PyTorch CUDA, interleaved, a
+# markdown block for docs/gpu-results.md; ~4 minutes with 5 repetitions, estimated). Its budget is
+# what is left of GPU_CHECK_LIMIT (default 600 s, one device call) less 90 s for the last
+# repetition and the summary; with less than 60 s left it is skipped with the command to run it
+# in a call of its own. GPU_BENCH=0 skips it; GPU_BENCH_REPS sets the repetitions (default 5).
+if [[ "${GPU_BENCH:-1}" != 0 ]]; then
+    budget=$(( ${GPU_CHECK_LIMIT:-600} - SECONDS - 90 ))
+    if (( budget >= 60 )); then
+        step "gpu benchmarks" bench/run_gpu_bench.sh --build "$BUILD" --reps "${GPU_BENCH_REPS:-5}" \
+            --budget "$budget" --out "$LOGDIR/gpu-bench"
+    else
+        echo "=== gpu benchmarks skipped: ${SECONDS}s used of ${GPU_CHECK_LIMIT:-600}s; run them in a call of" \
+             "their own: bench/run_gpu_bench.sh --build $BUILD"
+    fi
+fi
 
 if ((${#failed[@]})); then
     echo "=== gpu-check: ${#failed[@]} step(s) failed: ${failed[*]}"

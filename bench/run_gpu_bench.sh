@@ -1,0 +1,345 @@
+#!/usr/bin/env bash
+# GPU benchmarks for issue 5's speed bars: xylem (cuda) against PyTorch CUDA in the same run.
+#
+#   bench/run_gpu_bench.sh [--reps N] [--build DIR] [--backend NAME] [--torch-device DEV]
+#                          [--python PATH] [--quick] [--budget S] [--out DIR]
+#
+# Per repetition (interleaved, in this order):
+#   mlp-eager          xylem train examples/fashion_mlp.toml, 1 epoch, batch 64
+#   mlp-captured       the same config with `capture = true` under [train] (a temp copy)
+#   mlp-resident       the same config with `resident = true` under [data]
+#   mlp-captured-res   both keys
+#   torch-mlp          bench/torch_mlp.py --device DEV, 1 epoch (data on the device)
+#   lenet              xylem train examples/fashion_lenet.toml, 1 epoch, batch 64
+#   torch-lenet        bench/torch_lenet.py --device DEV, 1 epoch
+#   theano             BUILD/bin/xylem-bench-theano BACKEND 500 (y = m @ x + b vs bare GEMM)
+# then prints a markdown block for docs/gpu-results.md: device, driver, CUDA (nvidia-smi, nvcc),
+# torch, date, a table of medians with ratios and bars, transfers per step, and every raw run.
+# Raw results go to BUILD/bench/gpu-<date>/, or --out DIR (summary.md there is the printed block).
+#
+# Step time, xylem: from each run's log.csv, whose rows are written every print_every (100)
+# steps right after the loss is read back (a host sync): the mean step time of each 100-step
+# window, median over the full windows after the first (the first holds the first step's
+# algorithm choice and, captured, the graph capture). Also shown: metrics.json seconds/steps of
+# the whole epoch (trainer.cpp: the clock starts after the dataset upload and the epoch's order
+# upload and stops after the last step's loss read, before evaluation; it includes the first
+# steps, the capture and the last partial batch). PyTorch: torch_mlp.py's step_seconds, the same
+# windows (synchronised clock reads every 100 steps), and its seconds/steps.
+#
+# Defaults: --reps 5, --build build-gpu (else build), --backend cuda, --torch-device cuda,
+# --python: $PYTHON, else the first of python3, /usr/bin/python3 whose torch sees CUDA
+# (/usr/bin/python3 for --torch-device cpu). --quick: short runs (--max-steps 300 for the MLP,
+# 100 for LeNet, 20 Theano iterations) to test the plumbing, e.g. on a machine without a GPU:
+#   bench/run_gpu_bench.sh --backend native --torch-device cpu --reps 1 --quick
+# --budget S (default 480): no new repetition starts after S seconds (the summary uses the
+# repetitions done); each run is killed after 150 s.
+#
+# Time on an H100 with the defaults (estimate, not yet measured): per repetition four xylem MLP
+# runs of ~3 s (process start, data load, CUDA init, a <1 s epoch, evaluation), two PyTorch runs
+# of ~8-12 s (import and CUDA init dominate), a xylem LeNet epoch of ~5 s, the Theano loop ~3 s:
+# ~40-50 s; 5 repetitions ~4 min, well under the 10-minute limit of one call (--budget guards it).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ORIG_ARGS=("$@")
+REPS=5
+BUILD=""
+BACKEND=cuda
+TORCH_DEVICE=cuda
+PY="${PYTHON:-}"
+QUICK=0
+BUDGET=480
+OUT_ARG=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --reps) REPS="$2"; shift 2 ;;
+        --build) BUILD="$(realpath "$2")"; shift 2 ;;
+        --backend) BACKEND="$2"; shift 2 ;;
+        --torch-device) TORCH_DEVICE="$2"; shift 2 ;;
+        --python) PY="$2"; shift 2 ;;
+        --quick) QUICK=1; shift ;;
+        --budget) BUDGET="$2"; shift 2 ;;
+        --out) OUT_ARG="$2"; shift 2 ;;
+        -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+        *) echo "unknown argument: $1" >&2; exit 2 ;;
+    esac
+done
+if [[ -z "$BUILD" ]]; then
+    if [[ -x "$ROOT/build-gpu/bin/xylem" ]]; then BUILD="$ROOT/build-gpu"; else BUILD="$ROOT/build"; fi
+fi
+XYLEM="$BUILD/bin/xylem"
+THEANO="$BUILD/bin/xylem-bench-theano"
+[[ -x "$XYLEM" ]] || { echo "no $XYLEM: build first (scripts/gpu-check.sh builds build-gpu)" >&2; exit 1; }
+STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
+OUT="${OUT_ARG:-$BUILD/bench/gpu-$STAMP}"
+mkdir -p "$OUT/runs"
+OUT="$(realpath "$OUT")"
+cd "$ROOT"
+RUN_TIMEOUT=150
+PLAIN=(env -u XYLEM_NUM_THREADS -u OPENBLAS_NUM_THREADS -u GLIBC_TUNABLES -u XYLEM_BACKEND)
+XARGS=(--backend "$BACKEND" --plugin-path "$BUILD/plugins" --epochs 1)
+TARGS=(--device "$TORCH_DEVICE" --epochs 1 --seed 1)
+MLP_STEPS=0; LENET_STEPS=0; THEANO_ITERS=500
+if [[ $QUICK -eq 1 ]]; then MLP_STEPS=300; LENET_STEPS=100; THEANO_ITERS=20; fi
+if ((MLP_STEPS)); then MLP_X=(--max-steps $MLP_STEPS); else MLP_X=(); fi
+if ((LENET_STEPS)); then LENET_X=(--max-steps $LENET_STEPS); else LENET_X=(); fi
+
+# ---- the Python that runs PyTorch --------------------------------------------------------------
+if [[ -z "$PY" ]]; then
+    if [[ "$TORCH_DEVICE" == cuda ]]; then
+        for c in python3 /usr/bin/python3; do
+            if command -v "$c" >/dev/null && "$c" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+                PY="$(command -v "$c")"; break
+            fi
+        done
+        [[ -n "$PY" ]] || { echo "warning: no python3 with CUDA torch found; PyTorch runs will fail (set PYTHON=...)" >&2; PY=/usr/bin/python3; }
+    else
+        PY=/usr/bin/python3
+    fi
+fi
+SPY=/usr/bin/python3   # for the summary (needs only the standard library)
+command -v "$SPY" >/dev/null || SPY="$PY"
+
+# ---- configs -------------------------------------------------------------------------------------
+# with_keys SRC DST SECTION=KEY...: copies SRC, inserting each key line right under its [SECTION].
+with_keys() {
+    local src="$1" dst="$2"; shift 2
+    cp "$src" "$dst"
+    local kv sec key
+    for kv in "$@"; do
+        sec="${kv%%=*}"; key="${kv#*=}"
+        sed -i "s/^\[$sec\]\$/[$sec]\n$key/" "$dst"
+        grep -qx "$key" "$dst" || { echo "could not insert '$key' under [$sec] in $dst" >&2; exit 1; }
+    done
+}
+MLP=examples/fashion_mlp.toml
+with_keys "$MLP" "$OUT/mlp-captured.toml" "train=capture = true"
+with_keys "$MLP" "$OUT/mlp-resident.toml" "data=resident = true"
+with_keys "$MLP" "$OUT/mlp-captured-res.toml" "train=capture = true" "data=resident = true"
+
+# ---- machine facts -------------------------------------------------------------------------------
+FACTS="$OUT/machine.txt"
+{
+    echo "date_utc: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "repo_rev: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty tree)')"
+    echo "xylem: $XYLEM, backend $BACKEND"
+    echo "xylem_device: $("${PLAIN[@]}" "$XYLEM" backends --plugin-path "$BUILD/plugins" 2>&1 |
+        awk -v b="$BACKEND" '$1 == b {on = 1; print $1, $3, $4; next} /^[^ ]/ {on = 0} on && /device/' |
+        sed 's/^[[:space:]]*//' | paste -sd ';' | sed 's/;/; /g' || true)"
+    if command -v nvidia-smi >/dev/null; then
+        echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader 2>&1 | head -1)"
+        echo "nvidia_smi_cuda: $(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)"
+    else
+        echo "gpu: none (no nvidia-smi)"
+    fi
+    NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+    echo "nvcc: $([[ -x "$NVCC" ]] && "$NVCC" --version | sed -n 's/.*release \([^,]*\),.*/\1/p' || echo none)"
+    echo "cpu: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1), nproc $(nproc)"
+    echo "python: $PY ($("$PY" -V 2>&1))"
+    echo "torch: $("$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 | tail -1)"
+    echo "torch_device: $TORCH_DEVICE"
+    echo "mode: $([[ $QUICK -eq 1 ]] && echo "QUICK (MLP $MLP_STEPS steps, LeNet $LENET_STEPS steps, Theano $THEANO_ITERS iterations): plumbing test, not results" || echo "full epochs")"
+    echo "loadavg_start: $(cut -d' ' -f1-3 /proc/loadavg)"
+} > "$FACTS"
+cat "$FACTS"
+echo
+
+# ---- runs ------------------------------------------------------------------------------------------
+RUNS="$OUT/runs.tsv"   # variant rep rc dir
+: > "$RUNS"
+run() {  # run VARIANT REP COMMAND...: runs it with a timeout, output to runs/VARIANT-rREP/log.txt
+    local v="$1" r="$2" d="$OUT/runs/$1-r$2" rc=0 t0=$SECONDS
+    shift 2
+    mkdir -p "$d"
+    "${PLAIN[@]}" timeout "$RUN_TIMEOUT" "$@" > "$d/log.txt" 2>&1 || rc=$?
+    printf '%s\t%s\t%s\t%s\n' "$v" "$r" "$rc" "$d" >> "$RUNS"
+    if [[ $rc -eq 0 ]]; then printf '  %-17s rep %s  ok (%ss)\n' "$v" "$r" "$((SECONDS - t0))"
+    else printf '  %-17s rep %s  FAILED rc %s: %s\n' "$v" "$r" "$rc" "$(grep -m1 -i 'error' "$d/log.txt" | cut -c1-160 || tail -1 "$d/log.txt")"; fi
+}
+xrun() {  # xrun VARIANT REP CONFIG EXTRA...
+    local v="$1" r="$2" cfg="$3"; shift 3
+    run "$v" "$r" "$XYLEM" train --config "$cfg" "${XARGS[@]}" "$@" --out "$OUT/runs/$v-r$r"
+}
+START=$SECONDS
+echo "timing: up to $REPS interleaved repetitions (budget ${BUDGET}s)"
+for r in $(seq 1 "$REPS"); do
+    if ((r > 1 && SECONDS - START > BUDGET)); then
+        echo "  budget of ${BUDGET}s spent after $((r - 1)) repetitions; stopping"; break
+    fi
+    xrun mlp-eager "$r" "$MLP" "${MLP_X[@]}"
+    xrun mlp-captured "$r" "$OUT/mlp-captured.toml" "${MLP_X[@]}"
+    xrun mlp-resident "$r" "$OUT/mlp-resident.toml" "${MLP_X[@]}"
+    xrun mlp-captured-res "$r" "$OUT/mlp-captured-res.toml" "${MLP_X[@]}"
+    run torch-mlp "$r" "$PY" bench/torch_mlp.py "${TARGS[@]}" --batch-size 64 --lr 0.01 --momentum 0.9 "${MLP_X[@]}"
+    xrun lenet "$r" examples/fashion_lenet.toml "${LENET_X[@]}"
+    run torch-lenet "$r" "$PY" bench/torch_lenet.py "${TARGS[@]}" --batch-size 64 "${LENET_X[@]}"
+    if [[ -x "$THEANO" ]]; then run theano "$r" "$THEANO" "$BACKEND" "$THEANO_ITERS"; fi
+done
+echo "loadavg_end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$FACTS"
+echo "timing took $((SECONDS - START)) s" | tee -a "$FACTS"
+echo
+
+# ---- summary ---------------------------------------------------------------------------------------
+"$SPY" - "$OUT" "$QUICK" "${ORIG_ARGS[@]}" <<'PYEOF' | tee "$OUT/summary.md"
+import csv, json, os, re, statistics, sys
+out, quick = sys.argv[1], sys.argv[2] == "1"
+facts = dict(l.rstrip("\n").split(": ", 1) for l in open(f"{out}/machine.txt") if ": " in l)
+runs = [r for r in csv.reader(open(f"{out}/runs.tsv"), delimiter="\t")]
+
+def xylem_run(d):
+    e = json.load(open(f"{d}/metrics.json"))["epochs"][0]
+    rows = list(csv.DictReader(open(f"{d}/log.csv")))
+    marks = [(int(r["step"]), float(r["elapsed_seconds"])) for r in rows if r["epoch"] == "1"]
+    per, prev = [], (0, 0.0)
+    for s, t in marks:
+        if s % 100 == 0:  # full windows only (the last row may close a partial window)
+            if s - prev[0] == 100: per.append((t - prev[1]) / 100)
+        prev = (s, t)
+    steady = per[1:] if len(per) > 1 else per
+    return {"seconds": e["seconds"], "steps": e["steps"], "avg": e["seconds"] / e["steps"],
+            "step": statistics.median(steady) if steady else None, "windows": len(steady),
+            "acc": e["test_accuracy"], "loss": e["train_loss"],
+            "tps": e["transfers_per_step"], "h2d": e["h2d_bytes_per_step"]}
+
+def torch_run(d):
+    e = [json.loads(l) for l in open(f"{d}/log.txt") if l.startswith('{"epoch"')][-1]
+    return {"seconds": e["seconds"], "steps": e["steps"], "avg": e["seconds"] / e["steps"],
+            "step": e.get("step_seconds"), "windows": e.get("step_windows"),
+            "acc": e["test_accuracy"], "loss": e.get("train_loss")}
+
+def theano_run(d):
+    t = open(f"{d}/log.txt").read()
+    ratio = re.search(r"loop / GEMM alone:\s*([\d.]+)", t)
+    times = re.findall(r":\s+([\d.]+) s \(([\d.]+) GFLOP/s\), transfers in the loop: (\d+)", t)
+    return {"ratio": float(ratio.group(1)), "loop_s": float(times[0][0]), "gemm_s": float(times[1][0]),
+            "loop_gflops": float(times[0][1]), "gemm_gflops": float(times[1][1]),
+            "transfers": sum(int(x[2]) for x in times)}
+
+res, failed = {}, {}
+for v, rep, rc, d in runs:
+    if rc != "0":
+        err = [l.strip() for l in open(f"{d}/log.txt", errors="replace") if "error" in l.lower()]
+        failed.setdefault(v, []).append(f"rep {rep}: rc {rc}: {(err or ['see ' + d + '/log.txt'])[0][:200]}")
+        continue
+    try:
+        parse = theano_run if v == "theano" else torch_run if v.startswith("torch") else xylem_run
+        res.setdefault(v, []).append(dict(parse(d), rep=rep))
+    except Exception as ex:
+        failed.setdefault(v, []).append(f"rep {rep}: could not parse {d}: {ex}")
+
+def med(v, k):
+    xs = [r[k] for r in res.get(v, []) if r.get(k) is not None]
+    return statistics.median(xs) if xs else None
+ms = lambda s: "n/a" if s is None else f"{1000 * s:.3f} ms"
+def ratio(a, b): return None if a is None or b is None else a / b
+rx = lambda r: "n/a" if r is None else f"{r:.2f}x"
+def verdict(r, bar):
+    return "NO DATA" if r is None else ("met" if r <= bar else "NOT met")
+nreps = max((len(x) for x in res.values()), default=0)
+
+print("<!-- generated by bench/run_gpu_bench.sh; raw runs in " + out + " -->")
+print(f"### GPU benchmarks, {facts.get('date_utc', '?')}")
+if quick:
+    print("\n**QUICK MODE: short runs to test the plumbing; these are not results.**")
+print()
+print(f"- GPU: {facts.get('gpu')}; CUDA (driver, nvidia-smi) {facts.get('nvidia_smi_cuda') or 'n/a'}; nvcc {facts.get('nvcc')}")
+print(f"- xylem {facts.get('repo_rev')}, backend `{facts.get('xylem', '').split('backend ')[-1]}`: {facts.get('xylem_device')}")
+print(f"- PyTorch: {facts.get('torch')} on `{facts.get('torch_device')}` ({facts.get('python')})")
+print(f"- CPU: {facts.get('cpu')}; load {facts.get('loadavg_start')} -> {facts.get('loadavg_end')}")
+print(f"- Command: `bench/run_gpu_bench.sh " + " ".join(sys.argv[3:]) + "`; medians of " + str(nreps) +
+      " interleaved repetitions; " + facts.get("mode", ""))
+print()
+print("**fashion_mlp training step, batch 64** (steady-state: median over 100-step windows after the first, "
+      "clock read after a host sync at each window's end, xylem from log.csv, PyTorch from torch_mlp.py; "
+      "epoch average: seconds / steps of the whole timed epoch, first steps, capture and last partial batch included)")
+print()
+print("| variant | steady-state step | ratio to PyTorch | epoch avg step | ratio | bar | test acc | train loss |")
+print("|---|---:|---:|---:|---:|---|---:|---:|")
+tstep, tavg = med("torch-mlp", "step"), med("torch-mlp", "avg")
+bars = {"mlp-eager": 1.0, "mlp-captured": 0.5}
+for v, label in [("mlp-eager", "xylem eager"), ("mlp-captured", "xylem captured"),
+                 ("mlp-resident", "xylem eager, resident data"), ("mlp-captured-res", "xylem captured, resident data"),
+                 ("torch-mlp", "PyTorch eager")]:
+    if v not in res:
+        print(f"| {label} | failed | | | | {'<= %.1fx' % bars[v] if v in bars else ''} | | |"); continue
+    r1, r2 = ratio(med(v, "step"), tstep), ratio(med(v, "avg"), tavg)
+    bar = ""
+    if v in bars:
+        bar = f"<= {bars[v]:.1f}x: steady {verdict(r1, bars[v])}, epoch avg {verdict(r2, bars[v])}"
+    loss = med(v, "loss")
+    print(f"| {label} | {ms(med(v, 'step'))} | {rx(r1)} | {ms(med(v, 'avg'))} | {rx(r2)} | {bar} "
+          f"| {100 * med(v, 'acc'):.2f}%{' (quick)' if quick else ''} | {'' if loss is None else f'{loss:.4f}'} |")
+print()
+print("**Transfers per step** (metrics.json, whole epoch; the resident runs' only upload is the epoch's order)")
+print()
+print("| variant | transfers_per_step | h2d_bytes_per_step |")
+print("|---|---:|---:|")
+for v, label in [("mlp-eager", "eager"), ("mlp-captured", "captured"), ("mlp-resident", "eager, `[data] resident = true`"),
+                 ("mlp-captured-res", "captured, resident")]:
+    rs = res.get(v)
+    if not rs:
+        print(f"| {label} | failed | |"); continue
+    t = sorted({round(r['tps'], 4) for r in rs}); h = sorted({round(r['h2d'], 1) for r in rs})
+    print(f"| {label} | {' / '.join(map(str, t))} | {' / '.join(f'{x:,.1f}' for x in h)} |")
+print()
+print("**Theano loop** (`xylem-bench-theano`: y = m @ x + b, 1000x1000 float32, operands resident)")
+print()
+if "theano" in res:
+    r = med("theano", "ratio"); tr = max(x["transfers"] for x in res["theano"])
+    print(f"loop / GEMM alone = {r:.3f} (median; bar <= 1.10: {verdict(r, 1.10)}), "
+          f"loop {med('theano', 'loop_s'):.3f} s ({med('theano', 'loop_gflops'):.0f} GFLOP/s), "
+          f"GEMM alone {med('theano', 'gemm_s'):.3f} s ({med('theano', 'gemm_gflops'):.0f} GFLOP/s), "
+          f"transfers in the loops (max over runs) {tr} (bar 0: {'met' if tr == 0 else 'NOT met'})")
+else:
+    print("failed or not run")
+print()
+x, t = res.get("lenet"), res.get("torch-lenet")
+what = "epoch" if not quick else "run (QUICK: not a full epoch)"
+print(f"**fashion_lenet, batch 64, 1 {what}**")
+print()
+print("| | xylem | PyTorch | ratio | bar |")
+print("|---|---:|---:|---:|---|")
+xs, ts = med("lenet", "seconds"), med("torch-lenet", "seconds")
+r = ratio(xs, ts)
+f = lambda s: "failed" if s is None else f"{s:.3f} s"
+lsteps = med('lenet', 'steps')
+print(f"| time ({'?' if lsteps is None else int(lsteps)} steps) | {f(xs)} | {f(ts)} | {rx(r)} | <= 1.0x: {verdict(r, 1.0)} |")
+print(f"| steady-state step | {ms(med('lenet', 'step'))} | {ms(med('torch-lenet', 'step'))} | "
+      f"{rx(ratio(med('lenet', 'step'), med('torch-lenet', 'step')))} | |")
+xa, ta = med("lenet", "acc"), med("torch-lenet", "acc")
+fa = lambda a: "failed" if a is None else f"{100 * a:.2f}%"
+print(f"| test accuracy | {fa(xa)} | {fa(ta)} | | >= 83.5% (xylem): "
+      f"{'n/a in quick mode' if quick else 'NO DATA' if xa is None else ('met' if xa >= 0.835 else 'NOT met')} |")
+print()
+print("Notes: xylem's timed epoch starts after its cuBLAS/cuDNN handles exist (created with the device); "
+      "PyTorch runs 3 untimed warm-up steps on a copy of the model (cuBLAS/cuDNN initialisation) on cuda. "
+      "PyTorch runs with its default math (cuDNN may use TF32 for convolutions); xylem uses FP32 FMA (no TF32).")
+for v in ("torch-mlp", "torch-lenet"):
+    for _, rep, rc, d in (r for r in runs if r[0] == v and r[2] == "0"):
+        head = next((l.strip() for l in open(f"{d}/log.txt") if l.startswith('{"torch"')), None)
+        if head:
+            print(f"{v} settings: `{head}`")
+        break
+print()
+print("<details><summary>Raw runs</summary>")
+print()
+print("| variant | rep | seconds | steps | steady step | epoch avg step | test acc | transfers/step | h2d B/step |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+for v in res:
+    for r in res[v]:
+        if v == "theano":
+            print(f"| theano | {r['rep']} | loop {r['loop_s']:.3f} / GEMM {r['gemm_s']:.3f} | | ratio {r['ratio']:.3f} | | | {r['transfers']} | |")
+            continue
+        print(f"| {v} | {r['rep']} | {r['seconds']:.3f} | {r['steps']} | {ms(r['step'])} | {ms(r['avg'])} "
+              f"| {100 * r['acc']:.2f}% | {r.get('tps', '')} | {r.get('h2d', '')} |")
+print()
+print("</details>")
+if failed:
+    print()
+    print("**Failed runs**")
+    print()
+    for v, msgs in failed.items():
+        for m in msgs:
+            print(f"- {v} {m}")
+PYEOF
+echo
+echo "raw results: $OUT"
