@@ -52,6 +52,14 @@ bool Conv2d::fuse_activation(xylem_activation act, Backend&) {
     return true;
 }
 
+std::vector<uint32_t> Conv2d::ops_needed(bool backward) const {
+    if (!backward) return {XYLEM_OP_FILL, XYLEM_OP_CONV2D_FWD};
+    std::vector<uint32_t> ops = {XYLEM_OP_FILL, XYLEM_OP_CONV2D_FWD, XYLEM_OP_CONV2D_BWD_FILTER, XYLEM_OP_CONV2D_BWD_DATA};
+    if (o_.bias) ops.push_back(XYLEM_OP_BIAS_GRAD);
+    if (attrs_.activation != XYLEM_ACT_NONE) ops.push_back(XYLEM_OP_ACT_BWD);
+    return ops;
+}
+
 const Tensor& Conv2d::forward(Device& dev, const Tensor& x, bool) {
     const Shape out = with_label(label(), [&] { return ops::conv2d_output_shape(x.shape(), weight_.value.shape(), attrs_); });
     x_ = x;

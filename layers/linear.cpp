@@ -53,6 +53,14 @@ const Tensor& Linear::backward(Device& dev, const Tensor& dy, bool need_dx) {
     return dx_;
 }
 
+std::vector<uint32_t> Linear::ops_needed(bool backward) const {
+    if (!backward) return {XYLEM_OP_FILL, XYLEM_OP_LINEAR_FWD};
+    std::vector<uint32_t> ops = {XYLEM_OP_FILL, XYLEM_OP_LINEAR_FWD, XYLEM_OP_GEMM};
+    if (has_bias_) ops.push_back(XYLEM_OP_BIAS_GRAD);
+    if (act_ != XYLEM_ACT_NONE) ops.push_back(XYLEM_OP_ACT_BWD);
+    return ops;
+}
+
 bool Linear::fuse_activation(xylem_activation act, Backend& backend) {
     if (act_ != XYLEM_ACT_NONE || !backend.supports(XYLEM_OP_LINEAR_FWD)) return false;
     act_ = act;

@@ -29,12 +29,19 @@ void Sequential::build(Device& dev, const Shape& input_sample, uint64_t seed) {
         if (act && i > 0 && !fused_[i - 1]) fused_[i] = layers_[i - 1]->fuse_activation(act->activation(), dev.backend());
     }
     output_ = shape;
+    check_ops(dev.backend(), false);  // inference needs the forward ops; train() checks backward too
     forward_scopes_.clear();
     backward_scopes_.clear();
     for (auto& l : layers_) {
         forward_scopes_.push_back(l->label() + " forward");
         backward_scopes_.push_back(l->label() + " backward");
     }
+}
+
+void Sequential::check_ops(Backend& backend, bool backward) const {
+    for (size_t i = 0; i < layers_.size(); ++i)
+        if (!fused_[i])
+            for (uint32_t op : layers_[i]->ops_needed(backward)) backend.require(op, layers_[i]->label());
 }
 
 const Tensor& Sequential::forward(Device& dev, const Tensor& x, bool train) {

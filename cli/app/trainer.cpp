@@ -145,6 +145,15 @@ TrainResult train(const RunConfig& c, Device& dev, std::ostream& out, const Trai
     check_labels(train_set, classes, c.data_dir + " training");
     check_labels(test_set, classes, c.data_dir + " test");
     auto solver = build_solver(c);
+    // Every op training will run is checked before any work is done: the layers' forward and
+    // backward ops, the loss, the solver and the loop's own (counters, resident batches).
+    Backend& backend = dev.backend();
+    model->check_ops(backend, true);
+    for (uint32_t op : loss->ops_needed()) backend.require(op, "loss " + c.loss);
+    for (uint32_t op : solver->ops_needed()) backend.require(op, "solver " + solver->kind());
+    for (uint32_t op : {XYLEM_OP_FILL, XYLEM_OP_ACCURACY}) backend.require(op, "the training loop");
+    if (c.data_resident)
+        for (uint32_t op : {XYLEM_OP_GATHER_ROWS, XYLEM_OP_COPY}) backend.require(op, "data.resident = true");
     std::vector<Param*> params = model->params();
     // Parameters are initialised on the host: move them to the device once, before the strict steps.
     for (Param* p : model->state()) p->value.upload(dev);

@@ -29,6 +29,11 @@ xylem_framework_t Backend::framework() {
     return framework_;
 }
 
+void Backend::require(uint32_t op, const std::string& who) {
+    if (!supports(op))
+        throw Error(who + ": op " + op_name(op) + " is not supported by backend '" + name_ + "'");
+}
+
 bool Backend::supports(uint32_t op) {
     // Asked once per op at first use; Device::run consults the cache on every op, lock-free.
     std::call_once(supported_once_, [this] {

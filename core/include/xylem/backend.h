@@ -37,6 +37,9 @@ public:
     // The plugin's framework instance (created by the plugin on first use, then shared).
     xylem_framework_t framework();
     bool supports(uint32_t op);
+    // Throws Error("<who>: op <name> is not supported by backend '<name>'") unless supported:
+    // models check every op they will run at build time, before any work is done.
+    void require(uint32_t op, const std::string& who);
     // Device `index`, created on first use and kept for the backend's lifetime.
     std::shared_ptr<Device> device(uint32_t index = 0);
 

@@ -24,6 +24,7 @@ public:
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
     std::vector<Param*> params() override;
     bool fuse_activation(xylem_activation act, Backend& backend) override;
+    std::vector<uint32_t> ops_needed(bool backward) const override;
 
 private:
     Shape weight_shape(int64_t in_channels) const;
@@ -46,6 +47,10 @@ public:
     Shape output_shape(const Shape& input) const override;
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+    std::vector<uint32_t> ops_needed(bool backward) const override {
+        if (!backward) return {XYLEM_OP_POOL2D_FWD};
+        return {XYLEM_OP_POOL2D_FWD, XYLEM_OP_POOL2D_BWD};
+    }
 
 private:
     xylem_pool2d_attrs attrs_{};

@@ -12,6 +12,10 @@ public:
     Shape output_shape(const Shape& input) const override { return input; }
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+    std::vector<uint32_t> ops_needed(bool backward) const override {
+        if (!backward) return {XYLEM_OP_ACT_FWD};
+        return {XYLEM_OP_ACT_FWD, XYLEM_OP_ACT_BWD};
+    }
     xylem_activation activation() const { return act_; }
 
 private:
@@ -27,6 +31,10 @@ public:
     Shape output_shape(const Shape& input) const override;
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+    std::vector<uint32_t> ops_needed(bool backward) const override {
+        if (!backward) return {XYLEM_OP_SOFTMAX_FWD};
+        return {XYLEM_OP_SOFTMAX_FWD, XYLEM_OP_SOFTMAX_BWD};
+    }
 
 private:
     bool log_;
@@ -42,6 +50,10 @@ public:
     Shape output_shape(const Shape& input) const override { return input; }
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+    std::vector<uint32_t> ops_needed(bool backward) const override {  // inference passes the input through
+        if (!backward) return {};
+        return {XYLEM_OP_DROPOUT_FWD, XYLEM_OP_MUL};
+    }
 
 private:
     float p_;

@@ -41,6 +41,9 @@ public:
     // Takes over a following activation layer (one fused op) when this layer and the backend
     // can; returns whether it did.
     virtual bool fuse_activation(xylem_activation, Backend&) { return false; }
+    // The ops this layer's forward pass runs (after fusion), and with `backward` those of its
+    // backward pass too: checked against the backend before any work (Sequential::check_ops).
+    virtual std::vector<uint32_t> ops_needed(bool /*backward*/) const { return {}; }
 
     // "model layer 2 (linear)": used in every error message about this layer.
     const std::string& label() const { return label_; }

@@ -18,6 +18,7 @@ public:
     std::vector<Param*> params() override;
 
     bool fuse_activation(xylem_activation act, Backend& backend) override;
+    std::vector<uint32_t> ops_needed(bool backward) const override;
     xylem_activation activation() const { return act_; }
     int64_t out_features() const { return out_; }
 

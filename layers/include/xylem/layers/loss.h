@@ -21,6 +21,8 @@ public:
     virtual void forward(Device& dev, const Tensor& output, const Tensor& target, Tensor& loss_sum) = 0;
     // dL/doutput for L = the mean of the per-sample losses over the batch.
     virtual const Tensor& backward(Device& dev, const Tensor& output, const Tensor& target) = 0;
+    // The ops forward() and backward() run (checked against the backend before training starts).
+    virtual std::vector<uint32_t> ops_needed() const = 0;
 
 protected:
     Tensor grad_;
@@ -30,6 +32,7 @@ protected:
 class CrossEntropyLoss : public Loss {
 public:
     std::string kind() const override { return "cross_entropy"; }
+    std::vector<uint32_t> ops_needed() const override { return {XYLEM_OP_XENT_FWD, XYLEM_OP_XENT_BWD}; }
     void forward(Device& dev, const Tensor& output, const Tensor& target, Tensor& loss_sum) override;
     const Tensor& backward(Device& dev, const Tensor& output, const Tensor& target) override;
 };
@@ -38,6 +41,7 @@ public:
 class NllLoss : public Loss {
 public:
     std::string kind() const override { return "nll"; }
+    std::vector<uint32_t> ops_needed() const override { return {XYLEM_OP_NLL_FWD, XYLEM_OP_NLL_BWD}; }
     void forward(Device& dev, const Tensor& output, const Tensor& target, Tensor& loss_sum) override;
     const Tensor& backward(Device& dev, const Tensor& output, const Tensor& target) override;
 };
@@ -46,6 +50,7 @@ public:
 class MseLoss : public Loss {
 public:
     std::string kind() const override { return "mse"; }
+    std::vector<uint32_t> ops_needed() const override { return {XYLEM_OP_MSE_FWD, XYLEM_OP_MSE_BWD}; }
     DType target_dtype() const override { return DType::F32; }
     void check_output(const Shape& output_sample) const override;
     void forward(Device& dev, const Tensor& output, const Tensor& target, Tensor& loss_sum) override;

@@ -19,6 +19,10 @@ public:
     // runs the fused op, and allocates and initialises parameters on `dev`.
     void build(Device& dev, const Shape& input_sample, uint64_t seed);
     const Shape& output_sample_shape() const { return output_; }
+    // Throws an Error naming the first layer whose forward (and, with `backward`, backward) ops
+    // the backend does not support: "model layer 0 (conv2d): op conv2d_fwd is not supported by
+    // backend 'tiny'". build() runs it for the forward ops, before any work is done.
+    void check_ops(Backend& backend, bool backward) const;
 
     const Tensor& forward(Device& dev, const Tensor& x, bool train);
     // Backward from dL/doutput; fills every parameter's gradient.

@@ -17,6 +17,8 @@ public:
     virtual std::string kind() const = 0;
     // Applies one update to every parameter from its gradient.
     virtual void step(Device& dev, const std::vector<Param*>& params) = 0;
+    // The ops step() runs (checked against the backend before training starts).
+    virtual std::vector<uint32_t> ops_needed() const = 0;
     float lr() const { return lr_; }
     void set_lr(float lr) { lr_ = lr; }
 
@@ -37,6 +39,7 @@ public:
     explicit Sgd(const SgdOptions& o);
     std::string kind() const override { return "sgd"; }
     void step(Device& dev, const std::vector<Param*>& params) override;
+    std::vector<uint32_t> ops_needed() const override { return {XYLEM_OP_FILL, XYLEM_OP_SGD_UPDATE}; }
 
 private:
     SgdOptions o_;
@@ -53,6 +56,7 @@ public:
     explicit Adam(const AdamOptions& o);
     std::string kind() const override { return "adam"; }
     void step(Device& dev, const std::vector<Param*>& params) override;
+    std::vector<uint32_t> ops_needed() const override { return {XYLEM_OP_FILL, XYLEM_OP_ADAM_UPDATE}; }
 
 private:
     AdamOptions o_;

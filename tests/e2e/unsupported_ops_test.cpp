@@ -1,0 +1,65 @@
+// A model that needs an op its backend does not have stops before any work, naming the layer (or
+// the loss / solver / loop), the op and the backend: at build for the forward ops, at the start
+// of training for the rest. The discrete test plugin offers everything but the convolution family.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "app/model_builder.h"
+#include "app/trainer.h"
+#include "xylem/error.h"
+#include "xylem/layers/conv.h"
+#include "xylem/layers/sequential.h"
+#include "xylem/registry.h"
+#include "xylem/transfer.h"
+
+using namespace xylem;
+
+namespace {
+
+Device& fake_discrete() {
+    static Registry* reg = [] {
+        auto* r = new Registry();  // plugins are never unloaded
+        r->scan({XYLEM_TEST_CORE_PLUGIN_DIR});
+        return r;
+    }();
+    return *reg->select("fake_discrete")->device(0);
+}
+
+std::string error_of(const std::function<void()>& fn) {
+    try {
+        fn();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "<no error>";
+}
+
+}  // namespace
+
+TEST(UnsupportedOps, ConvModelFailsAtBuildNamingLayerOpAndBackend) {
+    Device& dev = fake_discrete();
+    ASSERT_FALSE(dev.backend().supports(XYLEM_OP_CONV2D_FWD)) << "test bug: the fixture plugin gained conv";
+    Sequential model;
+    Conv2dOptions conv;
+    conv.out_channels = 2;
+    conv.kernel_h = conv.kernel_w = 1;
+    model.add(std::make_unique<Conv2d>(conv));
+    const TransferCounts before = transfer_counts();
+    const std::string msg = error_of([&] { model.build(dev, {4, 3, 3}, 1); });
+    EXPECT_EQ(msg, "model layer 0 (conv2d): op conv2d_fwd is not supported by backend 'fake_discrete'");
+    EXPECT_EQ((transfer_counts() - before).count(), 0u) << "nothing may run before the check";
+}
+
+TEST(UnsupportedOps, TrainingLeNetStopsBeforeTheFirstStepAndWritesNothing) {
+    Device& dev = fake_discrete();
+    RunConfig c = load_config(std::string(XYLEM_SOURCE_DIR) + "/examples/fashion_lenet.toml");
+    const std::string dir = (std::filesystem::temp_directory_path() / "xylem_unsupported_ops").string();
+    c.out_dir = dir;
+    std::ostringstream log;
+    const std::string msg = error_of([&] { app::train(c, dev, log, {false, false}); });
+    EXPECT_EQ(msg, "model layer 0 (conv2d): op conv2d_fwd is not supported by backend 'fake_discrete'");
+    EXPECT_FALSE(std::filesystem::exists(dir + "/model.safetensors"));
+    std::filesystem::remove_all(dir);
+}
