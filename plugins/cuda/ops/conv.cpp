@@ -42,16 +42,23 @@ struct ConvPlan {
 };
 
 // The best heuristic choice that runs in FMA math (no TF32, so results track the CPU) within the
-// workspace limit; else the best one at all.
-template <class Perf>
-const Perf* pick(const Perf* perf, int count) {
-    const Perf* any = nullptr;
-    for (int i = 0; i < count; ++i) {
-        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace) continue;
-        if (perf[i].mathType == CUDNN_FMA_MATH) return &perf[i];
-        if (!any) any = &perf[i];
-    }
-    return any;
+// workspace limit; else the best one at all. perf[i].memory is the workspace for perf[i].mathType,
+// but the shared descriptor always runs in CUDNN_FMA_MATH: so the workspace is asked again for the
+// descriptor as it is (ws_of, cudnnGet*WorkspaceSize), which also rejects an algorithm that cannot
+// run in FMA math, instead of trusting a size computed for another math type (too small a
+// workspace is an execution failure or an out-of-bounds write).
+template <class Perf, class WsOf>
+const Perf* pick(const Perf* perf, int count, WsOf ws_of, size_t* ws) {
+    for (int fma_only = 1; fma_only >= 0; --fma_only)
+        for (int i = 0; i < count; ++i) {
+            if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+            if (fma_only && perf[i].mathType != CUDNN_FMA_MATH) continue;
+            size_t bytes = 0;
+            if (ws_of(perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > kMaxWorkspace) continue;
+            *ws = bytes;
+            return &perf[i];
+        }
+    return nullptr;
 }
 
 }  // namespace
@@ -106,25 +113,34 @@ private:
             a.check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y,
                                                                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf),
                           "cudnnGetConvolutionForwardAlgorithm_v7");
-            const auto* best = pick(perf, got);
+            size_t ws = 0;
+            const auto* best = pick(perf, got, [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
+                return cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y, algo, bytes);
+            }, &ws);
             if (!best) a.device_fail("cudnnGetConvolutionForwardAlgorithm_v7", "no algorithm fits");
-            p.fwd = best->algo, p.fwd_ws = best->memory, p.have_fwd = true;
+            p.fwd = best->algo, p.fwd_ws = ws, p.have_fwd = true;
         } else if (pass == Pass::kBwdData && !p.have_bwd_data) {
             cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
             a.check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x,
                                                                       CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf),
                           "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-            const auto* best = pick(perf, got);
+            size_t ws = 0;
+            const auto* best = pick(perf, got, [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+                return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv, p.x, algo, bytes);
+            }, &ws);
             if (!best) a.device_fail("cudnnGetConvolutionBackwardDataAlgorithm_v7", "no algorithm fits");
-            p.bwd_data = best->algo, p.bwd_data_ws = best->memory, p.have_bwd_data = true;
+            p.bwd_data = best->algo, p.bwd_data_ws = ws, p.have_bwd_data = true;
         } else if (pass == Pass::kBwdFilter && !p.have_bwd_filter) {
             cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
             a.check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                               h, p.x, p.y, p.conv, p.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf),
                           "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-            const auto* best = pick(perf, got);
+            size_t ws = 0;
+            const auto* best = pick(perf, got, [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
+                return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv, p.w, algo, bytes);
+            }, &ws);
             if (!best) a.device_fail("cudnnGetConvolutionBackwardFilterAlgorithm_v7", "no algorithm fits");
-            p.bwd_filter = best->algo, p.bwd_filter_ws = best->memory, p.have_bwd_filter = true;
+            p.bwd_filter = best->algo, p.bwd_filter_ws = ws, p.have_bwd_filter = true;
         }
     }
 

@@ -33,7 +33,15 @@ xylem_status op_run(xylem_framework_t fw, xylem_stream_t stream, const xylem_op_
     return plugin_kit::guarded_op_run<Plugin>(desc, stream, kOps, [&](OpFn op) {
         if (fw->device_count_ > 1) cudaSetDevice(static_cast<int>(stream->device_));
         stream->scratch_.reset();
-        op(*desc, *stream, *fw);
+        try {
+            op(*desc, *stream, *fw);
+        } catch (...) {
+            // An op that fails after enqueuing work into a capture (or after growing the arena)
+            // must still hand its blocks to the capture: else the next reset() frees them with
+            // cudaFree in the middle of the capture while recorded nodes point into them.
+            if (stream->capture_) stream->scratch_.collect(stream->capture_->keep);
+            throw;
+        }
         if (stream->capture_) stream->scratch_.collect(stream->capture_->keep);
     });
 }
