@@ -77,7 +77,9 @@ cd "$ROOT"
 RUN_TIMEOUT=150
 PLAIN=(env -u XYLEM_NUM_THREADS -u OPENBLAS_NUM_THREADS -u GLIBC_TUNABLES -u XYLEM_BACKEND)
 XARGS=(--backend "$BACKEND" --plugin-path "$BUILD/plugins" --epochs 1)
-TARGS=(--device "$TORCH_DEVICE" --epochs 1 --seed 1)
+# PyTorch reads the data the xylem configs read (scripts/gpu-run.sh may point them elsewhere).
+DATA_DIR="$(sed -n 's/^dir *= *"\(.*\)"/\1/p' examples/fashion_mlp.toml | head -1)"
+TARGS=(--device "$TORCH_DEVICE" --epochs 1 --seed 1 --data-dir "${DATA_DIR:-/usr/share/datasets/fashion-mnist}")
 MLP_STEPS=0; LENET_STEPS=0; THEANO_ITERS=500
 if [[ $QUICK -eq 1 ]]; then MLP_STEPS=300; LENET_STEPS=100; THEANO_ITERS=20; fi
 if ((MLP_STEPS)); then MLP_X=(--max-steps $MLP_STEPS); else MLP_X=(); fi

@@ -3,7 +3,8 @@
 # toolchain versions, a CUDA build, the whole ctest suite (conformance and gradient checks then
 # include cuda), both Fashion-MNIST examples trained on cuda, then bench/run_gpu_bench.sh (the
 # speed bars; see below). Everything goes to stdout and to ${OUT:-build-gpu}/gpu-check.log; the
-# exit status is non-zero if any step failed.
+# exit status is non-zero if any step failed. To run it on a GPU machine without building there:
+# scripts/gpu-bundle.sh here, scripts/gpu-run.sh there (docs/gpu-runbook.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build-gpu}"
@@ -24,12 +25,16 @@ nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv
 /usr/local/cuda/bin/nvcc --version | tail -2
 ls /usr/local/cuda/lib*/libcudnn.so.* 2>/dev/null | head -1
 
-step "configure" cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DXYLEM_BUILD_CUDA=ON
-step "build" cmake --build "$BUILD" -j"$(nproc)"
+# GPU_CHECK_BUILD=0 uses a finished build as it is (scripts/gpu-run.sh: one made elsewhere by
+# scripts/gpu-bundle.sh, whose absolute paths it recreates).
+if [[ "${GPU_CHECK_BUILD:-1}" != 0 ]]; then
+    step "configure" cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DXYLEM_BUILD_CUDA=ON
+    step "build" cmake --build "$BUILD" -j"$(nproc)"
+fi
 step "backends" "$BUILD/bin/xylem" backends --plugin-path "$BUILD/plugins"
-step "ctest" ctest --test-dir "$BUILD" --output-on-failure -j4
+step "ctest" ctest --test-dir "$BUILD" --output-on-failure --timeout 300 -j4
 # The CUDA-specific tests alone, verbose: their device listing is the record of what ran where.
-step "cuda tests" ctest --test-dir "$BUILD" -R "CudaPlugin|conformance.cuda|/cuda" --output-on-failure -V
+step "cuda tests" ctest --test-dir "$BUILD" -R "CudaPlugin|conformance.cuda|/cuda" --output-on-failure --timeout 300 -V
 
 for model in fashion_mlp fashion_lenet; do
     step "train $model on cuda" "$BUILD/bin/xylem" train --config "examples/$model.toml" --backend cuda \

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Builds (or reuses) a Release build with CUDA here and packs what a GPU machine needs to run the
+# whole verification without building anything (scripts/gpu-run.sh unpacks and runs it there):
+#
+#   scripts/gpu-bundle.sh [--no-build] [--jobs N]
+#
+# The build is configured through a fixed path, /tmp/xylem-gpu-src (a symlink to this checkout),
+# with its build folder /tmp/xylem-gpu-src/build-gpu (= ./build-gpu), because the test binaries,
+# the core library and ctest's files embed absolute paths (XYLEM_SOURCE_DIR, XYLEM_BINARY_DIR, the
+# plugin folders, RUNPATH): gpu-run.sh recreates that path on the GPU machine, pointing it at the
+# unpacked build beside the checkout there. OpenCL is off (the GPU image has no CLBlast/PoCL).
+#
+# Writes into .gpu/ (ignored; carry it with the device tool's `carry: [".gpu"]`):
+#   xylem-gpu-build.tar.xz  build-gpu/{bin,lib,plugins,test_plugins*,test_plugin_deps}, ctest's
+#                           CTestTestfile.cmake and gtest-discovered test lists, sys-lib/ (the
+#                           non-system shared libraries they need: OpenBLAS, gfortran, gtest...;
+#                           not glibc, libstdc++, libgcc_s, nor cuBLAS/cuDNN, which the GPU image
+#                           has as pip wheels), bundle-info.txt
+#   fashion-mnist/          the four .gz files (already compressed; kept out of the xz)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+LINK=/tmp/xylem-gpu-src
+DATA="${XYLEM_GPU_DATA_SRC:-/usr/share/datasets/fashion-mnist}"
+JOBS=2
+BUILD_IT=1
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --no-build) BUILD_IT=0; shift ;;
+        --jobs) JOBS="$2"; shift 2 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        *) echo "unknown argument: $1" >&2; exit 2 ;;
+    esac
+done
+
+if [[ -L "$LINK" ]]; then ln -sfn "$ROOT" "$LINK"
+elif [[ -e "$LINK" ]]; then echo "$LINK exists and is not a symlink: move it away" >&2; exit 1
+else ln -s "$ROOT" "$LINK"; fi
+B="$LINK/build-gpu"
+
+if [[ $BUILD_IT -eq 1 ]]; then
+    if ! grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$LINK" "$B/CMakeCache.txt" 2>/dev/null; then
+        gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+        cmake -S "$LINK" -B "$B" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DXYLEM_BUILD_CUDA=ON \
+            -DXYLEM_BUILD_OPENCL=OFF -DXYLEM_BUILD_TESTS=ON
+    fi
+    cmake --build "$B" -j"$JOBS"
+fi
+[[ -x "$B/bin/xylem" && -f "$B/plugins/libxylem_cuda.so" ]] || { echo "no CUDA build in $B" >&2; exit 1; }
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    [[ -f "$DATA/$f.gz" ]] || { echo "missing $DATA/$f.gz (set XYLEM_GPU_DATA_SRC)" >&2; exit 1; }
+done
+
+STAGE="$(mktemp -d /tmp/xylem-gpu-stage.XXXXXX)"
+trap 'rm -rf "$STAGE"' EXIT
+mkdir -p "$STAGE/build-gpu" "$STAGE/sys-lib"
+# The build's products and what ctest reads (the gtest lists are written after each link).
+(cd "$B" && find bin lib plugins test_plugins* test_plugin_deps -maxdepth 1 \( -type f -o -type l \) \
+        \( -perm -u+x -o -name '*.so*' \) -print
+    find . \( -name CTestTestfile.cmake -o -name '*_tests.cmake' -o -name '*_include.cmake' \) -print) |
+    sed 's|^\./||' | sort > "$STAGE/files.txt"
+tar -C "$B" -cf - -T "$STAGE/files.txt" | tar -C "$STAGE/build-gpu" -xf -
+
+# The ldd closure, less the C/C++ runtime (the GPU image has newer ones) and CUDA's own libraries.
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libresolv|libutil|libstdc\+\+|libgcc_s|libcublas|libcublasLt|libcudnn|libcuda\.|libcudart)'
+while IFS= read -r -d '' f; do ldd "$f" 2>/dev/null || true; done \
+        < <(find "$STAGE/build-gpu" -type f \( -name '*.so*' -o -perm -u+x \) -print0) |
+    awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
+    while read -r name path; do
+        [[ "$name" =~ $skip ]] && continue
+        [[ "$name" == libxylem* || "$path" == "$STAGE"/* || "$path" == "$B"/* ]] && continue
+        [[ -f "$STAGE/sys-lib/$name" ]] || cp -L "$path" "$STAGE/sys-lib/$name"
+    done
+{
+    echo "link: $LINK"
+    echo "build: $B"
+    echo "made_utc: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
+    echo "repo_rev: $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- . ':!build-gpu' || echo ' (dirty tree)')"
+    git -C "$ROOT" diff --stat HEAD | sed 's/^/  diff: /'
+    echo "build_type: $(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$B/CMakeCache.txt")"
+    echo "cuda_codes: $(grep -o -- '--generate-code=[^ ]*' "$B/build.ninja" "$B"/plugins/cuda/CMakeFiles/*/flags.make 2>/dev/null | sed 's/.*code=//' | sort -u | paste -sd' ')"
+    echo "nvcc: $(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' "$B/CMakeCache.txt") ($(sed -n 's/^CMAKE_CUDA_COMPILER_VERSION:[A-Z]*=//p' "$B/CMakeCache.txt"; grep -h -o 'CMAKE_CUDA_COMPILER_VERSION "[^"]*"' "$B"/CMakeFiles/*/CMakeCUDACompiler.cmake 2>/dev/null | head -1))"
+    echo "glibc_here: $(ldd --version | head -1)"
+    echo "sys_libs: $(cd "$STAGE/sys-lib" && ls | paste -sd' ')"
+} > "$STAGE/bundle-info.txt"
+cat "$STAGE/bundle-info.txt"
+
+mkdir -p "$ROOT/.gpu/fashion-mnist"
+cp "$DATA"/*-ubyte.gz "$ROOT/.gpu/fashion-mnist/"
+tar -C "$STAGE" -cf - build-gpu sys-lib bundle-info.txt | xz -T"$JOBS" -6 > "$ROOT/.gpu/xylem-gpu-build.tar.xz.tmp"
+mv "$ROOT/.gpu/xylem-gpu-build.tar.xz.tmp" "$ROOT/.gpu/xylem-gpu-build.tar.xz"
+echo
+echo "unpacked: $(du -sh "$STAGE" | cut -f1) ($(wc -l < "$STAGE/files.txt") build files, $(ls "$STAGE/sys-lib" | wc -l) libraries)"
+du -b "$ROOT/.gpu/xylem-gpu-build.tar.xz" "$ROOT/.gpu/fashion-mnist" | awk '{printf "%8.1f MiB  %s\n", $1 / 1048576, $2}'
+total=$(du -sb "$ROOT/.gpu" | cut -f1)
+tree=$(cd "$ROOT" && git ls-files -co --exclude-standard -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+awk -v a="$total" -v b="$tree" 'BEGIN {printf ".gpu total: %.1f MiB; with the working tree (%.1f MiB) a device call carries %.1f MiB of its 64 MiB\n", a / 1048576, b / 1048576, (a + b) / 1048576}'
