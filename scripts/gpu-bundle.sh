@@ -8,12 +8,16 @@
 # with its build folder /tmp/xylem-gpu-src/build-gpu (= ./build-gpu), because the test binaries,
 # the core library and ctest's files embed absolute paths (XYLEM_SOURCE_DIR, XYLEM_BINARY_DIR, the
 # plugin folders, RUNPATH): gpu-run.sh recreates that path on the GPU machine, pointing it at the
-# unpacked build beside the checkout there. OpenCL is off (the GPU image has no CLBlast/PoCL).
+# unpacked build beside the checkout there. OpenCL is on: the opencl plugin and tests/opencl's
+# test_opencl are bundled with the ICD loader (ocl-icd's libOpenCL.so.1) and libclblast.so.1 from
+# this system, which the GPU image lacks; no OpenCL driver (PoCL stays here: gpu-run.sh points the
+# loader at NVIDIA's libnvidia-opencl.so.1 there, or at nothing, which makes opencl "unavailable").
 #
 # Writes into .gpu/ (ignored; carry it with the device tool's `carry: [".gpu"]`):
 #   xylem-gpu-build.tar.xz  build-gpu/{bin,lib,plugins,test_plugins*,test_plugin_deps}, ctest's
 #                           CTestTestfile.cmake and gtest-discovered test lists, sys-lib/ (the
-#                           non-system shared libraries they need: OpenBLAS, gfortran, gtest...;
+#                           non-system shared libraries they need: OpenBLAS, gfortran, gtest...,
+#                           libOpenCL.so.1 and libclblast.so.1;
 #                           not glibc, libstdc++, libgcc_s, nor cuBLAS/cuDNN, which the GPU image
 #                           has as pip wheels), bundle-info.txt
 #   fashion-mnist/          the four .gz files (already compressed; kept out of the xz)
@@ -27,7 +31,7 @@ while [[ $# -gt 0 ]]; do
     case "$1" in
         --no-build) BUILD_IT=0; shift ;;
         --jobs) JOBS="$2"; shift 2 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -38,14 +42,16 @@ else ln -s "$ROOT" "$LINK"; fi
 B="$LINK/build-gpu"
 
 if [[ $BUILD_IT -eq 1 ]]; then
-    if ! grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$LINK" "$B/CMakeCache.txt" 2>/dev/null; then
+    if ! grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$LINK" "$B/CMakeCache.txt" 2>/dev/null ||
+       ! grep -qx "XYLEM_BUILD_OPENCL:BOOL=ON" "$B/CMakeCache.txt" 2>/dev/null; then
         gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
         cmake -S "$LINK" -B "$B" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DXYLEM_BUILD_CUDA=ON \
-            -DXYLEM_BUILD_OPENCL=OFF -DXYLEM_BUILD_TESTS=ON
+            -DXYLEM_BUILD_OPENCL=ON -DXYLEM_BUILD_TESTS=ON
     fi
     cmake --build "$B" -j"$JOBS"
 fi
 [[ -x "$B/bin/xylem" && -f "$B/plugins/libxylem_cuda.so" ]] || { echo "no CUDA build in $B" >&2; exit 1; }
+[[ -f "$B/plugins/libxylem_opencl.so" && -x "$B/bin/test_opencl" ]] || { echo "no OpenCL plugin in $B (XYLEM_BUILD_OPENCL=ON?)" >&2; exit 1; }
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
     [[ -f "$DATA/$f.gz" ]] || { echo "missing $DATA/$f.gz (set XYLEM_GPU_DATA_SRC)" >&2; exit 1; }
 done
@@ -70,6 +76,12 @@ while IFS= read -r -d '' f; do ldd "$f" 2>/dev/null || true; done \
         [[ "$name" == libxylem* || "$path" == "$STAGE"/* || "$path" == "$B"/* ]] && continue
         [[ -f "$STAGE/sys-lib/$name" ]] || cp -L "$path" "$STAGE/sys-lib/$name"
     done
+# The opencl plugin's run-time needs came with the ldd closure; an OpenCL driver must not (the ICD
+# loader dlopens one named by a vendor file, so none should be a link-time dependency).
+for l in libOpenCL.so.1 libclblast.so.1; do
+    [[ -f "$STAGE/sys-lib/$l" ]] || { echo "$l missing from the bundle's sys-lib" >&2; exit 1; }
+done
+if ls "$STAGE/sys-lib" | grep -q -i pocl; then echo "PoCL got into sys-lib: remove it" >&2; exit 1; fi
 {
     echo "link: $LINK"
     echo "build: $B"
@@ -80,6 +92,7 @@ while IFS= read -r -d '' f; do ldd "$f" 2>/dev/null || true; done \
     echo "cuda_codes: $(grep -o -- '--generate-code=[^ ]*' "$B/build.ninja" "$B"/plugins/cuda/CMakeFiles/*/flags.make 2>/dev/null | sed 's/.*code=//' | sort -u | paste -sd' ')"
     echo "nvcc: $(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' "$B/CMakeCache.txt") ($(sed -n 's/^CMAKE_CUDA_COMPILER_VERSION:[A-Z]*=//p' "$B/CMakeCache.txt"; grep -h -o 'CMAKE_CUDA_COMPILER_VERSION "[^"]*"' "$B"/CMakeFiles/*/CMakeCUDACompiler.cmake 2>/dev/null | head -1))"
     echo "glibc_here: $(ldd --version | head -1)"
+    echo "opencl: libOpenCL.so.1 from $(dpkg -S "$(readlink -f /lib/x86_64-linux-gnu/libOpenCL.so.1)" 2>/dev/null | cut -d: -f1 | head -1) $(dpkg-query -W -f='${Version}' ocl-icd-libopencl1 2>/dev/null); libclblast.so.1 -> $(readlink /lib/x86_64-linux-gnu/libclblast.so.1 2>/dev/null); no driver bundled"
     echo "sys_libs: $(cd "$STAGE/sys-lib" && ls | paste -sd' ')"
 } > "$STAGE/bundle-info.txt"
 cat "$STAGE/bundle-info.txt"

@@ -32,7 +32,9 @@ if [[ "${GPU_CHECK_BUILD:-1}" != 0 ]]; then
     step "build" cmake --build "$BUILD" -j"$(nproc)"
 fi
 step "backends" "$BUILD/bin/xylem" backends --plugin-path "$BUILD/plugins"
-step "ctest" ctest --test-dir "$BUILD" --output-on-failure --timeout 300 -j4
+# The OpenCL tests are left out here and run in the optional opencl steps at the end, so that the
+# machine's OpenCL (NVIDIA's, if gpu-run.sh found its driver) cannot fail this CUDA step.
+step "ctest" ctest --test-dir "$BUILD" --output-on-failure --timeout 300 -j4 -E 'Opencl|opencl'
 # The CUDA-specific tests alone, verbose: their device listing is the record of what ran where.
 step "cuda tests" ctest --test-dir "$BUILD" -R "CudaPlugin|conformance.cuda|/cuda" --output-on-failure --timeout 300 -V
 
@@ -64,6 +66,43 @@ if [[ "${GPU_BENCH:-1}" != 0 ]]; then
     else
         echo "=== gpu benchmarks skipped: ${SECONDS}s used of ${GPU_CHECK_LIMIT:-600}s; run them in a call of" \
              "their own: bench/run_gpu_bench.sh --build $BUILD"
+    fi
+fi
+
+# Optional, after every CUDA step: the opencl plugin on this machine's OpenCL (on the GPU machine,
+# NVIDIA's driver, which scripts/gpu-run.sh names in OCL_ICD_VENDORS). Skipped, with no failure,
+# when `xylem backends` says opencl is unavailable (no driver: "no OpenCL platform") or when less
+# than 60 s of GPU_CHECK_LIMIT is left; when opencl is available a failed step counts as a failure.
+# Lines starting "=== opencl" are what gpu-run.sh copies into summary.md. GPU_OPENCL=0 skips it.
+ocl_left() { echo $(( ${GPU_CHECK_LIMIT:-600} - SECONDS - 20 )); }
+ocl_step() {  # ocl_step NAME COMMAND...: step with a timeout of what is left; skipped under 60 s
+    local name="$1" l
+    shift
+    l=$(ocl_left)
+    if (( l < 60 )); then echo "=== opencl: $name skipped: ${SECONDS}s used of ${GPU_CHECK_LIMIT:-600}s"; return 0; fi
+    local t0=$SECONDS r=0
+    step "opencl: $name" timeout "$l" "$@" || true
+    [[ "${failed[*]:-}" == *"opencl: $name"* ]] && r=1
+    echo "=== opencl: $name: $([[ $r == 0 ]] && echo passed || echo FAILED) in $((SECONDS - t0)) s"
+}
+if [[ "${GPU_OPENCL:-1}" == 0 ]]; then
+    echo "=== opencl: skipped (GPU_OPENCL=0)"
+else
+    ocl_status="$("$BUILD/bin/xylem" backends --plugin-path "$BUILD/plugins" 2>&1 | awk '/^[a-z]/ {p = ($1 == "opencl")} p')"
+    echo "$ocl_status"
+    if [[ "$(awk '$1 == "opencl" {print $4; exit}' <<<"$ocl_status")" != available ]]; then
+        ocl_why="$(grep -m1 'reason:' <<<"$ocl_status" | sed 's/^ *reason: //')"
+        echo "=== opencl: unavailable, steps skipped (not a failure): ${ocl_why:-not listed by xylem backends}"
+    else
+        echo "=== opencl: available: $(grep -m1 'device 0:' <<<"$ocl_status" | sed 's/^ *//' | cut -c1-200)"
+        ocl_step "conformance" bash -c '"$1" --plugin "$2" > "$3"; rc=$?; cat "$3"; exit $rc' _ \
+            "$BUILD/bin/xylem-conformance" "$BUILD/plugins/libxylem_opencl.so" "$LOGDIR/opencl-conformance.txt"
+        ocl_step "agreement tests (test_opencl)" "$BUILD/bin/test_opencl"
+        ocl_step "train fashion_mlp 1 epoch" "$BUILD/bin/xylem" train --config examples/fashion_mlp.toml \
+            --backend opencl --epochs 1 --plugin-path "$BUILD/plugins" --out "$LOGDIR/fashion_mlp-opencl"
+        if [[ -f "$LOGDIR/fashion_mlp-opencl/metrics.json" ]]; then
+            echo "=== opencl: fashion_mlp epoch: $(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["epochs"][-1]; print("%.2f s, test acc %s, train loss %s" % (e.get("seconds", 0), e.get("test_accuracy"), e.get("train_loss")))' "$LOGDIR/fashion_mlp-opencl/metrics.json" 2>&1)"
+        fi
     fi
 fi
 

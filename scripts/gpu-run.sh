@@ -19,6 +19,13 @@
 # there, else copied from .gpu/fashion-mnist; if that folder cannot be written, the view gets a
 # copy of examples/ whose `dir` is .gpu/fashion-mnist, and the tests that read the fixed path skip);
 # LD_LIBRARY_PATH = the bundled libraries + the cuBLAS/cuDNN pip wheels' folders of python3.
+# OpenCL: the bundle has the ICD loader and CLBlast but no driver. NVIDIA's OpenCL driver
+# (libnvidia-opencl.so.1: named by /etc/OpenCL/vendors/nvidia.icd if there, else looked for under
+# /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/x86_64-linux-gnu, /usr/lib64 and
+# ldconfig's cache) is named in a .icd file in a temp folder and OCL_ICD_VENDORS points there; if
+# none is found, OCL_ICD_VENDORS is an empty folder and opencl is "unavailable: no OpenCL platform"
+# (gpu-check.sh then skips its opencl steps). XYLEM_GPU_OPENCL=system leaves OCL_ICD_VENDORS as it
+# is (the machine's own vendor files: a check here with PoCL), =off forces the empty folder.
 # Results go to $OUT (the device tool brings back at most 8 files, 2 folders deep), flat:
 # summary.md, gpu-run.log, gpu-check.log, gpu-bench-summary.md, bundle-info.txt, results.tar.xz
 # (everything: every run's metrics.json/log.csv, the benchmark's raw runs).
@@ -37,7 +44,7 @@ while [[ $# -gt 0 ]]; do
         --budget) BUDGET="$2"; shift 2 ;;
         --reps) REPS="$2"; shift 2 ;;
         --keep) KEEP=1; shift ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -131,12 +138,52 @@ for l in libcublas.so.13 libcudnn.so.9; do
     echo "  $l -> $(ldd "$B/plugins/libxylem_cuda.so" 2>/dev/null | awk -v l="$l" '$1 == l {print $3}')"
 done
 
+# OpenCL: a vendor folder with NVIDIA's driver, or an empty one (see the top).
+OCL_VENDORS="$T/ocl-vendors"
+mkdir -p "$OCL_VENDORS"
+OCL_LIB=""
+OCL_MODE="${XYLEM_GPU_OPENCL:-nvidia}"
+if [[ "$OCL_MODE" == system ]]; then
+    OCL_DRIVER="system vendor files (XYLEM_GPU_OPENCL=system): OCL_ICD_VENDORS=${OCL_ICD_VENDORS:-unset}, $(ls /etc/OpenCL/vendors 2>/dev/null | paste -sd' ' || true)"
+elif [[ "$OCL_MODE" == off ]]; then
+    OCL_DRIVER="none used (XYLEM_GPU_OPENCL=off): OCL_ICD_VENDORS is an empty folder"
+    export OCL_ICD_VENDORS="$OCL_VENDORS"
+else
+    ocl_names=(libnvidia-opencl.so.1)
+    ocl_icd_note="no /etc/OpenCL/vendors/nvidia.icd"
+    if [[ -f /etc/OpenCL/vendors/nvidia.icd ]]; then
+        n="$(head -1 /etc/OpenCL/vendors/nvidia.icd | tr -d '[:space:]')"
+        ocl_icd_note="/etc/OpenCL/vendors/nvidia.icd names ${n:-nothing}"
+        if [[ "$n" == /* && -f "$n" ]]; then OCL_LIB="$n"; elif [[ -n "$n" ]]; then ocl_names=("$n" "${ocl_names[@]}"); fi
+    fi
+    if [[ -z "$OCL_LIB" ]]; then
+        for n in "${ocl_names[@]}"; do
+            for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /lib/x86_64-linux-gnu; do
+                [[ -f "$d/$n" ]] && { OCL_LIB="$d/$n"; break 2; }
+            done
+            OCL_LIB="$(ldconfig -p 2>/dev/null | awk -v n="$n" '$1 == n && $NF ~ /^\// {print $NF; exit}')"
+            [[ -n "$OCL_LIB" ]] && break
+        done
+    fi
+    if [[ -n "$OCL_LIB" ]]; then
+        echo "$OCL_LIB" > "$OCL_VENDORS/nvidia.icd"
+        ocl_missing="$(ldd "$OCL_LIB" 2>/dev/null | grep 'not found' | awk '{print $1}' | paste -sd' ')"
+        OCL_DRIVER="$OCL_LIB ($ocl_icd_note; ${ocl_missing:+its missing libraries: $ocl_missing; }named in $OCL_VENDORS/nvidia.icd)"
+    else
+        OCL_DRIVER="NVIDIA's OpenCL driver not found (libnvidia-opencl.so.1 not in /usr/local/nvidia/lib{64,}, /usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib or ldconfig -p; $ocl_icd_note): OCL_ICD_VENDORS is an empty folder, so opencl is unavailable"
+    fi
+    export OCL_ICD_VENDORS="$OCL_VENDORS"
+fi
+echo "opencl driver: $OCL_DRIVER"
+echo "  libOpenCL.so.1 -> $(ldd "$B/plugins/libxylem_opencl.so" 2>/dev/null | awk '$1 == "libOpenCL.so.1" {print $3}'), libclblast.so.1 -> $(ldd "$B/plugins/libxylem_opencl.so" 2>/dev/null | awk '$1 == "libclblast.so.1" {print $3}')"
+
 {
     summary ""
     summary "- device: $(nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader 2>/dev/null | head -1 || true)"
     summary "- bundle: $(sed -n 's/^repo_rev: //p' "$T/bundle-info.txt"), made $(sed -n 's/^made_utc: //p' "$T/bundle-info.txt"); checkout here: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo 'no git')"
     summary "- data: $DATA_MODE"
     summary "- libraries: ${missing:-all found} (cuBLAS/cuDNN from ${CUDA_DIRS:-nowhere})"
+    summary "- opencl driver: $OCL_DRIVER"
 }
 
 # ---- the steps -------------------------------------------------------------------------------------
@@ -146,6 +193,9 @@ cd "$LINK"
 summary "- backends:"
 "$B/bin/xylem" backends --plugin-path "$B/plugins" 2>&1 | tee "$WORK/backends.txt" | sed 's/^/    /' >> "$WORK/summary.md"
 cat "$WORK/backends.txt"
+ocl_block="$(awk '/^[a-z]/ {p = ($1 == "opencl")} p' "$WORK/backends.txt")"
+summary "- opencl: $(awk '$1 == "opencl" {print $4}' <<<"$ocl_block" | head -1)${ocl_block:+: }$(sed 1d <<<"$ocl_block" | sed 's/^ *//' | paste -sd'|' | sed 's/|/; /g')"
+[[ -n "$ocl_block" ]] || summary "- opencl: not listed by xylem backends"
 case "$MODE" in
     dry-run)
         echo "=== ctest (dry run, ${BUDGET}s budget)"
@@ -162,6 +212,8 @@ case "$MODE" in
         summary "- gpu-check.sh: rc $rc: $(grep -E '^=== gpu-check:' "$WORK/check/gpu-check.log" | tail -1)"
         grep -E '^=== FAILED' "$WORK/check/gpu-check.log" | sed 's/^/    /' >> "$WORK/summary.md"
         grep -E '% tests passed' "$WORK/check/gpu-check.log" | sed 's/^/    ctest: /' >> "$WORK/summary.md"
+        grep -E '^=== opencl' "$WORK/check/gpu-check.log" | sed 's/^=== /    /' >> "$WORK/summary.md"
+        [[ -f "$WORK/check/opencl-conformance.txt" ]] && { summary "    opencl conformance (xylem-conformance, per-op table):"; sed 's/^/        /' "$WORK/check/opencl-conformance.txt" >> "$WORK/summary.md"; }
         for m in "$WORK"/check/*/metrics.json; do
             [[ -f "$m" ]] && summary "    $(basename "$(dirname "$m")"): $(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["epochs"]; l=e[-1]; print("%d epochs, test acc %s, train loss %s, %.2f s" % (len(e), l.get("test_accuracy"), l.get("train_loss"), sum(x.get("seconds", 0) for x in e)))' "$m" 2>/dev/null)"
         done
