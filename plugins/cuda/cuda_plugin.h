@@ -16,6 +16,8 @@
 
 #include "xylem/plugin_api.h"
 #include "xylem/plugin_kit/op_args.h"
+#include "xylem/plugin_kit/op_list.h"
+#include "xylem/plugin_kit/pointer_tensor.h"
 #include "xylem/plugin_kit/shapes.h"
 
 namespace xylem::cuda {
@@ -119,22 +121,8 @@ const char* op_name(uint32_t op);
 xylem_status check_framework(xylem_framework_t fw, const char* what);
 
 // ---- operands ------------------------------------------------------------------------------
-// A validated operand: dtype checked, element range inside its buffer. data is a device address.
-struct Tensor {
-    void* data;
-    int64_t numel;
-    uint32_t ndim;
-    const int64_t* dims;
-
-    float* f32() const { return static_cast<float*>(data); }
-    int32_t* i32() const { return static_cast<int32_t*>(data); }
-    int64_t cols() const { return ndim ? dims[ndim - 1] : 1; }
-    int64_t rows() const {
-        int64_t r = 1;
-        for (uint32_t d = 0; d + 1 < ndim; ++d) r *= dims[d];
-        return r;
-    }
-};
+// A validated operand: dtype checked, element range inside its buffer (plugin_kit).
+using Tensor = plugin_kit::PointerTensor;
 
 // What the plugin kit (xylem/plugin_kit/op_args.h) needs to know about this plugin. Kernels index
 // with int64, so operands are not limited to 2^31 elements; cuBLAS/cuDNN sizes are (check_int).
@@ -143,10 +131,10 @@ struct Plugin {
     static constexpr size_t error_capacity = 512;
     static constexpr const char* no_memory = "out of memory (scratch or host)";
     static constexpr bool index32 = false;
-    using Tensor = cuda::Tensor;
+    using Tensor = plugin_kit::PointerTensor;
     static uint64_t buffer_bytes(xylem_buffer_t b) { return b->bytes_; }
     static Tensor tensor(const xylem_tensor_arg& a, uint64_t numel) {
-        return Tensor{static_cast<char*>(a.buffer->data()) + a.offset * 4, static_cast<int64_t>(numel), a.ndim, a.dims};
+        return Tensor::at(a.buffer->data(), a, numel);
     }
 };
 
@@ -177,45 +165,13 @@ public:
     void check_launch() const { check_cuda(cudaGetLastError(), "kernel launch"); }
 };
 
-// True when the two operands share any byte (device addresses compare like host ones).
-inline bool overlap(const Tensor& a, const Tensor& b) {
-    const char *a0 = static_cast<const char*>(a.data), *b0 = static_cast<const char*>(b.data);
-    return a.numel && b.numel && a0 < b0 + b.numel * 4 && b0 < a0 + a.numel * 4;
-}
+using plugin_kit::overlap;  // true when two operands share any byte
 
 // ---- op host code (ops/<family>.cpp); each validates its descriptor and throws OpError ------
 using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&, xylem_framework_s&);
-#define XYLEM_CUDA_OP(name) void name(const xylem_op_desc&, xylem_stream_s&, xylem_framework_s&)
-XYLEM_CUDA_OP(op_fill);
-XYLEM_CUDA_OP(op_copy);
-XYLEM_CUDA_OP(op_axpby);
-XYLEM_CUDA_OP(op_mul);
-XYLEM_CUDA_OP(op_act_fwd);
-XYLEM_CUDA_OP(op_act_bwd);
-XYLEM_CUDA_OP(op_dropout_fwd);
-XYLEM_CUDA_OP(op_gemm);
-XYLEM_CUDA_OP(op_linear_fwd);
-XYLEM_CUDA_OP(op_bias_grad);
-XYLEM_CUDA_OP(op_accuracy);
-XYLEM_CUDA_OP(op_softmax_fwd);
-XYLEM_CUDA_OP(op_softmax_bwd);
-XYLEM_CUDA_OP(op_xent_fwd);
-XYLEM_CUDA_OP(op_xent_bwd);
-XYLEM_CUDA_OP(op_nll_fwd);
-XYLEM_CUDA_OP(op_nll_bwd);
-XYLEM_CUDA_OP(op_mse_fwd);
-XYLEM_CUDA_OP(op_mse_bwd);
-XYLEM_CUDA_OP(op_sgd_update);
-XYLEM_CUDA_OP(op_adam_update);
-XYLEM_CUDA_OP(op_conv2d_fwd);
-XYLEM_CUDA_OP(op_conv2d_bwd_data);
-XYLEM_CUDA_OP(op_conv2d_bwd_filter);
-XYLEM_CUDA_OP(op_pool2d_fwd);
-XYLEM_CUDA_OP(op_pool2d_bwd);
-XYLEM_CUDA_OP(op_batchnorm_fwd);
-XYLEM_CUDA_OP(op_batchnorm_bwd);
-XYLEM_CUDA_OP(op_gather_rows);
-#undef XYLEM_CUDA_OP
+#define XYLEM_DECLARE_OP(name) void op_##name(const xylem_op_desc&, xylem_stream_s&, xylem_framework_s&);
+XYLEM_PLUGIN_KIT_OPS(XYLEM_DECLARE_OP)  // op_fill ... op_gather_rows, one per op of ops.h
+#undef XYLEM_DECLARE_OP
 
 // Created by framework_get; destroyed never (the framework lives until process exit).
 ConvCache* make_conv_cache();

@@ -6,6 +6,8 @@
 
 #include "xylem/plugin_api.h"
 #include "xylem/plugin_kit/op_args.h"
+#include "xylem/plugin_kit/op_list.h"
+#include "xylem/plugin_kit/pointer_tensor.h"
 #include "xylem/plugin_kit/shapes.h"
 
 namespace xylem::native {
@@ -65,22 +67,8 @@ namespace xylem::native {
 using plugin_kit::OpError;
 
 // ---- operands ------------------------------------------------------------------------------
-// A validated operand: dtype checked, element range inside its buffer.
-struct Tensor {
-    void* data;
-    int64_t numel;
-    uint32_t ndim;
-    const int64_t* dims;
-
-    float* f32() const { return static_cast<float*>(data); }
-    int32_t* i32() const { return static_cast<int32_t*>(data); }
-    int64_t cols() const { return ndim ? dims[ndim - 1] : 1; }  // size of the last axis
-    int64_t rows() const {                                        // product of the other axes
-        int64_t r = 1;
-        for (uint32_t d = 0; d + 1 < ndim; ++d) r *= dims[d];
-        return r;
-    }
-};
+// A validated operand: dtype checked, element range inside its buffer (plugin_kit).
+using Tensor = plugin_kit::PointerTensor;
 
 // What the plugin kit (xylem/plugin_kit/op_args.h) needs to know about this plugin.
 struct Plugin {
@@ -88,10 +76,10 @@ struct Plugin {
     static constexpr size_t error_capacity = 512;
     static constexpr const char* no_memory = "out of host memory";
     static constexpr bool index32 = false;
-    using Tensor = native::Tensor;
+    using Tensor = plugin_kit::PointerTensor;
     static uint64_t buffer_bytes(xylem_buffer_t b) { return b->bytes_; }
     static Tensor tensor(const xylem_tensor_arg& a, uint64_t numel) {
-        return Tensor{static_cast<char*>(a.buffer->data()) + a.offset * 4, static_cast<int64_t>(numel), a.ndim, a.dims};
+        return Tensor::at(a.buffer->data(), a, numel);
     }
 };
 
@@ -144,11 +132,7 @@ inline double lane_sum(int64_t n, F f) {
     return total;
 }
 
-// True when the two operands share any byte.
-inline bool overlap(const Tensor& a, const Tensor& b) {
-    const char *a0 = static_cast<const char*>(a.data), *b0 = static_cast<const char*>(b.data);
-    return a.numel && b.numel && a0 < b0 + b.numel * 4 && b0 < a0 + a.numel * 4;
-}
+using plugin_kit::overlap;  // true when two operands share any byte
 
 // y = act(x) over n elements (y may alias x).
 void activate(int act, const float* x, float* y, int64_t n);
@@ -162,35 +146,9 @@ void channel_bias_activate(int act, const float* b, const float* x, int64_t ldx,
 // ---- op kernels (ops/<family>.cpp); each validates its descriptor and throws OpError --------
 // The stream gives the kernel its scratch arena (reset before each op).
 using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&);
-void op_fill(const xylem_op_desc&, xylem_stream_s&);
-void op_copy(const xylem_op_desc&, xylem_stream_s&);
-void op_axpby(const xylem_op_desc&, xylem_stream_s&);
-void op_mul(const xylem_op_desc&, xylem_stream_s&);
-void op_act_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_act_bwd(const xylem_op_desc&, xylem_stream_s&);
-void op_dropout_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_gemm(const xylem_op_desc&, xylem_stream_s&);
-void op_linear_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_bias_grad(const xylem_op_desc&, xylem_stream_s&);
-void op_accuracy(const xylem_op_desc&, xylem_stream_s&);
-void op_softmax_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_softmax_bwd(const xylem_op_desc&, xylem_stream_s&);
-void op_xent_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_xent_bwd(const xylem_op_desc&, xylem_stream_s&);
-void op_nll_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_nll_bwd(const xylem_op_desc&, xylem_stream_s&);
-void op_mse_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_mse_bwd(const xylem_op_desc&, xylem_stream_s&);
-void op_sgd_update(const xylem_op_desc&, xylem_stream_s&);
-void op_adam_update(const xylem_op_desc&, xylem_stream_s&);
-void op_conv2d_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_conv2d_bwd_data(const xylem_op_desc&, xylem_stream_s&);
-void op_conv2d_bwd_filter(const xylem_op_desc&, xylem_stream_s&);
-void op_pool2d_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_pool2d_bwd(const xylem_op_desc&, xylem_stream_s&);
-void op_batchnorm_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_batchnorm_bwd(const xylem_op_desc&, xylem_stream_s&);
-void op_gather_rows(const xylem_op_desc&, xylem_stream_s&);
+#define XYLEM_DECLARE_OP(name) void op_##name(const xylem_op_desc&, xylem_stream_s&);
+XYLEM_PLUGIN_KIT_OPS(XYLEM_DECLARE_OP)  // op_fill ... op_gather_rows, one per op of ops.h
+#undef XYLEM_DECLARE_OP
 
 // ---- ABI entry points (wired into the table in plugin.cpp) ----------------------------------
 void probe(xylem_probe_info* out);

@@ -15,6 +15,7 @@
 
 #include "xylem/plugin_api.h"
 #include "xylem/plugin_kit/op_args.h"
+#include "xylem/plugin_kit/op_list.h"
 #include "xylem/plugin_kit/shapes.h"
 
 namespace xylem::opencl {
@@ -191,35 +192,9 @@ void scale(xylem_stream_s& s, float factor, cl_mem y, int32_t y_off, int32_t n);
 
 // ---- op kernels (ops/<family>.cpp); each validates its descriptor and throws OpError -------
 using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&);
-void op_fill(const xylem_op_desc&, xylem_stream_s&);
-void op_copy(const xylem_op_desc&, xylem_stream_s&);
-void op_axpby(const xylem_op_desc&, xylem_stream_s&);
-void op_mul(const xylem_op_desc&, xylem_stream_s&);
-void op_act_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_act_bwd(const xylem_op_desc&, xylem_stream_s&);
-void op_dropout_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_gemm(const xylem_op_desc&, xylem_stream_s&);
-void op_linear_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_bias_grad(const xylem_op_desc&, xylem_stream_s&);
-void op_accuracy(const xylem_op_desc&, xylem_stream_s&);
-void op_softmax_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_softmax_bwd(const xylem_op_desc&, xylem_stream_s&);
-void op_xent_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_xent_bwd(const xylem_op_desc&, xylem_stream_s&);
-void op_nll_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_nll_bwd(const xylem_op_desc&, xylem_stream_s&);
-void op_mse_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_mse_bwd(const xylem_op_desc&, xylem_stream_s&);
-void op_sgd_update(const xylem_op_desc&, xylem_stream_s&);
-void op_adam_update(const xylem_op_desc&, xylem_stream_s&);
-void op_conv2d_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_conv2d_bwd_data(const xylem_op_desc&, xylem_stream_s&);
-void op_conv2d_bwd_filter(const xylem_op_desc&, xylem_stream_s&);
-void op_pool2d_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_pool2d_bwd(const xylem_op_desc&, xylem_stream_s&);
-void op_batchnorm_fwd(const xylem_op_desc&, xylem_stream_s&);
-void op_batchnorm_bwd(const xylem_op_desc&, xylem_stream_s&);
-void op_gather_rows(const xylem_op_desc&, xylem_stream_s&);
+#define XYLEM_DECLARE_OP(name) void op_##name(const xylem_op_desc&, xylem_stream_s&);
+XYLEM_PLUGIN_KIT_OPS(XYLEM_DECLARE_OP)  // op_fill ... op_gather_rows, one per op of ops.h
+#undef XYLEM_DECLARE_OP
 
 // ---- ABI entry points (wired into the table in plugin.cpp) ---------------------------------
 void probe(xylem_probe_info* out);

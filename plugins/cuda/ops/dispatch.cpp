@@ -8,17 +8,10 @@ namespace xylem::cuda {
 
 namespace {
 
-// Indexed by xylem_op; a NULL entry would mean "not supported".
-constexpr OpFn kOps[] = {
-    op_fill,         op_copy,           op_axpby,          op_mul,
-    op_gemm,         op_linear_fwd,     op_bias_grad,      op_act_fwd,
-    op_act_bwd,      op_softmax_fwd,    op_softmax_bwd,    op_xent_fwd,
-    op_xent_bwd,     op_nll_fwd,        op_nll_bwd,        op_mse_fwd,
-    op_mse_bwd,      op_dropout_fwd,    op_sgd_update,     op_adam_update,
-    op_accuracy,     op_conv2d_fwd,     op_conv2d_bwd_data, op_conv2d_bwd_filter,
-    op_pool2d_fwd,   op_pool2d_bwd,     op_batchnorm_fwd,  op_batchnorm_bwd,
-    op_gather_rows,
-};
+// Indexed by xylem_op: every op of ops.h, in enum order.
+#define XYLEM_OP_ENTRY(name) op_##name,
+constexpr OpFn kOps[] = {XYLEM_PLUGIN_KIT_OPS(XYLEM_OP_ENTRY)};
+#undef XYLEM_OP_ENTRY
 static_assert(sizeof kOps / sizeof kOps[0] == XYLEM_OP_COUNT_, "one kOps entry per xylem_op");
 
 }  // namespace
