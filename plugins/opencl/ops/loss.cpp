@@ -17,18 +17,22 @@ Classification classification(const OpArgs& a, const char* x_name) {
     a.check_classification(x, labels);
     return {x, labels, static_cast<int32_t>(x.dims[0]), static_cast<int32_t>(x.dims[1])};
 }
-}  // namespace
 
-void op_xent_fwd(const xylem_op_desc& desc, xylem_stream_s& s) {
+// XENT_FWD and NLL_FWD: one work-group sums the rows' losses into the scalar; the kernel is
+// named like the op (kernels/loss.cl) and takes the same arguments.
+void class_loss_fwd(const xylem_op_desc& desc, xylem_stream_s& s, const char* x_name) {
     OpArgs a(desc, 2, 2, 1);
     const auto at = a.attrs<xylem_loss_attrs>();
-    const auto [x, labels, n, c] = classification(a, "logits");
+    const auto [x, labels, n, c] = classification(a, x_name);
     const Tensor loss = a.out(0, "loss");
     a.check_scalar(loss, "loss");
-    const cl_int op = XYLEM_OP_XENT_FWD;
-    Kernel(s, kFam, "xent_fwd").arg(x.mem).arg(x.off).arg(labels.mem).arg(labels.off).arg(n).arg(c).arg(at.scale)
-        .arg(at.acc).arg(loss.mem).arg(loss.off).arg(s.error_word_).arg(op).run_groups(1, reduce_group(s));
+    const cl_int op = static_cast<cl_int>(desc.op);
+    Kernel(s, kFam, xylem_op_name(desc.op)).arg(x.mem).arg(x.off).arg(labels.mem).arg(labels.off).arg(n).arg(c)
+        .arg(at.scale).arg(at.acc).arg(loss.mem).arg(loss.off).arg(s.error_word_).arg(op).run_groups(1, reduce_group(s));
 }
+}  // namespace
+
+void op_xent_fwd(const xylem_op_desc& desc, xylem_stream_s& s) { class_loss_fwd(desc, s, "logits"); }
 
 void op_xent_bwd(const xylem_op_desc& desc, xylem_stream_s& s) {
     OpArgs a(desc, 2, 2, 1);
@@ -42,16 +46,7 @@ void op_xent_bwd(const xylem_op_desc& desc, xylem_stream_s& s) {
         .arg(dx.mem).arg(dx.off).arg(s.error_word_).arg(op).run(n);
 }
 
-void op_nll_fwd(const xylem_op_desc& desc, xylem_stream_s& s) {
-    OpArgs a(desc, 2, 2, 1);
-    const auto at = a.attrs<xylem_loss_attrs>();
-    const auto [x, labels, n, c] = classification(a, "logp");
-    const Tensor loss = a.out(0, "loss");
-    a.check_scalar(loss, "loss");
-    const cl_int op = XYLEM_OP_NLL_FWD;
-    Kernel(s, kFam, "nll_fwd").arg(x.mem).arg(x.off).arg(labels.mem).arg(labels.off).arg(n).arg(c).arg(at.scale)
-        .arg(at.acc).arg(loss.mem).arg(loss.off).arg(s.error_word_).arg(op).run_groups(1, reduce_group(s));
-}
+void op_nll_fwd(const xylem_op_desc& desc, xylem_stream_s& s) { class_loss_fwd(desc, s, "logp"); }
 
 void op_nll_bwd(const xylem_op_desc& desc, xylem_stream_s& s) {
     OpArgs a(desc, 2, 2, 1);
