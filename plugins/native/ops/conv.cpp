@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
+#include <array>
 #include <thread>
-#include <vector>
 
 #include "native.h"
 
@@ -262,7 +262,7 @@ int fwd_workers(const Conv& v) {
 // (and any slice whose thread could not start). body must not throw.
 template <class F>
 void split_images(int64_t n, int workers, const F& body) {
-    std::vector<std::thread> threads;
+    std::array<std::thread, kMaxSplit> threads;  // no heap allocation per op beyond the threads themselves
     for (int w = 0; w < workers; ++w) {
         const int64_t lo = n * w / workers, hi = n * (w + 1) / workers;
         if (w + 1 == workers) {
@@ -270,12 +270,13 @@ void split_images(int64_t n, int workers, const F& body) {
             break;
         }
         try {
-            threads.emplace_back([&body, lo, hi, w] { body(lo, hi, w); });
+            threads[w] = std::thread([&body, lo, hi, w] { body(lo, hi, w); });
         } catch (const std::system_error&) {
             body(lo, hi, w);
         }
     }
-    for (std::thread& t : threads) t.join();
+    for (std::thread& t : threads)
+        if (t.joinable()) t.join();
 }
 
 // ---- forward --------------------------------------------------------------------------------
@@ -394,7 +395,7 @@ void fwd_im2col(const Conv& v, const float* x, const float* wt, const float* b, 
     const int64_t P = v.p(), rows = v.c * v.r * v.s;
     const int workers = fwd_workers(v);
     const int64_t nb = std::min(chunk_images(v, (rows + v.k) * P), (v.n + workers - 1) / workers);
-    std::vector<float*> col(workers), tmp(workers);  // each worker's own scratch, taken before the split
+    std::array<float*, kMaxSplit> col{}, tmp{};  // each worker's own scratch, taken before the split
     for (int w = 0; w < workers; ++w) {
         col[w] = scratch.alloc<float>(rows * nb * P);
         tmp[w] = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
