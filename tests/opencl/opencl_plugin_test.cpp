@@ -126,10 +126,12 @@ TEST_P(OpenclAgreesWithNative, SameSeedSameLossesAndWeights) {
     for (const std::string backend : {"native", "opencl"}) {
         RunConfig c = load_config(std::string(XYLEM_SOURCE_DIR) + "/examples/" + example + ".toml");
         c.epochs = 1;
-        // LeNet's max pooling and momentum amplify rounding differences: after 30 steps the weights
-        // agree within 1e-3 (relative to the largest weight); by 60 steps within 7e-3, while
-        // loss and accuracy still agree.
-        c.max_steps = example == "fashion_mlp" ? 200 : 30;
+        // Two trajectories that differ only in float summation order drift apart exponentially
+        // (ReLU kinks and max pooling route by comparisons that rounding can flip; momentum carries
+        // the difference). Measured on an AVX-512 machine: the MLP's weights differ by 4e-5 after
+        // 50 steps and 8e-3 after 200; LeNet's by 1e-3 after 30 and 7e-3 after 60. So the weights
+        // are compared where they must still agree, well before the drift.
+        c.max_steps = example == "fashion_mlp" ? 50 : 30;
         c.out_dir = (dir.path() / backend).string();
         std::ostringstream log;
         results[backend] = app::train(c, *test::backend_named(backend)->device(0), log, {false, false});
