@@ -84,6 +84,13 @@ std::vector<Param*> Sequential::state() {
     return out;
 }
 
+std::vector<std::pair<std::string, uint64_t*>> Sequential::counters() {
+    std::vector<std::pair<std::string, uint64_t*>> out;
+    for (size_t i = 0; i < layers_.size(); ++i)
+        for (auto& [name, value] : layers_[i]->counters()) out.emplace_back(std::to_string(i) + "." + name, value);
+    return out;
+}
+
 std::string Sequential::summary() const {
     std::string s;
     for (size_t i = 0; i < layers_.size(); ++i) {

@@ -134,7 +134,7 @@ TEST_P(OpenclAgreesWithNative, SameSeedSameLossesAndWeights) {
         c.max_steps = example == "fashion_mlp" ? 50 : 30;
         c.out_dir = (dir.path() / backend).string();
         std::ostringstream log;
-        results[backend] = app::train(c, *test::backend_named(backend)->device(0), log, {false, false});
+        results[backend] = app::train(c, *test::backend_named(backend)->device(0), log, app::TrainOptions::quiet());
     }
     const app::EpochMetrics &n = results["native"].epochs.at(0), &o = results["opencl"].epochs.at(0);
     EXPECT_NEAR(o.train_loss, n.train_loss, 1e-3 * std::max(1.0, std::fabs(n.train_loss)));
