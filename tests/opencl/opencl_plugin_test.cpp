@@ -164,6 +164,45 @@ TEST_P(OpenclAgreesWithNative, SameSeedSameLossesAndWeights) {
 INSTANTIATE_TEST_SUITE_P(Examples, OpenclAgreesWithNative, ::testing::Values("fashion_mlp", "fashion_lenet"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
+// An interrupted OpenCL run resumes where it stopped: 2 epochs + a resume to 3 agree with 3 epochs
+// in one go within the conformance tolerance (1e-5 of the largest weight; the kernels have no
+// atomics, so in practice they are identical).
+TEST(OpenclPlugin, ResumedRunAgreesWithAnUninterruptedOne) {
+    if (!fs::exists(kData)) GTEST_SKIP() << "Fashion-MNIST not installed at " << kData;
+    if (!opencl_available()) GTEST_SKIP() << "no OpenCL platform on this machine";
+    TempDir dir("resume");
+    RunConfig c = load_config(std::string(XYLEM_SOURCE_DIR) + "/examples/fashion_mlp.toml");
+    c.max_steps = 30;
+    auto dev = test::backend_named("opencl")->device(0);
+    std::ostringstream log;
+    c.epochs = 3;
+    c.out_dir = (dir.path() / "whole").string();
+    const app::TrainResult whole = app::train(c, *dev, log, app::TrainOptions::quiet());
+    c.epochs = 2;
+    c.out_dir = (dir.path() / "split").string();
+    app::train(c, *dev, log, app::TrainOptions::quiet());
+    c.epochs = 3;
+    app::TrainOptions resume = app::TrainOptions::quiet();
+    resume.resume_from = (dir.path() / "split" / "last.safetensors").string();
+    const app::TrainResult split = app::train(c, *dev, log, resume);
+    const io::Safetensors a = io::read_safetensors(whole.checkpoint_path), b = io::read_safetensors(split.checkpoint_path);
+    ASSERT_EQ(a.tensors.size(), b.tensors.size());
+    for (const auto& [name, ta] : a.tensors) {
+        const io::LoadedTensor& tb = b.tensors.at(name);
+        ASSERT_EQ(ta.data.size(), tb.data.size()) << name;
+        double worst = 0, scale = 1;
+        for (size_t i = 0; i < ta.data.size() / 4; ++i) {
+            float x, y;
+            std::memcpy(&x, ta.data.data() + 4 * i, 4);
+            std::memcpy(&y, tb.data.data() + 4 * i, 4);
+            worst = std::max(worst, static_cast<double>(std::fabs(x - y)));
+            scale = std::max(scale, static_cast<double>(std::fabs(x)));
+        }
+        EXPECT_LE(worst / scale, 1e-5) << name;
+    }
+    EXPECT_NEAR(split.epochs.back().train_loss, whole.epochs.back().train_loss, 1e-5);
+}
+
 // A kernel build that fails is an error naming the kernel file and the options and carrying
 // the compiler's build log (here the options turn `__kernel` into an unknown word).
 TEST(OpenclPlugin, KernelBuildFailureCarriesTheBuildLog) {
