@@ -79,7 +79,8 @@ RunConfig config_with_flags(const Args& a) {
 }
 
 // What a resumed run may not change, since its checkpoint's order, solver state and position
-// depend on it: "" when `now` can continue `was`, else the first key that differs.
+// depend on it: "" when `now` can continue `was`, else the first key that differs. (The epoch
+// count and train.max_steps are totals: a resume may raise them.)
 std::string resume_conflict(const RunConfig& was, const RunConfig& now) {
     auto differs = [](const std::string& key, const auto& a, const auto& b) {
         std::ostringstream s;
@@ -92,7 +93,7 @@ std::string resume_conflict(const RunConfig& was, const RunConfig& now) {
     };
     check("train.batch_size", was.batch_size, now.batch_size);
     check("train.seed", was.seed, now.seed);
-    check("train.max_steps", was.max_steps, now.max_steps);
+    check("train.steps_per_epoch", was.steps_per_epoch, now.steps_per_epoch);
     check("data.validation", was.validation_fraction + static_cast<double>(was.validation_count),
           now.validation_fraction + static_cast<double>(now.validation_count));
     check("loss.type", was.loss, now.loss);

@@ -4,11 +4,33 @@
 #include <algorithm>
 #include <cstring>
 
-#include "app/trainer.h"
 #include "xylem/error.h"
 #include "xylem/op_calls.h"
 
 namespace xylem::app {
+
+void gather_host(const io::Dataset& d, const std::vector<int64_t>& order, int64_t first, int64_t n, float* x,
+                 void* targets, DType target_dtype, int64_t classes) {
+    const int64_t pixels = d.rows * d.cols;
+    auto row = [&](int64_t i) { return order[static_cast<size_t>(first + i)]; };
+    for (int64_t i = 0; x && i < n; ++i)
+        std::memcpy(x + i * pixels, d.images.data() + row(i) * pixels, static_cast<size_t>(pixels) * sizeof(float));
+    if (target_dtype == DType::I32) {
+        auto* y = static_cast<int32_t*>(targets);
+        for (int64_t i = 0; i < n; ++i) y[i] = d.labels[static_cast<size_t>(row(i))];
+    } else {  // one-hot targets for regression losses
+        auto* y = static_cast<float*>(targets);
+        std::fill(y, y + n * classes, 0.0f);
+        for (int64_t i = 0; i < n; ++i) y[i * classes + d.labels[static_cast<size_t>(row(i))]] = 1.0f;
+    }
+}
+
+void fill_batch(const io::Dataset& d, const std::vector<int64_t>& order, int64_t first, Tensor& images, Tensor& labels) {
+    float* x = images.host_write<float>();
+    void* y = labels.dtype() == DType::I32 ? static_cast<void*>(labels.host_write<int32_t>())
+                                           : static_cast<void*>(labels.host_write<float>());
+    gather_host(d, order, first, images.dim(0), x, y, labels.dtype(), labels.dtype() == DType::I32 ? 0 : labels.dim(1));
+}
 
 ResidentData upload_dataset(const io::Dataset& d, Device& dev, DType target_dtype, int64_t classes) {
     ResidentData r{Tensor({d.count, 1, d.rows, d.cols}, DType::F32, dev), Tensor()};

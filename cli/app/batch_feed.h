@@ -13,6 +13,14 @@
 
 namespace xylem::app {
 
+// Copies images [first, first+count) in `order` into a batch tensor laid out [count, 1, rows, cols].
+void fill_batch(const io::Dataset& data, const std::vector<int64_t>& order, int64_t first, Tensor& images,
+                Tensor& labels);
+// The same into raw host memory: n images (none if `images` is null), and n int32 labels or n
+// one-hot rows of `classes` floats.
+void gather_host(const io::Dataset& data, const std::vector<int64_t>& order, int64_t first, int64_t n, float* images,
+                 void* targets, DType target_dtype, int64_t classes);
+
 // A dataset's images [count, 1, rows, cols] f32 and targets on one device, uploaded once:
 // int32 labels [count], or one-hot f32 [count, classes] for regression losses.
 struct ResidentData {

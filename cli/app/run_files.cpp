@@ -52,12 +52,16 @@ void RunLog::open() {
     const bool header = !(has_rows && append_);
     out_.open(path_, std::ios::app);
     if (!out_) throw Error(path_ + ": cannot write the training log");
-    if (header) out_ << "epoch,step,loss,images_per_second,elapsed_seconds\n";
+    if (header) out_ << "epoch,step,loss,images_per_second,elapsed_seconds,lr,val_loss,val_accuracy,kind\n";
 }
 
-void RunLog::row(int epoch, long long step, double loss, double images_per_second, double elapsed_seconds) {
+void RunLog::row(const LogRow& r) {
     if (!out_.is_open()) open();
-    out_ << epoch << "," << step << "," << loss << "," << images_per_second << "," << elapsed_seconds << "\n" << std::flush;
+    out_ << r.epoch << "," << r.step << "," << r.loss << "," << r.images_per_second << "," << r.elapsed_seconds << ","
+         << r.lr << ",";
+    if (r.has_validation) out_ << r.val_loss << "," << r.val_accuracy;
+    else out_ << ",";
+    out_ << "," << r.kind << "\n" << std::flush;
     if (!out_) throw Error(path_ + ": cannot write the training log (disk full?)");
 }
 

@@ -21,13 +21,26 @@ struct RunFiles {
 // `removed` receives the stale temp files deleted.
 RunFiles prepare_run_dir(const std::string& out_dir, std::vector<std::string>* removed = nullptr);
 
-// log.csv: one row per progress line, flushed as written so it can be watched live. A resumed run
-// appends; a new run moves an earlier run's log aside (log.1.csv, log.2.csv, ...) only when it
-// has its first row to write, so a run that fails before then leaves the old log as it was.
+// One row of log.csv. "interval" rows come every train.print_every steps (the loss of those
+// steps, img/s and time since the epoch began); an "epoch" row closes each epoch (its mean train
+// loss, img/s and time, and the validation scores).
+struct LogRow {
+    int epoch = 0;
+    long long step = 0;  // steps into the epoch
+    double loss = 0, images_per_second = 0, elapsed_seconds = 0, lr = 0;
+    bool has_validation = false;
+    double val_loss = 0, val_accuracy = 0;
+    const char* kind = "interval";
+};
+
+// log.csv, columns epoch,step,loss,images_per_second,elapsed_seconds,lr,val_loss,val_accuracy,kind:
+// flushed as written so it can be watched live. A resumed run appends; a new run moves an earlier
+// run's log aside (log.1.csv, log.2.csv, ...) only when it has its first row to write, so a run
+// that fails before then leaves the old log as it was.
 class RunLog {
 public:
     RunLog(std::string path, bool append) : path_(std::move(path)), append_(append) {}
-    void row(int epoch, long long step, double loss, double images_per_second, double elapsed_seconds);
+    void row(const LogRow& r);
     const std::string& path() const { return path_; }
 
 private:

@@ -101,6 +101,51 @@ private:
     std::string path_, source_;
 };
 
+void parse_schedule(const Section& s, ScheduleSpec& sc) {
+    s.allow({"type", "unit", "step_size", "milestones", "gamma", "t_max", "eta_min", "warmup_steps", "warmup_start"});
+    s.get("type", sc.type);
+    s.get("unit", sc.unit);
+    s.get("step_size", sc.step_size);
+    s.get_shape("milestones", sc.milestones);
+    s.get("gamma", sc.gamma);
+    s.get("t_max", sc.t_max);
+    s.get("eta_min", sc.eta_min);
+    s.get("warmup_steps", sc.warmup_steps);
+    s.get("warmup_start", sc.warmup_start);
+    if (sc.unit != "epoch" && sc.unit != "step") s.fail("unit", "must be \"epoch\" or \"step\" (got '" + sc.unit + "')");
+    // Each type names the keys it needs; a key another type uses is an error, not silently ignored.
+    auto only = [&](std::initializer_list<const char*> used) {
+        for (const char* k : {"step_size", "milestones", "gamma", "t_max", "eta_min"}) {
+            bool ok = false;
+            for (const char* u : used) ok |= std::string(u) == k;
+            if (!ok && s.node(k)) s.fail(k, "is not used by a '" + sc.type + "' schedule");
+        }
+    };
+    if (sc.type == "none") {
+        only({});
+    } else if (sc.type == "step") {
+        only({"step_size", "gamma"});
+        if (sc.step_size < 1) s.fail("step_size", "must be at least 1 for a step schedule");
+    } else if (sc.type == "multistep") {
+        only({"milestones", "gamma"});
+        if (sc.milestones.empty()) s.fail("milestones", "must list at least one epoch or step for a multistep schedule");
+        for (size_t i = 0; i < sc.milestones.size(); ++i)
+            if (sc.milestones[i] < 1 || (i && sc.milestones[i] <= sc.milestones[i - 1]))
+                s.fail("milestones", "must be positive and increasing");
+    } else if (sc.type == "exponential") {
+        only({"gamma"});
+    } else if (sc.type == "cosine") {
+        only({"t_max", "eta_min"});
+        if (sc.t_max < 1) s.fail("t_max", "must be at least 1 for a cosine schedule");
+        if (!(sc.eta_min >= 0)) s.fail("eta_min", "must be >= 0");
+    } else {
+        s.fail("type", "must be one of none, step, multistep, exponential, cosine (got '" + sc.type + "')");
+    }
+    if (!(sc.gamma > 0 && sc.gamma <= 1)) s.fail("gamma", "must be in (0, 1]");
+    if (sc.warmup_steps < 0) s.fail("warmup_steps", "must not be negative");
+    if (!(sc.warmup_start >= 0 && sc.warmup_start <= 1)) s.fail("warmup_start", "must be in [0, 1]");
+}
+
 LayerSpec parse_layer(const Section& s) {
     LayerSpec l;
     if (!s.node("type")) s.fail("type", "is required");
@@ -219,7 +264,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
         loss.fail("type", "must be one of cross_entropy, nll, mse (got '" + c.loss + "')");
 
     Section solver = top.sub("solver");
-    solver.allow({"type", "lr", "momentum", "dampening", "weight_decay", "nesterov", "beta1", "beta2", "eps"});
+    solver.allow({"type", "lr", "momentum", "dampening", "weight_decay", "nesterov", "beta1", "beta2", "eps", "schedule"});
     SolverSpec& sv = c.solver;
     solver.get("type", sv.type);
     if (sv.type == "adam") sv.lr = 0.001f;
@@ -233,10 +278,11 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     solver.get("eps", sv.eps);
     if (sv.type != "sgd" && sv.type != "adam") solver.fail("type", "must be sgd or adam (got '" + sv.type + "')");
     if (!(sv.lr > 0)) solver.fail("lr", "must be positive");
+    parse_schedule(solver.sub("schedule"), sv.schedule);
 
     Section train = top.sub("train");
-    train.allow({"epochs", "batch_size", "seed", "print_every", "max_steps", "out", "capture", "checkpoint_every",
-                 "on_nonfinite", "best_metric"});
+    train.allow({"epochs", "batch_size", "seed", "print_every", "max_steps", "steps_per_epoch", "out", "capture",
+                 "checkpoint_every", "on_nonfinite", "best_metric", "test_every_epoch", "early_stopping"});
     train.get("epochs", c.epochs);
     train.get("batch_size", c.batch_size);
     train.get("seed", c.seed);
@@ -245,6 +291,8 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     train.get("out", c.out_dir);
     train.get("capture", c.capture);
     train.get("checkpoint_every", c.checkpoint_every);
+    train.get("steps_per_epoch", c.steps_per_epoch);
+    train.get("test_every_epoch", c.test_every_epoch);
     train.get("on_nonfinite", c.on_nonfinite);
     train.get("best_metric", c.best_metric);
     if (c.on_nonfinite != "stop" && c.on_nonfinite != "continue")
@@ -256,6 +304,21 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     if (c.best_metric.rfind("val_", 0) == 0 && !has_validation)
         train.fail("best_metric", "is '" + c.best_metric + "' but there is no validation set (set data.validation)");
     if (c.best_metric.empty()) c.best_metric = has_validation ? "val_loss" : "train_loss";
+    if (train.node("early_stopping")) {
+        const Section es = train.sub("early_stopping");
+        es.allow({"metric", "patience", "min_delta"});
+        EarlyStopping& e = c.early_stopping;
+        es.get("metric", e.metric);
+        es.get("patience", e.patience);
+        es.get("min_delta", e.min_delta);
+        if (e.metric.empty()) e.metric = c.best_metric;
+        if (e.metric != "val_loss" && e.metric != "val_accuracy" && e.metric != "train_loss")
+            es.fail("metric", "must be one of val_loss, val_accuracy, train_loss (got '" + e.metric + "')");
+        if (e.metric.rfind("val_", 0) == 0 && !has_validation)
+            es.fail("metric", "is '" + e.metric + "' but there is no validation set (set data.validation)");
+        if (e.patience < 1) es.fail("patience", "must be at least 1");
+        if (!(e.min_delta >= 0)) es.fail("min_delta", "must be >= 0");
+    }
     if (c.batch_size <= 0) train.fail("batch_size", "must be positive");
     if (c.print_every <= 0) train.fail("print_every", "must be positive");
 

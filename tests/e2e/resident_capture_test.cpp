@@ -98,6 +98,7 @@ protected:
             std::getline(fields, epoch, ',');
             std::getline(fields, step, ',');
             std::getline(fields, loss, ',');
+            if (line.substr(line.rfind(',') + 1) != "interval") continue;  // the epoch rows repeat the means
             r.logged_losses.push_back(epoch + "," + step + "," + loss);
         }
         return r;

@@ -40,7 +40,7 @@ std::string mlp_config(const std::string& extra_train = "", const std::string& e
            "[[model.layers]]\ntype = \"relu\"\n[[model.layers]]\ntype = \"dropout\"\np = 0.2\n"
            "[[model.layers]]\ntype = \"linear\"\nout = 10\n[solver]\n" +
            solver + "\n[train]\nbatch_size = 32\nprint_every = 10\n" +
-           (extra_train.find("max_steps") == std::string::npos ? "max_steps = 400\n" : "") + extra_train;
+           (extra_train.find("steps_per_epoch") == std::string::npos ? "steps_per_epoch = 400\n" : "") + extra_train;
 }
 
 struct Outcome {
@@ -274,10 +274,16 @@ TEST_F(Resume, ResumeRefusesAChangedBatchSizeNamingTheKey) {
     const Outcome r = run_xylem({"train", "--resume", path("r"), "--epochs", "2", "--batch-size", "16"});
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_TRUE(has(r.out, "train.batch_size")) << r.out;
-    // The original run's --max-steps is remembered: a plain resume continues with it.
-    const Outcome ok = run_xylem({"train", "--resume", path("r"), "--epochs", "2"});
-    EXPECT_EQ(ok.code, 0) << ok.out;
-    EXPECT_TRUE(has(ok.out, "step 20/20")) << ok.out;
+    // The original run's --max-steps (a total over the run) is remembered: a plain resume has
+    // nothing left to do, and a larger one continues the epoch where it stopped.
+    const Outcome done = run_xylem({"train", "--resume", path("r"), "--epochs", "2"});
+    EXPECT_EQ(done.code, 0) << done.out;
+    EXPECT_TRUE(has(done.out, "nothing to train")) << done.out;
+    const Outcome more = run_xylem({"train", "--resume", path("r"), "--max-steps", "50"});
+    EXPECT_EQ(more.code, 0) << more.out;
+    EXPECT_TRUE(has(more.out, "resuming")) << more.out;
+    EXPECT_TRUE(has(more.out, "at epoch 1 step 20")) << more.out;
+    EXPECT_TRUE(has(more.out, "step 50/400")) << more.out;
 }
 
 TEST_F(Resume, ResumeWithoutACheckpointIsOneLine) {
@@ -319,15 +325,19 @@ TEST_F(Resume, NewRunKeepsTheEarlierLog) {
     std::ifstream now(path("l/log.csv"));
     std::string header, row;
     std::getline(now, header);
-    EXPECT_EQ(header, "epoch,step,loss,images_per_second,elapsed_seconds");
-    std::string last;
-    while (std::getline(now, row)) last = row;
-    EXPECT_EQ(last.rfind("1,30,", 0), 0u) << last;
+    EXPECT_EQ(header, "epoch,step,loss,images_per_second,elapsed_seconds,lr,val_loss,val_accuracy,kind");
+    std::vector<std::string> rows;
+    while (std::getline(now, row)) rows.push_back(row);
+    ASSERT_EQ(rows.size(), 4u);  // steps 10, 20, 30 and the epoch's row
+    EXPECT_EQ(rows[2].rfind("1,30,", 0), 0u) << rows[2];
+    EXPECT_EQ(rows[2].substr(rows[2].size() - 9), ",interval") << rows[2];
+    EXPECT_EQ(rows[3].rfind("1,30,", 0), 0u) << rows[3];
+    EXPECT_EQ(rows[3].substr(rows[3].size() - 6), ",epoch") << rows[3];
 }
 
 // A loss that overflows stops training with the step and the last good checkpoint named.
 TEST_F(Resume, NonFiniteLossStopsNamingStepAndCheckpoint) {
-    const std::string cfg = write("nan.toml", mlp_config("epochs = 3\nmax_steps = 60", "", "type = \"sgd\"\nlr = 1e30"));
+    const std::string cfg = write("nan.toml", mlp_config("epochs = 3\nsteps_per_epoch = 60", "", "type = \"sgd\"\nlr = 1e30"));
     const Outcome r = run_xylem({"train", "--config", cfg, "--out", path("n")});
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_TRUE(has(r.out, "xylem: error: training stopped: the loss became")) << r.out;
@@ -337,13 +347,13 @@ TEST_F(Resume, NonFiniteLossStopsNamingStepAndCheckpoint) {
 
     // With on_nonfinite = "continue" the run goes on to the end.
     const std::string go_on =
-        write("go_on.toml", mlp_config("epochs = 1\nmax_steps = 30\non_nonfinite = \"continue\"", "", "type = \"sgd\"\nlr = 1e30"));
+        write("go_on.toml", mlp_config("epochs = 1\nsteps_per_epoch = 30\non_nonfinite = \"continue\"", "", "type = \"sgd\"\nlr = 1e30"));
     EXPECT_EQ(run_xylem({"train", "--config", go_on, "--out", path("c")}).code, 0);
 }
 
 // The best checkpoint is the epoch with the lowest validation loss, and resumes like last.
 TEST_F(Resume, BestCheckpointIsTheBestByValidationLoss) {
-    RunConfig c = parse_config(mlp_config("epochs = 4\nmax_steps = 60", "validation = 0.1"), path("v.toml"));
+    RunConfig c = parse_config(mlp_config("epochs = 4\nsteps_per_epoch = 60", "validation = 0.1"), path("v.toml"));
     EXPECT_EQ(c.best_metric, "val_loss");
     c.out_dir = path("v");
     auto dev = test::backend_named("native")->device(0);

@@ -89,7 +89,7 @@ TEST_P(Training, ShortRunLearnsAndCheckpointReloadsExactly) {
     std::ifstream lf(r.log_path);
     std::string header, line, last;
     std::getline(lf, header);
-    EXPECT_EQ(header, "epoch,step,loss,images_per_second,elapsed_seconds");
+    EXPECT_EQ(header, "epoch,step,loss,images_per_second,elapsed_seconds,lr,val_loss,val_accuracy,kind");
     while (std::getline(lf, line)) last = line;
     EXPECT_EQ(last.rfind("1,300,", 0), 0u) << last;
 

@@ -23,11 +23,37 @@ struct LayerSpec {
     float eps = 1e-5f, momentum = 0.1f;          // batchnorm
 };
 
+// [solver.schedule]: the learning rate as a closed form of the epoch or step, computed on the host
+// and passed to the update ops by value. t = epochs done (unit "epoch") or steps done ("step").
+struct ScheduleSpec {
+    std::string type = "none";   // none, step, multistep, exponential, cosine
+    std::string unit = "epoch";  // what t counts
+    int64_t step_size = 0;       // step: lr * gamma^floor(t / step_size)
+    std::vector<int64_t> milestones;  // multistep: lr * gamma^(milestones <= t)
+    double gamma = 0.1;          // step, multistep, exponential (lr * gamma^t)
+    int64_t t_max = 0;           // cosine: eta_min + (lr - eta_min) * (1 + cos(pi * min(t, t_max) / t_max)) / 2
+    double eta_min = 0;
+    // Linear warm-up over the first warmup_steps steps, on top of any type: the rate is multiplied
+    // by warmup_start + (1 - warmup_start) * s / warmup_steps after s steps (s < warmup_steps).
+    int64_t warmup_steps = 0;
+    double warmup_start = 0;
+    bool active() const { return type != "none" || warmup_steps > 0; }
+};
+
 struct SolverSpec {
     std::string type = "sgd";  // sgd, adam
     float lr = 0.01f, momentum = 0.0f, dampening = 0.0f, weight_decay = 0.0f;
     bool nesterov = false;
     float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+    ScheduleSpec schedule;
+};
+
+// [train] early_stopping = { metric = "val_loss", patience = 3, min_delta = 0 }: stop when the
+// metric has not improved by more than min_delta for `patience` epochs. patience 0 = off.
+struct EarlyStopping {
+    std::string metric;  // as train.best_metric; "" = the same as train.best_metric
+    int64_t patience = 0;
+    double min_delta = 0;
 };
 
 struct RunConfig {
@@ -52,7 +78,10 @@ struct RunConfig {
     int batch_size = 64;
     uint64_t seed = 1;
     int print_every = 100;   // steps between progress lines (the only loss reads)
-    int64_t max_steps = 0;   // stop an epoch after this many steps; 0 = the whole epoch
+    int64_t max_steps = 0;   // train.max_steps: steps over the whole run, then stop; 0 = no limit
+    int64_t steps_per_epoch = 0;  // train.steps_per_epoch: end each epoch after this many steps; 0 = all
+    bool test_every_epoch = false;  // train.test_every_epoch: evaluate the test set every epoch, not only at the end
+    EarlyStopping early_stopping;
     std::string out_dir;     // default: runs/<config file stem>
     bool capture = false;    // train.capture: record one training step (ABI 1.2 capture), replay it per step
     int64_t checkpoint_every = 0;  // train.checkpoint_every: steps between resumable checkpoints; 0 = epoch ends only

@@ -1,0 +1,85 @@
+// Evaluation loops over host or device-resident data sets.
+#include "app/evaluate.h"
+
+#include <map>
+#include <numeric>
+
+#include "xylem/op_calls.h"
+
+namespace xylem::app {
+namespace {
+
+// Batch tensors for each batch size seen (the full size and the epoch's tail), reused.
+struct BatchSlots {
+    std::map<int64_t, std::pair<Tensor, Tensor>> slots;
+    std::pair<Tensor, Tensor>& get(int64_t n, const io::Dataset& d, Device& dev, DType label_dtype, int64_t classes) {
+        auto it = slots.find(n);
+        if (it != slots.end()) return it->second;
+        Tensor x({n, 1, d.rows, d.cols}, DType::F32, dev);
+        Tensor y = label_dtype == DType::I32 ? Tensor({n}, DType::I32, dev) : Tensor({n, classes}, DType::F32, dev);
+        return slots.emplace(n, std::make_pair(x, y)).first->second;
+    }
+};
+
+}  // namespace
+
+double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size) {
+    std::vector<int64_t> order(static_cast<size_t>(data.count));
+    std::iota(order.begin(), order.end(), 0);
+    Tensor correct({1}, DType::F32, dev);
+    ops::fill(dev, correct, 0.0f);
+    BatchSlots slots;
+    for (int64_t first = 0; first < data.count; first += batch_size) {
+        const int64_t n = std::min(batch_size, data.count - first);
+        auto& [x, y] = slots.get(n, data, dev, DType::I32, 0);
+        fill_batch(data, order, first, x, y);
+        x.upload(dev);
+        y.upload(dev);
+        ops::accuracy(dev, model.forward(dev, x, false), y, correct);
+    }
+    return data.count ? correct.to_vector()[0] / static_cast<double>(data.count) : 0.0;
+}
+
+double evaluate(Sequential& model, Device& dev, const ResidentData& data, int64_t batch_size) {
+    const int64_t count = data.images.dim(0);
+    Tensor correct({1}, DType::F32, dev);
+    ops::fill(dev, correct, 0.0f);
+    for (int64_t first = 0; first < count; first += batch_size) {
+        const int64_t n = std::min(batch_size, count - first);
+        const Tensor x = data.images.rows(first, n), y = data.targets.rows(first, n);
+        ops::accuracy(dev, model.forward(dev, x, false), y, correct);
+    }
+    return count ? correct.to_vector()[0] / static_cast<double>(count) : 0.0;
+}
+
+Scores score(Sequential& model, Loss& loss, Device& dev, const io::Dataset& data, int64_t classes, int64_t batch_size) {
+    std::vector<int64_t> order(static_cast<size_t>(data.count));
+    std::iota(order.begin(), order.end(), 0);
+    Tensor loss_sum({1}, DType::F32, dev), correct({1}, DType::F32, dev);
+    ops::fill(dev, loss_sum, 0.0f);
+    ops::fill(dev, correct, 0.0f);
+    BatchSlots slots;
+    std::map<int64_t, Tensor> onehot;  // regression losses compare with one-hot rows, accuracy with labels
+    for (int64_t first = 0; first < data.count; first += batch_size) {
+        const int64_t n = std::min(batch_size, data.count - first);
+        auto& [x, y] = slots.get(n, data, dev, DType::I32, 0);
+        fill_batch(data, order, first, x, y);
+        x.upload(dev);
+        y.upload(dev);
+        const Tensor& output = model.forward(dev, x, false);
+        if (loss.target_dtype() == DType::I32) {
+            loss.forward(dev, output, y, loss_sum);
+        } else {
+            auto it = onehot.find(n);
+            if (it == onehot.end()) it = onehot.emplace(n, Tensor({n, classes}, DType::F32, dev)).first;
+            gather_host(data, order, first, n, nullptr, it->second.host_write<float>(), DType::F32, classes);
+            it->second.upload(dev);
+            loss.forward(dev, output, it->second, loss_sum);
+        }
+        ops::accuracy(dev, output, y, correct);
+    }
+    const double count = static_cast<double>(data.count);
+    return {loss_sum.to_vector()[0] / count, correct.to_vector()[0] / count};
+}
+
+}  // namespace xylem::app

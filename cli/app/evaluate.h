@@ -1,0 +1,24 @@
+// Evaluation: accuracy (and the loss) of a model over a data set, accumulated on the device and
+// read once at the end.
+#pragma once
+
+#include "app/batch_feed.h"
+#include "xylem/io/idx.h"
+#include "xylem/layers/loss.h"
+#include "xylem/layers/sequential.h"
+
+namespace xylem::app {
+
+// Fraction of `data` the model classifies correctly; counts accumulate on the device.
+double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size = 1000);
+// The same over a device-resident set (int32 targets): batches are row views, nothing moves.
+double evaluate(Sequential& model, Device& dev, const ResidentData& data, int64_t batch_size = 1000);
+
+// Mean loss and accuracy over a held-out set (the validation set).
+struct Scores {
+    double loss = 0, accuracy = 0;
+};
+Scores score(Sequential& model, Loss& loss, Device& dev, const io::Dataset& data, int64_t classes,
+             int64_t batch_size = 1000);
+
+}  // namespace xylem::app
