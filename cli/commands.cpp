@@ -1,10 +1,13 @@
 // Argument parsing and the backends / train / eval subcommands.
 #include "commands.h"
 
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <utility>
 
 #include "app/backend_select.h"
 #include "app/checkpoint.h"
@@ -17,37 +20,54 @@
 namespace xylem::cli {
 namespace {
 
-int64_t parse_int(const std::string& flag, const std::string& v) {
-    try {
-        size_t used = 0;
-        long long x = std::stoll(v, &used);
-        if (used != v.size() || x < 0) throw 0;
-        return x;
-    } catch (...) {
-        throw UsageError{flag + " needs a non-negative integer, got '" + v + "'"};
+// The one rule for integer flags: a whole decimal number within the flag's range, else a usage
+// error naming the flag and the range (never a value that wraps: --epochs 4294967296 ran 0 epochs).
+template <class T> T parse_int(const std::string& flag, const std::string& v, T lo, T hi) {
+    const char *first = v.data(), *last = v.data() + v.size();
+    bool parsed = false, fits = false;
+    T x{};
+    if (!v.empty() && v[0] == '-') {  // through int64, so "-1" is out of an unsigned range, not 2^64 - 1
+        int64_t n = 0;
+        const auto [end, ec] = std::from_chars(first, last, n);
+        parsed = end == last && (ec == std::errc{} || ec == std::errc::result_out_of_range);
+        fits = ec == std::errc{} && std::in_range<T>(n) && std::cmp_greater_equal(n, lo) && std::cmp_less_equal(n, hi);
+        x = static_cast<T>(n);
+    } else {
+        uint64_t n = 0;
+        const auto [end, ec] = std::from_chars(first, last, n);
+        parsed = !v.empty() && end == last && (ec == std::errc{} || ec == std::errc::result_out_of_range);
+        fits = ec == std::errc{} && std::in_range<T>(n) && std::cmp_greater_equal(n, lo) && std::cmp_less_equal(n, hi);
+        x = static_cast<T>(n);
     }
+    if (!parsed) throw UsageError{flag + " needs an integer, got '" + v + "'"};
+    if (!fits)
+        throw UsageError{flag + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v};
+    return x;
+}
+
+template <class T> T parse_int(const std::string& flag, const std::string& v, IntRange range) {
+    return parse_int<T>(flag, v, static_cast<T>(range.lo), static_cast<T>(range.hi));
 }
 
 double parse_float(const std::string& flag, const std::string& v) {
     try {
         size_t used = 0;
         double x = std::stod(v, &used);
-        if (used != v.size() || !(x > 0)) throw 0;
+        if (used != v.size() || !(x > 0) || !std::isfinite(static_cast<float>(x))) throw 0;
         return x;
     } catch (...) {
-        throw UsageError{flag + " needs a positive number, got '" + v + "'"};
+        throw UsageError{flag + " needs a positive finite number, got '" + v + "'"};
     }
 }
 
 RunConfig config_with_flags(const Args& a) {
     if (a.config.empty()) throw UsageError{a.command + " needs --config FILE"};
     RunConfig c = load_config(a.config);
-    if (a.epochs >= 0) c.epochs = a.epochs;
-    if (a.batch_size > 0) c.batch_size = a.batch_size;
-    if (a.batch_size == 0) throw UsageError{"--batch-size must be positive"};
-    if (a.lr > 0) c.solver.lr = static_cast<float>(a.lr);
-    if (a.seed >= 0) c.seed = static_cast<uint64_t>(a.seed);
-    if (a.max_steps >= 0) c.max_steps = a.max_steps;
+    if (a.epochs) c.epochs = *a.epochs;  // each flag was range-checked by parse_args
+    if (a.batch_size) c.batch_size = *a.batch_size;
+    if (a.lr) c.solver.lr = static_cast<float>(*a.lr);
+    if (a.seed) c.seed = *a.seed;
+    if (a.max_steps) c.max_steps = *a.max_steps;
     if (!a.out.empty()) c.out_dir = a.out;
     return c;
 }
@@ -80,10 +100,10 @@ Args parse_args(int argc, char** argv) {
         else if (f == "--backend") a.backend = value();
         else if (f == "--out") a.out = value();
         else if (f == "--plugin-path") a.plugin_dirs.push_back(value());
-        else if (f == "--epochs") a.epochs = static_cast<int>(parse_int(f, value()));
-        else if (f == "--batch-size") a.batch_size = static_cast<int>(parse_int(f, value()));
-        else if (f == "--max-steps") a.max_steps = parse_int(f, value());
-        else if (f == "--seed") a.seed = parse_int(f, value());
+        else if (f == "--epochs") a.epochs = parse_int<int>(f, value(), ranges::epochs);
+        else if (f == "--batch-size") a.batch_size = parse_int<int>(f, value(), ranges::batch_size);
+        else if (f == "--max-steps") a.max_steps = parse_int<int64_t>(f, value(), ranges::max_steps);
+        else if (f == "--seed") a.seed = parse_int<uint64_t>(f, value(), 0, UINT64_MAX);
         else if (f == "--lr") a.lr = parse_float(f, value());
         else if (f == "--profile") a.profile = true;
         else throw UsageError{"unknown option '" + f + "'"};

@@ -134,6 +134,10 @@ std::string capture_blocker(const RunConfig& c, Device& dev, const TrainOptions&
 }
 
 TrainResult train(const RunConfig& c, Device& dev, std::ostream& out, const TrainOptions& opt) {
+    // parse_config and the flags keep epochs in range; a RunConfig built in code is checked here,
+    // since a run of no epochs has no metrics to report (run_train read past an empty list).
+    if (c.epochs < ranges::epochs.lo)
+        throw Error(c.source + ": train.epochs is " + std::to_string(c.epochs) + "; a run needs at least one epoch");
     if (std::string why = capture_blocker(c, dev, opt); !why.empty()) throw Error(c.source + ": " + why);
     const io::Dataset train_set = io::load_mnist_dir(c.data_dir, true);
     const io::Dataset test_set = io::load_mnist_dir(c.data_dir, false);
