@@ -17,6 +17,8 @@ struct Args {
     std::optional<double> lr;
     std::optional<uint64_t> seed;
     bool profile = false;
+    bool resume = false;     // --resume [RUN_DIR]
+    std::string resume_dir;  // "" = the config's out dir
 };
 
 // Parses argv; throws UsageError on a bad flag.
