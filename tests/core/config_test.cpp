@@ -102,6 +102,8 @@ TEST(Config, IntegerKeysOutsideTheirRangeNameKeyAndRange) {
               "test.toml: key 'train.print_every' must be in [1, 2147483647], got 0");
     EXPECT_EQ(error_of("[train]\nmax_steps = -1\n"),
               "test.toml: key 'train.max_steps' must be in [0, 9223372036854775807], got -1");
+    EXPECT_EQ(error_of("[train]\ncheckpoint_every = -1\n"),
+              "test.toml: key 'train.checkpoint_every' must be in [0, 9223372036854775807], got -1");
     EXPECT_EQ(error_of("[train]\nseed = -1\n"),
               "test.toml: key 'train.seed' must be in [0, 9223372036854775807], got -1");
     EXPECT_EQ(error_of("threads = -1\n"), "test.toml: key 'threads' must be in [0, 1024], got -1");
