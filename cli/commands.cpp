@@ -3,13 +3,16 @@
 
 #include <signal.h>
 
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "app/backend_select.h"
 #include "app/checkpoint.h"
@@ -24,25 +27,43 @@ namespace xylem::cli {
 namespace {
 namespace fs = std::filesystem;
 
-int64_t parse_int(const std::string& flag, const std::string& v) {
-    try {
-        size_t used = 0;
-        long long x = std::stoll(v, &used);
-        if (used != v.size() || x < 0) throw 0;
-        return x;
-    } catch (...) {
-        throw UsageError{flag + " needs a non-negative integer, got '" + v + "'"};
+// The one rule for integer flags: a whole decimal number within the flag's range, else a usage
+// error naming the flag and the range (never a value that wraps: --epochs 4294967296 ran 0 epochs).
+template <class T> T parse_int(const std::string& flag, const std::string& v, T lo, T hi) {
+    const char *first = v.data(), *last = v.data() + v.size();
+    bool parsed = false, fits = false;
+    T x{};
+    if (!v.empty() && v[0] == '-') {  // through int64, so "-1" is out of an unsigned range, not 2^64 - 1
+        int64_t n = 0;
+        const auto [end, ec] = std::from_chars(first, last, n);
+        parsed = end == last && (ec == std::errc{} || ec == std::errc::result_out_of_range);
+        fits = ec == std::errc{} && std::in_range<T>(n) && std::cmp_greater_equal(n, lo) && std::cmp_less_equal(n, hi);
+        x = static_cast<T>(n);
+    } else {
+        uint64_t n = 0;
+        const auto [end, ec] = std::from_chars(first, last, n);
+        parsed = !v.empty() && end == last && (ec == std::errc{} || ec == std::errc::result_out_of_range);
+        fits = ec == std::errc{} && std::in_range<T>(n) && std::cmp_greater_equal(n, lo) && std::cmp_less_equal(n, hi);
+        x = static_cast<T>(n);
     }
+    if (!parsed) throw UsageError{flag + " needs an integer, got '" + v + "'"};
+    if (!fits)
+        throw UsageError{flag + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v};
+    return x;
+}
+
+template <class T> T parse_int(const std::string& flag, const std::string& v, IntRange range) {
+    return parse_int<T>(flag, v, static_cast<T>(range.lo), static_cast<T>(range.hi));
 }
 
 double parse_float(const std::string& flag, const std::string& v) {
     try {
         size_t used = 0;
         double x = std::stod(v, &used);
-        if (used != v.size() || !(x > 0)) throw 0;
+        if (used != v.size() || !(x > 0) || !std::isfinite(static_cast<float>(x))) throw 0;
         return x;
     } catch (...) {
-        throw UsageError{flag + " needs a positive number, got '" + v + "'"};
+        throw UsageError{flag + " needs a positive finite number, got '" + v + "'"};
     }
 }
 
@@ -50,23 +71,31 @@ double parse_float(const std::string& flag, const std::string& v) {
 // checkpoints keep so that a resume applies them again.
 nlohmann::json flag_overrides(const Args& a) {
     nlohmann::json o = nlohmann::json::object();
-    if (a.batch_size == 0) throw UsageError{"--batch-size must be positive"};
-    if (a.epochs >= 0) o["train.epochs"] = a.epochs;
-    if (a.batch_size > 0) o["train.batch_size"] = a.batch_size;
-    if (a.lr > 0) o["solver.lr"] = a.lr;
-    if (a.seed >= 0) o["train.seed"] = a.seed;
-    if (a.max_steps >= 0) o["train.max_steps"] = a.max_steps;
+    if (a.epochs) o["train.epochs"] = *a.epochs;  // each flag was range-checked by parse_args
+    if (a.batch_size) o["train.batch_size"] = *a.batch_size;
+    if (a.lr) o["solver.lr"] = *a.lr;
+    if (a.seed) o["train.seed"] = *a.seed;
+    if (a.max_steps) o["train.max_steps"] = *a.max_steps;
     return o;
 }
 
+// Flags come range-checked from parse_args; overrides read back from a checkpoint are checked
+// here again, against the same ranges, since the file may have been edited.
 void apply_overrides(RunConfig& c, const nlohmann::json& o) {
+    auto integer = [&](const std::string& key, const nlohmann::json& v, IntRange r) {
+        if (!v.is_number_integer() || v.get<int64_t>() < r.lo || v.get<int64_t>() > r.hi)
+            throw Error("override '" + key + "' must be an integer in [" + std::to_string(r.lo) + ", " +
+                        std::to_string(r.hi) + "], got " + v.dump());
+        return v.get<int64_t>();
+    };
     for (const auto& [key, v] : o.items()) {
-        if (key == "train.epochs") c.epochs = v.get<int>();
-        else if (key == "train.batch_size") c.batch_size = v.get<int>();
-        else if (key == "solver.lr") c.solver.lr = v.get<float>();
-        else if (key == "train.seed") c.seed = v.get<uint64_t>();
-        else if (key == "train.max_steps") c.max_steps = v.get<int64_t>();
-        else throw Error("unknown override '" + key + "'");
+        if (key == "train.epochs") c.epochs = static_cast<int>(integer(key, v, ranges::epochs));
+        else if (key == "train.batch_size") c.batch_size = static_cast<int>(integer(key, v, ranges::batch_size));
+        else if (key == "train.max_steps") c.max_steps = integer(key, v, ranges::max_steps);
+        else if (key == "train.seed" && v.is_number_unsigned()) c.seed = v.get<uint64_t>();
+        else if (key == "solver.lr" && v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0)
+            c.solver.lr = v.get<float>();
+        else throw Error("override '" + key + "' is unknown or has a bad value " + v.dump());
     }
 }
 
@@ -143,10 +172,10 @@ Args parse_args(int argc, char** argv) {
         else if (f == "--backend") a.backend = value();
         else if (f == "--out") a.out = value();
         else if (f == "--plugin-path") a.plugin_dirs.push_back(value());
-        else if (f == "--epochs") a.epochs = static_cast<int>(parse_int(f, value()));
-        else if (f == "--batch-size") a.batch_size = static_cast<int>(parse_int(f, value()));
-        else if (f == "--max-steps") a.max_steps = parse_int(f, value());
-        else if (f == "--seed") a.seed = parse_int(f, value());
+        else if (f == "--epochs") a.epochs = parse_int<int>(f, value(), ranges::epochs);
+        else if (f == "--batch-size") a.batch_size = parse_int<int>(f, value(), ranges::batch_size);
+        else if (f == "--max-steps") a.max_steps = parse_int<int64_t>(f, value(), ranges::max_steps);
+        else if (f == "--seed") a.seed = parse_int<uint64_t>(f, value(), 0, UINT64_MAX);
         else if (f == "--lr") a.lr = parse_float(f, value());
         else if (f == "--profile") a.profile = true;
         else if (f == "--resume") {

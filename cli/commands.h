@@ -1,6 +1,8 @@
 // The `xylem` subcommands.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,10 +12,10 @@ struct Args {
     std::string command;
     std::string config, checkpoint, backend, out;
     std::vector<std::string> plugin_dirs;
-    int epochs = -1, batch_size = -1;
-    int64_t max_steps = -1;
-    double lr = -1;
-    int64_t seed = -1;
+    std::optional<int> epochs, batch_size;  // set: the flag was given (and is in its range)
+    std::optional<int64_t> max_steps;
+    std::optional<double> lr;
+    std::optional<uint64_t> seed;
     bool profile = false;
     bool resume = false;     // --resume [RUN_DIR]
     std::string resume_dir;  // "" = the config's out dir

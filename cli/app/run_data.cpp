@@ -35,8 +35,7 @@ RunData load_run_data(const RunConfig& c) {
     RunData data;
     io::Dataset all = io::load_mnist_dir(c.data_dir, true);
     data.test = io::load_mnist_dir(c.data_dir, false);
-    if (all.count == 0) throw Error(c.data_dir + ": the training set has no images: there is nothing to train on");
-    if (data.test.count == 0) throw Error(c.data_dir + ": the test set has no images");
+    // An empty set never gets here: io::load_mnist rejects it, naming the file (train or t10k).
 
     int64_t held = c.validation_count;
     if (c.validation_fraction > 0) held = static_cast<int64_t>(std::llround(c.validation_fraction * static_cast<double>(all.count)));

@@ -1,6 +1,8 @@
 // TOML config parsing with toml++: every key is known, every value has the right type.
 #include "xylem/config.h"
 
+#include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -11,6 +13,16 @@
 
 namespace xylem {
 namespace {
+
+// A number for messages: nan, inf, -inf, or the shortest text that reads back as the value (1e+300).
+std::string number_text(const toml::node& n) {
+    if (const auto* i = n.as_integer()) return std::to_string(i->get());
+    const double v = n.as_floating_point() ? n.as_floating_point()->get() : 0.0;
+    if (std::isnan(v)) return "nan";
+    char buf[32];
+    const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;  // inf prints as inf, -inf as -inf
+    return std::string(buf, end);
+}
 
 // A view of one TOML table that knows its dotted path, for messages.
 class Section {
@@ -37,7 +49,11 @@ public:
 
     const toml::node* node(const std::string& key) const { return t_.get(key); }
 
+    // Booleans, strings and floats. A float must be finite once narrowed to its field: TOML's
+    // nan and inf, or 1e300 for a float, are an error naming the key, not a NaN in training.
     template <class T> void get(const std::string& key, T& out) const {
+        static_assert(!std::is_integral_v<T> || std::is_same_v<T, bool>,
+                      "integer keys take a range: get(key, out, range)");
         const toml::node* n = node(key);
         if (!n) return;
         if constexpr (std::is_same_v<T, bool>) {
@@ -46,16 +62,32 @@ public:
         } else if constexpr (std::is_same_v<T, std::string>) {
             if (!n->is_string()) fail(key, "must be a string");
             out = n->as_string()->get();
-        } else if constexpr (std::is_floating_point_v<T>) {
-            if (n->is_integer()) out = static_cast<T>(n->as_integer()->get());
-            else if (n->is_floating_point()) out = static_cast<T>(n->as_floating_point()->get());
-            else fail(key, "must be a number");
         } else {
-            if (!n->is_integer()) fail(key, "must be an integer");
-            int64_t v = n->as_integer()->get();
-            if (v < 0) fail(key, "must not be negative");
-            out = static_cast<T>(v);
+            static_assert(std::is_floating_point_v<T>);
+            double v = 0;
+            if (n->is_integer()) v = static_cast<double>(n->as_integer()->get());
+            else if (n->is_floating_point()) v = n->as_floating_point()->get();
+            else fail(key, "must be a number");
+            const T narrowed = static_cast<T>(v);
+            if (!std::isfinite(narrowed)) fail(key, "must be a finite number, got " + number_text(*n));
+            out = narrowed;
         }
+    }
+
+    // Integer keys: the one place their range is checked, before the value is narrowed.
+    template <class T> void get(const std::string& key, T& out, IntRange range) const {
+        static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
+        const toml::node* n = node(key);
+        if (!n) return;
+        if (!n->is_integer()) fail(key, "must be an integer");
+        out = static_cast<T>(in_range(key, n->as_integer()->get(), range));
+    }
+
+    int64_t in_range(const std::string& key, int64_t v, IntRange range) const {
+        if (v < range.lo || v > range.hi)
+            fail(key, "must be in [" + std::to_string(range.lo) + ", " + std::to_string(range.hi) + "], got " +
+                          std::to_string(v));
+        return v;
     }
 
     // A string or an array of strings.
@@ -74,14 +106,24 @@ public:
         }
     }
 
-    void get_shape(const std::string& key, Shape& out) const {
+    // An array of integers, each in `range` (or -1 where allow_infer: reshape's inferred axis).
+    void get_shape(const std::string& key, Shape& out, IntRange range, bool allow_infer = false) const {
         const toml::node* n = node(key);
         if (!n) return;
         if (!n->is_array()) fail(key, "must be an array of integers");
         out.clear();
         for (const toml::node& e : *n->as_array()) {
             if (!e.is_integer()) fail(key, "must be an array of integers");
-            out.push_back(e.as_integer()->get());
+            const int64_t v = e.as_integer()->get();
+            if (allow_infer && v == -1) {
+                out.push_back(v);
+                continue;
+            }
+            if (v < range.lo || v > range.hi)
+                fail(key, "entries must be " + std::string(allow_infer ? "-1 or " : "") + "in [" +
+                              std::to_string(range.lo) + ", " + std::to_string(range.hi) + "], got " +
+                              std::to_string(v));
+            out.push_back(v);
         }
     }
 
@@ -105,12 +147,12 @@ void parse_schedule(const Section& s, ScheduleSpec& sc) {
     s.allow({"type", "unit", "step_size", "milestones", "gamma", "t_max", "eta_min", "warmup_steps", "warmup_start"});
     s.get("type", sc.type);
     s.get("unit", sc.unit);
-    s.get("step_size", sc.step_size);
-    s.get_shape("milestones", sc.milestones);
+    s.get("step_size", sc.step_size, ranges::schedule_period);
+    s.get_shape("milestones", sc.milestones, ranges::schedule_period);
     s.get("gamma", sc.gamma);
-    s.get("t_max", sc.t_max);
+    s.get("t_max", sc.t_max, ranges::schedule_period);
     s.get("eta_min", sc.eta_min);
-    s.get("warmup_steps", sc.warmup_steps);
+    s.get("warmup_steps", sc.warmup_steps, ranges::warmup_steps);
     s.get("warmup_start", sc.warmup_start);
     if (sc.unit != "epoch" && sc.unit != "step") s.fail("unit", "must be \"epoch\" or \"step\" (got '" + sc.unit + "')");
     // Each type names the keys it needs; a key another type uses is an error, not silently ignored.
@@ -125,25 +167,35 @@ void parse_schedule(const Section& s, ScheduleSpec& sc) {
         only({});
     } else if (sc.type == "step") {
         only({"step_size", "gamma"});
-        if (sc.step_size < 1) s.fail("step_size", "must be at least 1 for a step schedule");
+        if (!s.node("step_size")) s.fail("step_size", "is required for a step schedule");
     } else if (sc.type == "multistep") {
         only({"milestones", "gamma"});
         if (sc.milestones.empty()) s.fail("milestones", "must list at least one epoch or step for a multistep schedule");
         for (size_t i = 0; i < sc.milestones.size(); ++i)
-            if (sc.milestones[i] < 1 || (i && sc.milestones[i] <= sc.milestones[i - 1]))
-                s.fail("milestones", "must be positive and increasing");
+            if (i && sc.milestones[i] <= sc.milestones[i - 1]) s.fail("milestones", "must be increasing");
     } else if (sc.type == "exponential") {
         only({"gamma"});
     } else if (sc.type == "cosine") {
         only({"t_max", "eta_min"});
-        if (sc.t_max < 1) s.fail("t_max", "must be at least 1 for a cosine schedule");
+        if (!s.node("t_max")) s.fail("t_max", "is required for a cosine schedule");
         if (!(sc.eta_min >= 0)) s.fail("eta_min", "must be >= 0");
     } else {
         s.fail("type", "must be one of none, step, multistep, exponential, cosine (got '" + sc.type + "')");
     }
     if (!(sc.gamma > 0 && sc.gamma <= 1)) s.fail("gamma", "must be in (0, 1]");
-    if (sc.warmup_steps < 0) s.fail("warmup_steps", "must not be negative");
     if (!(sc.warmup_start >= 0 && sc.warmup_start <= 1)) s.fail("warmup_start", "must be in [0, 1]");
+}
+
+// Reshape's target: at most one -1, and the known sizes' product must fit in int64.
+void check_reshape(const Section& s, const Shape& shape) {
+    int64_t product = 1, inferred = 0;
+    for (int64_t d : shape) {
+        if (d == -1) {
+            if (++inferred > 1) s.fail("shape", "may hold at most one -1");
+        } else if (__builtin_mul_overflow(product, d, &product)) {
+            s.fail("shape", "describes more than 2^63 - 1 elements");
+        }
+    }
 }
 
 LayerSpec parse_layer(const Section& s) {
@@ -153,9 +205,8 @@ LayerSpec parse_layer(const Section& s) {
     if (l.type == "linear") {
         s.allow({"type", "out", "bias"});
         if (!s.node("out")) s.fail("out", "is required for a linear layer");
-        s.get("out", l.out);
+        s.get("out", l.out, ranges::features);
         s.get("bias", l.bias);
-        if (l.out <= 0) s.fail("out", "must be positive");
     } else if (l.type == "dropout") {
         s.allow({"type", "p"});
         s.get("p", l.p);
@@ -163,35 +214,32 @@ LayerSpec parse_layer(const Section& s) {
     } else if (l.type == "reshape") {
         s.allow({"type", "shape"});
         if (!s.node("shape")) s.fail("shape", "is required for a reshape layer");
-        s.get_shape("shape", l.shape);
+        s.get_shape("shape", l.shape, ranges::features, true);
+        check_reshape(s, l.shape);
     } else if (l.type == "conv2d" || l.type == "maxpool2d" || l.type == "avgpool2d") {
         if (l.type == "conv2d") s.allow({"type", "out", "kernel", "stride", "padding", "dilation", "groups", "bias"});
         else if (l.type == "avgpool2d") s.allow({"type", "kernel", "stride", "padding", "count_include_pad"});
         else s.allow({"type", "kernel", "stride", "padding"});
         if (l.type == "conv2d") {
             if (!s.node("out")) s.fail("out", "is required for a conv2d layer");
-            s.get("out", l.out);
-            if (l.out <= 0) s.fail("out", "must be positive");
-            s.get("dilation", l.dilation);
-            s.get("groups", l.groups);
+            s.get("out", l.out, ranges::features);
+            s.get("dilation", l.dilation, ranges::dilation);
+            s.get("groups", l.groups, ranges::groups);
             s.get("bias", l.bias);
-            if (l.dilation < 1) s.fail("dilation", "must be >= 1");
-            if (l.groups < 1) s.fail("groups", "must be >= 1");
         }
         if (!s.node("kernel")) s.fail("kernel", "is required for a " + l.type + " layer");
         if (s.node("kernel")->is_array()) {
             Shape k;
-            s.get_shape("kernel", k);
+            s.get_shape("kernel", k, ranges::kernel);
             if (k.size() != 2) s.fail("kernel", "must be an integer or [height, width]");
             l.kernel_h = static_cast<int32_t>(k[0]);
             l.kernel_w = static_cast<int32_t>(k[1]);
         } else {
-            s.get("kernel", l.kernel_h);
+            s.get("kernel", l.kernel_h, ranges::kernel);
             l.kernel_w = l.kernel_h;
         }
-        if (l.kernel_h < 1 || l.kernel_w < 1) s.fail("kernel", "must be positive");
-        s.get("stride", l.stride);
-        s.get("padding", l.padding);
+        s.get("stride", l.stride, ranges::stride);  // absent: 0, the layer's default
+        s.get("padding", l.padding, ranges::padding);
         s.get("count_include_pad", l.count_include_pad);
     } else if (l.type == "batchnorm") {
         s.allow({"type", "eps", "momentum"});
@@ -229,7 +277,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     top.get_list("backend", c.backend);
     if (c.backend.empty()) top.fail("backend", "must name at least one backend");
     top.get_list("plugin_path", c.plugin_path);
-    top.get("threads", c.threads);
+    top.get("threads", c.threads, ranges::threads);
 
     Section data = top.sub("data");
     data.allow({"dir", "resident", "validation"});
@@ -237,8 +285,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     data.get("resident", c.data_resident);
     if (const toml::node* n = data.node("validation")) {
         if (n->is_integer()) {
-            c.validation_count = n->as_integer()->get();
-            if (c.validation_count < 0) data.fail("validation", "must be a fraction in [0, 1) or a count >= 0");
+            data.get("validation", c.validation_count, ranges::validation_count);
         } else if (n->is_floating_point()) {
             c.validation_fraction = n->as_floating_point()->get();
             if (!(c.validation_fraction >= 0 && c.validation_fraction < 1))
@@ -283,15 +330,15 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     Section train = top.sub("train");
     train.allow({"epochs", "batch_size", "seed", "print_every", "max_steps", "steps_per_epoch", "out", "capture",
                  "checkpoint_every", "on_nonfinite", "best_metric", "test_every_epoch", "early_stopping"});
-    train.get("epochs", c.epochs);
-    train.get("batch_size", c.batch_size);
-    train.get("seed", c.seed);
-    train.get("print_every", c.print_every);
-    train.get("max_steps", c.max_steps);
+    train.get("epochs", c.epochs, ranges::epochs);
+    train.get("batch_size", c.batch_size, ranges::batch_size);
+    train.get("seed", c.seed, ranges::seed);
+    train.get("print_every", c.print_every, ranges::print_every);
+    train.get("max_steps", c.max_steps, ranges::max_steps);
+    train.get("steps_per_epoch", c.steps_per_epoch, ranges::steps_per_epoch);
     train.get("out", c.out_dir);
     train.get("capture", c.capture);
-    train.get("checkpoint_every", c.checkpoint_every);
-    train.get("steps_per_epoch", c.steps_per_epoch);
+    train.get("checkpoint_every", c.checkpoint_every, ranges::checkpoint_every);
     train.get("test_every_epoch", c.test_every_epoch);
     train.get("on_nonfinite", c.on_nonfinite);
     train.get("best_metric", c.best_metric);
@@ -309,18 +356,15 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
         es.allow({"metric", "patience", "min_delta"});
         EarlyStopping& e = c.early_stopping;
         es.get("metric", e.metric);
-        es.get("patience", e.patience);
+        es.get("patience", e.patience, ranges::patience);
         es.get("min_delta", e.min_delta);
         if (e.metric.empty()) e.metric = c.best_metric;
         if (e.metric != "val_loss" && e.metric != "val_accuracy" && e.metric != "train_loss")
             es.fail("metric", "must be one of val_loss, val_accuracy, train_loss (got '" + e.metric + "')");
         if (e.metric.rfind("val_", 0) == 0 && !has_validation)
             es.fail("metric", "is '" + e.metric + "' but there is no validation set (set data.validation)");
-        if (e.patience < 1) es.fail("patience", "must be at least 1");
         if (!(e.min_delta >= 0)) es.fail("min_delta", "must be >= 0");
     }
-    if (c.batch_size <= 0) train.fail("batch_size", "must be positive");
-    if (c.print_every <= 0) train.fail("print_every", "must be positive");
 
     if (c.out_dir.empty()) c.out_dir = "runs/" + std::filesystem::path(source).stem().string();
     return c;

@@ -151,7 +151,7 @@ xylem_status run_xent(const xylem_op_desc& d, bool backward) {
         double sum = 0.0;
         for (int64_t j = 0; j < cols; ++j) sum += std::exp(xr[j] - mx);
         if (!backward) {
-            total += mx + std::log(sum) - xr[label];
+            total += (static_cast<double>(mx) - xr[label]) + std::log(sum);  // the difference first
             continue;
         }
         float* dx = f32(d.outputs[0]) + r * cols;

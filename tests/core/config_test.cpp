@@ -87,3 +87,95 @@ TEST(Config, ResidentDataAndCaptureKeys) {
     EXPECT_EQ(error_of("[data]\nresident = 1\n"), "test.toml: key 'data.resident' must be a boolean (true or false)");
     EXPECT_EQ(error_of("[train]\ncapture = \"yes\"\n"), "test.toml: key 'train.capture' must be a boolean (true or false)");
 }
+
+// Integer keys are range-checked before they are narrowed to their field: 4294967360 used to
+// train at batch 64, a kernel of 4294967297 became 1, epochs = 0 crashed after the run.
+TEST(Config, IntegerKeysOutsideTheirRangeNameKeyAndRange) {
+    EXPECT_EQ(error_of("[train]\nbatch_size = 4294967360\n"),
+              "test.toml: key 'train.batch_size' must be in [1, 2147483647], got 4294967360");
+    EXPECT_EQ(error_of("[train]\nbatch_size = 0\n"),
+              "test.toml: key 'train.batch_size' must be in [1, 2147483647], got 0");
+    EXPECT_EQ(error_of("[train]\nepochs = 0\n"), "test.toml: key 'train.epochs' must be in [1, 2147483647], got 0");
+    EXPECT_EQ(error_of("[train]\nepochs = 4294967296\n"),
+              "test.toml: key 'train.epochs' must be in [1, 2147483647], got 4294967296");
+    EXPECT_EQ(error_of("[train]\nprint_every = 0\n"),
+              "test.toml: key 'train.print_every' must be in [1, 2147483647], got 0");
+    EXPECT_EQ(error_of("[train]\nmax_steps = -1\n"),
+              "test.toml: key 'train.max_steps' must be in [0, 9223372036854775807], got -1");
+    EXPECT_EQ(error_of("[train]\ncheckpoint_every = -1\n"),
+              "test.toml: key 'train.checkpoint_every' must be in [0, 9223372036854775807], got -1");
+    EXPECT_EQ(error_of("[train]\nseed = -1\n"),
+              "test.toml: key 'train.seed' must be in [0, 9223372036854775807], got -1");
+    EXPECT_EQ(error_of("threads = -1\n"), "test.toml: key 'threads' must be in [0, 1024], got -1");
+    EXPECT_EQ(error_of("threads = 4294967298\n"), "test.toml: key 'threads' must be in [0, 1024], got 4294967298");
+    // A seed past int64 is not a TOML integer at all: the parser names the line.
+    EXPECT_EQ(error_of("[train]\nseed = 18446744073709551615\n").rfind("test.toml:2:", 0), 0u);
+
+    // The largest values in range are kept exactly.
+    RunConfig c = parse_config(
+        "threads = 1024\n[train]\nbatch_size = 2147483647\nepochs = 2147483647\n"
+        "seed = 9223372036854775807\nmax_steps = 9223372036854775807\n",
+        "t.toml");
+    EXPECT_EQ(c.threads, 1024);
+    EXPECT_EQ(c.batch_size, 2147483647);
+    EXPECT_EQ(c.epochs, 2147483647);
+    EXPECT_EQ(c.seed, 9223372036854775807ull);
+    EXPECT_EQ(c.max_steps, INT64_MAX);
+}
+
+TEST(Config, LayerGeometryOutsideItsRangeNamesKeyAndRange) {
+    const std::string conv = "[[model.layers]]\ntype = \"conv2d\"\nout = 4\nkernel = 3\n";
+    EXPECT_EQ(error_of("[[model.layers]]\ntype = \"conv2d\"\nout = 4\nkernel = 4294967297\n"),
+              "test.toml: key 'model.layers[0].kernel' must be in [1, 2147483647], got 4294967297");
+    EXPECT_EQ(error_of("[[model.layers]]\ntype = \"conv2d\"\nout = 4\nkernel = [3, 4294967297]\n"),
+              "test.toml: key 'model.layers[0].kernel' entries must be in [1, 2147483647], got 4294967297");
+    EXPECT_EQ(error_of("[[model.layers]]\ntype = \"maxpool2d\"\nkernel = 0\n"),
+              "test.toml: key 'model.layers[0].kernel' must be in [1, 2147483647], got 0");
+    EXPECT_EQ(error_of(conv + "stride = 0\n"),
+              "test.toml: key 'model.layers[0].stride' must be in [1, 2147483647], got 0");
+    EXPECT_EQ(error_of(conv + "padding = -1\n"),
+              "test.toml: key 'model.layers[0].padding' must be in [0, 1073741823], got -1");
+    EXPECT_EQ(error_of(conv + "padding = 1073741824\n"),
+              "test.toml: key 'model.layers[0].padding' must be in [0, 1073741823], got 1073741824");
+    EXPECT_EQ(error_of(conv + "dilation = 0\n"),
+              "test.toml: key 'model.layers[0].dilation' must be in [1, 2147483647], got 0");
+    EXPECT_EQ(error_of(conv + "groups = 4294967297\n"),
+              "test.toml: key 'model.layers[0].groups' must be in [1, 2147483647], got 4294967297");
+    EXPECT_EQ(error_of("[[model.layers]]\ntype = \"conv2d\"\nout = 0\nkernel = 3\n"),
+              "test.toml: key 'model.layers[0].out' must be in [1, 2147483647], got 0");
+    EXPECT_EQ(error_of("[[model.layers]]\ntype = \"linear\"\nout = 4294967306\n"),
+              "test.toml: key 'model.layers[0].out' must be in [1, 2147483647], got 4294967306");
+    // A stride that is not given stays 0: the layer's default (1 for conv, the kernel for pools).
+    EXPECT_EQ(parse_config(conv, "t.toml").layers[0].stride, 0);
+    EXPECT_EQ(parse_config(conv + "stride = 2\npadding = 1\n", "t.toml").layers[0].padding, 1);
+}
+
+TEST(Config, ReshapeEntriesAreMinusOneOrPositive) {
+    const std::string reshape = "[[model.layers]]\ntype = \"reshape\"\nshape = ";
+    EXPECT_EQ(parse_config(reshape + "[-1, 4, 7]\n", "t.toml").layers[0].shape, (Shape{-1, 4, 7}));
+    EXPECT_EQ(error_of(reshape + "[0, 4]\n"),
+              "test.toml: key 'model.layers[0].shape' entries must be -1 or in [1, 2147483647], got 0");
+    EXPECT_EQ(error_of(reshape + "[-2, 4]\n"),
+              "test.toml: key 'model.layers[0].shape' entries must be -1 or in [1, 2147483647], got -2");
+    EXPECT_EQ(error_of(reshape + "[4294967297]\n"),
+              "test.toml: key 'model.layers[0].shape' entries must be -1 or in [1, 2147483647], got 4294967297");
+    EXPECT_EQ(error_of(reshape + "[-1, 4, -1]\n"), "test.toml: key 'model.layers[0].shape' may hold at most one -1");
+    EXPECT_EQ(error_of(reshape + "[2147483647, 2147483647, 2147483647]\n"),
+              "test.toml: key 'model.layers[0].shape' describes more than 2^63 - 1 elements");
+}
+
+// nan and inf are valid TOML floats, and 1e300 is a finite double but inf as a float: all an error.
+TEST(Config, FloatKeysMustBeFinite) {
+    EXPECT_EQ(error_of("[solver]\nlr = nan\n"), "test.toml: key 'solver.lr' must be a finite number, got nan");
+    EXPECT_EQ(error_of("[solver]\nlr = inf\n"), "test.toml: key 'solver.lr' must be a finite number, got inf");
+    EXPECT_EQ(error_of("[solver]\nlr = 1e300\n"), "test.toml: key 'solver.lr' must be a finite number, got 1e+300");
+    EXPECT_EQ(error_of("[solver]\nmomentum = -inf\n"),
+              "test.toml: key 'solver.momentum' must be a finite number, got -inf");
+    EXPECT_EQ(error_of("[solver]\nweight_decay = nan\n"),
+              "test.toml: key 'solver.weight_decay' must be a finite number, got nan");
+    EXPECT_EQ(error_of("[[model.layers]]\ntype = \"batchnorm\"\neps = inf\n"),
+              "test.toml: key 'model.layers[0].eps' must be a finite number, got inf");
+    EXPECT_EQ(error_of("[[model.layers]]\ntype = \"dropout\"\np = nan\n"),
+              "test.toml: key 'model.layers[0].p' must be a finite number, got nan");
+    EXPECT_FLOAT_EQ(parse_config("[solver]\nlr = 1e-30\n", "t.toml").solver.lr, 1e-30f);
+}

@@ -3,9 +3,15 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <vector>
+
+#include "xylem/io/safetensors.h"
 
 namespace fs = std::filesystem;
 
@@ -45,6 +51,19 @@ protected:
         EXPECT_EQ(r.output.rfind("xylem: error: ", 0), 0u) << r.output;
         EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
         EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+    }
+    // Exit code 2 (a usage error), the message on the first line.
+    void expect_usage_error(const Result& r, const std::string& message) {
+        EXPECT_EQ(r.code, 2) << r.output;
+        EXPECT_EQ(r.output.rfind("xylem: " + message + "\n", 0), 0u) << r.output;
+    }
+    // An uncompressed IDX file of unsigned bytes.
+    void write_idx(const std::string& name, const std::vector<uint32_t>& dims, size_t payload_bytes) {
+        std::string bytes = {0, 0, 8, static_cast<char>(dims.size())};
+        for (uint32_t d : dims)
+            for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(static_cast<char>(d >> shift));
+        bytes.append(payload_bytes, '\x01');
+        std::ofstream(dir_ / name, std::ios::binary) << bytes;
     }
     fs::path dir_;
 };
@@ -151,4 +170,95 @@ TEST_F(CliErrors, BackendsListsNative) {
     EXPECT_NE(r.output.find("native"), std::string::npos);
     EXPECT_NE(r.output.find("available"), std::string::npos);
     EXPECT_NE(r.output.find("OpenBLAS"), std::string::npos);
+}
+
+// Integer flags are range-checked as parsed: --batch-size 4294967297 trained at 1, --epochs
+// 4294967296 wrapped to 0 epochs and crashed after the run.
+TEST_F(CliErrors, IntegerFlagsOutsideTheirRangeNameFlagAndRange) {
+    const std::string train = "train --config " + kMlp + " --backend native --out " + dir_.string();
+    expect_usage_error(run(train + " --batch-size 4294967297"),
+                       "--batch-size must be in [1, 2147483647], got 4294967297");
+    expect_usage_error(run(train + " --batch-size 0"), "--batch-size must be in [1, 2147483647], got 0");
+    expect_usage_error(run(train + " --epochs 0"), "--epochs must be in [1, 2147483647], got 0");
+    expect_usage_error(run(train + " --epochs 4294967296"), "--epochs must be in [1, 2147483647], got 4294967296");
+    expect_usage_error(run(train + " --epochs -1"), "--epochs must be in [1, 2147483647], got -1");
+    expect_usage_error(run(train + " --max-steps -1"), "--max-steps must be in [0, 9223372036854775807], got -1");
+    expect_usage_error(run(train + " --max-steps 9223372036854775808"),
+                       "--max-steps must be in [0, 9223372036854775807], got 9223372036854775808");
+    expect_usage_error(run(train + " --seed -1"), "--seed must be in [0, 18446744073709551615], got -1");
+    expect_usage_error(run(train + " --seed 18446744073709551616"),
+                       "--seed must be in [0, 18446744073709551615], got 18446744073709551616");
+    expect_usage_error(run(train + " --epochs 2x"), "--epochs needs an integer, got '2x'");
+    expect_usage_error(run(train + " --epochs ''"), "--epochs needs an integer, got ''");
+    expect_usage_error(run(train + " --lr inf"), "--lr needs a positive finite number, got 'inf'");
+    expect_usage_error(run(train + " --lr 1e300"), "--lr needs a positive finite number, got '1e300'");
+    EXPECT_FALSE(fs::exists(dir_ / "model.safetensors"));  // nothing ran
+}
+
+// The config's own keys reach the program's one-line error the same way.
+TEST_F(CliErrors, ConfigRangeErrorsAreOneLine) {
+    std::string cfg = write("big.toml", "backend = \"native\"\n[train]\nbatch_size = 4294967360\n");
+    expect_one_line_error(run("train --config " + cfg + " --out " + dir_.string()),
+                          cfg + ": key 'train.batch_size' must be in [1, 2147483647], got 4294967360");
+    cfg = write("zero.toml", "backend = \"native\"\n[train]\nepochs = 0\n");
+    expect_one_line_error(run("train --config " + cfg + " --out " + dir_.string()),
+                          cfg + ": key 'train.epochs' must be in [1, 2147483647], got 0");
+    cfg = write("nan.toml", "backend = \"native\"\n[solver]\nlr = nan\n");
+    expect_one_line_error(run("train --config " + cfg + " --out " + dir_.string()),
+                          cfg + ": key 'solver.lr' must be a finite number, got nan");
+}
+
+// No training images: an error naming the file before training, not a NaN loss and an untrained
+// checkpoint. No test images: the same, naming the test file.
+TEST_F(CliErrors, EmptyDatasetNamesTheFile) {
+    const fs::path data = dir_ / "data";
+    fs::create_directories(data);
+    write_idx("data/train-images-idx3-ubyte", {0, 28, 28}, 0);
+    write_idx("data/train-labels-idx1-ubyte", {0}, 0);
+    write_idx("data/t10k-images-idx3-ubyte", {2, 28, 28}, 2 * 28 * 28);
+    write_idx("data/t10k-labels-idx1-ubyte", {2}, 2);
+    const std::string cfg = write("empty.toml", "backend = \"native\"\n[data]\ndir = \"" + data.string() +
+                                                    "\"\n[[model.layers]]\ntype = \"flatten\"\n"
+                                                    "[[model.layers]]\ntype = \"linear\"\nout = 10\n");
+    const std::string out = (dir_ / "run").string();
+    expect_one_line_error(
+        run("train --config " + cfg + " --out " + out),
+        (data / "train-images-idx3-ubyte").string() + ": holds 0 images (a dataset needs at least one)");
+    EXPECT_FALSE(fs::exists(fs::path(out) / "model.safetensors"));
+
+    write_idx("data/train-images-idx3-ubyte", {2, 28, 28}, 2 * 28 * 28);
+    write_idx("data/train-labels-idx1-ubyte", {2}, 2);
+    write_idx("data/t10k-images-idx3-ubyte", {0, 28, 28}, 0);
+    write_idx("data/t10k-labels-idx1-ubyte", {0}, 0);
+    expect_one_line_error(
+        run("train --config " + cfg + " --out " + out),
+        (data / "t10k-images-idx3-ubyte").string() + ": holds 0 images (a dataset needs at least one)");
+    EXPECT_FALSE(fs::exists(fs::path(out) / "model.safetensors"));
+}
+
+// A diverged run's checkpoint: eval names the file, the first tensor with NaN/inf and how many.
+TEST_F(CliErrors, EvalOfANonFiniteCheckpointSaysSo) {
+    Result t = run("train --config " + kMlp + " --backend native --epochs 1 --max-steps 1 --out " + dir_.string());
+    ASSERT_EQ(t.code, 0) << t.output;
+    xylem::io::Safetensors file = xylem::io::read_safetensors((dir_ / "model.safetensors").string());
+    auto poison = [&](const std::string& name, std::vector<size_t> at, float value) {
+        std::vector<uint8_t>& bytes = file.tensors.at(name).data;
+        for (size_t i : at) std::memcpy(bytes.data() + i * sizeof(float), &value, sizeof value);
+    };
+    poison("3.weight", {5, 700, 701}, std::numeric_limits<float>::quiet_NaN());  // the second linear layer, [64, 128]
+    poison("5.bias", {2}, std::numeric_limits<float>::infinity());
+    std::vector<xylem::io::TensorView> views;
+    for (const auto& [name, t] : file.tensors) views.push_back({name, t.dtype, t.shape, t.data.data(), t.data.size()});
+    const std::string bad = (dir_ / "diverged.safetensors").string();
+    xylem::io::write_safetensors(bad, views, file.metadata);
+
+    const size_t n = file.tensors.at("3.weight").data.size() / sizeof(float), count = file.tensors.size();
+    expect_one_line_error(run("eval --config " + kMlp + " --backend native --checkpoint " + bad),
+                          bad + ": tensor '3.weight' holds 3 non-finite values (NaN or inf) of " + std::to_string(n) +
+                              "; 2 of the checkpoint's " + std::to_string(count) +
+                              " tensors have some, so its weights are unusable");
+    // The untouched checkpoint still evaluates.
+    Result ok =
+        run("eval --config " + kMlp + " --backend native --checkpoint " + (dir_ / "model.safetensors").string());
+    EXPECT_EQ(ok.code, 0) << ok.output;
 }

@@ -163,6 +163,18 @@ TEST_F(IdxTest, LoadMnistDirAcceptsPlainAndGzip) {
     EXPECT_EQ(msg, file("nope") + ": cannot open dataset directory: No such file or directory");
 }
 
+// An empty set reads as an IDX array (above) but is no dataset: training on it gave a NaN loss.
+TEST_F(IdxTest, LoadMnistRejectsAnEmptySetNamingTheFile) {
+    write_bytes(file("img"), idx_bytes({0, 28, 28}, {}));
+    write_bytes(file("lbl"), idx_bytes({0}, {}));
+    EXPECT_EQ(error_of([&] { xylem::io::load_mnist(file("img"), file("lbl")); }),
+              file("img") + ": holds 0 images (a dataset needs at least one)");
+    write_bytes(file("flat"), idx_bytes({2, 0, 28}, {}));
+    write_bytes(file("lbl2"), idx_bytes({2}, {1, 2}));
+    EXPECT_EQ(error_of([&] { xylem::io::load_mnist(file("flat"), file("lbl2")); }),
+              file("flat") + ": images of 0x28 pixels (a dataset needs at least one pixel per image)");
+}
+
 TEST_F(IdxTest, WrongMagic) {
     write_bytes(file("m"), Bytes{0x50, 0x4b, 0x03, 0x04, 0, 0, 0, 0});
     EXPECT_EQ(error_of([&] { xylem::io::read_idx(file("m")); }),

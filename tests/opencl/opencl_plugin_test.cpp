@@ -172,7 +172,7 @@ TEST(OpenclPlugin, ResumedRunAgreesWithAnUninterruptedOne) {
     if (!opencl_available()) GTEST_SKIP() << "no OpenCL platform on this machine";
     TempDir dir("resume");
     RunConfig c = load_config(std::string(XYLEM_SOURCE_DIR) + "/examples/fashion_mlp.toml");
-    c.max_steps = 30;
+    c.steps_per_epoch = 30;
     auto dev = test::backend_named("opencl")->device(0);
     std::ostringstream log;
     c.epochs = 3;
@@ -200,6 +200,7 @@ TEST(OpenclPlugin, ResumedRunAgreesWithAnUninterruptedOne) {
         }
         EXPECT_LE(worst / scale, 1e-5) << name;
     }
+    ASSERT_EQ(split.epochs.size(), 3u);
     EXPECT_NEAR(split.epochs.back().train_loss, whole.epochs.back().train_loss, 1e-5);
 }
 

@@ -1,6 +1,10 @@
-// Conformance, softmax and loss family: softmax_fwd/bwd (log and not, logits of +-1000),
-// xent/nll/mse forward (acc 0 over garbage, acc 1) and backward, and accuracy (with ties).
+// Conformance, softmax and loss family: softmax_fwd/bwd (log and not, logits of +-1000, logits
+// near +-1e5 with small spreads), xent/nll/mse forward (acc 0 over garbage, acc 1) and backward,
+// and accuracy (with ties).
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "ops/conformance.h"
 #include "support/backends.h"
@@ -58,6 +62,42 @@ TEST_P(SoftmaxLossConformance, SoftmaxForwardLargeLogitsStayFinite) {
     }
 }
 
+// Logits near +-1e5 that differ by a few units: log_softmax must keep those differences. Computed
+// as x - (max + log sum) it rounds at the size of max (float spacing 7.8e-3 at 1e5), an error of
+// about 4e-3 where the values are of order 1; (x - max) - log sum is exact up to the log.
+std::vector<float> near_offset(Rng& rng, int64_t n, float offset) {
+    return rng.uniform(n, offset - 5.0f, offset + 5.0f);
+}
+
+// Each row one huge value at a random place among small ones: exp of the others underflows to 0,
+// the huge entry's log-probability is 0 and the others' are x - huge, all finite.
+std::vector<float> one_huge_per_row(Rng& rng, const Shape& s, float huge) {
+    auto x = rng.uniform(numel(s), -5.0f, 5.0f);
+    const auto at = rng.labels(s[0], s[1]);
+    for (int64_t i = 0; i < s[0]; ++i) x[static_cast<size_t>(i * s[1] + at[static_cast<size_t>(i)])] = huge;
+    return x;
+}
+
+TEST_P(SoftmaxLossConformance, SoftmaxForwardKeepsSmallSpreadsAtLargeLogits) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_SOFTMAX_FWD);
+    Rng rng;
+    for (bool log : {true, false})
+        for (const Shape& s : std::vector<Shape>{{7, 33}, {33, 129}, {5, 1000}}) {
+            const int64_t rows = s[0], cols = s[1];
+            const std::vector<std::pair<std::string, std::vector<float>>> cases = {
+                {"near +1e5", near_offset(rng, numel(s), 1e5f)},
+                {"near -1e5", near_offset(rng, numel(s), -1e5f)},
+                {"one 1e5 per row", one_huge_per_row(rng, s, 1e5f)},
+            };
+            for (const auto& [name, x] : cases) {
+                SCOPED_TRACE(std::string(log ? "log_softmax" : "softmax") + " shape " + to_string(s) + " " + name);
+                Tensor tx = upload(dev(), s, x), ty(s, DType::F32, dev());
+                ops::softmax_fwd(dev(), log, tx, ty);
+                EXPECT_TRUE(near(ty.to_vector(), ref::softmax_fwd(to_double(x), rows, cols, log), tol::kSoftmax));
+            }
+        }
+}
+
 TEST_P(SoftmaxLossConformance, SoftmaxBackwardThroughOutput) {
     XYLEM_REQUIRE_OP(XYLEM_OP_SOFTMAX_BWD);
     Rng rng;
@@ -79,12 +119,12 @@ const char* loss_name(LossKind k) {
     return k == LossKind::Xent ? "xent" : k == LossKind::Nll ? "nll" : "mse";
 }
 
-// One forward case: acc = 0 over a NaN (the old loss must not be read), acc = 1 over 2.5.
-void check_loss_forward(Device& dev, LossKind kind, const Shape& s, Rng& rng, float lo, float hi) {
+// One forward case on given inputs: acc = 0 over a NaN (the old loss must not be read), acc = 1
+// over 2.5.
+void check_loss_forward(Device& dev, LossKind kind, const Shape& s, const std::vector<float>& x,
+                        const std::vector<int32_t>& labels, Rng& rng) {
     const int64_t n = s[0], c = s[1];
-    const auto x = rng.uniform(numel(s), lo, hi);
     const auto target = rng.uniform(numel(s));
-    const auto labels = rng.labels(n, c);
     Tensor tx = upload(dev, s, x), tt = upload(dev, s, target), tl = upload_i32(dev, {n}, labels);
     double sum = kind == LossKind::Xent  ? ref::xent_sum(to_double(x), n, c, labels)
                  : kind == LossKind::Nll ? ref::nll_sum(to_double(x), n, c, labels)
@@ -108,12 +148,40 @@ void check_loss_forward(Device& dev, LossKind kind, const Shape& s, Rng& rng, fl
         }
 }
 
+// The same on uniform inputs in [lo, hi] and random labels.
+void check_loss_forward(Device& dev, LossKind kind, const Shape& s, Rng& rng, float lo, float hi) {
+    const auto x = rng.uniform(numel(s), lo, hi);
+    check_loss_forward(dev, kind, s, x, rng.labels(s[0], s[1]), rng);
+}
+
 TEST_P(SoftmaxLossConformance, XentForward) {
     XYLEM_REQUIRE_OP(XYLEM_OP_XENT_FWD);
     XYLEM_REQUIRE_HELPER_OP(XYLEM_OP_FILL);
     Rng rng;
     for (const Shape& s : row_shapes()) check_loss_forward(dev(), LossKind::Xent, s, rng, -5.0f, 5.0f);
     check_loss_forward(dev(), LossKind::Xent, {5, 33}, rng, -1000.0f, 1000.0f);  // log-sum-exp must not overflow
+}
+
+// Cross-entropy at logits near 1e5 is a loss of order 1 per row: max + log sum - x[label] would
+// round at the size of max; (max - x[label]) + log sum keeps it. One huge logit per row: a loss of
+// 0 where the label is on it, 1e5 minus the logit elsewhere.
+TEST_P(SoftmaxLossConformance, XentForwardAtLargeLogits) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_XENT_FWD);
+    XYLEM_REQUIRE_HELPER_OP(XYLEM_OP_FILL);
+    Rng rng;
+    for (const Shape& s : std::vector<Shape>{{7, 33}, {33, 129}, {5, 1000}}) {
+        for (float offset : {1e5f, -1e5f})
+            check_loss_forward(dev(), LossKind::Xent, s, near_offset(rng, numel(s), offset), rng.labels(s[0], s[1]),
+                               rng);
+        const auto x = one_huge_per_row(rng, s, 1e5f);
+        auto on_huge = rng.labels(s[0], s[1]);
+        for (int64_t i = 0; i < s[0]; ++i)
+            for (int64_t j = 0; j < s[1]; ++j)
+                if (x[static_cast<size_t>(i * s[1] + j)] == 1e5f)
+                    on_huge[static_cast<size_t>(i)] = static_cast<int32_t>(j);
+        check_loss_forward(dev(), LossKind::Xent, s, x, on_huge, rng);                 // loss 0
+        check_loss_forward(dev(), LossKind::Xent, s, x, rng.labels(s[0], s[1]), rng);  // mostly 1e5 - x
+    }
 }
 
 TEST_P(SoftmaxLossConformance, NllForward) {
@@ -134,11 +202,11 @@ TEST_P(SoftmaxLossConformance, XentBackward) {
     XYLEM_REQUIRE_OP(XYLEM_OP_XENT_BWD);
     Rng rng;
     for (const Shape& s : row_shapes())
-        for (float range : {5.0f, 1000.0f})
+        for (auto [center, range] : {std::pair{0.0f, 5.0f}, {0.0f, 1000.0f}, {1e5f, 5.0f}, {-1e5f, 5.0f}})
             for (float scale : {1.0f, 1.0f / static_cast<float>(s[0])}) {
-                SCOPED_TRACE("shape " + to_string(s) + " range " + std::to_string(range) + " scale " +
-                             std::to_string(scale));
-                const auto x = rng.uniform(numel(s), -range, range);
+                SCOPED_TRACE("shape " + to_string(s) + " center " + std::to_string(center) + " range " +
+                             std::to_string(range) + " scale " + std::to_string(scale));
+                const auto x = rng.uniform(numel(s), center - range, center + range);
                 const auto labels = rng.labels(s[0], s[1]);
                 Tensor tx = upload(dev(), s, x), tl = upload_i32(dev(), {s[0]}, labels), tdx(s, DType::F32, dev());
                 ops::xent_bwd(dev(), tx, tl, tdx, scale);

@@ -10,6 +10,34 @@
 
 namespace xylem {
 
+// The allowed range of an integer setting, shared by its TOML key and its CLI flag: a value
+// outside it is an error naming the key or flag and the range, never a value that wraps when
+// narrowed to its field (batch_size = 4294967360 used to train at 64).
+struct IntRange {
+    int64_t lo, hi;
+};
+namespace ranges {
+inline constexpr int64_t kInt32Max = 2147483647;
+inline constexpr IntRange threads{0, 1024};  // 0: chosen from the CPU count
+inline constexpr IntRange epochs{1, kInt32Max};
+inline constexpr IntRange batch_size{1, kInt32Max};
+inline constexpr IntRange print_every{1, kInt32Max};
+inline constexpr IntRange max_steps{0, INT64_MAX};         // 0: no limit over the run
+inline constexpr IntRange steps_per_epoch{0, INT64_MAX};   // 0: the whole epoch
+inline constexpr IntRange patience{1, kInt32Max};          // early stopping
+inline constexpr IntRange schedule_period{1, INT64_MAX};   // step_size, milestones, t_max
+inline constexpr IntRange warmup_steps{0, INT64_MAX};
+inline constexpr IntRange validation_count{0, INT64_MAX};  // images held out (or a fraction, as a float)
+inline constexpr IntRange checkpoint_every{0, INT64_MAX};  // 0: at epoch ends only
+inline constexpr IntRange seed{0, INT64_MAX};              // as a TOML integer; the --seed flag takes any uint64
+inline constexpr IntRange features{1, kInt32Max};   // linear and conv2d `out`, reshape entries (or -1)
+inline constexpr IntRange kernel{1, kInt32Max};     // conv2d and pool kernel, each side
+inline constexpr IntRange stride{1, kInt32Max};
+inline constexpr IntRange dilation{1, kInt32Max};
+inline constexpr IntRange groups{1, kInt32Max};
+inline constexpr IntRange padding{0, kInt32Max / 2};  // the shape rules compute 2 * padding in int32
+}  // namespace ranges
+
 struct LayerSpec {
     std::string type;        // linear, conv2d, maxpool2d, avgpool2d, batchnorm, relu, sigmoid, tanh,
                              // softmax, log_softmax, flatten, reshape, dropout

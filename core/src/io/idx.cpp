@@ -216,6 +216,12 @@ Dataset load_mnist(const std::string& images_path, const std::string& labels_pat
     if (images.dims[0] != labels.dims[0])
         throw Error(images_path + ": has " + std::to_string(images.dims[0]) + " images but " + labels_path +
                     " has " + std::to_string(labels.dims[0]) + " labels");
+    // An empty set is a valid IDX file but no dataset: training on it gave a NaN loss and an
+    // untrained checkpoint, and evaluating it an accuracy of 0/0.
+    if (images.dims[0] == 0) throw Error(images_path + ": holds 0 images (a dataset needs at least one)");
+    if (images.dims[1] == 0 || images.dims[2] == 0)
+        throw Error(images_path + ": images of " + std::to_string(images.dims[1]) + "x" +
+                    std::to_string(images.dims[2]) + " pixels (a dataset needs at least one pixel per image)");
 
     Dataset set;
     set.count = images.dims[0];

@@ -31,7 +31,7 @@ __global__ void xent_fwd_k(const float* x, const int32_t* labels, float* loss, i
         double s = 0.0;
         for (int64_t j = 0; j < c; ++j) s += exp(static_cast<double>(row[j] - m));
         const int32_t label = labels[i];
-        total += bad_label(label, c, flags, bit) ? NAN : static_cast<double>(m) + log(s) - row[label];
+        total += bad_label(label, c, flags, bit) ? NAN : (static_cast<double>(m) - row[label]) + log(s);
     }
     total = block_sum(total);
     if (threadIdx.x == 0) store_loss(loss, scale, acc, total);

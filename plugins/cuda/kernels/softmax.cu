@@ -23,8 +23,9 @@ __global__ void softmax_fwd_k(const float* x, float* y, int64_t rows, int64_t c,
     for (int64_t j = lane; j < c; j += 32) sum += expf(xr[j] - m);
     sum = __shfl_sync(0xffffffffu, warp_sum(sum), 0);
     if (log) {
-        const float shift = m + logf(sum);
-        for (int64_t j = lane; j < c; j += 32) yr[j] = xr[j] - shift;
+        // (x - m) - log(sum): m + log(sum) would round at the size of m (4e-3 for logits near 1e5).
+        const float lse = logf(sum);
+        for (int64_t j = lane; j < c; j += 32) yr[j] = (xr[j] - m) - lse;
     } else {
         const float inv = 1.0f / sum;
         for (int64_t j = lane; j < c; j += 32) yr[j] = expf(xr[j] - m) * inv;

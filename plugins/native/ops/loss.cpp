@@ -42,7 +42,8 @@ void op_xent_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     for (int64_t i = 0; i < n; ++i) {
         const float* x = tx.f32() + i * c;
         const RowLse lse = row_lse(x, c);
-        total += static_cast<double>(lse.max) + std::log(lse.sum) - static_cast<double>(x[tl.i32()[i]]);
+        // (max - x[label]) + log(sum), the same order as log_softmax: the difference first.
+        total += (static_cast<double>(lse.max) - x[tl.i32()[i]]) + std::log(lse.sum);
     }
     store_loss(tloss, attrs, total);
 }

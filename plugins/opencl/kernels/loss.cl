@@ -21,7 +21,7 @@ __kernel void xent_fwd(__global const float* x, int x_off, __global const int* l
         for (int j = 1; j < c; ++j) m = fmax(m, row[j]);
         float s = 0.0f;
         for (int j = 0; j < c; ++j) s += exp(row[j] - m);
-        part += m + log(s) - row[label];
+        part += (m - row[label]) + log(s); /* the difference first: m + log(s) rounds at the size of m */
     }
     const float total = group_sum(buf, part);
     if (get_local_id(0) == 0) store_loss(loss, loss_off, scale, acc, total);

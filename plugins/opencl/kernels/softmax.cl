@@ -11,8 +11,9 @@ __kernel void softmax_fwd(int log_softmax, __global const float* x, int x_off, _
         float sum = 0.0f;
         if (log_softmax) {
             for (int j = 0; j < c; ++j) sum += exp(xr[j] - m);
-            const float shift = m + log(sum);
-            for (int j = 0; j < c; ++j) yr[j] = xr[j] - shift;
+            /* (x - m) - log(sum): m + log(sum) would round at the size of m (4e-3 near 1e5). */
+            const float lse = log(sum);
+            for (int j = 0; j < c; ++j) yr[j] = (xr[j] - m) - lse;
         } else {
             for (int j = 0; j < c; ++j) {
                 const float e = exp(xr[j] - m);

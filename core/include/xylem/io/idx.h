@@ -24,8 +24,8 @@ struct Dataset {
     std::vector<int32_t> labels;
 };
 
-// Pairs a 3-D image file with a 1-D label file of the same count. Labels are any byte value;
-// checking them against the number of classes is the model's job.
+// Pairs a 3-D image file with a 1-D label file of the same count, at least one image of at least
+// one pixel. Labels are any byte value; checking them against the number of classes is the model's job.
 Dataset load_mnist(const std::string& images_path, const std::string& labels_path);
 
 // Loads {train,t10k}-{images-idx3,labels-idx1}-ubyte from `dir`, plain or with a .gz suffix.
