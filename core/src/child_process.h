@@ -14,10 +14,10 @@ namespace xylem::detail {
 // How the child ended.
 struct ChildOutcome {
     enum Kind {
-        finished,  // the work returned and the child exited normally
-        exited,    // the child exited before the work returned (exit() in the work); `code` is its status
-        signaled,  // killed by signal `code` (a crash, or a signal sent from outside)
-        timed_out, // still running at the timeout: killed with SIGKILL and reaped
+        finished,     // the work returned and the child exited normally
+        exited,       // the child exited before the work returned (exit() in the work); `code` is its status
+        signaled,     // killed by signal `code` (a crash, or a signal sent from outside)
+        timed_out,    // still running at the timeout: killed with SIGKILL and reaped
         not_started,  // fork or its setup failed; `error` says why
     } kind = not_started;
     int code = 0;

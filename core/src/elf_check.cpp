@@ -42,29 +42,47 @@ constexpr uint64_t kMaxDynamicBytes = 1 << 20;
 
 std::string machine_name(uint16_t m) {
     switch (m) {
-        case EM_386: return "x86 (3)";
-        case EM_ARM: return "ARM (40)";
-        case EM_X86_64: return "x86-64 (62)";
-        case EM_AARCH64: return "AArch64 (183)";
-        case EM_PPC64: return "PowerPC64 (21)";
-        case EM_RISCV: return "RISC-V (243)";
-        case EM_S390: return "s390 (22)";
-        default: return "machine " + std::to_string(m);
+        case EM_386:
+            return "x86 (3)";
+        case EM_ARM:
+            return "ARM (40)";
+        case EM_X86_64:
+            return "x86-64 (62)";
+        case EM_AARCH64:
+            return "AArch64 (183)";
+        case EM_PPC64:
+            return "PowerPC64 (21)";
+        case EM_RISCV:
+            return "RISC-V (243)";
+        case EM_S390:
+            return "s390 (22)";
+        default:
+            return "machine " + std::to_string(m);
     }
 }
 
 std::string segment_name(uint32_t type) {
     switch (type) {
-        case PT_LOAD: return "PT_LOAD";
-        case PT_DYNAMIC: return "PT_DYNAMIC";
-        case PT_INTERP: return "PT_INTERP";
-        case PT_NOTE: return "PT_NOTE";
-        case PT_PHDR: return "PT_PHDR";
-        case PT_TLS: return "PT_TLS";
-        case PT_GNU_EH_FRAME: return "PT_GNU_EH_FRAME";
-        case PT_GNU_RELRO: return "PT_GNU_RELRO";
-        case PT_GNU_PROPERTY: return "PT_GNU_PROPERTY";
-        default: return "type " + std::to_string(type);
+        case PT_LOAD:
+            return "PT_LOAD";
+        case PT_DYNAMIC:
+            return "PT_DYNAMIC";
+        case PT_INTERP:
+            return "PT_INTERP";
+        case PT_NOTE:
+            return "PT_NOTE";
+        case PT_PHDR:
+            return "PT_PHDR";
+        case PT_TLS:
+            return "PT_TLS";
+        case PT_GNU_EH_FRAME:
+            return "PT_GNU_EH_FRAME";
+        case PT_GNU_RELRO:
+            return "PT_GNU_RELRO";
+        case PT_GNU_PROPERTY:
+            return "PT_GNU_PROPERTY";
+        default:
+            return "type " + std::to_string(type);
     }
 }
 
@@ -169,7 +187,8 @@ std::string check_dynamic(const File& f, const Phdr& dyn, const Loads& loads) {
         const uint64_t size = t.size_tag != DT_NULL ? value_of(t.size_tag, sized) : 0;
         if (!loads.contain(addr, sized ? size : 1, false))
             return std::string("the dynamic section's ") + t.name + " (address " + std::to_string(addr) +
-                   (sized ? ", " + std::to_string(size) + " bytes" : std::string()) + ") is outside every PT_LOAD segment";
+                   (sized ? ", " + std::to_string(size) + " bytes" : std::string()) +
+                   ") is outside every PT_LOAD segment";
     }
     bool has_strsz = false;
     const uint64_t strsz = value_of(DT_STRSZ, has_strsz);
@@ -190,7 +209,7 @@ std::string elf_problem(const std::string& path) {
     do f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     while (f.fd < 0 && errno == EINTR);
     if (f.fd < 0) return "cannot open: " + std::string(std::strerror(errno));
-    struct stat st{};
+    struct stat st {};
     if (::fstat(f.fd, &st) != 0) return "cannot stat: " + std::string(std::strerror(errno));
     if (S_ISDIR(st.st_mode)) return "not a regular file (a directory)";
     if (!S_ISREG(st.st_mode)) return "not a regular file";
@@ -203,16 +222,16 @@ std::string elf_problem(const std::string& path) {
         return "not an ELF file (" + std::to_string(f.size) + " bytes, no ELF magic number at its start)";
     if (f.size < sizeof eh) return truncated("the ELF header", sizeof eh, f.size);
     if (eh.e_ident[EI_CLASS] != kClass)
-        return std::string("a ") + (eh.e_ident[EI_CLASS] == ELFCLASS32 ? "32" : "64") + "-bit ELF file, this process is " +
-               (kClass == ELFCLASS64 ? "64" : "32") + "-bit";
+        return std::string("a ") + (eh.e_ident[EI_CLASS] == ELFCLASS32 ? "32" : "64") +
+               "-bit ELF file, this process is " + (kClass == ELFCLASS64 ? "64" : "32") + "-bit";
     if (eh.e_ident[EI_DATA] != kData)
         return std::string("an ELF file of the other byte order (") +
                (eh.e_ident[EI_DATA] == ELFDATA2MSB ? "big" : "little") + "-endian)";
     if (eh.e_ident[EI_VERSION] != EV_CURRENT || eh.e_version != EV_CURRENT)
         return "unknown ELF version " + std::to_string(eh.e_version);
     if (eh.e_type != ET_DYN) {
-        const char* kind = eh.e_type == ET_EXEC ? "an executable"
-                           : eh.e_type == ET_REL ? "an object file (.o)"
+        const char* kind = eh.e_type == ET_EXEC   ? "an executable"
+                           : eh.e_type == ET_REL  ? "an object file (.o)"
                            : eh.e_type == ET_CORE ? "a core dump"
                                                   : "an ELF file of unknown type";
         return std::string("not a shared library: ") + kind + " (e_type " + std::to_string(eh.e_type) + ")";
@@ -255,8 +274,8 @@ std::string elf_problem(const std::string& path) {
     // The loader reads these from the mapped image, not from the file: they must be mapped from the file.
     for (size_t i = 0; i < ph.size(); ++i) {
         const Phdr& p = ph[i];
-        const bool read_at_load = p.p_type == PT_DYNAMIC || p.p_type == PT_NOTE || p.p_type == PT_GNU_PROPERTY ||
-                                  p.p_type == PT_TLS;
+        const bool read_at_load =
+            p.p_type == PT_DYNAMIC || p.p_type == PT_NOTE || p.p_type == PT_GNU_PROPERTY || p.p_type == PT_TLS;
         if (read_at_load && p.p_filesz > 0 && !loads.contain(p.p_vaddr, p.p_filesz, true))
             return segment_name(p.p_type) + " segment " + std::to_string(i) +
                    " is not inside the file part of a PT_LOAD segment";

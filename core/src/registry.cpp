@@ -54,11 +54,12 @@ std::string loader_message(const std::string& path) {
 std::string missing_member(const xylem_plugin* t) {
 #define XYLEM_REQUIRE(m) \
     if (!XYLEM_TABLE_HAS(t, m)) return #m;
-    XYLEM_REQUIRE(probe) XYLEM_REQUIRE(framework_get) XYLEM_REQUIRE(last_error) XYLEM_REQUIRE(buffer_alloc)
-    XYLEM_REQUIRE(buffer_free) XYLEM_REQUIRE(stream_create) XYLEM_REQUIRE(stream_destroy) XYLEM_REQUIRE(stream_sync)
-    XYLEM_REQUIRE(copy_h2d) XYLEM_REQUIRE(copy_d2h) XYLEM_REQUIRE(op_supported) XYLEM_REQUIRE(op_run)
+    XYLEM_REQUIRE(probe)
+    XYLEM_REQUIRE(framework_get) XYLEM_REQUIRE(last_error) XYLEM_REQUIRE(buffer_alloc) XYLEM_REQUIRE(buffer_free)
+        XYLEM_REQUIRE(stream_create) XYLEM_REQUIRE(stream_destroy) XYLEM_REQUIRE(stream_sync) XYLEM_REQUIRE(copy_h2d)
+            XYLEM_REQUIRE(copy_d2h) XYLEM_REQUIRE(op_supported) XYLEM_REQUIRE(op_run)
 #undef XYLEM_REQUIRE
-    if (!t->name || !*t->name) return "name";
+                if (!t->name || !*t->name) return "name";
     return {};
 }
 
@@ -89,7 +90,8 @@ Loaded open_plugin(const std::string& path) {
     out.table = t;
     out.error = Registry::check_table(t);
     // A table of another major version, or too short, may only be read up to its version header.
-    out.abi_only = !out.error.empty() && (t->abi_major != XYLEM_ABI_MAJOR || t->struct_size < offsetof(xylem_plugin, probe));
+    out.abi_only =
+        !out.error.empty() && (t->abi_major != XYLEM_ABI_MAJOR || t->struct_size < offsetof(xylem_plugin, probe));
     if (!out.error.empty()) return out;
     out.backend = std::make_shared<Backend>(t, path);
     return out;

@@ -70,8 +70,8 @@ protected:
         fs::create_directory(d / "libxylem_x.so");
         expect(d / "libxylem_x.so", "not a regular file (a directory)");
         const uint16_t machine = test::foreign_machine();
-        test::write_patched(kFixtureDir + "/libxylem_fixture.so", d / "libxylem_foreign.so", offsetof(ElfW(Ehdr), e_machine),
-                            &machine, sizeof machine);
+        test::write_patched(kFixtureDir + "/libxylem_fixture.so", d / "libxylem_foreign.so",
+                            offsetof(ElfW(Ehdr), e_machine), &machine, sizeof machine);
         expect(d / "libxylem_foreign.so", "built for another machine: ");
         env_ = "XYLEM_PLUGIN_PATH=" + d.string();
     }
@@ -113,9 +113,9 @@ TEST_F(Corpus, BackendsListsEveryFileWithItsReason) {
 }
 
 TEST_F(Corpus, NativeTrainsBesideTheCorpus) {
-    const Result r =
-        run("train --config " + kMlp + " --backend native --epochs 1 --max-steps 20 --out " + (dir_.path / "out").string(),
-            env_);
+    const Result r = run(
+        "train --config " + kMlp + " --backend native --epochs 1 --max-steps 20 --out " + (dir_.path / "out").string(),
+        env_);
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_NE(r.output.find("backend native"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("test accuracy"), std::string::npos) << r.output;
@@ -129,13 +129,14 @@ TEST_F(Corpus, PreferenceListSkipsCrashingPluginsAndLoadsOnlyTheChosenOne) {
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const size_t at = text.find("backend = [");
     ASSERT_NE(at, std::string::npos);
-    text.replace(at, text.find('\n', at) - at, "backend = [\"crash_ctor\", \"abort_ctor\", \"crash_probe\", \"native\"]");
+    text.replace(at, text.find('\n', at) - at,
+                 "backend = [\"crash_ctor\", \"abort_ctor\", \"crash_probe\", \"native\"]");
     const fs::path config = dir_.path / "prefer_crashing.toml";
     test::write_bytes(config, text.data(), text.size());
 
-    const Result r = run("train --config " + config.string() + " --epochs 1 --max-steps 20 --out " +
-                             (dir_.path / "out").string(),
-                         env_ + " LD_DEBUG=files");
+    const Result r =
+        run("train --config " + config.string() + " --epochs 1 --max-steps 20 --out " + (dir_.path / "out").string(),
+            env_ + " LD_DEBUG=files");
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_NE(r.output.find("backend native"), std::string::npos) << r.output;
     std::istringstream lines(r.output);
@@ -144,7 +145,8 @@ TEST_F(Corpus, PreferenceListSkipsCrashingPluginsAndLoadsOnlyTheChosenOne) {
         const size_t init = line.find("calling init: ");
         if (init == std::string::npos) continue;
         const std::string path = line.substr(init + 14);
-        if (fs::path(path).filename().string().rfind("libxylem_", 0) == 0 && path.find("libxylem_core") == std::string::npos)
+        if (fs::path(path).filename().string().rfind("libxylem_", 0) == 0 &&
+            path.find("libxylem_core") == std::string::npos)
             initialised.push_back(path);
     }
     EXPECT_EQ(initialised, std::vector<std::string>{kPluginDir + "/libxylem_native.so"}) << r.output.substr(0, 4000);

@@ -110,7 +110,9 @@ TEST(ElfCheck, TruncatedCopiesOfEveryPluginAreRefusedBeforeDlopen) {
     // The cut lengths end in segments for every real plugin, not only in headers.
     Registry r;
     const PluginRecord& half =
-        r.load_file((dir.path / ("libxylem_cut_native_" + std::to_string(fs::file_size(kPluginDir + "/libxylem_native.so") / 2) + ".so")).string());
+        r.load_file((dir.path / ("libxylem_cut_native_" +
+                                 std::to_string(fs::file_size(kPluginDir + "/libxylem_native.so") / 2) + ".so"))
+                        .string());
     EXPECT_TRUE(starts_with(half.reason, "truncated: PT_LOAD segment ")) << half.reason;
 }
 
@@ -185,9 +187,11 @@ TEST(ChildProbe, PluginsThatCrashExitOrAbortAreListedWithTheirSignal) {
     r.scan({kCrashDir}, Isolation::child);
     const std::string said = " (its last output: \"";
     const std::string crash_ctor = record_of(r, "crash_ctor").reason;
-    EXPECT_EQ(crash_ctor, "crashed while loading: signal 11 (SIGSEGV)" + said + "crash_ctor: failing in my constructor\")");
+    EXPECT_EQ(crash_ctor,
+              "crashed while loading: signal 11 (SIGSEGV)" + said + "crash_ctor: failing in my constructor\")");
     const std::string abort_ctor = record_of(r, "abort_ctor").reason;
-    EXPECT_EQ(abort_ctor, "crashed while loading: signal 6 (SIGABRT)" + said + "abort_ctor: failing in my constructor\")");
+    EXPECT_EQ(abort_ctor,
+              "crashed while loading: signal 6 (SIGABRT)" + said + "abort_ctor: failing in my constructor\")");
     const std::string exit_ctor = record_of(r, "exit_ctor").reason;
     EXPECT_EQ(exit_ctor, "exited while loading with status 3" + said + "exit_ctor: failing in my constructor\")");
     EXPECT_EQ(record_of(r, "crash_dep").reason, "crashed while loading: signal 11 (SIGSEGV)");
@@ -208,7 +212,8 @@ TEST(ChildProbe, PluginsThatCrashExitOrAbortAreListedWithTheirSignal) {
     // Asked for by name, each says why it cannot be used.
     EXPECT_NE(error_of([&] { r.select("crash_probe"); }).find("crashed in its probe: signal 11"), std::string::npos);
     const std::string msg = error_of([&] { r.select_first({"crash_ctor", "abort_ctor"}); });
-    EXPECT_NE(msg.find("backend 'crash_ctor' is unavailable: " + fs::canonical(fixture_file("crash_ctor", kCrashDir)).string() +
+    EXPECT_NE(msg.find("backend 'crash_ctor' is unavailable: " +
+                       fs::canonical(fixture_file("crash_ctor", kCrashDir)).string() +
                        ": crashed while loading: signal 11 (SIGSEGV)"),
               std::string::npos)
         << msg;
@@ -221,7 +226,8 @@ TEST(ChildProbe, PluginThatHangsIsKilledAfterTheTimeout) {
     const auto t0 = std::chrono::steady_clock::now();
     const PluginRecord& rec = r.probe_file(fixture_file("hang_ctor", kHangDir));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_EQ(rec.reason, "hung while loading: killed after 0.5 s (its last output: \"hang_ctor: failing in my constructor\")");
+    EXPECT_EQ(rec.reason,
+              "hung while loading: killed after 0.5 s (its last output: \"hang_ctor: failing in my constructor\")");
     EXPECT_FALSE(rec.loaded);
     EXPECT_GE(seconds, 0.5);
     EXPECT_LT(seconds, 5.0);
@@ -255,7 +261,8 @@ TEST(ChildProbe, AgreesWithInProcessLoading) {
 TEST(ChildProbe, OnlyTheSelectedPluginIsLoadedIntoThisProcess) {
     Registry r;
     r.scan({kCrashDir, kFixtureDir}, Isolation::child);
-    std::shared_ptr<Backend> b = r.select_first({"crash_ctor", "crash_probe", "abort_ctor", "fixture_offline", "fixture"});
+    std::shared_ptr<Backend> b =
+        r.select_first({"crash_ctor", "crash_probe", "abort_ctor", "fixture_offline", "fixture"});
     ASSERT_TRUE(b);
     EXPECT_EQ(b->name(), "fixture");
     EXPECT_EQ(r.select("fixture"), b);  // loaded once

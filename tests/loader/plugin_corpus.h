@@ -79,8 +79,7 @@ inline std::vector<CutFile> write_cut_copies(const fs::path& plugin, const fs::p
 }
 
 // A copy of `plugin` with one ELF header field overwritten (offset into Elf64_Ehdr).
-inline fs::path write_patched(const fs::path& plugin, const fs::path& out, size_t offset, const void* value,
-                              size_t n) {
+inline fs::path write_patched(const fs::path& plugin, const fs::path& out, size_t offset, const void* value, size_t n) {
     std::vector<char> bytes = read_bytes(plugin);
     std::memcpy(bytes.data() + offset, value, n);
     write_bytes(out, bytes.data(), bytes.size());
