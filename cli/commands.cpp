@@ -1,13 +1,19 @@
 // Argument parsing and the backends / train / eval subcommands.
 #include "commands.h"
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "app/backend_select.h"
 #include "app/checkpoint.h"
+#include "app/interrupt.h"
 #include "app/model_builder.h"
 #include "app/trainer.h"
 #include "xylem/error.h"
@@ -16,6 +22,7 @@
 
 namespace xylem::cli {
 namespace {
+namespace fs = std::filesystem;
 
 int64_t parse_int(const std::string& flag, const std::string& v) {
     try {
@@ -39,17 +46,69 @@ double parse_float(const std::string& flag, const std::string& v) {
     }
 }
 
+// The config keys the command line set, by key: what a run applies over its config, and what its
+// checkpoints keep so that a resume applies them again.
+nlohmann::json flag_overrides(const Args& a) {
+    nlohmann::json o = nlohmann::json::object();
+    if (a.batch_size == 0) throw UsageError{"--batch-size must be positive"};
+    if (a.epochs >= 0) o["train.epochs"] = a.epochs;
+    if (a.batch_size > 0) o["train.batch_size"] = a.batch_size;
+    if (a.lr > 0) o["solver.lr"] = a.lr;
+    if (a.seed >= 0) o["train.seed"] = a.seed;
+    if (a.max_steps >= 0) o["train.max_steps"] = a.max_steps;
+    return o;
+}
+
+void apply_overrides(RunConfig& c, const nlohmann::json& o) {
+    for (const auto& [key, v] : o.items()) {
+        if (key == "train.epochs") c.epochs = v.get<int>();
+        else if (key == "train.batch_size") c.batch_size = v.get<int>();
+        else if (key == "solver.lr") c.solver.lr = v.get<float>();
+        else if (key == "train.seed") c.seed = v.get<uint64_t>();
+        else if (key == "train.max_steps") c.max_steps = v.get<int64_t>();
+        else throw Error("unknown override '" + key + "'");
+    }
+}
+
 RunConfig config_with_flags(const Args& a) {
     if (a.config.empty()) throw UsageError{a.command + " needs --config FILE"};
     RunConfig c = load_config(a.config);
-    if (a.epochs >= 0) c.epochs = a.epochs;
-    if (a.batch_size > 0) c.batch_size = a.batch_size;
-    if (a.batch_size == 0) throw UsageError{"--batch-size must be positive"};
-    if (a.lr > 0) c.solver.lr = static_cast<float>(a.lr);
-    if (a.seed >= 0) c.seed = static_cast<uint64_t>(a.seed);
-    if (a.max_steps >= 0) c.max_steps = a.max_steps;
+    apply_overrides(c, flag_overrides(a));
     if (!a.out.empty()) c.out_dir = a.out;
     return c;
+}
+
+// What a resumed run may not change, since its checkpoint's order, solver state and position
+// depend on it: "" when `now` can continue `was`, else the first key that differs.
+std::string resume_conflict(const RunConfig& was, const RunConfig& now) {
+    auto differs = [](const std::string& key, const auto& a, const auto& b) {
+        std::ostringstream s;
+        if (a != b) s << "key '" << key << "' was " << a << " in the run being resumed and is " << b << " now";
+        return s.str();
+    };
+    std::string why;
+    auto check = [&](const std::string& key, const auto& a, const auto& b) {
+        if (why.empty()) why = differs(key, a, b);
+    };
+    check("train.batch_size", was.batch_size, now.batch_size);
+    check("train.seed", was.seed, now.seed);
+    check("train.max_steps", was.max_steps, now.max_steps);
+    check("data.validation", was.validation_fraction + static_cast<double>(was.validation_count),
+          now.validation_fraction + static_cast<double>(now.validation_count));
+    check("loss.type", was.loss, now.loss);
+    check("solver.type", was.solver.type, now.solver.type);
+    std::string layers_was, layers_now;
+    for (const LayerSpec& l : was.layers) layers_was += l.type + " ";
+    for (const LayerSpec& l : now.layers) layers_now += l.type + " ";
+    check("model.layers", "[ " + layers_was + "]", "[ " + layers_now + "]");
+    return why;
+}
+
+std::string shell_quoted(const std::string& s) {
+    if (s.find_first_of(" \t'\"$\\") == std::string::npos && !s.empty()) return s;
+    std::string q = "'";
+    for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return q + "'";
 }
 
 }  // namespace
@@ -59,6 +118,9 @@ const char* usage() {
            "  xylem backends [--plugin-path DIR]\n"
            "  xylem train --config FILE [--backend NAME] [--epochs N] [--batch-size N] [--lr X] [--seed N]\n"
            "              [--max-steps N] [--out DIR] [--profile] [--plugin-path DIR]\n"
+           "  xylem train --resume RUN_DIR [--epochs N] [--backend NAME] [--plugin-path DIR]\n"
+           "              continues a run from RUN_DIR/last.safetensors; --epochs counts the whole run.\n"
+           "              (--config FILE --resume, without RUN_DIR, resumes the config's out dir)\n"
            "  xylem eval --config FILE --checkpoint FILE [--backend NAME] [--profile] [--plugin-path DIR]\n"
            "backend choice: --backend, else XYLEM_BACKEND, else the config's backend list.\n"
            "plugin folders: --plugin-path, XYLEM_PLUGIN_PATH, the config's plugin_path, the installed plugins.\n";
@@ -86,6 +148,10 @@ Args parse_args(int argc, char** argv) {
         else if (f == "--seed") a.seed = parse_int(f, value());
         else if (f == "--lr") a.lr = parse_float(f, value());
         else if (f == "--profile") a.profile = true;
+        else if (f == "--resume") {
+            a.resume = true;
+            if (i + 1 < argc && argv[i + 1][0] != '-') a.resume_dir = argv[++i];
+        }
         else throw UsageError{"unknown option '" + f + "'"};
     }
     return a;
@@ -117,15 +183,63 @@ int run_backends(const Args& a) {
 }
 
 int run_train(const Args& a) {
-    RunConfig c = config_with_flags(a);
+    RunConfig c;
+    app::TrainOptions options;
+    options.profile = a.profile;
+    options.overrides = flag_overrides(a);
+    if (a.resume) {
+        if (a.resume_dir.empty() && a.config.empty())
+            throw UsageError{"--resume needs a run folder (--resume RUN_DIR), or --config FILE whose out dir holds the run"};
+        if (!a.resume_dir.empty() && !a.out.empty() && fs::path(a.resume_dir) != fs::path(a.out))
+            throw UsageError{"--resume " + a.resume_dir + " and --out " + a.out + " name different folders"};
+        const std::string dir = !a.resume_dir.empty() ? a.resume_dir : !a.out.empty() ? a.out : load_config(a.config).out_dir;
+        options.resume_from = (fs::path(dir) / "last.safetensors").string();
+        if (!fs::exists(options.resume_from))
+            throw Error(dir + ": no run to resume here (" + options.resume_from + " does not exist)");
+        const app::TrainingState saved = app::read_training_state(options.resume_from);
+        // The run continues with the config it started with (or the one given now, if it fits),
+        // the command-line overrides it started with, and those given now on top.
+        RunConfig was = parse_config(saved.config_text, saved.config_source);
+        apply_overrides(was, saved.overrides);
+        c = a.config.empty() ? parse_config(saved.config_text, saved.config_source) : load_config(a.config);
+        nlohmann::json merged = saved.overrides;
+        merged.update(options.overrides);
+        apply_overrides(c, merged);
+        options.overrides = merged;
+        c.out_dir = dir;
+        if (std::string why = resume_conflict(was, c); !why.empty()) throw Error("cannot resume " + dir + ": " + why);
+    } else {
+        c = config_with_flags(a);
+    }
     Registry registry;
     auto backend = app::select_backend(registry, c, a.backend, a.plugin_dirs);
     auto dev = backend->device(0);
-    app::TrainResult r = app::train(c, *dev, std::cout, {a.profile, true});
+    app::TrainResult r;
+    {
+        app::InterruptGuard interrupts;  // Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130 / 143
+        r = app::train(c, *dev, std::cout, options);
+    }
+    if (r.already_complete) {
+        std::printf("%s: nothing to train: the run has finished %d of %d epoch(s); pass --epochs N to train further\n",
+                    c.out_dir.c_str(), r.next_epoch - 1, c.epochs);
+        return 0;
+    }
+    if (r.stopped_by_signal) {
+        std::string cmd = "xylem train --resume " + shell_quoted(c.out_dir);
+        if (!a.backend.empty()) cmd += " --backend " + shell_quoted(a.backend);
+        for (const std::string& d : a.plugin_dirs) cmd += " --plugin-path " + shell_quoted(d);
+        std::printf("stopped by %s at epoch %d step %lld; checkpoint: %s\nresume with: %s\n",
+                    r.stopped_by_signal == SIGINT ? "SIGINT" : "SIGTERM", r.next_epoch, static_cast<long long>(r.next_step),
+                    r.last_checkpoint.c_str(), cmd.c_str());
+        std::fflush(stdout);
+        return 128 + r.stopped_by_signal;
+    }
     const app::EpochMetrics& last = r.epochs.back();
-    std::printf("test accuracy %.2f%% after %d epoch(s)\ncheckpoint: %s\nmetrics: %s\nlog: %s\n",
-                100 * last.test_accuracy, last.epoch, r.checkpoint_path.c_str(), r.metrics_path.c_str(),
-                r.log_path.c_str());
+    std::printf("test accuracy %.2f%% after %d epoch(s)\ncheckpoint: %s\nlast (resumable): %s\n", 100 * last.test_accuracy,
+                last.epoch, r.checkpoint_path.c_str(), r.last_checkpoint.c_str());
+    if (const fs::path best = fs::path(c.out_dir) / "best.safetensors"; fs::exists(best))
+        std::printf("best (by %s): %s\n", c.best_metric.c_str(), best.string().c_str());
+    std::printf("metrics: %s\nlog: %s\n", r.metrics_path.c_str(), r.log_path.c_str());
     return 0;
 }
 

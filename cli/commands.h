@@ -15,6 +15,8 @@ struct Args {
     double lr = -1;
     int64_t seed = -1;
     bool profile = false;
+    bool resume = false;     // --resume [RUN_DIR]
+    std::string resume_dir;  // "" = the config's out dir
 };
 
 // Parses argv; throws UsageError on a bad flag.

@@ -1,6 +1,10 @@
 // Sequential container: shape checks, linear+activation fusion, forward and backward.
 #include "xylem/layers/sequential.h"
 
+#include <algorithm>
+#include <array>
+#include <cstdio>
+
 #include "xylem/error.h"
 #include "xylem/layers/elementwise.h"
 #include "xylem/profiler.h"
@@ -84,14 +88,61 @@ std::vector<Param*> Sequential::state() {
     return out;
 }
 
-std::string Sequential::summary() const {
-    std::string s;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-        s += "  " + std::to_string(i) + " " + layers_[i]->kind() + " -> " +
-             (i < shapes_.size() ? to_string(shapes_[i]) : "?");
-        if (fused_.size() > i && fused_[i]) s += " (fused into layer " + std::to_string(i - 1) + ")";
-        s += "\n";
+std::vector<std::pair<std::string, uint64_t*>> Sequential::counters() {
+    std::vector<std::pair<std::string, uint64_t*>> out;
+    for (size_t i = 0; i < layers_.size(); ++i)
+        for (auto& [name, value] : layers_[i]->counters()) out.emplace_back(std::to_string(i) + "." + name, value);
+    return out;
+}
+
+namespace {
+
+std::string grouped(int64_t n) {  // 109386 -> "109,386"
+    std::string digits = std::to_string(n), out;
+    for (size_t i = 0; i < digits.size(); ++i) {
+        if (i && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
     }
+    return out;
+}
+
+std::string bytes_text(double bytes) {
+    char buf[32];
+    if (bytes >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+    else if (bytes >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024));
+    else std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
+    return buf;
+}
+
+}  // namespace
+
+std::string Sequential::summary() const {
+    std::vector<std::array<std::string, 4>> rows{{"#", "layer", "output shape", "parameters"}};
+    int64_t trainable = 0, buffers = 0, activations = 0;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        int64_t n = 0;
+        for (Param* p : layers_[i]->params()) n += p->value.numel();
+        for (Param* p : layers_[i]->buffers()) buffers += p->value.numel();
+        trainable += n;
+        std::string shape = i < shapes_.size() ? to_string(shapes_[i]) : "?";
+        if (fused_.size() > i && fused_[i]) shape += " (fused into " + std::to_string(i - 1) + ")";
+        else if (i < shapes_.size()) activations += numel(shapes_[i]);
+        rows.push_back({std::to_string(i), layers_[i]->kind(), shape, grouped(n)});
+    }
+    size_t width[4] = {0, 0, 0, 0};
+    for (const auto& r : rows)
+        for (size_t c = 0; c < 4; ++c) width[c] = std::max(width[c], r[c].size());
+    std::string s;
+    for (const auto& r : rows) {
+        s += "  " + std::string(width[0] - r[0].size(), ' ') + r[0] + "  " + r[1] + std::string(width[1] - r[1].size(), ' ') +
+             "  " + r[2] + std::string(width[2] - r[2].size(), ' ') + "  " + std::string(width[3] - r[3].size(), ' ') + r[3] +
+             "\n";
+    }
+    const double f32 = 4.0;
+    s += "  parameters: " + grouped(trainable) + " trainable (" + bytes_text(f32 * static_cast<double>(trainable)) +
+         ", as much again for gradients)";
+    if (buffers) s += ", " + grouped(buffers) + " in buffers (" + bytes_text(f32 * static_cast<double>(buffers)) + ")";
+    s += "; layer outputs: " + bytes_text(f32 * static_cast<double>(activations)) + " per sample\n";
     return s;
 }
 

@@ -34,6 +34,10 @@ void Sgd::step(Device& dev, const std::vector<Param*>& params) {
     for (size_t i = 0; i < params.size(); ++i) ops::sgd_update(dev, params[i]->value, vel[i], params[i]->grad, a);
 }
 
+std::vector<Solver::StateSlot> Sgd::state_slots(Device& dev, const std::vector<Param*>& params) {
+    return {{"momentum_buffer", &state(velocity_, dev, params)}};
+}
+
 Adam::Adam(const AdamOptions& o) : Solver(o.lr), o_(o) {
     if (!(o.lr > 0)) throw Error("solver.lr must be positive");
     if (!(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1))
@@ -41,14 +45,18 @@ Adam::Adam(const AdamOptions& o) : Solver(o.lr), o_(o) {
 }
 
 void Adam::step(Device& dev, const std::vector<Param*>& params) {
-    ++t_;
-    const double t = static_cast<double>(t_);
+    ++steps_;
+    const double t = static_cast<double>(steps_);
     xylem_adam_attrs a{lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay,
                        static_cast<float>(1.0 - std::pow(static_cast<double>(o_.beta1), t)),
                        static_cast<float>(1.0 - std::pow(static_cast<double>(o_.beta2), t))};
     auto& m = state(m_, dev, params);
     auto& v = state(v_, dev, params);
     for (size_t i = 0; i < params.size(); ++i) ops::adam_update(dev, params[i]->value, m[i], v[i], params[i]->grad, a);
+}
+
+std::vector<Solver::StateSlot> Adam::state_slots(Device& dev, const std::vector<Param*>& params) {
+    return {{"exp_avg", &state(m_, dev, params)}, {"exp_avg_sq", &state(v_, dev, params)}};
 }
 
 }  // namespace xylem

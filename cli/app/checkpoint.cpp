@@ -7,6 +7,15 @@
 #include "xylem/io/safetensors.h"
 
 namespace xylem::app {
+namespace {
+
+const std::string kStatePrefix = "xylem.", kSolverPrefix = "xylem.solver.", kOrderName = "xylem.train.order",
+                  kStateKey = "xylem.training_state";
+constexpr int kStateVersion = 1;
+
+bool is_training_state(const std::string& name) { return name.rfind(kStatePrefix, 0) == 0; }
+
+}  // namespace
 
 void save_checkpoint(const std::string& path, Sequential& model, const std::map<std::string, std::string>& metadata) {
     std::vector<io::TensorView> views;
@@ -15,8 +24,10 @@ void save_checkpoint(const std::string& path, Sequential& model, const std::map<
     io::write_safetensors(path, views, metadata);
 }
 
-void load_checkpoint(const std::string& path, Sequential& model) {
-    io::Safetensors file = io::read_safetensors(path);
+namespace {
+
+// Checks every model tensor in `file` against the model, then copies them in.
+void apply_model_tensors(const std::string& path, const io::Safetensors& file, Sequential& model) {
     std::vector<Param*> params = model.state();
     for (Param* p : params) {
         auto it = file.tensors.find(p->name);
@@ -29,6 +40,7 @@ void load_checkpoint(const std::string& path, Sequential& model) {
     }
     if (file.tensors.size() != params.size()) {
         for (const auto& [name, t] : file.tensors) {
+            if (is_training_state(name)) continue;
             bool used = false;
             for (Param* p : params) used |= p->name == name;
             if (!used) throw Error(path + ": checkpoint tensor '" + name + "' does not belong to this model");
@@ -36,6 +48,133 @@ void load_checkpoint(const std::string& path, Sequential& model) {
     }
     for (Param* p : params)  // everything validated: now copy
         std::memcpy(p->value.host_write<float>(), file.tensors.at(p->name).data.data(), p->value.bytes());
+}
+
+}  // namespace
+
+void load_checkpoint(const std::string& path, Sequential& model) { apply_model_tensors(path, io::read_safetensors(path), model); }
+
+void save_training_checkpoint(const std::string& path, Sequential& model, Solver& solver, Device& dev,
+                              const TrainingState& st, const std::map<std::string, std::string>& metadata) {
+    std::vector<Param*> params = model.params();
+    std::vector<io::TensorView> views;
+    for (Param* p : model.state())
+        views.push_back({p->name, "F32", p->value.shape(), p->value.host_read<float>(), p->value.bytes()});
+    for (const Solver::StateSlot& slot : solver.state_slots(dev, params))
+        for (size_t i = 0; i < params.size(); ++i) {
+            const Tensor& t = (*slot.tensors)[i];
+            views.push_back({kSolverPrefix + slot.name + "." + params[i]->name, "F32", t.shape(), t.host_read<float>(), t.bytes()});
+        }
+    views.push_back({kOrderName, "I32", {static_cast<int64_t>(st.order.size())}, st.order.data(),
+                     st.order.size() * sizeof(int32_t)});
+
+    nlohmann::json j;
+    j["version"] = kStateVersion;
+    j["epoch"] = st.epoch;
+    j["step"] = st.step;
+    j["global_step"] = st.global_step;
+    j["shuffle_rng"] = st.shuffle_rng;
+    j["loss_sum"] = st.loss_sum;
+    j["seen"] = st.seen;
+    j["seen_at_print"] = st.seen_at_print;
+    j["loss_at_print"] = st.loss_at_print;
+    j["epochs"] = st.epochs;
+    j["best_metric"] = st.best_metric;
+    if (st.has_best) j["best_value"] = st.best_value;
+    j["config_text"] = st.config_text;
+    j["config_source"] = st.config_source;
+    j["overrides"] = st.overrides;
+    j["solver"] = {{"kind", solver.kind()}, {"steps", solver.steps()}};
+    nlohmann::json counters = nlohmann::json::object();
+    for (auto& [name, value] : model.counters()) counters[name] = *value;
+    j["counters"] = counters;
+    std::map<std::string, std::string> meta = metadata;
+    meta[kStateKey] = j.dump();
+    io::write_safetensors(path, views, meta);
+}
+
+namespace {
+
+TrainingState read_training_state(const std::string& path, const io::Safetensors& file) {
+    auto meta = file.metadata.find(kStateKey);
+    if (meta == file.metadata.end())
+        throw Error(path + ": not a training checkpoint (no '" + kStateKey + "' metadata): it holds a model only and "
+                    "cannot be resumed");
+    TrainingState st;
+    try {
+        const nlohmann::json j = nlohmann::json::parse(meta->second);
+        if (j.at("version").get<int>() != kStateVersion)
+            throw Error(path + ": training state version " + j.at("version").dump() + ", this xylem reads version " +
+                        std::to_string(kStateVersion));
+        st.epoch = j.at("epoch").get<int>();
+        st.step = j.at("step").get<int64_t>();
+        st.global_step = j.at("global_step").get<uint64_t>();
+        st.shuffle_rng = j.at("shuffle_rng").get<std::string>();
+        st.loss_sum = j.at("loss_sum").get<float>();
+        st.seen = j.at("seen").get<int64_t>();
+        st.seen_at_print = j.at("seen_at_print").get<int64_t>();
+        st.loss_at_print = j.at("loss_at_print").get<double>();
+        st.epochs = j.at("epochs");
+        st.best_metric = j.at("best_metric").get<std::string>();
+        st.has_best = j.contains("best_value");
+        if (st.has_best) st.best_value = j.at("best_value").get<double>();
+        st.config_text = j.at("config_text").get<std::string>();
+        st.config_source = j.at("config_source").get<std::string>();
+        st.overrides = j.at("overrides");
+        if (!st.epochs.is_array() || !st.overrides.is_object()) throw Error("bad field types");
+        if (st.epoch < 1 || st.step < 0 || st.seen < 0 || st.seen_at_print < 0 || st.seen_at_print > st.seen)
+            throw Error("position out of range");
+    } catch (const Error& e) {
+        throw Error(path + ": corrupt training state: " + e.what());
+    } catch (const std::exception& e) {  // nlohmann's parse and type errors
+        throw Error(path + ": corrupt training state: " + e.what());
+    }
+    auto order = file.tensors.find(kOrderName);
+    if (order == file.tensors.end() || order->second.dtype != "I32" || order->second.shape.size() != 1)
+        throw Error(path + ": corrupt training state: tensor '" + kOrderName + "' missing or not a 1-d I32 tensor");
+    st.order.resize(static_cast<size_t>(order->second.shape[0]));
+    std::memcpy(st.order.data(), order->second.data.data(), order->second.data.size());
+    return st;
+}
+
+}  // namespace
+
+TrainingState read_training_state(const std::string& path) { return read_training_state(path, io::read_safetensors(path)); }
+
+TrainingState load_training_checkpoint(const std::string& path, Sequential& model, Solver& solver, Device& dev) {
+    const io::Safetensors file = io::read_safetensors(path);
+    TrainingState st = read_training_state(path, file);
+    const nlohmann::json j = nlohmann::json::parse(file.metadata.at(kStateKey));
+    // Validate everything before changing anything.
+    const std::string kind = j.at("solver").at("kind").get<std::string>();
+    if (kind != solver.kind())
+        throw Error(path + ": the run was trained with solver '" + kind + "', the config now says '" + solver.kind() + "'");
+    std::vector<Param*> params = model.params();
+    std::vector<Solver::StateSlot> slots = solver.state_slots(dev, params);
+    for (const Solver::StateSlot& slot : slots)
+        for (size_t i = 0; i < params.size(); ++i) {
+            const std::string name = kSolverPrefix + slot.name + "." + params[i]->name;
+            auto it = file.tensors.find(name);
+            if (it == file.tensors.end()) throw Error(path + ": training checkpoint has no solver tensor '" + name + "'");
+            if (it->second.dtype != "F32" || it->second.shape != params[i]->value.shape())
+                throw Error(path + ": solver tensor '" + name + "' is " + it->second.dtype + " " +
+                            to_string(it->second.shape) + ", expected F32 " + to_string(params[i]->value.shape()));
+        }
+    const nlohmann::json& counters = j.at("counters");
+    for (auto& [name, value] : model.counters())
+        if (!counters.contains(name) || !counters.at(name).is_number_unsigned())
+            throw Error(path + ": training checkpoint has no counter '" + name + "' that the model needs");
+    apply_model_tensors(path, file, model);  // validates the model's tensors before writing them
+    for (const Solver::StateSlot& slot : slots)
+        for (size_t i = 0; i < params.size(); ++i) {
+            Tensor& t = (*slot.tensors)[i];
+            std::memcpy(t.host_write<float>(), file.tensors.at(kSolverPrefix + slot.name + "." + params[i]->name).data.data(),
+                        t.bytes());
+            t.upload(dev);
+        }
+    solver.set_steps(j.at("solver").at("steps").get<uint64_t>());
+    for (auto& [name, value] : model.counters()) *value = counters.at(name).get<uint64_t>();
+    return st;
 }
 
 }  // namespace xylem::app

@@ -16,9 +16,13 @@
 #include <optional>
 #include <ostream>
 #include <random>
+#include <sstream>
 
 #include "app/checkpoint.h"
+#include "app/interrupt.h"
 #include "app/model_builder.h"
+#include "app/run_data.h"
+#include "app/run_files.h"
 #include "xylem/error.h"
 #include "xylem/graph.h"
 #include "xylem/io/atomic_file.h"
@@ -67,7 +71,7 @@ void gather_host(const io::Dataset& d, const std::vector<int64_t>& order, int64_
                  void* targets, DType target_dtype, int64_t classes) {
     const int64_t pixels = d.rows * d.cols;
     auto row = [&](int64_t i) { return order[static_cast<size_t>(first + i)]; };
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; x && i < n; ++i)
         std::memcpy(x + i * pixels, d.images.data() + row(i) * pixels, static_cast<size_t>(pixels) * sizeof(float));
     if (target_dtype == DType::I32) {
         auto* y = static_cast<int32_t*>(targets);
@@ -133,17 +137,113 @@ std::string capture_blocker(const RunConfig& c, Device& dev, const TrainOptions&
     return "";
 }
 
+nlohmann::json to_json(const EpochMetrics& m) {
+    nlohmann::json j = {{"epoch", m.epoch},
+                        {"train_loss", m.train_loss},
+                        {"test_accuracy", m.test_accuracy},
+                        {"seconds", m.seconds},
+                        {"images_per_second", m.images_per_second},
+                        {"steps", m.steps},
+                        {"transfers_per_step", m.transfers_per_step},
+                        {"h2d_bytes_per_step", m.h2d_bytes_per_step}};
+    if (m.has_validation) {
+        j["val_loss"] = m.val_loss;
+        j["val_accuracy"] = m.val_accuracy;
+    }
+    return j;
+}
+
+EpochMetrics epoch_metrics_from_json(const nlohmann::json& j) {
+    EpochMetrics m;
+    m.epoch = j.at("epoch").get<int>();
+    m.train_loss = j.at("train_loss").get<double>();
+    m.test_accuracy = j.at("test_accuracy").get<double>();
+    m.seconds = j.at("seconds").get<double>();
+    m.images_per_second = j.at("images_per_second").get<double>();
+    m.steps = j.at("steps").get<int64_t>();
+    m.transfers_per_step = j.at("transfers_per_step").get<double>();
+    m.h2d_bytes_per_step = j.at("h2d_bytes_per_step").get<double>();
+    m.has_validation = j.contains("val_loss");
+    if (m.has_validation) {
+        m.val_loss = j.at("val_loss").get<double>();
+        m.val_accuracy = j.at("val_accuracy").get<double>();
+    }
+    return m;
+}
+
+namespace {
+
+// Mean loss and accuracy over a held-out set, accumulated on the device and read once.
+struct Scores {
+    double loss = 0, accuracy = 0;
+};
+Scores score(Sequential& model, Loss& loss, Device& dev, const io::Dataset& data, int64_t classes,
+             int64_t batch_size = 1000) {
+    std::vector<int64_t> order(static_cast<size_t>(data.count));
+    std::iota(order.begin(), order.end(), 0);
+    Tensor loss_sum({1}, DType::F32, dev), correct({1}, DType::F32, dev);
+    ops::fill(dev, loss_sum, 0.0f);
+    ops::fill(dev, correct, 0.0f);
+    BatchSlots slots;
+    std::map<int64_t, Tensor> onehot;  // regression losses compare with one-hot rows, accuracy with labels
+    for (int64_t first = 0; first < data.count; first += batch_size) {
+        const int64_t n = std::min(batch_size, data.count - first);
+        auto& [x, y] = slots.get(n, data, dev, DType::I32, 0);
+        fill_batch(data, order, first, x, y);
+        x.upload(dev);
+        y.upload(dev);
+        const Tensor& output = model.forward(dev, x, false);
+        if (loss.target_dtype() == DType::I32) {
+            loss.forward(dev, output, y, loss_sum);
+        } else {
+            auto it = onehot.find(n);
+            if (it == onehot.end()) it = onehot.emplace(n, Tensor({n, classes}, DType::F32, dev)).first;
+            gather_host(data, order, first, n, nullptr, it->second.host_write<float>(), DType::F32, classes);
+            it->second.upload(dev);
+            loss.forward(dev, output, it->second, loss_sum);
+        }
+        ops::accuracy(dev, output, y, correct);
+    }
+    const double count = static_cast<double>(data.count);
+    return {loss_sum.to_vector()[0] / count, correct.to_vector()[0] / count};
+}
+
+// Lower is better for losses, higher for accuracies.
+bool improves(const std::string& metric, double value, bool has_best, double best) {
+    if (!std::isfinite(value)) return false;
+    if (!has_best) return true;
+    return metric == "val_accuracy" ? value > best : value < best;
+}
+
+double metric_value(const std::string& metric, const EpochMetrics& m) {
+    if (metric == "val_loss") return m.val_loss;
+    if (metric == "val_accuracy") return m.val_accuracy;
+    return m.train_loss;
+}
+
+std::string where(int epoch, int64_t step) {
+    return "epoch " + std::to_string(epoch) + " step " + std::to_string(step);
+}
+
+}  // namespace
+
 TrainResult train(const RunConfig& c, Device& dev, std::ostream& out, const TrainOptions& opt) {
     if (std::string why = capture_blocker(c, dev, opt); !why.empty()) throw Error(c.source + ": " + why);
-    const io::Dataset train_set = io::load_mnist_dir(c.data_dir, true);
-    const io::Dataset test_set = io::load_mnist_dir(c.data_dir, false);
+    if (c.epochs < 1) throw Error(c.source + ": key 'train.epochs' must be at least 1");
+    // The out dir takes files before any work is done, not after an epoch of training.
+    std::vector<std::string> stale;
+    const RunFiles files = prepare_run_dir(c.out_dir, &stale);
+    const bool resuming = !opt.resume_from.empty();
+    const RunData data = load_run_data(c);
+    const io::Dataset& train_set = data.train;
+    const bool has_validation = data.validation.count > 0;
     auto model = build_model(c);
     model->build(dev, {1, train_set.rows, train_set.cols}, c.seed);
     auto loss = make_loss(c.loss);
     loss->check_output(model->output_sample_shape());
     const int64_t classes = model->output_sample_shape().back();
     check_labels(train_set, classes, c.data_dir + " training");
-    check_labels(test_set, classes, c.data_dir + " test");
+    check_labels(data.test, classes, c.data_dir + " test");
     auto solver = build_solver(c);
     // Every op training will run is checked before any work is done: the layers' forward and
     // backward ops, the loss, the solver and the loop's own (counters, resident batches).
@@ -155,30 +255,97 @@ TrainResult train(const RunConfig& c, Device& dev, std::ostream& out, const Trai
     if (c.data_resident)
         for (uint32_t op : {XYLEM_OP_GATHER_ROWS, XYLEM_OP_COPY}) backend.require(op, "data.resident = true");
     std::vector<Param*> params = model->params();
-    // Parameters are initialised on the host: move them to the device once, before the strict steps.
+
+    TrainResult result;
+    result.checkpoint_path = files.model;
+    result.metrics_path = files.metrics;
+    result.log_path = files.log;
+
+    // Where the run stands. A new run starts at epoch 1 with the order 0..n-1; a resumed one
+    // takes everything from its checkpoint (parameters, solver state, counters, order, RNG).
+    TrainingState st;
+    st.order.resize(static_cast<size_t>(train_set.count));
+    std::iota(st.order.begin(), st.order.end(), 0);
+    std::mt19937_64 shuffle_rng(c.seed);
+    if (resuming) {
+        TrainingState saved = load_training_checkpoint(opt.resume_from, *model, *solver, dev);
+        if (saved.order.size() != st.order.size())
+            throw Error(opt.resume_from + ": the run trained on " + std::to_string(saved.order.size()) +
+                        " images, the data now gives " + std::to_string(st.order.size()) +
+                        " (data.dir or data.validation changed?)");
+        for (int32_t i : saved.order)
+            if (i < 0 || i >= train_set.count) throw Error(opt.resume_from + ": corrupt training state: order entry out of range");
+        std::istringstream rng_text(saved.shuffle_rng);
+        rng_text >> shuffle_rng;
+        if (rng_text.fail()) throw Error(opt.resume_from + ": corrupt training state: the shuffle generator's state");
+        if (saved.best_metric != c.best_metric) {  // judged anew by the metric asked for now
+            saved.best_metric = c.best_metric;
+            saved.has_best = false;
+        }
+        st = std::move(saved);
+        for (const nlohmann::json& e : st.epochs) result.epochs.push_back(epoch_metrics_from_json(e));
+        result.last_checkpoint = opt.resume_from;
+    }
+    st.config_text = resuming ? st.config_text : c.text;
+    st.config_source = resuming ? st.config_source : c.source;
+    if (!resuming) {
+        st.overrides = opt.overrides;
+        st.best_metric = c.best_metric;
+    }
+    // Parameters live on the host until now (initialised or loaded): move them to the device once.
     for (Param* p : model->state()) p->value.upload(dev);
 
-    namespace fs = std::filesystem;
-    fs::create_directories(c.out_dir);
-    TrainResult result;
-    result.checkpoint_path = (fs::path(c.out_dir) / "model.safetensors").string();
-    result.metrics_path = (fs::path(c.out_dir) / "metrics.json").string();
-    result.log_path = (fs::path(c.out_dir) / "log.csv").string();
-    std::ofstream log(result.log_path);
-    if (!log) throw Error(result.log_path + ": cannot write the training log");
-    log << "epoch,step,loss,images_per_second,elapsed_seconds\n";
+    const int64_t batch = c.batch_size;
+    int64_t steps_per_epoch = (train_set.count + batch - 1) / batch;
+    if (c.max_steps > 0) steps_per_epoch = std::min<int64_t>(steps_per_epoch, c.max_steps);
+    if (st.step >= steps_per_epoch) throw Error(opt.resume_from + ": corrupt training state: step beyond the epoch");
+    if (st.epoch > c.epochs) {
+        result.already_complete = true;
+        result.next_epoch = st.epoch;
+        return result;
+    }
 
-    if (opt.progress) out << "backend " << dev.backend().name() << ", device " << dev.name() << "\nmodel:\n" << model->summary();
+    if (opt.progress) {
+        out << "backend " << dev.backend().name() << ", device " << dev.name() << "\nmodel:\n" << model->summary();
+        out << "data: " << train_set.count << " training images";
+        if (has_validation) out << ", " << data.validation.count << " held out for validation";
+        out << ", " << data.test.count << " test images\n";
+        for (const std::string& f : stale) out << "removed a temp file left by a killed run: " << f << "\n";
+        if (resuming)
+            out << "resuming " << opt.resume_from << " at " << where(st.epoch, st.step) << " of " << c.epochs
+                << " epochs\n";
+        else if (std::filesystem::exists(files.last))
+            out << "note: " << files.last << " holds an earlier run's checkpoint; this run replaces it at its "
+                << "first checkpoint (xylem train --resume " << files.dir << " would continue it instead)\n";
+    }
     const bool tty = opt.progress && isatty(STDOUT_FILENO);
+    RunLog log(files.log, resuming);
 
-    std::mt19937_64 shuffle_rng(c.seed);
-    std::vector<int64_t> order(static_cast<size_t>(train_set.count));
-    std::iota(order.begin(), order.end(), 0);
+    const std::map<std::string, std::string> meta{
+        {"format", "pt"}, {"producer", "xylem"}, {"config", c.source}, {"backend", dev.backend().name()}};
+    auto write_metrics = [&] {
+        nlohmann::json j;
+        j["config"] = c.source;
+        j["backend"] = dev.backend().name();
+        j["device"] = dev.name();
+        j["batch_size"] = c.batch_size;
+        j["seed"] = c.seed;
+        j["epochs"] = nlohmann::json::array();
+        for (const EpochMetrics& m : result.epochs) j["epochs"].push_back(to_json(m));
+        if (!result.epochs.empty()) j["final_test_accuracy"] = result.epochs.back().test_accuracy;
+        if (st.has_best) j["best"] = {{"metric", st.best_metric}, {"value", st.best_value}, {"checkpoint", files.best}};
+        io::write_file_atomic(files.metrics, j.dump(2) + "\n");
+    };
+    auto save_last = [&] {
+        save_training_checkpoint(files.last, *model, *solver, dev, st, meta);
+        result.last_checkpoint = files.last;
+    };
+
     Tensor loss_sum({1}, DType::F32, dev);
     // Capture stages host batches through fixed areas that the graph's copies re-read.
     BatchFeed feed(train_set, dev, loss->target_dtype(), classes, c.data_resident, c.capture);
     std::optional<ResidentData> test_resident;
-    if (c.data_resident) test_resident = upload_dataset(test_set, dev, DType::I32, classes);
+    if (c.data_resident) test_resident = upload_dataset(data.test, dev, DType::I32, classes);
     // One step: the batch's upload or gathers, forward, loss, backward, update. Recordable.
     auto run_step = [&](int64_t first, int64_t n) {
         auto [x, y] = feed.enqueue(first, n);
@@ -198,23 +365,40 @@ TrainResult train(const RunConfig& c, Device& dev, std::ostream& out, const Trai
     constexpr int64_t kWarmupSteps = 1;
     int64_t eager_full_steps = 0;
     Graph graph;
-    const int64_t batch = c.batch_size;
-    int64_t steps_per_epoch = (train_set.count + batch - 1) / batch;
-    if (c.max_steps > 0) steps_per_epoch = std::min<int64_t>(steps_per_epoch, c.max_steps);
     if (opt.profile) {
         profiler::reset();
         profiler::enable(true);
     }
+    // A NaN or inf loss: stop (the default) with the last checkpoint that was good, or go on.
+    auto check_finite = [&](double total, int epoch, int64_t step) {
+        if (std::isfinite(total) || c.on_nonfinite == "continue") return;
+        throw Error("training stopped: the loss became " + std::string(std::isnan(total) ? "NaN" : "infinite") +
+                    " by " + where(epoch, step) + " (train.on_nonfinite = \"stop\"); " +
+                    (result.last_checkpoint.empty() ? std::string("no checkpoint had been written yet")
+                                                    : "last good checkpoint: " + result.last_checkpoint) +
+                    ". A lower solver.lr usually helps.");
+    };
 
-    for (int epoch = 1; epoch <= c.epochs; ++epoch) {
-        std::shuffle(order.begin(), order.end(), shuffle_rng);
+    // The shuffled order a fresh epoch uses; a resumed mid-epoch run already has it.
+    std::vector<int64_t> order(st.order.begin(), st.order.end());
+    for (int epoch = st.epoch; epoch <= c.epochs && !result.stopped_by_signal; ++epoch) {
+        if (st.step == 0) {
+            std::shuffle(order.begin(), order.end(), shuffle_rng);
+            st.order.assign(order.begin(), order.end());
+            std::ostringstream rng_text;
+            rng_text << shuffle_rng;
+            st.shuffle_rng = rng_text.str();  // the state after this epoch's shuffle: the next epoch's start
+            st.loss_sum = 0;
+            st.seen = st.seen_at_print = 0;
+            st.loss_at_print = 0;
+        }
+        st.epoch = epoch;
         feed.begin_epoch(order);  // resident data: the epoch's one upload (the order), before the count
-        ops::fill(dev, loss_sum, 0.0f);
+        ops::fill(dev, loss_sum, st.loss_sum);
         const TransferCounts transfers0 = transfer_counts();
         const auto t0 = Clock::now();
-        int64_t seen = 0, seen_at_print = 0;
-        double loss_at_print = 0;
-        for (int64_t step = 0; step < steps_per_epoch; ++step) {
+        const int64_t first_step = st.step;
+        for (int64_t step = first_step; step < steps_per_epoch; ++step) {
             const int64_t first = step * batch, n = std::min(batch, train_set.count - first);
             feed.stage(first, n);
             {
@@ -229,65 +413,109 @@ TrainResult train(const RunConfig& c, Device& dev, std::ostream& out, const Trai
                     eager_full_steps += n == batch;
                 }
             }
-            seen += n;
+            st.seen += n;
+            st.step = step + 1;
+            ++st.global_step;
             const bool last = step + 1 == steps_per_epoch;
-            if ((step + 1) % c.print_every == 0 || last) {
-                const double total = loss_sum.to_vector()[0];  // the host's only read of the loss
-                const double recent = (total - loss_at_print) / static_cast<double>(seen - seen_at_print);
-                loss_at_print = total;
-                seen_at_print = seen;
-                const double elapsed = since(t0), ips = static_cast<double>(seen) / elapsed;
-                log << epoch << "," << step + 1 << "," << recent << "," << ips << "," << elapsed << "\n";
+            const bool print = (step + 1) % c.print_every == 0 || last;
+            const bool stop = stop_signal() != 0 && !last;  // the epoch's end writes its own checkpoint
+            const bool checkpoint =
+                !last && (stop || (c.checkpoint_every > 0 && st.global_step % static_cast<uint64_t>(c.checkpoint_every) == 0));
+            if (!print && !checkpoint) continue;
+            const float total = loss_sum.to_vector()[0];  // the host's only read of the loss
+            check_finite(total, epoch, step + 1);
+            st.loss_sum = total;
+            if (print) {
+                const double recent = (total - st.loss_at_print) / static_cast<double>(st.seen - st.seen_at_print);
+                st.loss_at_print = total;
+                st.seen_at_print = st.seen;
+                const double elapsed = since(t0),
+                             ips = static_cast<double>(st.seen - first_step * batch) / std::max(elapsed, 1e-9);
+                log.row(epoch, step + 1, recent, ips, elapsed);
                 if (opt.progress) {
                     char line[200];
                     std::snprintf(line, sizeof line, "epoch %d/%d  step %lld/%lld  loss %.4f  %.0f img/s  ETA %s", epoch,
                                   c.epochs, static_cast<long long>(step + 1), static_cast<long long>(steps_per_epoch),
-                                  recent, ips, format_eta(elapsed / (step + 1) * (steps_per_epoch - step - 1)).c_str());
+                                  recent, ips,
+                                  format_eta(elapsed / static_cast<double>(step + 1 - first_step) *
+                                             static_cast<double>(steps_per_epoch - step - 1))
+                                      .c_str());
                     out << (tty ? "\r" : "") << line << (tty && !last ? "" : "\n") << std::flush;
                 }
             }
+            if (checkpoint) save_last();
+            if (stop) {
+                result.stopped_by_signal = stop_signal();
+                break;
+            }
         }
+        if (result.stopped_by_signal) break;
+
         EpochMetrics m;
         m.epoch = epoch;
         m.seconds = since(t0);
         m.steps = steps_per_epoch;
-        m.train_loss = loss_sum.to_vector()[0] / static_cast<double>(seen);
-        m.images_per_second = static_cast<double>(seen) / m.seconds;
+        m.train_loss = static_cast<double>(st.loss_sum) / static_cast<double>(st.seen);
+        m.images_per_second = static_cast<double>(st.seen - first_step * batch) / m.seconds;
         const TransferCounts t = transfer_counts() - transfers0;
-        m.transfers_per_step = static_cast<double>(t.count()) / static_cast<double>(steps_per_epoch);
-        m.h2d_bytes_per_step = static_cast<double>(t.h2d_bytes) / static_cast<double>(steps_per_epoch);
+        const double steps_run = static_cast<double>(steps_per_epoch - first_step);
+        m.transfers_per_step = static_cast<double>(t.count()) / steps_run;
+        m.h2d_bytes_per_step = static_cast<double>(t.h2d_bytes) / steps_run;
         const bool was_profiling = profiler::enabled();
         profiler::enable(false);  // the profile covers training steps only
-        m.test_accuracy = test_resident ? evaluate(*model, dev, *test_resident) : evaluate(*model, dev, test_set);
+        if (has_validation) {
+            const Scores v = score(*model, *loss, dev, data.validation, classes);
+            m.has_validation = true;
+            m.val_loss = v.loss;
+            m.val_accuracy = v.accuracy;
+        }
+        m.test_accuracy = test_resident ? evaluate(*model, dev, *test_resident) : evaluate(*model, dev, data.test);
         profiler::enable(was_profiling);
         result.epochs.push_back(m);
+        st.epochs.push_back(to_json(m));
+        // The epoch is done: a resume starts the next one.
+        st.epoch = epoch + 1;
+        st.step = 0;
+        const double value = metric_value(st.best_metric, m);
+        const bool best = improves(st.best_metric, value, st.has_best, st.best_value);
+        if (best) {
+            st.has_best = true;
+            st.best_value = value;
+        }
+        save_last();
+        if (best) {
+            save_training_checkpoint(files.best, *model, *solver, dev, st, meta);
+            result.best_checkpoint = files.best;
+        }
+        write_metrics();
         if (opt.progress) {
-            char line[200];
-            std::snprintf(line, sizeof line, "epoch %d: train loss %.4f, test accuracy %.2f%%, %.2f s, %.0f img/s\n", epoch,
-                          m.train_loss, 100 * m.test_accuracy, m.seconds, m.images_per_second);
+            char line[300];
+            std::string val;
+            if (m.has_validation) {
+                char v[96];
+                std::snprintf(v, sizeof v, ", val loss %.4f, val accuracy %.2f%%", m.val_loss, 100 * m.val_accuracy);
+                val = v;
+            }
+            std::snprintf(line, sizeof line, "epoch %d: train loss %.4f%s, test accuracy %.2f%%, %.2f s, %.0f img/s%s\n",
+                          epoch, m.train_loss, val.c_str(), 100 * m.test_accuracy, m.seconds, m.images_per_second,
+                          best ? " (best so far)" : "");
             out << line << std::flush;
         }
+        if (stop_signal() != 0 && epoch < c.epochs) result.stopped_by_signal = stop_signal();
     }
+    result.next_epoch = st.epoch;
+    result.next_step = st.step;
     if (opt.profile) {
         profiler::enable(false);
         out << "\nprofile (each op timed with a device sync):\n";
         profiler::print(out);
     }
-
-    save_checkpoint(result.checkpoint_path, *model,
-                    {{"format", "pt"}, {"producer", "xylem"}, {"config", c.source}, {"backend", dev.backend().name()}});
-    nlohmann::json j;
-    j["config"] = c.source;
-    j["backend"] = dev.backend().name();
-    j["device"] = dev.name();
-    j["batch_size"] = c.batch_size;
-    j["seed"] = c.seed;
-    for (const EpochMetrics& m : result.epochs)
-        j["epochs"].push_back({{"epoch", m.epoch}, {"train_loss", m.train_loss}, {"test_accuracy", m.test_accuracy},
-                               {"seconds", m.seconds}, {"images_per_second", m.images_per_second}, {"steps", m.steps},
-                               {"transfers_per_step", m.transfers_per_step}, {"h2d_bytes_per_step", m.h2d_bytes_per_step}});
-    if (!result.epochs.empty()) j["final_test_accuracy"] = result.epochs.back().test_accuracy;
-    io::write_file_atomic(result.metrics_path, j.dump(2) + "\n");
+    if (result.stopped_by_signal) {
+        write_metrics();
+        return result;
+    }
+    save_checkpoint(result.checkpoint_path, *model, meta);
+    write_metrics();
     return result;
 }
 

@@ -178,6 +178,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     }
     RunConfig c;
     c.source = source;
+    c.text = text;
     Section top(root, "", source);
     top.allow({"backend", "plugin_path", "threads", "data", "model", "loss", "solver", "train"});
     top.get_list("backend", c.backend);
@@ -186,9 +187,21 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     top.get("threads", c.threads);
 
     Section data = top.sub("data");
-    data.allow({"dir", "resident"});
+    data.allow({"dir", "resident", "validation"});
     data.get("dir", c.data_dir);
     data.get("resident", c.data_resident);
+    if (const toml::node* n = data.node("validation")) {
+        if (n->is_integer()) {
+            c.validation_count = n->as_integer()->get();
+            if (c.validation_count < 0) data.fail("validation", "must be a fraction in [0, 1) or a count >= 0");
+        } else if (n->is_floating_point()) {
+            c.validation_fraction = n->as_floating_point()->get();
+            if (!(c.validation_fraction >= 0 && c.validation_fraction < 1))
+                data.fail("validation", "must be a fraction in [0, 1) or a count >= 0");
+        } else {
+            data.fail("validation", "must be a fraction in [0, 1) or a count of images");
+        }
+    }
 
     Section model = top.sub("model");
     model.allow({"layers"});
@@ -222,7 +235,8 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     if (!(sv.lr > 0)) solver.fail("lr", "must be positive");
 
     Section train = top.sub("train");
-    train.allow({"epochs", "batch_size", "seed", "print_every", "max_steps", "out", "capture"});
+    train.allow({"epochs", "batch_size", "seed", "print_every", "max_steps", "out", "capture", "checkpoint_every",
+                 "on_nonfinite", "best_metric"});
     train.get("epochs", c.epochs);
     train.get("batch_size", c.batch_size);
     train.get("seed", c.seed);
@@ -230,6 +244,18 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     train.get("max_steps", c.max_steps);
     train.get("out", c.out_dir);
     train.get("capture", c.capture);
+    train.get("checkpoint_every", c.checkpoint_every);
+    train.get("on_nonfinite", c.on_nonfinite);
+    train.get("best_metric", c.best_metric);
+    if (c.on_nonfinite != "stop" && c.on_nonfinite != "continue")
+        train.fail("on_nonfinite", "must be \"stop\" or \"continue\" (got '" + c.on_nonfinite + "')");
+    if (!c.best_metric.empty() && c.best_metric != "val_loss" && c.best_metric != "val_accuracy" &&
+        c.best_metric != "train_loss")
+        train.fail("best_metric", "must be one of val_loss, val_accuracy, train_loss (got '" + c.best_metric + "')");
+    const bool has_validation = c.validation_fraction > 0 || c.validation_count > 0;
+    if (c.best_metric.rfind("val_", 0) == 0 && !has_validation)
+        train.fail("best_metric", "is '" + c.best_metric + "' but there is no validation set (set data.validation)");
+    if (c.best_metric.empty()) c.best_metric = has_validation ? "val_loss" : "train_loss";
     if (c.batch_size <= 0) train.fail("batch_size", "must be positive");
     if (c.print_every <= 0) train.fail("print_every", "must be positive");
 

@@ -82,7 +82,7 @@ protected:
     Outcome train(const RunConfig& c, Device& dev) {
         std::ostringstream log;
         Outcome r;
-        r.result = app::train(c, dev, log, {false, false});
+        r.result = app::train(c, dev, log, app::TrainOptions::quiet());
         std::ifstream mf(r.result.metrics_path);
         r.train_loss = nlohmann::json::parse(mf)["epochs"][1]["train_loss"].get<double>();
         auto model = app::build_model(c);
@@ -169,7 +169,9 @@ TEST_F(ResidentCapture, CaptureRejectsWhatItCannotReplay) {
     auto message = [&](RunConfig c, Device& dev, bool profile = false) {
         std::ostringstream log;
         try {
-            app::train(c, dev, log, {profile, false});
+            app::TrainOptions options = app::TrainOptions::quiet();
+            options.profile = profile;
+            app::train(c, dev, log, options);
         } catch (const Error& e) {
             return std::string(e.what());
         }

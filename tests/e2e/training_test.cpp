@@ -74,7 +74,7 @@ TEST_P(Training, ShortRunLearnsAndCheckpointReloadsExactly) {
     EXPECT_GT(start, 2.0);  // about ln(10) for an untrained 10-way classifier
 
     std::ostringstream log;
-    app::TrainResult r = app::train(c, dev, log, {false, false});
+    app::TrainResult r = app::train(c, dev, log, app::TrainOptions::quiet());
     ASSERT_EQ(r.epochs.size(), 1u);
     EXPECT_EQ(r.epochs[0].steps, 300);
     EXPECT_GT(r.epochs[0].test_accuracy, 0.70);
@@ -114,7 +114,7 @@ TEST_P(Training, TrainingStepMovesNoDataOnHostMemoryBackends) {
     RunConfig c = mlp_config(out_.string());
     c.max_steps = 20;
     std::ostringstream log;
-    app::TrainResult r = app::train(c, dev, log, {false, false});
+    app::TrainResult r = app::train(c, dev, log, app::TrainOptions::quiet());
     // The only host->device traffic a step may have is its input batch (images + labels); the
     // host reads the loss scalar back only when it prints (here once, at the end of the run).
     const double batch_bytes = static_cast<double>(c.batch_size) * (28 * 28 + 1) * 4;

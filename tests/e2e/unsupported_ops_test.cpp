@@ -58,7 +58,7 @@ TEST(UnsupportedOps, TrainingLeNetStopsBeforeTheFirstStepAndWritesNothing) {
     const std::string dir = (std::filesystem::temp_directory_path() / "xylem_unsupported_ops").string();
     c.out_dir = dir;
     std::ostringstream log;
-    const std::string msg = error_of([&] { app::train(c, dev, log, {false, false}); });
+    const std::string msg = error_of([&] { app::train(c, dev, log, app::TrainOptions::quiet()); });
     EXPECT_EQ(msg, "model layer 0 (conv2d): op conv2d_fwd is not supported by backend 'fake_discrete'");
     EXPECT_FALSE(std::filesystem::exists(dir + "/model.safetensors"));
     std::filesystem::remove_all(dir);

@@ -26,6 +26,23 @@ std::unique_ptr<Layer> flatten() {
     return std::make_unique<Reshape>(Shape{-1}, "flatten");
 }
 
+// The summary a user sees: each layer's output shape and parameter count, and the totals.
+TEST_P(SequentialTest, SummaryListsShapesAndParameterCounts) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_FILL);
+    Sequential model;
+    model.add(flatten());
+    model.add(std::make_unique<Linear>(500));
+    model.add(std::make_unique<Activation>(XYLEM_ACT_TANH));
+    model.add(std::make_unique<Linear>(3));
+    model.build(dev(), {2, 3}, 7);
+    const std::string s = model.summary();
+    EXPECT_NE(s.find("linear"), std::string::npos) << s;
+    EXPECT_NE(s.find("[500]"), std::string::npos) << s;
+    EXPECT_NE(s.find("3,500"), std::string::npos) << s;   // 6 * 500 + 500
+    EXPECT_NE(s.find("1,503"), std::string::npos) << s;   // 500 * 3 + 3
+    EXPECT_NE(s.find("parameters: 5,003 trainable (19.5 KiB"), std::string::npos) << s;
+}
+
 // flatten -> linear(5) -> relu -> linear(3), cross-entropy on top.
 TEST_P(SequentialTest, MlpParameterGradients) {
     for (uint32_t op : {XYLEM_OP_FILL, XYLEM_OP_LINEAR_FWD, XYLEM_OP_GEMM, XYLEM_OP_BIAS_GRAD, XYLEM_OP_ACT_FWD,

@@ -126,13 +126,15 @@ TEST_P(OpenclAgreesWithNative, SameSeedSameLossesAndWeights) {
     for (const std::string backend : {"native", "opencl"}) {
         RunConfig c = load_config(std::string(XYLEM_SOURCE_DIR) + "/examples/" + example + ".toml");
         c.epochs = 1;
-        // LeNet's max pooling and momentum amplify rounding differences: after 30 steps the weights
-        // agree within 1e-3 (relative to the largest weight); by 60 steps within 7e-3, while
-        // loss and accuracy still agree.
-        c.max_steps = example == "fashion_mlp" ? 200 : 30;
+        // Two trajectories that differ only in float summation order drift apart exponentially
+        // (ReLU kinks and max pooling route by comparisons that rounding can flip; momentum carries
+        // the difference). Measured on an AVX-512 machine: the MLP's weights differ by 4e-5 after
+        // 50 steps and 8e-3 after 200; LeNet's by 1e-3 after 30 and 7e-3 after 60. So the weights
+        // are compared where they must still agree, well before the drift.
+        c.max_steps = example == "fashion_mlp" ? 50 : 30;
         c.out_dir = (dir.path() / backend).string();
         std::ostringstream log;
-        results[backend] = app::train(c, *test::backend_named(backend)->device(0), log, {false, false});
+        results[backend] = app::train(c, *test::backend_named(backend)->device(0), log, app::TrainOptions::quiet());
     }
     const app::EpochMetrics &n = results["native"].epochs.at(0), &o = results["opencl"].epochs.at(0);
     EXPECT_NEAR(o.train_loss, n.train_loss, 1e-3 * std::max(1.0, std::fabs(n.train_loss)));
@@ -161,6 +163,45 @@ TEST_P(OpenclAgreesWithNative, SameSeedSameLossesAndWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Examples, OpenclAgreesWithNative, ::testing::Values("fashion_mlp", "fashion_lenet"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
+// An interrupted OpenCL run resumes where it stopped: 2 epochs + a resume to 3 agree with 3 epochs
+// in one go within the conformance tolerance (1e-5 of the largest weight; the kernels have no
+// atomics, so in practice they are identical).
+TEST(OpenclPlugin, ResumedRunAgreesWithAnUninterruptedOne) {
+    if (!fs::exists(kData)) GTEST_SKIP() << "Fashion-MNIST not installed at " << kData;
+    if (!opencl_available()) GTEST_SKIP() << "no OpenCL platform on this machine";
+    TempDir dir("resume");
+    RunConfig c = load_config(std::string(XYLEM_SOURCE_DIR) + "/examples/fashion_mlp.toml");
+    c.max_steps = 30;
+    auto dev = test::backend_named("opencl")->device(0);
+    std::ostringstream log;
+    c.epochs = 3;
+    c.out_dir = (dir.path() / "whole").string();
+    const app::TrainResult whole = app::train(c, *dev, log, app::TrainOptions::quiet());
+    c.epochs = 2;
+    c.out_dir = (dir.path() / "split").string();
+    app::train(c, *dev, log, app::TrainOptions::quiet());
+    c.epochs = 3;
+    app::TrainOptions resume = app::TrainOptions::quiet();
+    resume.resume_from = (dir.path() / "split" / "last.safetensors").string();
+    const app::TrainResult split = app::train(c, *dev, log, resume);
+    const io::Safetensors a = io::read_safetensors(whole.checkpoint_path), b = io::read_safetensors(split.checkpoint_path);
+    ASSERT_EQ(a.tensors.size(), b.tensors.size());
+    for (const auto& [name, ta] : a.tensors) {
+        const io::LoadedTensor& tb = b.tensors.at(name);
+        ASSERT_EQ(ta.data.size(), tb.data.size()) << name;
+        double worst = 0, scale = 1;
+        for (size_t i = 0; i < ta.data.size() / 4; ++i) {
+            float x, y;
+            std::memcpy(&x, ta.data.data() + 4 * i, 4);
+            std::memcpy(&y, tb.data.data() + 4 * i, 4);
+            worst = std::max(worst, static_cast<double>(std::fabs(x - y)));
+            scale = std::max(scale, static_cast<double>(std::fabs(x)));
+        }
+        EXPECT_LE(worst / scale, 1e-5) << name;
+    }
+    EXPECT_NEAR(split.epochs.back().train_loss, whole.epochs.back().train_loss, 1e-5);
+}
 
 // A kernel build that fails is an error naming the kernel file and the options and carrying
 // the compiler's build log (here the options turn `__kernel` into an unknown word).

@@ -32,12 +32,17 @@ struct SolverSpec {
 
 struct RunConfig {
     std::string source;  // file the config came from
+    std::string text;    // its TOML text (a training checkpoint keeps it, so a run resumes with it)
     std::vector<std::string> backend{"cuda", "opencl", "native"};  // preference order
     std::vector<std::string> plugin_path;
     int threads = 0;     // native backend threads; 0 = one per core
 
     std::string data_dir = "/usr/share/datasets/fashion-mnist";
     bool data_resident = false;  // data.resident: upload the whole dataset once, gather batches on the device
+    // data.validation: held out of the training set (seeded), evaluated every epoch. A fraction in
+    // (0, 1) or a count of images; 0 = none.
+    double validation_fraction = 0;
+    int64_t validation_count = 0;
 
     std::vector<LayerSpec> layers;
     std::string loss = "cross_entropy";
@@ -50,6 +55,11 @@ struct RunConfig {
     int64_t max_steps = 0;   // stop an epoch after this many steps; 0 = the whole epoch
     std::string out_dir;     // default: runs/<config file stem>
     bool capture = false;    // train.capture: record one training step (ABI 1.2 capture), replay it per step
+    int64_t checkpoint_every = 0;  // train.checkpoint_every: steps between resumable checkpoints; 0 = epoch ends only
+    std::string on_nonfinite = "stop";  // train.on_nonfinite: "stop" or "continue" when the loss is NaN or inf
+    // train.best_metric: "val_loss", "val_accuracy" or "train_loss"; "" = val_loss with a validation
+    // set, else train_loss.
+    std::string best_metric;
 };
 
 RunConfig load_config(const std::string& path);

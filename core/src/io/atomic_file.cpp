@@ -2,10 +2,15 @@
 #include "xylem/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <climits>
+#include <cstring>
+#include <filesystem>
 #include <system_error>
 
 #include "xylem/error.h"
@@ -22,7 +27,64 @@ std::string parent_dir(const std::string& path) {
     return path.substr(0, slash);
 }
 
+// Live temp files, readable from a signal handler: fixed storage, a slot is claimed with an
+// atomic flag and its path written before it is marked ready. More files at once than slots
+// only means those few are not cleaned on an immediate exit.
+constexpr int kLiveSlots = 16;
+struct LiveSlot {
+    std::atomic<int> state{0};  // 0 free, 1 being written, 2 ready
+    char path[PATH_MAX];
+};
+LiveSlot g_live[kLiveSlots];
+
+int claim_live_slot(const std::string& path) {
+    if (path.size() >= PATH_MAX) return -1;
+    for (int i = 0; i < kLiveSlots; ++i) {
+        int expected = 0;
+        if (g_live[i].state.compare_exchange_strong(expected, 1)) {
+            std::memcpy(g_live[i].path, path.c_str(), path.size() + 1);
+            g_live[i].state.store(2);
+            return i;
+        }
+    }
+    return -1;
+}
+
+void release_live_slot(int slot) {
+    if (slot >= 0) g_live[slot].state.store(0);
+}
+
+// "<anything>.tmp.<digits>" -> the pid, else 0.
+pid_t temp_file_pid(const std::string& name) {
+    const size_t at = name.rfind(".tmp.");
+    if (at == std::string::npos || at + 5 >= name.size()) return 0;
+    pid_t pid = 0;
+    for (size_t i = at + 5; i < name.size(); ++i) {
+        if (name[i] < '0' || name[i] > '9' || pid > 100000000) return 0;
+        pid = pid * 10 + (name[i] - '0');
+    }
+    return pid;
+}
+
 }  // namespace
+
+void remove_live_temp_files() noexcept {
+    for (LiveSlot& s : g_live)
+        if (s.state.load() == 2) ::unlink(s.path);
+}
+
+std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::vector<std::string> removed;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        const pid_t pid = temp_file_pid(entry.path().filename().string());
+        if (pid <= 0 || pid == ::getpid() || !entry.is_regular_file(ec)) continue;
+        if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge): leave it
+        if (fs::remove(entry.path(), ec)) removed.push_back(entry.path().string());
+    }
+    return removed;
+}
 
 AtomicFile::AtomicFile(const std::string& path)
     : path_(path), temp_path_(path + ".tmp." + std::to_string(::getpid())) {
@@ -34,6 +96,7 @@ AtomicFile::AtomicFile(const std::string& path)
         throw Error(path_ + ": cannot create temporary file " + temp_path_ + ": " + errno_text(err));
     }
     temp_exists_ = true;
+    live_slot_ = claim_live_slot(temp_path_);
 }
 
 AtomicFile::~AtomicFile() { discard(); }
@@ -43,6 +106,8 @@ void AtomicFile::discard() noexcept {
     fd_ = -1;
     if (temp_exists_) ::unlink(temp_path_.c_str());
     temp_exists_ = false;
+    release_live_slot(live_slot_);
+    live_slot_ = -1;
 }
 
 void AtomicFile::fail(const std::string& what, int err) {
@@ -74,6 +139,8 @@ void AtomicFile::commit() {
     if (rc != 0) fail("cannot close temporary file " + temp_path_, err);
     if (::rename(temp_path_.c_str(), path_.c_str()) != 0) fail("cannot rename " + temp_path_ + " over it", errno);
     temp_exists_ = false;  // it is path_ now
+    release_live_slot(live_slot_);
+    live_slot_ = -1;
 
     // The rename lives in the directory; sync it so the new name survives a crash too.
     std::string dir = parent_dir(path_);

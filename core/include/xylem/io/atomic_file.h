@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace xylem::io {
 
@@ -33,9 +34,19 @@ private:
     std::string temp_path_;
     int fd_ = -1;
     bool temp_exists_ = false;
+    int live_slot_ = -1;  // this temp file's entry in the signal-safe table of live temp files
 };
 
 // Writes `contents` to `path` through an AtomicFile (used for checkpoints and metrics.json alike).
 void write_file_atomic(const std::string& path, const std::string& contents);
+
+// Unlinks the temp files of every AtomicFile alive in this process. Async-signal-safe: a signal
+// handler that must exit at once (a second Ctrl-C) calls it before _exit, so no `*.tmp.<pid>` is
+// left behind (the final names are untouched, as always before commit).
+void remove_live_temp_files() noexcept;
+
+// Removes `<name>.tmp.<pid>` files in `dir` left by processes that no longer exist (kill -9,
+// power loss); a live process's temp file is left alone. Returns the paths removed.
+std::vector<std::string> remove_stale_temp_files(const std::string& dir);
 
 }  // namespace xylem::io

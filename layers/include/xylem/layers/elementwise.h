@@ -54,6 +54,7 @@ public:
         if (!backward) return {};
         return {XYLEM_OP_DROPOUT_FWD, XYLEM_OP_MUL};
     }
+    std::vector<std::pair<std::string, uint64_t*>> counters() override { return {{"mask_calls", &calls_}}; }
 
 private:
     float p_;

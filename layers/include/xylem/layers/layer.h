@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "xylem/tensor.h"
@@ -38,6 +39,9 @@ public:
     virtual std::vector<Param*> params() { return {}; }
     // Non-trainable state saved in checkpoints (batch-norm running statistics); grad unused.
     virtual std::vector<Param*> buffers() { return {}; }
+    // Host-side counters that a resumed run must restore to give identical results (dropout's
+    // mask stream), by name; checkpoints save them beside the tensors.
+    virtual std::vector<std::pair<std::string, uint64_t*>> counters() { return {}; }
     // Takes over a following activation layer (one fused op) when this layer and the backend
     // can; returns whether it did.
     virtual bool fuse_activation(xylem_activation, Backend&) { return false; }

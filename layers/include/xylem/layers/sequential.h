@@ -29,7 +29,9 @@ public:
     void backward(Device& dev, const Tensor& dy);
 
     std::vector<Param*> params();
-    std::vector<Param*> state();  // params, then buffers: everything a checkpoint holds
+    std::vector<Param*> state();  // params, then buffers: every tensor a checkpoint holds
+    // Every layer's host counters, named "<layer index>.<counter>" ("3.mask_calls").
+    std::vector<std::pair<std::string, uint64_t*>> counters();
     std::string summary() const;  // one line per layer, with shapes and fusion
 
 private:

@@ -22,11 +22,23 @@ public:
     float lr() const { return lr_; }
     void set_lr(float lr) { lr_ = lr; }
 
+    // What a resumed run restores to continue exactly where it stopped: the number of steps
+    // taken, and each per-parameter state tensor under PyTorch's name for it ("momentum_buffer";
+    // "exp_avg", "exp_avg_sq"). state_slots() creates the tensors (zeroed) if no step has yet.
+    uint64_t steps() const { return steps_; }
+    void set_steps(uint64_t steps) { steps_ = steps; }
+    struct StateSlot {
+        std::string name;
+        std::vector<Tensor>* tensors;  // one per parameter, in params() order
+    };
+    virtual std::vector<StateSlot> state_slots(Device& dev, const std::vector<Param*>& params) = 0;
+
 protected:
     explicit Solver(float lr) : lr_(lr) {}
     // One zero-filled state tensor per parameter, created on the device on first use.
     static std::vector<Tensor>& state(std::vector<Tensor>& slots, Device& dev, const std::vector<Param*>& params);
     float lr_;
+    uint64_t steps_ = 0;  // updates applied so far (SGD's first-step rule, Adam's bias correction)
 };
 
 struct SgdOptions {
@@ -40,10 +52,10 @@ public:
     std::string kind() const override { return "sgd"; }
     void step(Device& dev, const std::vector<Param*>& params) override;
     std::vector<uint32_t> ops_needed() const override { return {XYLEM_OP_FILL, XYLEM_OP_SGD_UPDATE}; }
+    std::vector<StateSlot> state_slots(Device& dev, const std::vector<Param*>& params) override;
 
 private:
     SgdOptions o_;
-    uint64_t steps_ = 0;
     std::vector<Tensor> velocity_;
 };
 
@@ -57,10 +69,10 @@ public:
     std::string kind() const override { return "adam"; }
     void step(Device& dev, const std::vector<Param*>& params) override;
     std::vector<uint32_t> ops_needed() const override { return {XYLEM_OP_FILL, XYLEM_OP_ADAM_UPDATE}; }
+    std::vector<StateSlot> state_slots(Device& dev, const std::vector<Param*>& params) override;
 
 private:
     AdamOptions o_;
-    uint64_t t_ = 0;
     std::vector<Tensor> m_, v_;
 };
 

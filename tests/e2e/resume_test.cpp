@@ -1,0 +1,385 @@
+// Nothing a user does loses finished work: checkpoints every epoch and every N steps, an
+// interrupted run resumes bit-identically, a kill mid-write leaves the last checkpoint loadable,
+// and the out dir, the log and a diverging loss are handled before they cost anything.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "app/checkpoint.h"
+#include "app/model_builder.h"
+#include "app/trainer.h"
+#include "support/backends.h"
+#include "xylem/error.h"
+#include "xylem/io/safetensors.h"
+
+using namespace xylem;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kData = "/usr/share/datasets/fashion-mnist";
+const std::string kXylem = std::string(XYLEM_BINARY_DIR) + "/bin/xylem";
+
+// A small MLP with dropout and Adam: every kind of state a resume must restore (parameters,
+// Adam moments and step count, the dropout mask counter, the shuffle order and RNG).
+std::string mlp_config(const std::string& extra_train = "", const std::string& extra_data = "",
+                       const std::string& solver = "type = \"adam\"\nlr = 0.001") {
+    return std::string("backend = \"native\"\n[data]\ndir = \"") + kData + "\"\n" + extra_data +
+           "\n[[model.layers]]\ntype = \"flatten\"\n[[model.layers]]\ntype = \"linear\"\nout = 64\n"
+           "[[model.layers]]\ntype = \"relu\"\n[[model.layers]]\ntype = \"dropout\"\np = 0.2\n"
+           "[[model.layers]]\ntype = \"linear\"\nout = 10\n[solver]\n" +
+           solver + "\n[train]\nbatch_size = 32\nprint_every = 10\n" +
+           (extra_train.find("max_steps") == std::string::npos ? "max_steps = 400\n" : "") + extra_train;
+}
+
+struct Outcome {
+    int code = -1;
+    std::string out;
+};
+
+// Runs xylem with `args`; `on_line` sees each stdout line and may signal the child (its pid).
+Outcome run_xylem(const std::vector<std::string>& args, const std::function<void(const std::string&, pid_t)>& on_line = {}) {
+    int pipe_fd[2];
+    if (pipe(pipe_fd) != 0) return {};
+    const pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pipe_fd[1], STDOUT_FILENO);
+        dup2(pipe_fd[1], STDERR_FILENO);
+        close(pipe_fd[0]);
+        close(pipe_fd[1]);
+        std::vector<char*> argv{const_cast<char*>(kXylem.c_str())};
+        for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        execv(kXylem.c_str(), argv.data());
+        _exit(127);
+    }
+    close(pipe_fd[1]);
+    Outcome r;
+    std::string line;
+    char ch;
+    while (read(pipe_fd[0], &ch, 1) == 1) {
+        r.out += ch;
+        if (ch != '\n') {
+            line += ch;
+            continue;
+        }
+        if (on_line) on_line(line, pid);
+        line.clear();
+    }
+    close(pipe_fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return r;
+}
+
+bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+// Every tensor of two safetensors files, byte for byte.
+void expect_same_tensors(const std::string& a, const std::string& b) {
+    const io::Safetensors x = io::read_safetensors(a), y = io::read_safetensors(b);
+    ASSERT_EQ(x.tensors.size(), y.tensors.size());
+    for (const auto& [name, t] : x.tensors) {
+        ASSERT_TRUE(y.tensors.count(name)) << name;
+        EXPECT_EQ(t.shape, y.tensors.at(name).shape) << name;
+        EXPECT_TRUE(t.data == y.tensors.at(name).data) << name << " differs between " << a << " and " << b;
+    }
+}
+
+std::vector<std::string> temp_files(const fs::path& dir) {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (has(e.path().filename().string(), ".tmp.")) out.push_back(e.path().string());
+    return out;
+}
+
+class Resume : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!fs::exists(kData)) GTEST_SKIP() << "Fashion-MNIST not installed at " << kData;
+        dir_ = fs::temp_directory_path() / ("xylem_resume_" + std::to_string(::getpid()));
+        fs::remove_all(dir_);
+        fs::create_directories(dir_);
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    std::string write(const std::string& name, const std::string& text) {
+        std::ofstream(dir_ / name) << text;
+        return (dir_ / name).string();
+    }
+    std::string path(const std::string& name) const { return (dir_ / name).string(); }
+    fs::path dir_;
+};
+
+}  // namespace
+
+// 3 epochs in one go == 2 epochs, then --resume --epochs 3 into the same folder (in process).
+TEST_F(Resume, TwoEpochsThenResumeEqualsThreeEpochs) {
+    RunConfig c = parse_config(mlp_config(), path("mlp.toml"));
+    auto dev = test::backend_named("native")->device(0);
+    std::ostringstream log;
+    c.epochs = 3;
+    c.out_dir = path("whole");
+    const app::TrainResult whole = app::train(c, *dev, log, app::TrainOptions::quiet());
+    c.epochs = 2;
+    c.out_dir = path("split");
+    app::train(c, *dev, log, app::TrainOptions::quiet());
+    c.epochs = 3;
+    app::TrainOptions resume = app::TrainOptions::quiet();
+    resume.resume_from = path("split/last.safetensors");
+    const app::TrainResult split = app::train(c, *dev, log, resume);
+    expect_same_tensors(path("whole/model.safetensors"), path("split/model.safetensors"));
+    expect_same_tensors(path("whole/last.safetensors"), path("split/last.safetensors"));
+    ASSERT_EQ(split.epochs.size(), 3u);  // the metrics of the first process's epochs carry over
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(split.epochs[i].train_loss, whole.epochs[i].train_loss) << i;
+    // Resuming a finished run trains nothing.
+    const app::TrainResult again = app::train(c, *dev, log, resume);
+    EXPECT_TRUE(again.already_complete);
+}
+
+// SIGINT mid-epoch: the step finishes, a checkpoint is written, exit 130 with the resume command;
+// resuming gives the parameters of a run that was never interrupted.
+TEST_F(Resume, SigintThenResumeEqualsUninterruptedRun) {
+    const std::string cfg = write("mlp.toml", mlp_config("epochs = 2"));
+    const Outcome whole = run_xylem({"train", "--config", cfg, "--out", path("whole")});
+    ASSERT_EQ(whole.code, 0) << whole.out;
+    bool sent = false;
+    const Outcome stopped = run_xylem({"train", "--config", cfg, "--out", path("cut")}, [&](const std::string& line, pid_t pid) {
+        if (!sent && has(line, "epoch 1/2  step 150/")) {
+            kill(pid, SIGINT);
+            sent = true;
+        }
+    });
+    ASSERT_TRUE(sent) << stopped.out;
+    EXPECT_EQ(stopped.code, 130) << stopped.out;
+    EXPECT_TRUE(has(stopped.out, "resume with: xylem train --resume " + path("cut"))) << stopped.out;
+    EXPECT_FALSE(fs::exists(path("cut/model.safetensors")));  // the run is not finished
+    EXPECT_TRUE(temp_files(dir_ / "cut").empty());
+    const app::TrainingState st = app::read_training_state(path("cut/last.safetensors"));
+    EXPECT_EQ(st.epoch, 1);
+    EXPECT_GT(st.step, 149);
+    EXPECT_LT(st.step, 400);  // stopped mid-epoch, not at its end
+
+    const Outcome resumed = run_xylem({"train", "--resume", path("cut")});
+    ASSERT_EQ(resumed.code, 0) << resumed.out;
+    expect_same_tensors(path("whole/model.safetensors"), path("cut/model.safetensors"));
+    // The log has every row once: the interrupted run's up to its checkpoint, then the resumed run's.
+    std::ifstream a(path("whole/log.csv")), b(path("cut/log.csv"));
+    std::string la, lb;
+    std::vector<std::string> rows_a, rows_b;
+    while (std::getline(a, la)) rows_a.push_back(la.substr(0, la.find(',', la.find(',') + 1)));
+    while (std::getline(b, lb)) rows_b.push_back(lb.substr(0, lb.find(',', lb.find(',') + 1)));
+    EXPECT_EQ(rows_a, rows_b);
+}
+
+// SIGTERM is the same as SIGINT, with exit 143.
+TEST_F(Resume, SigtermCheckpointsAndExits143) {
+    const std::string cfg = write("mlp.toml", mlp_config("epochs = 1"));
+    bool sent = false;
+    const Outcome r = run_xylem({"train", "--config", cfg, "--out", path("t")}, [&](const std::string& line, pid_t pid) {
+        if (!sent && has(line, "step 100/")) {
+            kill(pid, SIGTERM);
+            sent = true;
+        }
+    });
+    EXPECT_EQ(r.code, 143) << r.out;
+    EXPECT_TRUE(has(r.out, "stopped by SIGTERM")) << r.out;
+    EXPECT_NO_THROW(app::read_training_state(path("t/last.safetensors")));
+}
+
+// A second Ctrl-C exits at once: nothing under a final name is half-written and no temp file stays.
+TEST_F(Resume, SecondSigintExitsAtOnceWithoutTempFiles) {
+    // A bigger model makes each checkpoint write long enough to land the second signal inside one.
+    std::string cfg = mlp_config("epochs = 1\ncheckpoint_every = 1");
+    const std::string from = "out = 64\n";
+    cfg.replace(cfg.find(from), from.size(), "out = 2048\n");
+    const std::string file = write("big.toml", cfg);
+    int lines = 0;
+    const Outcome r = run_xylem({"train", "--config", file, "--out", path("b")}, [&](const std::string& line, pid_t pid) {
+        if (has(line, "step ") && ++lines == 2) {
+            kill(pid, SIGINT);
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            kill(pid, SIGINT);
+        }
+    });
+    EXPECT_EQ(r.code, 130) << r.out;
+    EXPECT_TRUE(temp_files(dir_ / "b").empty());
+    EXPECT_NO_THROW(app::read_training_state(path("b/last.safetensors")));
+}
+
+// kill -9 at random moments of a run that checkpoints every step: the last checkpoint is always
+// complete and resumable, and the next run in the folder removes the dead run's temp file.
+TEST_F(Resume, KillDuringCheckpointWritingKeepsThePreviousOne) {
+    std::string cfg = mlp_config("epochs = 1\ncheckpoint_every = 1");
+    cfg.replace(cfg.find("out = 64\n"), 9, "out = 1024\n");
+    const std::string file = write("kill.toml", cfg);
+    std::mt19937 rng(7);
+    int killed_mid_write = 0;
+    bool last_left_temp = false;
+    for (int attempt = 0; attempt < 6; ++attempt) {
+        int lines = 0;
+        const int when = 2 + static_cast<int>(rng() % 4);
+        const Outcome r = run_xylem({"train", "--config", file, "--out", path("k")}, [&](const std::string& line, pid_t pid) {
+            if (has(line, "step ") && ++lines == when) {
+                std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));
+                kill(pid, SIGKILL);
+            }
+        });
+        EXPECT_EQ(r.code, 128 + SIGKILL) << r.out;
+        last_left_temp = !temp_files(dir_ / "k").empty();
+        killed_mid_write += last_left_temp;
+        const app::TrainingState st = app::read_training_state(path("k/last.safetensors"));
+        EXPECT_GT(st.step, 0);
+        auto model = app::build_model(parse_config(cfg, file));
+        model->build(*test::backend_named("native")->device(0), {1, 28, 28}, 1);
+        EXPECT_NO_THROW(app::load_checkpoint(path("k/last.safetensors"), *model));
+    }
+    // The resumed run cleans what the killed ones left and finishes.
+    const Outcome resumed = run_xylem({"train", "--resume", path("k")});
+    EXPECT_EQ(resumed.code, 0) << resumed.out;
+    EXPECT_TRUE(temp_files(dir_ / "k").empty());
+    if (last_left_temp) {
+        EXPECT_TRUE(has(resumed.out, "removed a temp file left by a killed run")) << resumed.out;
+    }
+    std::printf("kill -9 landed inside a checkpoint write %d of 6 times\n", killed_mid_write);
+}
+
+// train.checkpoint_every = 50: a run killed after step 120 has its step-100 checkpoint.
+TEST_F(Resume, CheckpointEveryStepsWritesMidEpoch) {
+    const std::string cfg = write("c.toml", mlp_config("epochs = 1\ncheckpoint_every = 50"));
+    const Outcome r = run_xylem({"train", "--config", cfg, "--out", path("c")}, [&](const std::string& line, pid_t pid) {
+        if (has(line, "step 120/")) kill(pid, SIGKILL);
+    });
+    EXPECT_EQ(r.code, 128 + SIGKILL) << r.out;
+    const app::TrainingState st = app::read_training_state(path("c/last.safetensors"));
+    EXPECT_EQ(st.epoch, 1);
+    EXPECT_GE(st.step, 100);
+    EXPECT_EQ(st.step % 50, 0);
+    EXPECT_EQ(st.global_step, static_cast<uint64_t>(st.step));
+}
+
+TEST_F(Resume, ResumeRefusesAChangedBatchSizeNamingTheKey) {
+    const std::string cfg = write("mlp.toml", mlp_config("epochs = 1"));
+    ASSERT_EQ(run_xylem({"train", "--config", cfg, "--out", path("r"), "--max-steps", "20"}).code, 0);
+    const Outcome r = run_xylem({"train", "--resume", path("r"), "--epochs", "2", "--batch-size", "16"});
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(has(r.out, "train.batch_size")) << r.out;
+    // The original run's --max-steps is remembered: a plain resume continues with it.
+    const Outcome ok = run_xylem({"train", "--resume", path("r"), "--epochs", "2"});
+    EXPECT_EQ(ok.code, 0) << ok.out;
+    EXPECT_TRUE(has(ok.out, "step 20/20")) << ok.out;
+}
+
+TEST_F(Resume, ResumeWithoutACheckpointIsOneLine) {
+    const Outcome r = run_xylem({"train", "--resume", path("nothing")});
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(has(r.out, "no run to resume here")) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    // A model-only checkpoint is not a training checkpoint.
+    fs::create_directories(dir_ / "model_only");
+    io::write_safetensors(path("model_only/last.safetensors"), {}, {});
+    const Outcome m = run_xylem({"train", "--resume", path("model_only")});
+    EXPECT_EQ(m.code, 1) << m.out;
+    EXPECT_TRUE(has(m.out, "not a training checkpoint")) << m.out;
+}
+
+// The out dir is checked before any work: a folder that cannot be created fails at once.
+TEST_F(Resume, UnwritableOutDirFailsBeforeTraining) {
+    write("a_file", "x");
+    const std::string cfg = write("mlp.toml", mlp_config("epochs = 1"));
+    const Outcome r = run_xylem({"train", "--config", cfg, "--out", path("a_file/run")});
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(has(r.out, "out dir " + path("a_file/run"))) << r.out;
+    EXPECT_FALSE(has(r.out, "step ")) << r.out;  // no training happened
+}
+
+// A new run into an old run's folder keeps the old log (log.1.csv) and writes its own.
+TEST_F(Resume, NewRunKeepsTheEarlierLog) {
+    const std::string cfg = write("mlp.toml", mlp_config("epochs = 1"));
+    ASSERT_EQ(run_xylem({"train", "--config", cfg, "--out", path("l"), "--max-steps", "20"}).code, 0);
+    std::ifstream first(path("l/log.csv"));
+    const std::string old_log((std::istreambuf_iterator<char>(first)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(old_log.empty());
+    // A run that fails before its first row leaves the log alone.
+    EXPECT_EQ(run_xylem({"train", "--config", cfg, "--out", path("l"), "--backend", "nosuch"}).code, 1);
+    EXPECT_FALSE(fs::exists(path("l/log.1.csv")));
+    ASSERT_EQ(run_xylem({"train", "--config", cfg, "--out", path("l"), "--max-steps", "30"}).code, 0);
+    std::ifstream kept(path("l/log.1.csv"));
+    EXPECT_EQ(std::string((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>()), old_log);
+    std::ifstream now(path("l/log.csv"));
+    std::string header, row;
+    std::getline(now, header);
+    EXPECT_EQ(header, "epoch,step,loss,images_per_second,elapsed_seconds");
+    std::string last;
+    while (std::getline(now, row)) last = row;
+    EXPECT_EQ(last.rfind("1,30,", 0), 0u) << last;
+}
+
+// A loss that overflows stops training with the step and the last good checkpoint named.
+TEST_F(Resume, NonFiniteLossStopsNamingStepAndCheckpoint) {
+    const std::string cfg = write("nan.toml", mlp_config("epochs = 3\nmax_steps = 60", "", "type = \"sgd\"\nlr = 1e30"));
+    const Outcome r = run_xylem({"train", "--config", cfg, "--out", path("n")});
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(has(r.out, "xylem: error: training stopped: the loss became")) << r.out;
+    EXPECT_TRUE(has(r.out, "by epoch 1 step 10")) << r.out;
+    EXPECT_TRUE(has(r.out, "no checkpoint had been written yet")) << r.out;
+    EXPECT_FALSE(fs::exists(path("n/model.safetensors")));
+
+    // With on_nonfinite = "continue" the run goes on to the end.
+    const std::string go_on =
+        write("go_on.toml", mlp_config("epochs = 1\nmax_steps = 30\non_nonfinite = \"continue\"", "", "type = \"sgd\"\nlr = 1e30"));
+    EXPECT_EQ(run_xylem({"train", "--config", go_on, "--out", path("c")}).code, 0);
+}
+
+// The best checkpoint is the epoch with the lowest validation loss, and resumes like last.
+TEST_F(Resume, BestCheckpointIsTheBestByValidationLoss) {
+    RunConfig c = parse_config(mlp_config("epochs = 4\nmax_steps = 60", "validation = 0.1"), path("v.toml"));
+    EXPECT_EQ(c.best_metric, "val_loss");
+    c.out_dir = path("v");
+    auto dev = test::backend_named("native")->device(0);
+    std::ostringstream log;
+    const app::TrainResult r = app::train(c, *dev, log, app::TrainOptions::quiet());
+    ASSERT_EQ(r.epochs.size(), 4u);
+    size_t best = 0;
+    for (size_t i = 0; i < r.epochs.size(); ++i) {
+        EXPECT_TRUE(r.epochs[i].has_validation);
+        EXPECT_GT(r.epochs[i].val_accuracy, 0.3);
+        if (r.epochs[i].val_loss < r.epochs[best].val_loss) best = i;
+    }
+    const app::TrainingState st = app::read_training_state(path("v/best.safetensors"));
+    EXPECT_EQ(st.epoch, static_cast<int>(best) + 2);  // written after epoch best+1: resumes at the next
+    EXPECT_TRUE(st.has_best);
+    EXPECT_DOUBLE_EQ(st.best_value, r.epochs[best].val_loss);
+    const nlohmann::json metrics = nlohmann::json::parse(std::ifstream(path("v/metrics.json")));
+    EXPECT_EQ(metrics.at("best").at("metric"), "val_loss");
+    EXPECT_TRUE(metrics.at("epochs").at(0).contains("val_loss"));
+}
+
+TEST(ResumeConfig, NewKeysAreCheckedNamingTheKey) {
+    auto error_of = [](const std::string& text) {
+        try {
+            parse_config(text, "c.toml");
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    EXPECT_TRUE(has(error_of("[train]\non_nonfinite = \"ignore\""), "train.on_nonfinite"));
+    EXPECT_TRUE(has(error_of("[train]\nbest_metric = \"val_loss\""), "no validation set"));
+    EXPECT_TRUE(has(error_of("[train]\nbest_metric = \"loss\""), "train.best_metric"));
+    EXPECT_TRUE(has(error_of("[data]\nvalidation = 1.5"), "data.validation"));
+    EXPECT_TRUE(has(error_of("[data]\nvalidation = \"10%\""), "data.validation"));
+    EXPECT_TRUE(has(error_of("[train]\ncheckpoint_every = -1"), "train.checkpoint_every"));
+    EXPECT_EQ(parse_config("[data]\nvalidation = 5000", "c.toml").validation_count, 5000);
+    EXPECT_EQ(parse_config("[data]\nvalidation = 0.25", "c.toml").validation_fraction, 0.25);
+}
