@@ -189,7 +189,8 @@ Args parse_args(int argc, char** argv) {
 
 int run_backends(const Args& a) {
     Registry registry;
-    registry.scan(Registry::search_path(a.plugin_dirs, {}));
+    // Each file is loaded and probed in a child process: a plugin that crashes is listed, not fatal.
+    registry.scan(Registry::search_path(a.plugin_dirs, {}), Isolation::child);
     if (registry.plugins().empty()) {
         std::cout << "no plugin files found in the search path\n";
         return 1;

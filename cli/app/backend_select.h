@@ -10,8 +10,9 @@
 namespace xylem::app {
 
 // Applies the config's native thread count (unless XYLEM_NUM_THREADS is already set),
-// scans the plugin folders and returns the selected backend. A backend named explicitly
-// (flag or environment) must be available: there is no silent fallback.
+// probes the plugin files in child processes and loads only the selected backend into this
+// one. A backend named explicitly (flag or environment) must be available: there is no
+// silent fallback.
 std::shared_ptr<Backend> select_backend(Registry& registry, const RunConfig& config, const std::string& flag_backend,
                                         const std::vector<std::string>& flag_plugin_dirs);
 

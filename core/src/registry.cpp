@@ -1,5 +1,7 @@
 // Plugin loading. Libraries stay loaded for the life of the process (no dlclose at exit),
 // and each plugin file maps to one Backend, so a plugin's framework is created only once.
+// Every file passes the ELF check (elf_check.h) before dlopen sees it; a scan with
+// Isolation::child loads and probes each file in a forked child (child_process.h).
 #include "xylem/registry.h"
 
 #include <dlfcn.h>
@@ -7,11 +9,15 @@
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
 
+#include "child_process.h"
+#include "elf_check.h"
 #include "xylem/error.h"
 
 namespace xylem {
@@ -48,16 +54,21 @@ std::string loader_message(const std::string& path) {
 std::string missing_member(const xylem_plugin* t) {
 #define XYLEM_REQUIRE(m) \
     if (!XYLEM_TABLE_HAS(t, m)) return #m;
-    XYLEM_REQUIRE(probe) XYLEM_REQUIRE(framework_get) XYLEM_REQUIRE(last_error) XYLEM_REQUIRE(buffer_alloc)
-    XYLEM_REQUIRE(buffer_free) XYLEM_REQUIRE(stream_create) XYLEM_REQUIRE(stream_destroy) XYLEM_REQUIRE(stream_sync)
-    XYLEM_REQUIRE(copy_h2d) XYLEM_REQUIRE(copy_d2h) XYLEM_REQUIRE(op_supported) XYLEM_REQUIRE(op_run)
+    XYLEM_REQUIRE(probe)
+    XYLEM_REQUIRE(framework_get) XYLEM_REQUIRE(last_error) XYLEM_REQUIRE(buffer_alloc) XYLEM_REQUIRE(buffer_free)
+        XYLEM_REQUIRE(stream_create) XYLEM_REQUIRE(stream_destroy) XYLEM_REQUIRE(stream_sync) XYLEM_REQUIRE(copy_h2d)
+            XYLEM_REQUIRE(copy_d2h) XYLEM_REQUIRE(op_supported) XYLEM_REQUIRE(op_run)
 #undef XYLEM_REQUIRE
-    if (!t->name || !*t->name) return "name";
+                if (!t->name || !*t->name) return "name";
     return {};
 }
 
 Loaded open_plugin(const std::string& path) {
     Loaded out;
+    if (std::string why = detail::elf_problem(path); !why.empty()) {
+        out.error = why;
+        return out;
+    }
     boost::system::error_code ec;
     auto lib = std::make_shared<boost::dll::shared_library>();
     lib->load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
@@ -79,10 +90,126 @@ Loaded open_plugin(const std::string& path) {
     out.table = t;
     out.error = Registry::check_table(t);
     // A table of another major version, or too short, may only be read up to its version header.
-    out.abi_only = !out.error.empty() && (t->abi_major != XYLEM_ABI_MAJOR || t->struct_size < offsetof(xylem_plugin, probe));
+    out.abi_only =
+        !out.error.empty() && (t->abi_major != XYLEM_ABI_MAJOR || t->struct_size < offsetof(xylem_plugin, probe));
     if (!out.error.empty()) return out;
     out.backend = std::make_shared<Backend>(t, path);
     return out;
+}
+
+// The one Loaded of a file in this process, opening it on first use.
+Loaded open_cached(const std::string& path) {
+    std::lock_guard lock(g_mutex);
+    auto it = loaded_files().find(path);
+    if (it == loaded_files().end()) it = loaded_files().emplace(path, open_plugin(path)).first;
+    return it->second;
+}
+
+bool loaded_here(const std::string& path) {
+    std::lock_guard lock(g_mutex);
+    return loaded_files().count(path) != 0;
+}
+
+std::string canonical_path(const std::string& file) {
+    std::error_code ec;
+    return fs::weakly_canonical(fs::absolute(file, ec), ec).string();
+}
+
+// Name, version and ABI from a table; only the version header of a table the core refused
+// because of its major version or size.
+void describe_table(PluginRecord& rec, const xylem_plugin& t, bool abi_only) {
+    rec.abi = std::to_string(t.abi_major) + "." + std::to_string(t.abi_minor);
+    if (abi_only) return;
+    rec.name = t.name ? t.name : "";
+    rec.version = t.version ? t.version : "";
+}
+
+void take_probe(PluginRecord& rec, const xylem_probe_info& info) {
+    rec.probe = info;
+    rec.probe.reason[sizeof rec.probe.reason - 1] = '\0';
+    rec.probe.detail[sizeof rec.probe.detail - 1] = '\0';
+    if (rec.probe.device_count > XYLEM_MAX_PROBE_DEVICES) rec.probe.device_count = XYLEM_MAX_PROBE_DEVICES;
+    for (uint32_t d = 0; d < rec.probe.device_count; ++d) {
+        xylem_device_info& dev = rec.probe.devices[d];
+        dev.name[sizeof dev.name - 1] = '\0';
+        dev.detail[sizeof dev.detail - 1] = '\0';
+    }
+    rec.available = rec.probe.available != 0;
+    if (!rec.available) rec.reason = rec.probe.reason[0] ? rec.probe.reason : "the plugin found no usable device";
+}
+
+// "" or why a plugin called `name` loses to one recorded before it.
+std::string shadowed_by(const Registry& registry, const std::string& name) {
+    const PluginRecord* other = registry.find(name);
+    return other ? "shadowed by " + other->path + " (same backend name '" + name + "')" : "";
+}
+
+// What a probing child leaves in shared memory. `stage` says how far it got, so a crash is
+// placed: 'L' loading (the library's constructors, its dependencies', the entry point), 'P'
+// in the probe, 'D' done. Strings are cut to their arrays.
+struct ChildReport {
+    char stage;
+    bool accepted;  // the core accepts the table (open_plugin made a Backend)
+    char name[128], version[128], abi[32];
+    char error[2048];  // why open_plugin refused it
+    xylem_probe_info probe;
+};
+
+template <size_t N>
+void copy_to(char (&dst)[N], const std::string& src) {
+    const size_t n = std::min(src.size(), N - 1);
+    std::memcpy(dst, src.data(), n);
+    dst[n] = '\0';
+}
+template <size_t N>
+void terminate(char (&s)[N]) {
+    s[N - 1] = '\0';
+}
+
+// The child's work: load, check the table, probe; each step published before it is taken.
+void probe_in_child(const std::string& path, ChildReport& r) {
+    r.stage = 'L';
+    const Loaded loaded = open_plugin(path);
+    if (loaded.table) {
+        PluginRecord rec;
+        describe_table(rec, *loaded.table, loaded.abi_only);
+        copy_to(r.name, rec.name);
+        copy_to(r.version, rec.version);
+        copy_to(r.abi, rec.abi);
+    }
+    copy_to(r.error, loaded.error);
+    r.accepted = loaded.backend != nullptr;
+    if (r.accepted) {
+        r.stage = 'P';
+        loaded.table->probe(&r.probe);
+    }
+    r.stage = 'D';
+}
+
+// Why a probing child did not finish, naming the stage it was in.
+std::string child_failure(const detail::ChildOutcome& o, char stage, std::chrono::milliseconds timeout) {
+    const std::string during = stage == 'P' ? "in its probe" : "while loading";
+    std::string why;
+    switch (o.kind) {
+        case detail::ChildOutcome::signaled:
+            why = "crashed " + during + ": signal " + std::to_string(o.code) + " (" + detail::signal_name(o.code) + ")";
+            break;
+        case detail::ChildOutcome::exited:
+            why = "exited " + during + " with status " + std::to_string(o.code);
+            break;
+        case detail::ChildOutcome::timed_out: {
+            char secs[32];
+            std::snprintf(secs, sizeof secs, "%g", static_cast<double>(timeout.count()) / 1000.0);
+            why = "hung " + during + ": killed after " + secs + " s";
+            break;
+        }
+        case detail::ChildOutcome::not_started:
+            return "cannot load it in a child process: " + o.error;
+        case detail::ChildOutcome::finished:
+            break;
+    }
+    if (!o.last_output.empty()) why += " (its last output: \"" + o.last_output + "\")";
+    return why;
 }
 
 std::vector<std::string> split_path_list(const char* s) {
@@ -118,45 +245,66 @@ std::string Registry::check_table(const xylem_plugin* t) {
 
 const PluginRecord& Registry::load_file(const std::string& file) {
     PluginRecord rec;
-    std::error_code ec;
-    fs::path abs = fs::weakly_canonical(fs::absolute(file, ec), ec);
-    rec.path = abs.string();
+    rec.path = canonical_path(file);
     for (const PluginRecord& r : plugins_)
         if (r.path == rec.path) return r;  // already recorded by this registry
 
-    Loaded loaded;
-    {
-        std::lock_guard lock(g_mutex);
-        auto it = loaded_files().find(rec.path);
-        if (it == loaded_files().end()) it = loaded_files().emplace(rec.path, open_plugin(rec.path)).first;
-        loaded = it->second;
-    }
-    if (loaded.table) {
-        rec.abi = std::to_string(loaded.table->abi_major) + "." + std::to_string(loaded.table->abi_minor);
-        if (!loaded.abi_only) {
-            rec.name = loaded.table->name ? loaded.table->name : "";
-            rec.version = loaded.table->version ? loaded.table->version : "";
-        }
-    }
+    const Loaded loaded = open_cached(rec.path);
+    if (loaded.table) describe_table(rec, *loaded.table, loaded.abi_only);
     if (!loaded.backend) {
         rec.reason = loaded.error;
-    } else if (const PluginRecord* other = find(rec.name); other && other->loaded) {
-        rec.reason = "shadowed by " + other->path + " (same backend name '" + rec.name + "')";
+    } else if (std::string shadow = shadowed_by(*this, rec.name); !shadow.empty()) {
+        rec.reason = shadow;
     } else {
         rec.loaded = true;
         rec.backend = loaded.backend;
-        loaded.table->probe(&rec.probe);
-        rec.probe.reason[sizeof rec.probe.reason - 1] = '\0';
-        rec.probe.detail[sizeof rec.probe.detail - 1] = '\0';
-        if (rec.probe.device_count > XYLEM_MAX_PROBE_DEVICES) rec.probe.device_count = XYLEM_MAX_PROBE_DEVICES;
-        rec.available = rec.probe.available != 0;
-        if (!rec.available) rec.reason = rec.probe.reason[0] ? rec.probe.reason : "the plugin found no usable device";
+        xylem_probe_info info{};
+        loaded.table->probe(&info);
+        take_probe(rec, info);
     }
     plugins_.push_back(std::move(rec));
     return plugins_.back();
 }
 
-void Registry::scan(const std::vector<std::string>& dirs) {
+const PluginRecord& Registry::probe_file(const std::string& file) {
+    const std::string path = canonical_path(file);
+    for (const PluginRecord& r : plugins_)
+        if (r.path == path) return r;
+    if (loaded_here(path)) return load_file(path);  // in this process already: a child learns nothing new
+
+    PluginRecord rec;
+    rec.path = path;
+    // A file that fails the check is never mapped, not even in a child.
+    if (std::string why = detail::elf_problem(path); !why.empty()) {
+        rec.reason = why;
+        plugins_.push_back(std::move(rec));
+        return plugins_.back();
+    }
+    detail::Shared<ChildReport> shared;
+    const detail::ChildOutcome outcome = detail::run_in_child([&] { probe_in_child(path, *shared); }, probe_timeout_);
+    ChildReport report = *shared;  // the child is gone: nothing writes it any more
+    terminate(report.name);
+    terminate(report.version);
+    terminate(report.abi);
+    terminate(report.error);
+    rec.abi = report.abi;
+    rec.name = report.name;
+    rec.version = report.version;
+    if (outcome.kind != detail::ChildOutcome::finished) {
+        rec.reason = child_failure(outcome, report.stage, probe_timeout_);
+    } else if (!report.accepted) {
+        rec.reason = report.error;
+    } else if (std::string shadow = shadowed_by(*this, rec.name); !shadow.empty()) {
+        rec.reason = shadow;
+    } else {
+        rec.loaded = true;
+        take_probe(rec, report.probe);
+    }
+    plugins_.push_back(std::move(rec));
+    return plugins_.back();
+}
+
+void Registry::scan(const std::vector<std::string>& dirs, Isolation isolation) {
     for (const std::string& dir : dirs) {
         std::error_code ec;
         std::vector<fs::path> files;
@@ -169,7 +317,11 @@ void Registry::scan(const std::vector<std::string>& dirs) {
             std::string canon = fs::weakly_canonical(f, ec).string();
             bool seen = false;
             for (const PluginRecord& r : plugins_) seen |= r.path == canon;
-            if (!seen) load_file(f.string());
+            if (seen) continue;
+            if (isolation == Isolation::child)
+                probe_file(f.string());
+            else
+                load_file(f.string());
         }
     }
 }
@@ -188,12 +340,19 @@ std::shared_ptr<Backend> Registry::select(const std::string& name) const {
             if (p.loaded) known += (known.empty() ? "" : ", ") + p.name;
         // A file that failed to load might be the one the user meant: say why it failed.
         for (const PluginRecord& p : plugins_)
-            if (!p.loaded && fs::path(p.path).filename() == "libxylem_" + name + ".so")
+            if (!p.loaded && (p.name == name || fs::path(p.path).filename() == "libxylem_" + name + ".so"))
                 throw Error("backend '" + name + "' is unavailable: " + p.path + ": " + p.reason);
         throw Error("unknown backend '" + name + "' (loaded backends: " + (known.empty() ? "none" : known) + ")");
     }
     if (!r->available) throw Error("backend '" + name + "' is unavailable: " + r->reason);
-    return r->backend;
+    if (r->backend) return r->backend;
+    // Probed in a child: this is the one plugin that gets loaded into this process.
+    const Loaded loaded = open_cached(r->path);
+    if (!loaded.backend) throw Error("backend '" + name + "' is unavailable: " + r->path + ": " + loaded.error);
+    if (loaded.backend->name() != name)
+        throw Error("backend '" + name + "' is unavailable: " + r->path + " changed since it was probed (now '" +
+                    loaded.backend->name() + "')");
+    return loaded.backend;
 }
 
 std::shared_ptr<Backend> Registry::select_first(const std::vector<std::string>& preference) const {

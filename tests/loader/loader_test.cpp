@@ -92,9 +92,7 @@ protected:
 TEST_F(ScannedRegistry, RecordsWhyEachBadFileFailed) {
     const PluginRecord& garbage = record_of(registry_, "garbage");
     EXPECT_FALSE(garbage.loaded);
-    EXPECT_TRUE(garbage.reason.find("invalid ELF header") != std::string::npos ||
-                garbage.reason.find("file too short") != std::string::npos)
-        << garbage.reason;
+    EXPECT_EQ(garbage.reason, "not an ELF file (77 bytes, no ELF magic number at its start)");
 
     const PluginRecord& noentry = record_of(registry_, "noentry");
     EXPECT_FALSE(noentry.loaded);
@@ -205,8 +203,7 @@ TEST_F(ScannedRegistry, SelectExplainsEveryRefusal) {
 
     msg = error_of([&] { registry_.select("garbage"); });
     EXPECT_NE(msg.find("libxylem_garbage.so"), std::string::npos) << msg;
-    EXPECT_TRUE(msg.find("invalid ELF header") != std::string::npos || msg.find("file too short") != std::string::npos)
-        << msg;
+    EXPECT_NE(msg.find("not an ELF file"), std::string::npos) << msg;
 
     msg = error_of([&] { registry_.select("needs_dep"); });
     EXPECT_NE(msg.find("libxylem_fixture_dep.so"), std::string::npos) << msg;

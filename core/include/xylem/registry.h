@@ -1,7 +1,11 @@
 // The plugin registry: finds plugin files, loads each with Boost.DLL, records why a file did
-// not load or cannot run, and hands out backends. One bad file never stops the others.
+// not load or cannot run, and hands out backends. One bad file never stops the others: every
+// file is checked before it is mapped (a truncated ELF file would crash dlopen), and a scan
+// may load and probe each file in a child process, so that a plugin whose own initialisation
+// crashes or hangs is listed with the reason instead of ending this process.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,21 +22,39 @@ struct PluginRecord {
     bool available = false;         // loaded, and its probe found a usable device
     std::string reason;             // why not loaded / not available
     xylem_probe_info probe{};       // what the probe reported, when loaded
+    // The loaded plugin, when it was loaded into this process (Isolation::in_process). After a
+    // scan in child processes it stays empty: select() loads the one chosen file here.
     std::shared_ptr<Backend> backend;
+};
+
+// Where scan() loads and probes the plugin files.
+enum class Isolation {
+    in_process,  // dlopen here: for tests and tools that load plugins on purpose
+    child,       // a forked child per file loads and probes it and reports back; a crash, an
+                 // exit or a hang there is recorded as the file's reason. Only select() loads
+                 // a plugin into this process, and only the one it returns.
 };
 
 class Registry {
 public:
     // Loads every libxylem_*.so in each folder, folders in order; for two files with the
-    // same backend name the first wins and the second records that it was shadowed.
-    void scan(const std::vector<std::string>& dirs);
-    // Loads one file (absolute or relative path) and records the outcome.
+    // same backend name the first wins and the second records that it was shadowed. A file
+    // that failed to load, or whose probe crashed, shadows nothing.
+    void scan(const std::vector<std::string>& dirs, Isolation isolation = Isolation::in_process);
+    // Loads one file (absolute or relative path) into this process and records the outcome.
     const PluginRecord& load_file(const std::string& path);
+    // Loads and probes one file in a child process and records the outcome (no backend). A
+    // file this process has loaded already is recorded as load_file() would.
+    const PluginRecord& probe_file(const std::string& path);
+    // How long a child may take to load and probe one file before it is killed (default 30 s).
+    void set_probe_timeout(std::chrono::milliseconds timeout) { probe_timeout_ = timeout; }
 
     const std::vector<PluginRecord>& plugins() const { return plugins_; }
     const PluginRecord* find(const std::string& name) const;
 
-    // The backend called `name`; an unknown or unavailable one is an Error saying why.
+    // The backend called `name`; an unknown or unavailable one is an Error saying why. A
+    // plugin probed in a child is loaded into this process now (once per process; the record
+    // keeps no backend, a later select() gets the same one).
     std::shared_ptr<Backend> select(const std::string& name) const;
     // The first available backend of a preference list; Error listing every reason if none.
     std::shared_ptr<Backend> select_first(const std::vector<std::string>& preference) const;
@@ -48,6 +70,7 @@ public:
 
 private:
     std::vector<PluginRecord> plugins_;
+    std::chrono::milliseconds probe_timeout_{30000};
 };
 
 }  // namespace xylem

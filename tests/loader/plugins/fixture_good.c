@@ -29,6 +29,36 @@
 int xylem_fixture_dep_answer(void);
 #endif
 
+/* Plugins that fail in their own code, for the probe-in-a-child tests (never loaded in-process):
+ * FIXTURE_CRASH_IN_CONSTRUCTOR segfaults, FIXTURE_ABORT_IN_CONSTRUCTOR aborts,
+ * FIXTURE_EXIT_IN_CONSTRUCTOR calls exit(3), FIXTURE_HANG_IN_CONSTRUCTOR never returns (each
+ * says so on stderr first, as real code would), and FIXTURE_CRASH_IN_PROBE segfaults in probe. */
+#if defined(FIXTURE_CRASH_IN_CONSTRUCTOR) || defined(FIXTURE_CRASH_IN_PROBE)
+/* A store through a pointer the compiler cannot see is NULL: a real SIGSEGV, not a trap. */
+static void segfault(void) {
+    volatile int* volatile p = NULL;
+    *p = 1;
+}
+#endif
+#if defined(FIXTURE_CRASH_IN_CONSTRUCTOR) || defined(FIXTURE_ABORT_IN_CONSTRUCTOR) || \
+    defined(FIXTURE_EXIT_IN_CONSTRUCTOR) || defined(FIXTURE_HANG_IN_CONSTRUCTOR)
+#include <unistd.h>
+__attribute__((constructor)) static void fail_while_loading(void) {
+    printf(FIXTURE_NAME ": this line is on stdout and must not reach xylem's output\n");
+    fflush(stdout);
+    fprintf(stderr, FIXTURE_NAME ": failing in my constructor\n");
+#if defined(FIXTURE_CRASH_IN_CONSTRUCTOR)
+    segfault();
+#elif defined(FIXTURE_ABORT_IN_CONSTRUCTOR)
+    abort();
+#elif defined(FIXTURE_EXIT_IN_CONSTRUCTOR)
+    exit(3);
+#else
+    for (;;) pause();
+#endif
+}
+#endif
+
 #define FIXTURE_DEVICES 2u
 
 struct xylem_framework_s {
@@ -71,6 +101,9 @@ static void probe(xylem_probe_info* out) {
     if (!out) return;
     memset(out, 0, sizeof *out);
     counters(out->detail, sizeof out->detail);
+#ifdef FIXTURE_CRASH_IN_PROBE
+    segfault();
+#endif
 #ifdef FIXTURE_NEEDS_DEP
     if (xylem_fixture_dep_answer() != 42) return;
 #endif
