@@ -6,9 +6,11 @@
 #include <filesystem>
 #include <sstream>
 
+#include "app/checkpoint.h"
 #include "app/model_builder.h"
 #include "app/trainer.h"
 #include "support/backends.h"
+#include "xylem/op_calls.h"
 #include "xylem/error.h"
 
 using namespace xylem;
@@ -46,6 +48,39 @@ TEST(BuildSolver, MapsTheSolverSection) {
     EXPECT_EQ(sgd->kind(), "sgd");
     EXPECT_TRUE(sgd->no_decay_bias());
     EXPECT_FALSE(has(sgd->ops_needed(), XYLEM_OP_CLAMP));
+}
+
+// RMSprop's state (square_avg, momentum_buffer, grad_avg) and AdamW's survive a training
+// checkpoint under torch's names, so a resumed run continues from the same state.
+TEST(SolverCheckpoint, RmspropAndAdamwStateRoundTrips) {
+    Device& dev = *test::backend_named("native")->device(0);
+    const fs::path path = fs::temp_directory_path() / ("xylem_solver_ckpt_" + std::to_string(::getpid()) + ".safetensors");
+    for (const std::string& section : {std::string("type = \"rmsprop\"\nmomentum = 0.9\ncentered = true\n"),
+                                       std::string("type = \"adamw\"\n")}) {
+        SCOPED_TRACE(section);
+        RunConfig c = parse_config("[[model.layers]]\ntype = \"linear\"\nout = 3\n[solver]\n" + section, "s.toml");
+        auto model = app::build_model(c);
+        model->build(dev, {4}, c.seed);
+        auto solver = app::build_solver(c);
+        std::vector<Param*> params = model->params();
+        for (int t = 0; t < 3; ++t) {
+            for (Param* p : params) ops::fill(dev, p->grad, 0.1f * static_cast<float>(t + 1));
+            solver->step(dev, params);
+        }
+        app::save_training_checkpoint(path.string(), *model, *solver, dev, app::TrainingState{}, {});
+        auto model2 = app::build_model(c);
+        model2->build(dev, {4}, c.seed + 1);
+        auto solver2 = app::build_solver(c);
+        app::load_training_checkpoint(path.string(), *model2, *solver2, dev);
+        EXPECT_EQ(solver2->steps(), 3u);
+        auto a = solver->state_slots(dev, params), b = solver2->state_slots(dev, model2->params());
+        ASSERT_EQ(a.size(), b.size());
+        EXPECT_EQ(a.size(), section.find("rmsprop") != std::string::npos ? 3u : 2u);
+        for (size_t i = 0; i < a.size(); ++i)
+            for (size_t j = 0; j < params.size(); ++j)
+                EXPECT_EQ((*a[i].tensors)[j].to_vector(), (*b[i].tensors)[j].to_vector()) << a[i].name << " " << j;
+    }
+    fs::remove(path);
 }
 
 class SolverTraining : public ::testing::Test {
