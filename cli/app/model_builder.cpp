@@ -41,9 +41,16 @@ std::unique_ptr<Sequential> build_model(const RunConfig& c) {
 
 std::unique_ptr<Solver> build_solver(const RunConfig& c) {
     const SolverSpec& s = c.solver;
-    if (s.type == "sgd") return std::make_unique<Sgd>(SgdOptions{s.lr, s.momentum, s.dampening, s.weight_decay, s.nesterov});
-    if (s.type == "adam") return std::make_unique<Adam>(AdamOptions{s.lr, s.beta1, s.beta2, s.eps, s.weight_decay});
-    throw Error(c.source + ": unknown solver '" + s.type + "'");
+    std::unique_ptr<Solver> solver;
+    if (s.type == "sgd") solver = std::make_unique<Sgd>(SgdOptions{s.lr, s.momentum, s.dampening, s.weight_decay, s.nesterov});
+    else if (s.type == "adam") solver = std::make_unique<Adam>(AdamOptions{s.lr, s.beta1, s.beta2, s.eps, s.weight_decay});
+    else if (s.type == "adamw") solver = std::make_unique<AdamW>(AdamWOptions{s.lr, s.beta1, s.beta2, s.eps, s.weight_decay});
+    else if (s.type == "rmsprop")
+        solver = std::make_unique<Rmsprop>(RmspropOptions{s.lr, s.alpha, s.eps, s.weight_decay, s.momentum, s.centered});
+    else throw Error(c.source + ": unknown solver '" + s.type + "'");
+    solver->set_clipping(ClipOptions{s.clip_value, s.clip_norm});
+    solver->set_no_decay_bias(s.no_decay_bias);
+    return solver;
 }
 
 }  // namespace xylem::app

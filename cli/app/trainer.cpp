@@ -60,9 +60,7 @@ std::string capture_blocker(const RunConfig& c, Device& dev, const TrainOptions&
     if (c.solver.schedule.active())
         return key + " does not support solver.schedule: a captured step replays the learning rate it was recorded "
                      "with; set train.capture = false or remove the schedule";
-    if (c.solver.type == "adam")
-        return key + " does not support solver.type = \"adam\": its bias corrections change every step and a "
-                     "captured update would replay one step's";
+    if (std::string why = build_solver(c)->capture_blocker(); !why.empty()) return why;  // each solver knows its own
     for (size_t i = 0; i < c.layers.size(); ++i)
         if (c.layers[i].type == "dropout")
             return key + " does not support model.layers[" + std::to_string(i) +

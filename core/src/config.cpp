@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -311,10 +312,12 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
         loss.fail("type", "must be one of cross_entropy, nll, mse (got '" + c.loss + "')");
 
     Section solver = top.sub("solver");
-    solver.allow({"type", "lr", "momentum", "dampening", "weight_decay", "nesterov", "beta1", "beta2", "eps", "schedule"});
+    solver.allow({"type", "lr", "momentum", "dampening", "weight_decay", "nesterov", "beta1", "beta2", "eps", "alpha",
+                  "centered", "clip_value", "clip_norm", "no_decay_bias", "schedule"});
     SolverSpec& sv = c.solver;
     solver.get("type", sv.type);
-    if (sv.type == "adam") sv.lr = 0.001f;
+    if (sv.type == "adam" || sv.type == "adamw") sv.lr = 0.001f;
+    if (sv.type == "adamw") sv.weight_decay = 0.01f;  // torch.optim.AdamW's defaults
     solver.get("lr", sv.lr);
     solver.get("momentum", sv.momentum);
     solver.get("dampening", sv.dampening);
@@ -323,8 +326,32 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     solver.get("beta1", sv.beta1);
     solver.get("beta2", sv.beta2);
     solver.get("eps", sv.eps);
-    if (sv.type != "sgd" && sv.type != "adam") solver.fail("type", "must be sgd or adam (got '" + sv.type + "')");
+    solver.get("alpha", sv.alpha);
+    solver.get("centered", sv.centered);
+    solver.get("clip_value", sv.clip_value);
+    solver.get("clip_norm", sv.clip_norm);
+    solver.get("no_decay_bias", sv.no_decay_bias);
+    if (sv.type != "sgd" && sv.type != "adam" && sv.type != "adamw" && sv.type != "rmsprop")
+        solver.fail("type", "must be one of sgd, adam, adamw, rmsprop (got '" + sv.type + "')");
     if (!(sv.lr > 0)) solver.fail("lr", "must be positive");
+    // A key another solver type uses would be silently ignored by this one: name it instead.
+    const struct {
+        const char* key;
+        std::vector<std::string> types;
+    } only_for[] = {{"momentum", {"sgd", "rmsprop"}}, {"dampening", {"sgd"}},          {"nesterov", {"sgd"}},
+                    {"beta1", {"adam", "adamw"}},       {"beta2", {"adam", "adamw"}},   {"eps", {"adam", "adamw", "rmsprop"}},
+                    {"alpha", {"rmsprop"}},             {"centered", {"rmsprop"}}};
+    for (const auto& [key, types] : only_for) {
+        if (!solver.node(key) || std::find(types.begin(), types.end(), sv.type) != types.end()) continue;
+        std::string list;
+        for (const std::string& t : types) list += (list.empty() ? "" : ", ") + t;
+        solver.fail(key, "applies to solver type " + list + ", not " + sv.type);
+    }
+    if (sv.type == "rmsprop" && !(sv.alpha >= 0 && sv.alpha < 1)) solver.fail("alpha", "must be in [0, 1)");
+    if (solver.node("clip_value") && !(sv.clip_value > 0)) solver.fail("clip_value", "must be positive (> 0)");
+    if (solver.node("clip_norm") && !(sv.clip_norm > 0)) solver.fail("clip_norm", "must be positive (> 0)");
+    if (sv.clip_value > 0 && sv.clip_norm > 0)
+        solver.fail("clip_norm", "cannot be combined with solver.clip_value (choose one way to clip)");
     parse_schedule(solver.sub("schedule"), sv.schedule);
 
     Section train = top.sub("train");

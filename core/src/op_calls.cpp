@@ -221,6 +221,65 @@ void adam_update(Device& dev, Tensor& param, Tensor& m, Tensor& v, const Tensor&
               &attrs);
 }
 
+void rmsprop_update(Device& dev, Tensor& param, Tensor& square_avg, Tensor* momentum_buffer, Tensor* grad_avg,
+                    const Tensor& grad, const xylem_rmsprop_attrs& attrs) {
+    const uint32_t op = XYLEM_OP_RMSPROP_UPDATE;
+    expect_same(op, param, "parameter", grad, "gradient");
+    expect_same(op, param, "parameter", square_avg, "square_avg");
+    // The optional buffers follow square_avg in a fixed order, present exactly when the attrs use them.
+    std::array<Tensor*, 2> extra{};
+    uint32_t n_extra = 0;
+    if (attrs.momentum > 0.0f) {
+        if (!momentum_buffer) shape_error(op, "momentum " + std::to_string(attrs.momentum) + " needs momentum_buffer");
+        expect_same(op, param, "parameter", *momentum_buffer, "momentum_buffer");
+        extra[n_extra++] = momentum_buffer;
+    }
+    if (attrs.centered) {
+        if (!grad_avg) shape_error(op, "centered needs grad_avg");
+        expect_same(op, param, "parameter", *grad_avg, "grad_avg");
+        extra[n_extra++] = grad_avg;
+    }
+    const xylem_tensor_arg g = grad.read(dev);
+    std::array<xylem_tensor_arg, 4> out{param.read_write(dev), square_avg.read_write(dev)};
+    for (uint32_t i = 0; i < n_extra; ++i) out[2 + i] = extra[i]->read_write(dev);
+    const xylem_op_desc d{op, 1, 2 + n_extra, sizeof attrs, &g, out.data(), &attrs};
+    dev.run(d);
+}
+
+void adamw_update(Device& dev, Tensor& param, Tensor& m, Tensor& v, const Tensor& grad, const xylem_adamw_attrs& attrs) {
+    const uint32_t op = XYLEM_OP_ADAMW_UPDATE;
+    expect_same(op, param, "parameter", grad, "gradient");
+    expect_same(op, param, "parameter", m, "first moment");
+    expect_same(op, param, "parameter", v, "second moment");
+    auto g = grad.read(dev);
+    run<1, 3>(dev, op, {g}, {param.read_write(dev), m.read_write(dev), v.read_write(dev)}, &attrs);
+}
+
+void clamp(Device& dev, Tensor& x, float lo, float hi) {
+    if (!(lo <= hi))
+        shape_error(XYLEM_OP_CLAMP, "lower bound " + std::to_string(lo) + " exceeds upper bound " + std::to_string(hi));
+    expect_dtype(XYLEM_OP_CLAMP, x, "input", DType::F32);
+    xylem_clamp_attrs at{lo, hi};
+    run<0, 1>(dev, XYLEM_OP_CLAMP, {}, {x.read_write(dev)}, &at);
+}
+
+void sum_squares(Device& dev, const Tensor& x, Tensor& acc, float beta) {
+    expect_dtype(XYLEM_OP_SUM_SQUARES, x, "input", DType::F32);
+    expect_scalar(XYLEM_OP_SUM_SQUARES, acc, "sum");
+    xylem_sum_squares_attrs at{beta};
+    auto i = x.read(dev);
+    run<1, 1>(dev, XYLEM_OP_SUM_SQUARES, {i}, {beta == 0.0f ? acc.write(dev) : acc.read_write(dev)}, &at);
+}
+
+void clip_by_norm(Device& dev, const Tensor& sumsq, Tensor& x, float max_norm, float eps) {
+    expect_scalar(XYLEM_OP_CLIP_BY_NORM, sumsq, "sum of squares");
+    expect_dtype(XYLEM_OP_CLIP_BY_NORM, x, "input", DType::F32);
+    if (!(max_norm > 0.0f)) shape_error(XYLEM_OP_CLIP_BY_NORM, "max_norm must be positive");
+    xylem_clip_by_norm_attrs at{max_norm, eps};
+    auto s = sumsq.read(dev);
+    run<1, 1>(dev, XYLEM_OP_CLIP_BY_NORM, {s}, {x.read_write(dev)}, &at);
+}
+
 void accuracy(Device& dev, const Tensor& logits, const Tensor& labels, Tensor& correct) {
     expect_labels(XYLEM_OP_ACCURACY, logits, labels);
     expect_scalar(XYLEM_OP_ACCURACY, correct, "correct count");

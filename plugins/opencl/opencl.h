@@ -22,7 +22,7 @@ namespace xylem::opencl {
 
 // Kernel families: one OpenCL C file each (kernels/<family>.cl, embedded at build time), built
 // into one program per device the first time an op of that family runs, then cached.
-enum class Family { Elementwise, Reduce, Softmax, Loss, Optimizer, Conv, Pool, Norm, Gather, Count_ };
+enum class Family { Elementwise, Reduce, Softmax, Loss, Optimizer, Conv, Pool, Norm, Gather, Clip, Count_ };
 constexpr int kFamilies = static_cast<int>(Family::Count_);
 const char* family_name(Family f);
 const char* family_source(Family f);  // kernels_embedded.cpp, generated from kernels/*.cl

@@ -65,7 +65,7 @@ TEST(Config, BadValuesAreNamed) {
     EXPECT_NE(error_of("[[model.layers]]\ntype = \"conv9\"").find("unknown layer type 'conv9'"), std::string::npos);
     EXPECT_NE(error_of("[[model.layers]]\ntype = \"dropout\"\np = 1.5").find("model.layers[0].p"), std::string::npos);
     EXPECT_NE(error_of("[loss]\ntype = \"hinge\"").find("loss.type"), std::string::npos);
-    EXPECT_NE(error_of("[solver]\ntype = \"rmsprop\"").find("solver.type"), std::string::npos);
+    EXPECT_NE(error_of("[solver]\ntype = \"lbfgs\"").find("solver.type"), std::string::npos);
 }
 
 TEST(Config, SyntaxErrorsGiveFileLineAndColumn) {

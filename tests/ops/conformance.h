@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -27,7 +28,10 @@ namespace xylem::test::tol {
 //   xent/nll/mse backward      | 1e-6                       | elementwise from the row's softmax
 //   dropout_fwd                | mask decision exact; 1e-6  | the keep decision is integer hashing
 //   sgd_update                 | 1e-6                       | a few roundings per step
-//   adam_update                | 2e-6                       | sqrt and division per step
+//   adam_update, adamw_update  | 2e-6                       | sqrt and division per step
+//   rmsprop_update             | 2e-6                       | sqrt and division per step
+//   clamp, clip_by_norm        | 1e-6                       | a comparison, or one product
+//   sum_squares                | 1e-5 * max(1, sqrt(R/1024))| float accumulation over R positive squares
 //   accuracy                   | 1e-7                       | an integer count
 //   conv2d fwd/bwd_data/filter | 1e-5 * max(1, K/32)        | K = products summed per output
 //   pool2d fwd/bwd             | 1e-6                       | a max, or a sum of a few over a count
@@ -47,6 +51,11 @@ constexpr double kLossBackward = 1e-6;
 constexpr double kDropout = 1e-6;
 constexpr double kSgd = 1e-6;
 constexpr double kAdam = 2e-6;
+constexpr double kRmsprop = 2e-6;
+constexpr double kClip = 1e-6;
+inline double sum_squares(int64_t r) {
+    return 1e-5 * std::max(1.0, std::sqrt(static_cast<double>(r) / 1024.0));
+}
 constexpr double kCount = 1e-7;
 
 }  // namespace xylem::test::tol

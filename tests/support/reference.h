@@ -248,6 +248,65 @@ inline void adam_update(Vec& p, Vec& m, Vec& v, const Vec& grad, const xylem_ada
     }
 }
 
+// RMSPROP_UPDATE (torch.optim.RMSprop): g = grad + wd*p; sq = alpha*sq + (1-alpha)*g^2;
+// centered: ga = ga + (1-alpha)*(g - ga), avg = sqrt(sq - ga^2) + eps, else avg = sqrt(sq) + eps;
+// momentum > 0: buf = momentum*buf + g/avg, p -= lr*buf; else p -= lr*g/avg.
+// buf is used only when momentum > 0, ga only when centered.
+inline void rmsprop_update(Vec& p, Vec& sq, Vec& buf, Vec& ga, const Vec& grad, const xylem_rmsprop_attrs& a) {
+    const double lr = a.lr, alpha = a.alpha, eps = a.eps, wd = a.weight_decay, mom = a.momentum;
+    for (size_t i = 0; i < p.size(); ++i) {
+        const double g = grad[i] + wd * p[i];
+        sq[i] = alpha * sq[i] + (1.0 - alpha) * g * g;
+        double avg;
+        if (a.centered) {
+            ga[i] = ga[i] + (1.0 - alpha) * (g - ga[i]);
+            avg = std::sqrt(sq[i] - ga[i] * ga[i]) + eps;
+        } else {
+            avg = std::sqrt(sq[i]) + eps;
+        }
+        if (mom > 0.0) {
+            buf[i] = mom * buf[i] + g / avg;
+            p[i] -= lr * buf[i];
+        } else {
+            p[i] -= lr * g / avg;
+        }
+    }
+}
+
+// ADAMW_UPDATE (torch.optim.AdamW): p *= 1 - lr*wd; m = b1*m + (1-b1)*grad; v = b2*v + (1-b2)*grad^2;
+// p -= lr*(m/bc1)/(sqrt(v/bc2) + eps).
+inline void adamw_update(Vec& p, Vec& m, Vec& v, const Vec& grad, const xylem_adamw_attrs& a) {
+    const double lr = a.lr, b1 = a.beta1, b2 = a.beta2;
+    for (size_t i = 0; i < p.size(); ++i) {
+        p[i] *= 1.0 - lr * static_cast<double>(a.weight_decay);
+        m[i] = b1 * m[i] + (1.0 - b1) * grad[i];
+        v[i] = b2 * v[i] + (1.0 - b2) * grad[i] * grad[i];
+        p[i] -= lr * (m[i] / a.bias_correction1) / (std::sqrt(v[i] / a.bias_correction2) + static_cast<double>(a.eps));
+    }
+}
+
+// CLAMP: min(max(x, lo), hi).
+inline Vec clamp(const Vec& x, double lo, double hi) {
+    Vec y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+    return y;
+}
+
+// SUM_SQUARES: sum of x^2.
+inline double sum_squares(const Vec& x) {
+    double s = 0.0;
+    for (double v : x) s += v * v;
+    return s;
+}
+
+// CLIP_BY_NORM (torch.nn.utils.clip_grad_norm_): x * min(1, max_norm / (sqrt(sumsq) + eps)).
+inline Vec clip_by_norm(const Vec& x, double sumsq, double max_norm, double eps) {
+    const double coef = std::min(1.0, max_norm / (std::sqrt(sumsq) + eps));
+    Vec y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * coef;
+    return y;
+}
+
 // ACCURACY: old + number of rows whose argmax (the first maximal index, as numpy and
 // PyTorch break ties) equals the label.
 inline double accuracy(const Vec& logits, int64_t n, int64_t c, const std::vector<int32_t>& labels, double old) {

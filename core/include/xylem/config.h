@@ -69,10 +69,15 @@ struct ScheduleSpec {
 };
 
 struct SolverSpec {
-    std::string type = "sgd";  // sgd, adam
-    float lr = 0.01f, momentum = 0.0f, dampening = 0.0f, weight_decay = 0.0f;
+    std::string type = "sgd";  // sgd, adam, adamw, rmsprop
+    float lr = 0.01f, momentum = 0.0f, dampening = 0.0f, weight_decay = 0.0f;  // adamw: weight_decay 0.01
     bool nesterov = false;
     float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+    float alpha = 0.99f;        // rmsprop: smoothing constant of square_avg
+    bool centered = false;      // rmsprop: divide by the centred second moment
+    float clip_value = 0.0f;    // > 0: clamp every gradient element to [-clip_value, clip_value]
+    float clip_norm = 0.0f;     // > 0: scale all gradients so their global L2 norm is at most clip_norm
+    bool no_decay_bias = false; // no weight decay on parameters of rank <= 1 (biases, batch-norm weight/bias)
     ScheduleSpec schedule;
 };
 

@@ -36,6 +36,18 @@ void mse_bwd(Device& dev, const Tensor& pred, const Tensor& target, Tensor& dpre
 void dropout_fwd(Device& dev, const Tensor& x, Tensor& y, Tensor& mask, float p, uint64_t seed);
 void sgd_update(Device& dev, Tensor& param, Tensor& velocity, const Tensor& grad, const xylem_sgd_attrs& attrs);
 void adam_update(Device& dev, Tensor& param, Tensor& m, Tensor& v, const Tensor& grad, const xylem_adam_attrs& attrs);
+// RMSprop (torch.optim.RMSprop): momentum_buffer is used when attrs.momentum > 0 and grad_avg when
+// attrs.centered; either may be null otherwise.
+void rmsprop_update(Device& dev, Tensor& param, Tensor& square_avg, Tensor* momentum_buffer, Tensor* grad_avg,
+                    const Tensor& grad, const xylem_rmsprop_attrs& attrs);
+// AdamW (torch.optim.AdamW): decoupled weight decay.
+void adamw_update(Device& dev, Tensor& param, Tensor& m, Tensor& v, const Tensor& grad, const xylem_adamw_attrs& attrs);
+// x = min(max(x, lo), hi) in place (gradient clipping by value)
+void clamp(Device& dev, Tensor& x, float lo, float hi);
+// acc[0] = beta*acc[0] + sum of x^2; acc stays on the device (the global gradient norm, squared)
+void sum_squares(Device& dev, const Tensor& x, Tensor& acc, float beta);
+// x *= min(1, max_norm / (sqrt(sumsq[0]) + eps)), the factor computed on the device (clip_grad_norm_)
+void clip_by_norm(Device& dev, const Tensor& sumsq, Tensor& x, float max_norm, float eps = 1e-6f);
 // correct[0] += number of rows whose argmax equals the label
 void accuracy(Device& dev, const Tensor& logits, const Tensor& labels, Tensor& correct);
 // out[i] = src[idx[i]] along axis 0 (rows of a device-resident dataset; f32 or i32)

@@ -55,7 +55,25 @@ typedef enum xylem_op {
     XYLEM_OP_GATHER_ROWS = 28,   /* out[i, ...] = src[idx[i], ...]: picks rows of a device-resident dataset.
                                     inputs (src [R, ...] f32 or i32, idx [N] i32 with 0 <= idx < R); out [N, ...] with
                                     src's dtype and trailing dims                          attrs: none */
-    XYLEM_OP_COUNT_ = 29      /* number of ops in this version of the header */
+    /* ABI 1.3: more optimisers and gradient clipping (PyTorch's definitions). Hyper-parameters by value. */
+    XYLEM_OP_RMSPROP_UPDATE = 29,/* outputs (param(rw), square_avg(rw), momentum_buffer(rw) only when momentum > 0,
+                                    grad_avg(rw) only when centered), inputs (grad); in that order, 2 to 4 outputs.
+                                    g = grad + wd*p; sq = alpha*sq + (1-alpha)*g^2;
+                                    centered: ga = ga + (1-alpha)*(g - ga), avg = sqrt(sq - ga^2) + eps;
+                                    else avg = sqrt(sq) + eps;
+                                    momentum > 0: buf = momentum*buf + g/avg, p -= lr*buf;  else p -= lr*g/avg
+                                    attrs: xylem_rmsprop_attrs */
+    XYLEM_OP_ADAMW_UPDATE = 30,  /* outputs (param(rw), m(rw), v(rw)), inputs (grad). Decoupled weight decay
+                                    (torch.optim.AdamW): p *= 1 - lr*wd; m = b1*m + (1-b1)*grad;
+                                    v = b2*v + (1-b2)*grad^2; p -= (lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps)
+                                    attrs: xylem_adamw_attrs */
+    XYLEM_OP_CLAMP = 31,         /* x(rw) = min(max(x, lo), hi), NaN stays NaN (clipping by value)  attrs: xylem_clamp_attrs */
+    XYLEM_OP_SUM_SQUARES = 32,   /* acc(rw)[1] = beta*acc + sum of x^2 (acc not read when beta == 0); inputs (x).
+                                    A deterministic reduction: the same inputs give the same bits on a device.
+                                    attrs: xylem_sum_squares_attrs */
+    XYLEM_OP_CLIP_BY_NORM = 33,  /* x(rw) *= min(1, max_norm / (sqrt(sumsq[0]) + eps)), read on the device; inputs
+                                    (sumsq[1]); a NaN norm gives NaN (torch's clip_grad_norm_)  attrs: xylem_clip_by_norm_attrs */
+    XYLEM_OP_COUNT_ = 34      /* number of ops in this version of the header */
 } xylem_op;
 
 typedef enum xylem_activation {
@@ -85,6 +103,22 @@ typedef struct xylem_adam_attrs {
     float bias_correction1, bias_correction2;
 } xylem_adam_attrs;
 
+/* ABI 1.3. RMSprop as torch.optim.RMSprop: no state beyond the buffers (no bias correction). */
+typedef struct xylem_rmsprop_attrs {
+    float lr, alpha, eps, weight_decay, momentum;
+    int32_t centered;
+} xylem_rmsprop_attrs;
+/* AdamW has its own op and struct rather than a flag in xylem_adam_attrs: a plugin built against an
+ * older header would read the old struct, ignore the flag and silently apply Adam's L2 decay; a new
+ * op is simply unsupported there. Same fields as Adam; weight_decay is decoupled. */
+typedef struct xylem_adamw_attrs {
+    float lr, beta1, beta2, eps, weight_decay;
+    float bias_correction1, bias_correction2;
+} xylem_adamw_attrs;
+typedef struct xylem_clamp_attrs { float lo, hi; } xylem_clamp_attrs;
+typedef struct xylem_sum_squares_attrs { float beta; } xylem_sum_squares_attrs;
+typedef struct xylem_clip_by_norm_attrs { float max_norm, eps; } xylem_clip_by_norm_attrs;
+
 /* Output size per axis: (in + 2*pad - dilation*(kernel-1) - 1) / stride + 1 (floor).
  * beta is used by CONV2D_BWD_FILTER only; activation by CONV2D_FWD only. */
 typedef struct xylem_conv2d_attrs {
@@ -111,7 +145,8 @@ static inline const char* xylem_op_name(uint32_t op) {
         "fill", "copy", "axpby", "mul", "gemm", "linear_fwd", "bias_grad", "act_fwd", "act_bwd",
         "softmax_fwd", "softmax_bwd", "xent_fwd", "xent_bwd", "nll_fwd", "nll_bwd", "mse_fwd", "mse_bwd",
         "dropout_fwd", "sgd_update", "adam_update", "accuracy", "conv2d_fwd", "conv2d_bwd_data",
-        "conv2d_bwd_filter", "pool2d_fwd", "pool2d_bwd", "batchnorm_fwd", "batchnorm_bwd", "gather_rows"};
+        "conv2d_bwd_filter", "pool2d_fwd", "pool2d_bwd", "batchnorm_fwd", "batchnorm_bwd", "gather_rows",
+        "rmsprop_update", "adamw_update", "clamp", "sum_squares", "clip_by_norm"};
     typedef char one_name_per_op[sizeof names / sizeof names[0] == XYLEM_OP_COUNT_ ? 1 : -1];
     (void)sizeof(one_name_per_op);
     return op < XYLEM_OP_COUNT_ ? names[op] : "unknown_op";

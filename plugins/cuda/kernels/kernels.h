@@ -58,6 +58,20 @@ struct AdamParams {
     float b1, b2, wd, eps, step, inv_sqrt_bc2;
 };
 void adam(float* p, float* m, float* v, const float* g, int64_t n, AdamParams c, cudaStream_t s);
+// AdamW: p = p*decay - step*m/(sqrt(v)*inv_sqrt_bc2 + eps), decay = 1 - lr*wd (c.wd unused).
+void adamw(float* p, float* m, float* v, const float* g, int64_t n, AdamParams c, float decay, cudaStream_t s);
+struct RmspropParams {
+    float lr, alpha, eps, wd, mom;
+};
+// buf null when momentum == 0, ga null unless centered.
+void rmsprop(float* p, float* sq, float* buf, float* ga, const float* g, int64_t n, RmspropParams c, cudaStream_t s);
+
+// ---- clip.cu ---- (gradient clipping; no float atomics, a fixed summation order)
+void clamp(float* x, int64_t n, float lo, float hi, cudaStream_t s);
+// partials: scratch for sum_squares_blocks(n) doubles.
+int64_t sum_squares_blocks(int64_t n);
+void sum_squares(const float* x, int64_t n, float* acc, float beta, double* partials, cudaStream_t s);
+void clip_by_norm(const float* sumsq, float* x, int64_t n, float max_norm, float eps, cudaStream_t s);
 
 // ---- pool.cu ----
 struct PoolGeom {

@@ -1,5 +1,5 @@
-// Fused optimizer updates: SGD (momentum, dampening, Nesterov, weight decay) and Adam, PyTorch
-// semantics, the same per-element formulas as the native plugin.
+// Fused optimizer updates: SGD (momentum, dampening, Nesterov, weight decay), Adam, AdamW and
+// RMSprop, PyTorch semantics, the same per-element formulas as the native plugin.
 #include "common.cuh"
 
 namespace xylem::cuda::kernels {
@@ -30,6 +30,41 @@ __global__ void adam_k(float* p, float* m, float* v, const float* g, int64_t n, 
     }
 }
 
+__global__ void adamw_k(float* p, float* m, float* v, const float* g, int64_t n, AdamParams c, float decay) {
+    XYLEM_GRID_STRIDE(i, n) {
+        const float gi = g[i];
+        const float mi = c.b1 * m[i] + (1.0f - c.b1) * gi;
+        const float vi = c.b2 * v[i] + (1.0f - c.b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] * decay - c.step * mi / (sqrtf(vi) * c.inv_sqrt_bc2 + c.eps);
+    }
+}
+
+__global__ void rmsprop_k(float* p, float* sq, float* buf, float* ga, const float* g, int64_t n, RmspropParams c) {
+    const float keep = 1.0f - c.alpha;
+    XYLEM_GRID_STRIDE(i, n) {
+        const float gi = g[i] + c.wd * p[i];
+        const float si = c.alpha * sq[i] + keep * (gi * gi);
+        sq[i] = si;
+        float avg;
+        if (ga) {
+            const float ai = ga[i] + keep * (gi - ga[i]);
+            ga[i] = ai;
+            avg = sqrtf(si - ai * ai) + c.eps;
+        } else {
+            avg = sqrtf(si) + c.eps;
+        }
+        if (buf) {
+            const float bi = c.mom * buf[i] + gi / avg;
+            buf[i] = bi;
+            p[i] -= c.lr * bi;
+        } else {
+            p[i] -= c.lr * (gi / avg);
+        }
+    }
+}
+
 }  // namespace
 
 void sgd(float* p, float* v, const float* g, int64_t n, SgdParams c, cudaStream_t s) {
@@ -38,6 +73,14 @@ void sgd(float* p, float* v, const float* g, int64_t n, SgdParams c, cudaStream_
 
 void adam(float* p, float* m, float* v, const float* g, int64_t n, AdamParams c, cudaStream_t s) {
     if (n) adam_k<<<grid_for(n), kThreads, 0, s>>>(p, m, v, g, n, c);
+}
+
+void adamw(float* p, float* m, float* v, const float* g, int64_t n, AdamParams c, float decay, cudaStream_t s) {
+    if (n) adamw_k<<<grid_for(n), kThreads, 0, s>>>(p, m, v, g, n, c, decay);
+}
+
+void rmsprop(float* p, float* sq, float* buf, float* ga, const float* g, int64_t n, RmspropParams c, cudaStream_t s) {
+    if (n) rmsprop_k<<<grid_for(n), kThreads, 0, s>>>(p, sq, buf, ga, g, n, c);
 }
 
 }  // namespace xylem::cuda::kernels

@@ -1,4 +1,5 @@
-// Fused optimizer updates on the device; hyper-parameters pass by value (no per-step allocation).
+// Fused optimizer updates on the device (SGD, Adam, AdamW, RMSprop); hyper-parameters pass by
+// value (no per-step allocation).
 #include <cmath>
 
 #include "cuda_plugin.h"
@@ -38,6 +39,50 @@ void op_adam_update(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framewor
     const kernels::AdamParams c{attrs.beta1, attrs.beta2, attrs.weight_decay, attrs.eps,
                                 attrs.lr / attrs.bias_correction1, 1.0f / std::sqrt(attrs.bias_correction2)};
     kernels::adam(tp.f32(), tm.f32(), tv.f32(), tg.f32(), tp.numel, c, s.stream_);
+    a.check_launch();
+}
+
+// torch.optim.AdamW: p *= 1 - lr*wd, then Adam's step on the raw gradient.
+void op_adamw_update(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
+    OpArgs a(desc, 1, 1, 3);
+    const auto attrs = a.attrs<xylem_adamw_attrs>();
+    const Tensor tp = a.out(0, "param"), tm = a.out(1, "m"), tv = a.out(2, "v"), tg = a.in(0, "grad");
+    a.same_numel(tp, "param", tg, "grad");
+    a.same_numel(tp, "param", tm, "m");
+    a.same_numel(tp, "param", tv, "v");
+    if (!(attrs.bias_correction1 > 0.0f && attrs.bias_correction2 > 0.0f))
+        a.fail("bias corrections must be > 0, got %g and %g", attrs.bias_correction1, attrs.bias_correction2);
+    const kernels::AdamParams c{attrs.beta1, attrs.beta2, 0.0f, attrs.eps, attrs.lr / attrs.bias_correction1,
+                                1.0f / std::sqrt(attrs.bias_correction2)};
+    kernels::adamw(tp.f32(), tm.f32(), tv.f32(), tg.f32(), tp.numel, c, 1.0f - attrs.lr * attrs.weight_decay,
+                   s.stream_);
+    a.check_launch();
+}
+
+// torch.optim.RMSprop: outputs (param, square_avg[, momentum_buffer if momentum > 0][, grad_avg if centered]).
+void op_rmsprop_update(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
+    OpArgs a(desc, 1, 1, desc.n_outputs);  // 2 to 4 outputs, as the attrs say (checked next)
+    const auto attrs = a.attrs<xylem_rmsprop_attrs>();
+    const bool has_buf = attrs.momentum > 0.0f, centered = attrs.centered != 0;
+    if (desc.n_outputs != 2u + has_buf + centered)
+        a.fail("momentum %g and centered %d need %u outputs, got %u", attrs.momentum, attrs.centered,
+               2u + has_buf + centered, desc.n_outputs);
+    const Tensor tp = a.out(0, "param"), ts = a.out(1, "square_avg"), tg = a.in(0, "grad");
+    a.same_numel(tp, "param", tg, "grad");
+    a.same_numel(tp, "param", ts, "square_avg");
+    float *buf = nullptr, *ga = nullptr;
+    if (has_buf) {
+        const Tensor tb = a.out(2, "momentum_buffer");
+        a.same_numel(tp, "param", tb, "momentum_buffer");
+        buf = tb.f32();
+    }
+    if (centered) {
+        const Tensor ta = a.out(2 + has_buf, "grad_avg");
+        a.same_numel(tp, "param", ta, "grad_avg");
+        ga = ta.f32();
+    }
+    const kernels::RmspropParams c{attrs.lr, attrs.alpha, attrs.eps, attrs.weight_decay, attrs.momentum};
+    kernels::rmsprop(tp.f32(), ts.f32(), buf, ga, tg.f32(), tp.numel, c, s.stream_);
     a.check_launch();
 }
 

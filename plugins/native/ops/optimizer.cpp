@@ -1,4 +1,5 @@
-// Fused optimizer updates on the device: SGD (momentum, dampening, Nesterov, weight decay) and Adam.
+// Fused optimizer updates on the device: SGD (momentum, dampening, Nesterov, weight decay), Adam,
+// AdamW and RMSprop (plain, momentum, centered), each PyTorch's per-element formula.
 #include <cmath>
 
 #include "native.h"
@@ -50,6 +51,49 @@ XYLEM_CLONES void adam(float* __restrict p, float* __restrict m, float* __restri
     }
 }
 
+// AdamW: the decay multiplies the parameter before the Adam step (decay = 1 - lr*wd).
+XYLEM_CLONES void adamw(float* __restrict p, float* __restrict m, float* __restrict v, const float* __restrict g,
+                        int64_t n, AdamConsts c, float decay) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i];
+        const float mi = c.b1 * m[i] + (1.0f - c.b1) * gi;
+        const float vi = c.b2 * v[i] + (1.0f - c.b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] * decay - c.step * mi / (std::sqrt(vi) * c.inv_sqrt_bc2 + c.eps);
+    }
+}
+
+struct RmspropConsts {
+    float lr, alpha, eps, wd, mom;
+};
+
+// One loop for the four variants: buf and ga are null when unused (the branches are loop-invariant).
+XYLEM_CLONES void rmsprop(float* __restrict p, float* __restrict sq, float* __restrict buf, float* __restrict ga,
+                          const float* __restrict g, int64_t n, RmspropConsts c) {
+    const float keep = 1.0f - c.alpha;
+    for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i] + c.wd * p[i];
+        const float si = c.alpha * sq[i] + keep * (gi * gi);
+        sq[i] = si;
+        float avg;
+        if (ga) {
+            const float ai = ga[i] + keep * (gi - ga[i]);
+            ga[i] = ai;
+            avg = std::sqrt(si - ai * ai) + c.eps;
+        } else {
+            avg = std::sqrt(si) + c.eps;
+        }
+        if (buf) {
+            const float bi = c.mom * buf[i] + gi / avg;
+            buf[i] = bi;
+            p[i] -= c.lr * bi;
+        } else {
+            p[i] -= c.lr * (gi / avg);
+        }
+    }
+}
+
 }  // namespace
 
 // PyTorch semantics with the velocity starting at zero (so no first-step special case):
@@ -83,6 +127,47 @@ void op_adam_update(const xylem_op_desc& desc, xylem_stream_s&) {
     const AdamConsts c{attrs.beta1, attrs.beta2, attrs.weight_decay, attrs.eps,
                        attrs.lr / attrs.bias_correction1, 1.0f / std::sqrt(attrs.bias_correction2)};
     adam(tp.f32(), tm.f32(), tv.f32(), tg.f32(), tp.numel, c);
+}
+
+// torch.optim.AdamW: p *= 1 - lr*wd, then Adam's step on the raw gradient.
+void op_adamw_update(const xylem_op_desc& desc, xylem_stream_s&) {
+    OpArgs a(desc, 1, 1, 3);
+    const auto attrs = a.attrs<xylem_adamw_attrs>();
+    const Tensor tp = a.out(0, "param"), tm = a.out(1, "m"), tv = a.out(2, "v"), tg = a.in(0, "grad");
+    a.same_numel(tp, "param", tg, "grad");
+    a.same_numel(tp, "param", tm, "m");
+    a.same_numel(tp, "param", tv, "v");
+    if (!(attrs.bias_correction1 > 0.0f && attrs.bias_correction2 > 0.0f))
+        a.fail("bias corrections must be > 0, got %g and %g", attrs.bias_correction1, attrs.bias_correction2);
+    const AdamConsts c{attrs.beta1, attrs.beta2, 0.0f, attrs.eps, attrs.lr / attrs.bias_correction1,
+                       1.0f / std::sqrt(attrs.bias_correction2)};
+    adamw(tp.f32(), tm.f32(), tv.f32(), tg.f32(), tp.numel, c, 1.0f - attrs.lr * attrs.weight_decay);
+}
+
+// torch.optim.RMSprop: outputs (param, square_avg[, momentum_buffer if momentum > 0][, grad_avg if centered]).
+void op_rmsprop_update(const xylem_op_desc& desc, xylem_stream_s&) {
+    OpArgs a(desc, 1, 1, desc.n_outputs);  // 2 to 4 outputs, as the attrs say (checked next)
+    const auto attrs = a.attrs<xylem_rmsprop_attrs>();
+    const bool has_buf = attrs.momentum > 0.0f, centered = attrs.centered != 0;
+    if (desc.n_outputs != 2u + has_buf + centered)
+        a.fail("momentum %g and centered %d need %u outputs, got %u", attrs.momentum, attrs.centered,
+               2u + has_buf + centered, desc.n_outputs);
+    const Tensor tp = a.out(0, "param"), ts = a.out(1, "square_avg"), tg = a.in(0, "grad");
+    a.same_numel(tp, "param", tg, "grad");
+    a.same_numel(tp, "param", ts, "square_avg");
+    float *buf = nullptr, *ga = nullptr;
+    if (has_buf) {
+        const Tensor tb = a.out(2, "momentum_buffer");
+        a.same_numel(tp, "param", tb, "momentum_buffer");
+        buf = tb.f32();
+    }
+    if (centered) {
+        const Tensor ta = a.out(2 + has_buf, "grad_avg");
+        a.same_numel(tp, "param", ta, "grad_avg");
+        ga = ta.f32();
+    }
+    const RmspropConsts c{attrs.lr, attrs.alpha, attrs.eps, attrs.weight_decay, attrs.momentum};
+    rmsprop(tp.f32(), ts.f32(), buf, ga, tg.f32(), tp.numel, c);
 }
 
 }  // namespace xylem::native

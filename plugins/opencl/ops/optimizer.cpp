@@ -1,5 +1,5 @@
 // Fused optimizer updates (kernels/optimizer.cl): SGD (momentum, dampening, Nesterov, weight
-// decay) and Adam, one kernel per parameter tensor with the hyper-parameters by value.
+// decay), Adam, AdamW and RMSprop, one kernel per parameter tensor with the hyper-parameters by value.
 #include <cmath>
 
 #include "opencl.h"
@@ -38,6 +38,47 @@ void op_adam_update(const xylem_op_desc& desc, xylem_stream_s& s) {
     Kernel(s, Family::Optimizer, "adam").arg(p.mem).arg(p.off).arg(m.mem).arg(m.off).arg(v.mem).arg(v.off).arg(g.mem)
         .arg(g.off).arg(at.beta1).arg(at.beta2).arg(at.weight_decay).arg(at.eps).arg(step).arg(inv_sqrt_bc2)
         .arg(p.numel).run(p.numel);
+}
+
+void op_adamw_update(const xylem_op_desc& desc, xylem_stream_s& s) {
+    OpArgs a(desc, 1, 1, 3);
+    const auto at = a.attrs<xylem_adamw_attrs>();
+    const Tensor p = a.out(0, "param"), m = a.out(1, "m"), v = a.out(2, "v"), g = a.in(0, "grad");
+    a.same_numel(p, "param", g, "grad");
+    a.same_numel(p, "param", m, "m");
+    a.same_numel(p, "param", v, "v");
+    if (!(at.bias_correction1 > 0.0f && at.bias_correction2 > 0.0f))
+        a.fail("bias corrections must be > 0, got %g and %g", at.bias_correction1, at.bias_correction2);
+    const float step = at.lr / at.bias_correction1, inv_sqrt_bc2 = 1.0f / std::sqrt(at.bias_correction2);
+    const float decay = 1.0f - at.lr * at.weight_decay;
+    Kernel(s, Family::Optimizer, "adamw").arg(p.mem).arg(p.off).arg(m.mem).arg(m.off).arg(v.mem).arg(v.off)
+        .arg(g.mem).arg(g.off).arg(at.beta1).arg(at.beta2).arg(at.eps).arg(step).arg(inv_sqrt_bc2).arg(decay)
+        .arg(p.numel).run(p.numel);
+}
+
+// Outputs (param, square_avg[, momentum_buffer if momentum > 0][, grad_avg if centered]).
+void op_rmsprop_update(const xylem_op_desc& desc, xylem_stream_s& s) {
+    OpArgs a(desc, 1, 1, desc.n_outputs);  // 2 to 4 outputs, as the attrs say (checked next)
+    const auto at = a.attrs<xylem_rmsprop_attrs>();
+    const cl_int has_buf = at.momentum > 0.0f ? 1 : 0, centered = at.centered ? 1 : 0;
+    if (desc.n_outputs != static_cast<uint32_t>(2 + has_buf + centered))
+        a.fail("momentum %g and centered %d need %d outputs, got %u", at.momentum, at.centered, 2 + has_buf + centered,
+               desc.n_outputs);
+    const Tensor p = a.out(0, "param"), sq = a.out(1, "square_avg"), g = a.in(0, "grad");
+    a.same_numel(p, "param", g, "grad");
+    a.same_numel(p, "param", sq, "square_avg");
+    Tensor buf = sq, ga = sq;  // unused buffers are bound to square_avg and never touched
+    if (has_buf) {
+        buf = a.out(2, "momentum_buffer");
+        a.same_numel(p, "param", buf, "momentum_buffer");
+    }
+    if (centered) {
+        ga = a.out(2 + has_buf, "grad_avg");
+        a.same_numel(p, "param", ga, "grad_avg");
+    }
+    Kernel(s, Family::Optimizer, "rmsprop").arg(p.mem).arg(p.off).arg(sq.mem).arg(sq.off).arg(buf.mem).arg(buf.off)
+        .arg(ga.mem).arg(ga.off).arg(g.mem).arg(g.off).arg(at.lr).arg(at.alpha).arg(at.eps).arg(at.weight_decay)
+        .arg(at.momentum).arg(has_buf).arg(centered).arg(p.numel).run(p.numel);
 }
 
 }  // namespace xylem::opencl

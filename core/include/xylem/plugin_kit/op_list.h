@@ -15,4 +15,5 @@
     X(fill) X(copy) X(axpby) X(mul) X(gemm) X(linear_fwd) X(bias_grad) X(act_fwd) X(act_bwd)              \
     X(softmax_fwd) X(softmax_bwd) X(xent_fwd) X(xent_bwd) X(nll_fwd) X(nll_bwd) X(mse_fwd) X(mse_bwd)     \
     X(dropout_fwd) X(sgd_update) X(adam_update) X(accuracy) X(conv2d_fwd) X(conv2d_bwd_data)             \
-    X(conv2d_bwd_filter) X(pool2d_fwd) X(pool2d_bwd) X(batchnorm_fwd) X(batchnorm_bwd) X(gather_rows)
+    X(conv2d_bwd_filter) X(pool2d_fwd) X(pool2d_bwd) X(batchnorm_fwd) X(batchnorm_bwd) X(gather_rows)        \
+    X(rmsprop_update) X(adamw_update) X(clamp) X(sum_squares) X(clip_by_norm)
