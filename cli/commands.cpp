@@ -250,8 +250,7 @@ int run_train(const Args& a) {
         r = app::train(c, *dev, std::cout, options);
     }
     if (r.already_complete) {
-        std::printf("%s: nothing to train: the run has finished %d of %d epoch(s); pass --epochs N to train further\n",
-                    c.out_dir.c_str(), r.next_epoch - 1, c.epochs);
+        std::printf("%s: nothing to train: %s\n", c.out_dir.c_str(), r.finish_reason.c_str());
         return 0;
     }
     if (r.stopped_by_signal) {
@@ -264,9 +263,10 @@ int run_train(const Args& a) {
         std::fflush(stdout);
         return 128 + r.stopped_by_signal;
     }
-    const app::EpochMetrics& last = r.epochs.back();
-    std::printf("test accuracy %.2f%% after %d epoch(s)\ncheckpoint: %s\nlast (resumable): %s\n", 100 * last.test_accuracy,
-                last.epoch, r.checkpoint_path.c_str(), r.last_checkpoint.c_str());
+    const app::EpochMetrics& last = r.epochs.back();  // the run's last epoch always scores the test set
+    std::printf("test accuracy %.2f%% after %d epoch(s)%s\ncheckpoint: %s\nlast (resumable): %s\n",
+                100 * last.test_accuracy, last.epoch, r.finish_reason.empty() ? "" : (" (" + r.finish_reason + ")").c_str(),
+                r.checkpoint_path.c_str(), r.last_checkpoint.c_str());
     if (const fs::path best = fs::path(c.out_dir) / "best.safetensors"; fs::exists(best))
         std::printf("best (by %s): %s\n", c.best_metric.c_str(), best.string().c_str());
     std::printf("metrics: %s\nlog: %s\n", r.metrics_path.c_str(), r.log_path.c_str());

@@ -179,3 +179,66 @@ TEST(Config, FloatKeysMustBeFinite) {
               "test.toml: key 'model.layers[0].p' must be a finite number, got nan");
     EXPECT_FLOAT_EQ(parse_config("[solver]\nlr = 1e-30\n", "t.toml").solver.lr, 1e-30f);
 }
+
+// Every section refuses a key it does not know, naming it with its full dotted path: a misspelt
+// key never silently keeps its default.
+TEST(Config, UnknownKeyInEverySectionIsNamed) {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"bogus = 1", "'bogus'"},
+        {"[data]\nbogus = 1", "'data.bogus'"},
+        {"[model]\nbogus = 1", "'model.bogus'"},
+        {"[[model.layers]]\ntype = \"relu\"\nbogus = 1", "'model.layers[0].bogus'"},
+        {"[[model.layers]]\ntype = \"linear\"\nout = 3\nbogus = 1", "'model.layers[0].bogus'"},
+        {"[[model.layers]]\ntype = \"conv2d\"\nout = 3\nkernel = 3\nbogus = 1", "'model.layers[0].bogus'"},
+        {"[[model.layers]]\ntype = \"maxpool2d\"\nkernel = 2\nbogus = 1", "'model.layers[0].bogus'"},
+        {"[[model.layers]]\ntype = \"avgpool2d\"\nkernel = 2\nbogus = 1", "'model.layers[0].bogus'"},
+        {"[[model.layers]]\ntype = \"batchnorm\"\nbogus = 1", "'model.layers[0].bogus'"},
+        {"[[model.layers]]\ntype = \"dropout\"\nbogus = 1", "'model.layers[0].bogus'"},
+        {"[[model.layers]]\ntype = \"reshape\"\nshape = [-1]\nbogus = 1", "'model.layers[0].bogus'"},
+        {"[loss]\nbogus = 1", "'loss.bogus'"},
+        {"[solver]\nbogus = 1", "'solver.bogus'"},
+        {"[solver.schedule]\nbogus = 1", "'solver.schedule.bogus'"},
+        {"[train]\nbogus = 1", "'train.bogus'"},
+        {"[train]\nearly_stopping = { patience = 2, bogus = 1 }", "'train.early_stopping.bogus'"},
+    };
+    for (const auto& [text, key] : cases) {
+        const std::string e = error_of(text);
+        EXPECT_NE(e.find("unknown key " + key), std::string::npos) << text << "\n -> " << e;
+    }
+}
+
+TEST(Config, ScheduleKeysAreCheckedNamingTheKey) {
+    auto e = [](const std::string& body) { return error_of("[solver.schedule]\n" + body); };
+    EXPECT_NE(e("type = \"linear\"").find("solver.schedule.type"), std::string::npos);
+    EXPECT_NE(e("type = \"step\"").find("solver.schedule.step_size' is required"), std::string::npos);
+    EXPECT_NE(e("type = \"step\"\nstep_size = 0").find("solver.schedule.step_size' must be in [1,"), std::string::npos);
+    EXPECT_NE(e("type = \"cosine\"").find("solver.schedule.t_max' is required"), std::string::npos);
+    EXPECT_NE(e("type = \"cosine\"\nt_max = 5\ngamma = 0.5").find("'solver.schedule.gamma' is not used by a 'cosine'"),
+              std::string::npos);
+    EXPECT_NE(e("type = \"multistep\"\nmilestones = [5, 3]").find("solver.schedule.milestones' must be increasing"),
+              std::string::npos);
+    EXPECT_NE(e("type = \"exponential\"\ngamma = 1.5").find("solver.schedule.gamma' must be in (0, 1]"), std::string::npos);
+    EXPECT_NE(e("unit = \"batch\"").find("solver.schedule.unit"), std::string::npos);
+    EXPECT_NE(e("warmup_steps = -3").find("solver.schedule.warmup_steps"), std::string::npos);
+    EXPECT_NE(e("warmup_start = 2").find("solver.schedule.warmup_start"), std::string::npos);
+    const RunConfig c = parse_config("[solver.schedule]\ntype = \"multistep\"\nmilestones = [3, 6]\ngamma = 0.5\n"
+                                     "warmup_steps = 100",
+                                     "t.toml");
+    EXPECT_EQ(c.solver.schedule.milestones, (std::vector<int64_t>{3, 6}));
+    EXPECT_TRUE(c.solver.schedule.active());
+    EXPECT_FALSE(parse_config("", "t.toml").solver.schedule.active());
+}
+
+TEST(Config, EarlyStoppingAndStepLimits) {
+    EXPECT_NE(error_of("[train]\nearly_stopping = { patience = 0 }").find("train.early_stopping.patience"),
+              std::string::npos);
+    EXPECT_NE(error_of("[train]\nearly_stopping = { metric = \"val_loss\", patience = 2 }").find("no validation set"),
+              std::string::npos);
+    EXPECT_NE(error_of("[train]\nearly_stopping = 3").find("train.early_stopping' must be a table"), std::string::npos);
+    EXPECT_NE(error_of("[train]\nsteps_per_epoch = -1").find("train.steps_per_epoch"), std::string::npos);
+    const RunConfig c =
+        parse_config("[data]\nvalidation = 0.2\n[train]\nearly_stopping = { patience = 3, min_delta = 0.01 }", "t.toml");
+    EXPECT_EQ(c.early_stopping.metric, "val_loss");  // the best metric's default
+    EXPECT_EQ(c.early_stopping.patience, 3);
+    EXPECT_DOUBLE_EQ(c.early_stopping.min_delta, 0.01);
+}

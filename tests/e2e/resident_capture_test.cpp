@@ -200,4 +200,14 @@ TEST_F(ResidentCapture, CaptureRejectsWhatItCannotReplay) {
 
     msg = message(c, fake_discrete(), true);
     EXPECT_TRUE(test::contains(msg, "--profile")) << msg;
+
+    RunConfig scheduled = c;  // a captured step would replay the rate it was recorded with
+    scheduled.solver.schedule.warmup_steps = 10;
+    msg = message(scheduled, fake_discrete());
+    EXPECT_TRUE(test::contains(msg, "solver.schedule")) << msg;
+
+    RunConfig adamw = c;
+    adamw.solver.type = "adamw";
+    msg = message(adamw, fake_discrete());
+    EXPECT_TRUE(test::contains(msg, "solver.type = \"adamw\"")) << msg;
 }
