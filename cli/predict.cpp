@@ -54,7 +54,8 @@ int run_predict(const Args& a) {
     auto backend = app::select_backend(registry, c, a.backend, a.plugin_dirs);
     auto dev = backend->device(0);
     const bool test_set = a.input.empty();
-    const io::Dataset data = test_set ? io::load_mnist_dir(c.data_dir, false) : io::load_idx_images(a.input);
+    io::Dataset data = test_set ? io::load_mnist_dir(c.data_dir, false) : io::load_idx_images(a.input);
+    if (!test_set) data.labels.assign(static_cast<size_t>(data.count), 0);  // unknown; the batches carry some
     const std::string what = test_set ? "the test set of " + c.data_dir : a.input;
 
     auto model = load_model(c, a, *dev, data);
@@ -84,7 +85,8 @@ int run_predict(const Args& a) {
             line += (r ? ", " : " ") + names[static_cast<size_t>(p.top[at])] + prob;
         }
         if (test_set)
-            line += "   (label: " + (label >= 0 && label < classes ? names[static_cast<size_t>(label)] : std::to_string(label)) + ")";
+            line += "   (label: " + (label >= 0 && label < classes ? names[static_cast<size_t>(label)] : std::to_string(label)) +
+                    (p.top[static_cast<size_t>(i * p.k)] == label ? ")" : ", missed)");
         std::printf("%s\n", line.c_str());
     }
     if (p.count > kShown) std::printf("  ... %lld more in the CSV\n", static_cast<long long>(p.count - kShown));

@@ -139,20 +139,22 @@ def plot(run_dir, out):
                      linewidth=2, markersize=5, label="validation loss")
     loss_ax.set_ylabel("loss (mean per image)")
     finite = [v for r in rows for v in (r["loss"], r["val_loss"]) if v is not None and math.isfinite(v)]
-    if finite:  # a NaN or a huge first interval would flatten the rest
-        hi = sorted(finite)[int(0.98 * (len(finite) - 1))]
-        loss_ax.set_ylim(0, hi * 1.15 if hi > 0 else 1)
+    if finite:  # the whole range, unless a few huge values (a diverging step) would flatten the rest
+        hi, p90 = max(finite), sorted(finite)[int(0.9 * (len(finite) - 1))]
+        top = 5 * p90 if hi > 5 * p90 > 0 else hi * 1.05
+        loss_ax.set_ylim(0, top if top > 0 else 1)
+        if top < hi:
+            loss_ax.text(0.01, 0.97, f"clipped at {top:.3g} (max {hi:.3g})", transform=loss_ax.transAxes,
+                         va="top", fontsize=8, color="gray")
 
     if acc_ax is not None:
         if validated:
             acc_ax.plot([x(r) for r in validated], [100 * r["val_accuracy"] for r in validated], "s-",
-                        color="tab:orange", linewidth=2, markersize=5, label="validation accuracy")
+                        color="tab:orange", linewidth=2, markersize=5,
+                        label=f"validation accuracy (epoch {validated[-1]['epoch']}: {100 * validated[-1]['val_accuracy']:.2f}%)")
         if tested:
             acc_ax.plot([t[0] for t in tested], [t[1] for t in tested], "*", color="tab:green", markersize=13,
-                        label="test accuracy")
-            last = tested[-1]
-            acc_ax.annotate(f"{last[1]:.2f}%", (last[0], last[1]), textcoords="offset points", xytext=(-8, -16),
-                            ha="right", color="tab:green")
+                        label=f"test accuracy (epoch {tested[-1][2]}: {tested[-1][1]:.2f}%)")
         acc_ax.set_ylabel("accuracy (%)")
 
     lr_rows = sorted(rows, key=lambda r: (x(r), r["kind"] == "epoch"))
@@ -162,7 +164,8 @@ def plot(run_dir, out):
     lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
     lr_ax.set_xlabel("training step (whole run)")
     lr_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    lr_ax.set_xlim(0, max(total, 1))
+    lr_ax.set_ylim(bottom=0)  # from zero, so a schedule's shape is not exaggerated
+    lr_ax.set_xlim(0, max(total, 1) * 1.02)
 
     # Epoch boundaries on every panel; the epoch numbers above the first.
     ends = [offsets[e] for e in sorted(offsets) if e > 1] + [total]
@@ -178,11 +181,11 @@ def plot(run_dir, out):
     top.set_xticklabels([f"epoch {e}" for i, e in enumerate(labelled) if i % every == 0], fontsize=8)
     top.tick_params(length=0)
 
-    title = os.path.basename(os.path.normpath(run_dir))
+    title = os.path.normpath(run_dir)
     details = [os.path.basename(metrics["config"]) if metrics.get("config") else None, metrics.get("backend"),
                f"batch {metrics['batch_size']}" if metrics.get("batch_size") else None]
     details = ", ".join(d for d in details if d)
-    fig.suptitle(f"xylem run {title}" + (f" ({details})" if details else ""), fontsize=11)
+    fig.suptitle(f"xylem run: {title}" + (f" ({details})" if details else ""), fontsize=11)
     if metrics.get("finished_early"):
         fig.text(0.5, 0.005, f"finished early: {metrics['finished_early']}", ha="center", fontsize=8, color="gray")
     fig.tight_layout()
