@@ -198,6 +198,8 @@ Args parse_args(int argc, char** argv) {
         if (e.command.empty()) e.command = a.command;
         throw;
     }
+    if (a.command == "help" && !a.operands.empty() && !is_command(a.operands[0]))
+        throw UsageError{"unknown command '" + a.operands[0] + "'"};  // no command's usage: the list of them
     return a;
 }
 

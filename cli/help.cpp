@@ -150,12 +150,12 @@ std::string command_help(const std::string& command) {
         s += "\noptions:\n";
         for (const Flag& f : c->flags) {
             std::string left = std::string(f.name) + (f.arg[0] ? " " : "") + f.arg;
-            s += "  " + left + std::string(width - left.size() + 2, ' ') + f.text + "\n";
+            s.append("  ").append(left).append(width - left.size() + 2, ' ').append(f.text).append("\n");
         }
     }
-    if (c->notes[0]) s += "\n" + std::string(c->notes) + "\n";
+    if (c->notes[0]) s.append("\n").append(c->notes).append("\n");
     const bool uses_backends = takes_flag(command, "--backend") || takes_flag(command, "--plugin-path");
-    if (uses_backends) s += "\n" + std::string(kEnvironment);
+    if (uses_backends) s.append("\n").append(kEnvironment);
     return s;
 }
 
@@ -164,16 +164,16 @@ std::string overview() {
                     "usage: xylem COMMAND [OPTIONS]\n\ncommands:\n";
     for (const Command& c : commands()) {
         std::string name = c.name;
-        s += "  " + name + std::string(10 - name.size(), ' ') + c.summary + "\n";
+        s.append("  ").append(name).append(10 - name.size(), ' ').append(c.summary).append("\n");
     }
-    s += "\nRun 'xylem help COMMAND' or 'xylem COMMAND --help' for a command's options.\n" + std::string(kEnvironment);
+    s.append("\nRun 'xylem help COMMAND' or 'xylem COMMAND --help' for a command's options.\n").append(kEnvironment);
     return s;
 }
 
 std::string version_text() {
-    return "xylem " XYLEM_VERSION " (plugin ABI " + std::to_string(XYLEM_ABI_MAJOR) + "." +
-           std::to_string(XYLEM_ABI_MINOR) + ", " + (XYLEM_BUILD_TYPE[0] ? XYLEM_BUILD_TYPE : "no build type") +
-           " build)\n";
+    std::string v = "xylem " XYLEM_VERSION " (plugin ABI ";
+    v.append(std::to_string(XYLEM_ABI_MAJOR)).append(".").append(std::to_string(XYLEM_ABI_MINOR)).append(", ");
+    return v.append(XYLEM_BUILD_TYPE[0] ? XYLEM_BUILD_TYPE : "no build type").append(" build)\n");
 }
 
 int run_help(const Args& a) {
@@ -181,7 +181,6 @@ int run_help(const Args& a) {
         std::cout << overview();
         return 0;
     }
-    if (!is_command(a.operands[0])) throw UsageError{"unknown command '" + a.operands[0] + "'", ""};
     std::cout << command_help(a.operands[0]);
     return 0;
 }

@@ -8,8 +8,9 @@
 
 int main(int argc, char** argv) {
     using namespace xylem::cli;
+    Args args;  // its command names the usage line of errors the commands themselves raise
     try {
-        Args args = parse_args(argc, argv);
+        args = parse_args(argc, argv);
         if (args.help) {
             std::cout << command_help(args.command);
             return 0;
@@ -23,10 +24,11 @@ int main(int argc, char** argv) {
         if (args.command == "plot") return run_plot(args);
         throw UsageError{"unknown command '" + args.command + "'", ""};  // in the table, not dispatched here: a bug
     } catch (const UsageError& e) {
+        const std::string command = !e.command.empty() ? e.command : args.command;
         std::cerr << "xylem: " << e.message << "\n";
         if (argc < 2) std::cerr << "\n" << overview();
-        else if (e.command.empty()) std::cerr << "run 'xylem help' for the list of commands\n";
-        else std::cerr << usage_lines(e.command) << "run 'xylem help " << e.command << "' for its options\n";
+        else if (command.empty()) std::cerr << "run 'xylem help' for the list of commands\n";
+        else std::cerr << usage_lines(command) << "run 'xylem help " << command << "' for its options\n";
         return 2;
     } catch (const std::exception& e) {
         std::cerr << "xylem: error: " << e.what() << "\n";

@@ -85,7 +85,7 @@ void write_predictions_csv(const std::string& path, const Predictions& p, const 
     std::string csv = "image,label";
     for (int64_t r = 1; r <= p.k; ++r) {
         const std::string n = "top" + std::to_string(r);
-        csv += "," + n + "_class," + n + "_name," + n + "_prob";
+        csv.append(",").append(n).append("_class,").append(n).append("_name,").append(n).append("_prob");
     }
     csv += "\n";
     char prob[32];
@@ -95,7 +95,8 @@ void write_predictions_csv(const std::string& path, const Predictions& p, const 
         for (int64_t r = 0; r < p.k; ++r) {
             const size_t at = static_cast<size_t>(i * p.k + r);
             std::snprintf(prob, sizeof prob, "%.6g", p.prob[at]);
-            csv += "," + std::to_string(p.top[at]) + "," + names[static_cast<size_t>(p.top[at])] + "," + prob;
+            csv.append(",").append(std::to_string(p.top[at])).append(",").append(names[static_cast<size_t>(p.top[at])]);
+            csv.append(",").append(prob);
         }
         csv += "\n";
     }
