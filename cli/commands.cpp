@@ -203,7 +203,6 @@ Args parse_args(int argc, char** argv) {
     return a;
 }
 
-
 int run_backends(const Args& a) {
     Registry registry;
     // Each file is loaded and probed in a child process: a plugin that crashes is listed, not fatal.
