@@ -141,49 +141,65 @@ std::string shell_quoted(const std::string& s) {
     return q + "'";
 }
 
-}  // namespace
-
-const char* usage() {
-    return "usage:\n"
-           "  xylem backends [--plugin-path DIR]\n"
-           "  xylem train --config FILE [--backend NAME] [--epochs N] [--batch-size N] [--lr X] [--seed N]\n"
-           "              [--max-steps N] [--out DIR] [--profile] [--plugin-path DIR]\n"
-           "  xylem train --resume RUN_DIR [--epochs N] [--backend NAME] [--plugin-path DIR]\n"
-           "              continues a run from RUN_DIR/last.safetensors; --epochs counts the whole run.\n"
-           "              (--config FILE --resume, without RUN_DIR, resumes the config's out dir)\n"
-           "  xylem eval --config FILE --checkpoint FILE [--backend NAME] [--profile] [--plugin-path DIR]\n"
-           "backend choice: --backend, else XYLEM_BACKEND, else the config's backend list.\n"
-           "plugin folders: --plugin-path, XYLEM_PLUGIN_PATH, the config's plugin_path, the installed plugins.\n";
-}
-
-Args parse_args(int argc, char** argv) {
-    Args a;
-    if (argc < 2) throw UsageError{"missing command"};
-    a.command = argv[1];
-    if (a.command == "--help" || a.command == "-h") a.command = "help";
+void parse_flags(Args& a, int argc, char** argv) {
     for (int i = 2; i < argc; ++i) {
         std::string f = argv[i];
+        if (f.empty() || f[0] != '-') {
+            if (static_cast<int>(a.operands.size()) >= max_operands(a.command))
+                throw UsageError{"unexpected argument '" + f + "'", a.command};
+            a.operands.push_back(f);
+            continue;
+        }
+        if (!takes_flag(a.command, f))
+            throw UsageError{is_flag(f) ? a.command + " does not take " + f : "unknown option '" + f + "'", a.command};
         auto value = [&]() -> std::string {
-            if (i + 1 >= argc) throw UsageError{f + " needs a value"};
+            if (i + 1 >= argc) throw UsageError{f + " needs a value", a.command};
             return argv[++i];
         };
         if (f == "--config") a.config = value();
         else if (f == "--checkpoint") a.checkpoint = value();
         else if (f == "--backend") a.backend = value();
         else if (f == "--out") a.out = value();
+        else if (f == "--input") a.input = value();
         else if (f == "--plugin-path") a.plugin_dirs.push_back(value());
         else if (f == "--epochs") a.epochs = parse_int<int>(f, value(), ranges::epochs);
         else if (f == "--batch-size") a.batch_size = parse_int<int>(f, value(), ranges::batch_size);
         else if (f == "--max-steps") a.max_steps = parse_int<int64_t>(f, value(), ranges::max_steps);
         else if (f == "--seed") a.seed = parse_int<uint64_t>(f, value(), 0, UINT64_MAX);
+        else if (f == "--top") a.top = parse_int<int>(f, value(), IntRange{1, ranges::kInt32Max});
         else if (f == "--lr") a.lr = parse_float(f, value());
         else if (f == "--profile") a.profile = true;
         else if (f == "--resume") {
             a.resume = true;
             if (i + 1 < argc && argv[i + 1][0] != '-') a.resume_dir = argv[++i];
         }
-        else throw UsageError{"unknown option '" + f + "'"};
+        else throw UsageError{"unknown option '" + f + "'", a.command};  // in the table, not parsed here: a bug
     }
+}
+
+}  // namespace
+
+Args parse_args(int argc, char** argv) {
+    Args a;
+    if (argc < 2) throw UsageError{"missing command", ""};
+    a.command = argv[1];
+    if (a.command == "--help" || a.command == "-h") a.command = "help";
+    if (a.command == "--version") a.command = "version";
+    if (!is_command(a.command)) throw UsageError{"unknown command '" + a.command + "'", ""};
+    // COMMAND --help wins over everything else on the line, even a bad flag.
+    for (int i = 2; i < argc; ++i)
+        if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+            a.help = true;
+            return a;
+        }
+    try {
+        parse_flags(a, argc, argv);
+    } catch (UsageError& e) {  // the value checks do not know the command; its usage line follows
+        if (e.command.empty()) e.command = a.command;
+        throw;
+    }
+    if (a.command == "help" && !a.operands.empty() && !is_command(a.operands[0]))
+        throw UsageError{"unknown command '" + a.operands[0] + "'"};  // no command's usage: the list of them
     return a;
 }
 

@@ -1,18 +1,21 @@
-// The `xylem` subcommands.
+// The `xylem` subcommands, their flags and their help texts.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace xylem::cli {
 
 struct Args {
     std::string command;
-    std::string config, checkpoint, backend, out;
+    std::vector<std::string> operands;  // words that are not flags: plot's RUN_DIR, help's COMMAND
+    bool help = false;                  // COMMAND --help (or -h)
+    std::string config, checkpoint, backend, out, input;
     std::vector<std::string> plugin_dirs;
-    std::optional<int> epochs, batch_size;  // set: the flag was given (and is in its range)
+    std::optional<int> epochs, batch_size, top;  // set: the flag was given (and is in its range)
     std::optional<int64_t> max_steps;
     std::optional<double> lr;
     std::optional<uint64_t> seed;
@@ -21,15 +24,32 @@ struct Args {
     std::string resume_dir;  // "" = the config's out dir
 };
 
-// Parses argv; throws UsageError on a bad flag.
+// Parses argv against the command's own flags (help.cpp lists them); throws UsageError on an
+// unknown command, a flag the command does not take, a missing value or one out of range.
 Args parse_args(int argc, char** argv);
 struct UsageError {
+    UsageError(std::string message_, std::string command_ = "")
+        : message(std::move(message_)), command(std::move(command_)) {}
     std::string message;
+    std::string command;  // the command it concerns, if known: its usage line follows the message
 };
-const char* usage();
 
+// The command table (help.cpp): each command's usage line, summary, flags and notes, held once.
+bool is_command(const std::string& name);
+bool takes_flag(const std::string& command, const std::string& flag);
+bool is_flag(const std::string& flag);  // some command takes it
+int max_operands(const std::string& command);
+std::string command_help(const std::string& command);  // `xylem help COMMAND`, `xylem COMMAND --help`
+std::string usage_lines(const std::string& command);    // its usage line(s), after a usage error
+std::string overview();                                  // `xylem help`
+std::string version_text();                              // `xylem --version`
+
+int run_help(const Args& args);
+int run_version(const Args& args);
 int run_backends(const Args& args);
 int run_train(const Args& args);
 int run_eval(const Args& args);
+int run_predict(const Args& args);  // predict.cpp
+int run_plot(const Args& args);     // plot.cpp
 
 }  // namespace xylem::cli

@@ -9,6 +9,7 @@ packages=(
   googletest libgtest-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev
   dataset-fashion-mnist
+  python3-matplotlib   # xylem plot draws with it (scripts/xylem-plot.py)
 )
 
 missing=()

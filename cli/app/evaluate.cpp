@@ -23,11 +23,9 @@ struct BatchSlots {
 
 }  // namespace
 
-double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size) {
+void for_each_batch(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size, const BatchFn& fn) {
     std::vector<int64_t> order(static_cast<size_t>(data.count));
     std::iota(order.begin(), order.end(), 0);
-    Tensor correct({1}, DType::F32, dev);
-    ops::fill(dev, correct, 0.0f);
     BatchSlots slots;
     for (int64_t first = 0; first < data.count; first += batch_size) {
         const int64_t n = std::min(batch_size, data.count - first);
@@ -35,8 +33,15 @@ double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t
         fill_batch(data, order, first, x, y);
         x.upload(dev);
         y.upload(dev);
-        ops::accuracy(dev, model.forward(dev, x, false), y, correct);
+        fn(first, n, y, model.forward(dev, x, false));
     }
+}
+
+double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size) {
+    Tensor correct({1}, DType::F32, dev);
+    ops::fill(dev, correct, 0.0f);
+    for_each_batch(model, dev, data, batch_size,
+                   [&](int64_t, int64_t, const Tensor& y, const Tensor& output) { ops::accuracy(dev, output, y, correct); });
     return data.count ? correct.to_vector()[0] / static_cast<double>(data.count) : 0.0;
 }
 
@@ -53,20 +58,13 @@ double evaluate(Sequential& model, Device& dev, const ResidentData& data, int64_
 }
 
 Scores score(Sequential& model, Loss& loss, Device& dev, const io::Dataset& data, int64_t classes, int64_t batch_size) {
-    std::vector<int64_t> order(static_cast<size_t>(data.count));
+    std::vector<int64_t> order(static_cast<size_t>(data.count));  // for_each_batch's order: the data's own
     std::iota(order.begin(), order.end(), 0);
     Tensor loss_sum({1}, DType::F32, dev), correct({1}, DType::F32, dev);
     ops::fill(dev, loss_sum, 0.0f);
     ops::fill(dev, correct, 0.0f);
-    BatchSlots slots;
     std::map<int64_t, Tensor> onehot;  // regression losses compare with one-hot rows, accuracy with labels
-    for (int64_t first = 0; first < data.count; first += batch_size) {
-        const int64_t n = std::min(batch_size, data.count - first);
-        auto& [x, y] = slots.get(n, data, dev, DType::I32, 0);
-        fill_batch(data, order, first, x, y);
-        x.upload(dev);
-        y.upload(dev);
-        const Tensor& output = model.forward(dev, x, false);
+    for_each_batch(model, dev, data, batch_size, [&](int64_t first, int64_t n, const Tensor& y, const Tensor& output) {
         if (loss.target_dtype() == DType::I32) {
             loss.forward(dev, output, y, loss_sum);
         } else {
@@ -77,7 +75,7 @@ Scores score(Sequential& model, Loss& loss, Device& dev, const io::Dataset& data
             loss.forward(dev, output, it->second, loss_sum);
         }
         ops::accuracy(dev, output, y, correct);
-    }
+    });
     const double count = static_cast<double>(data.count);
     return {loss_sum.to_vector()[0] / count, correct.to_vector()[0] / count};
 }

@@ -2,12 +2,21 @@
 // read once at the end.
 #pragma once
 
+#include <functional>
+
 #include "app/batch_feed.h"
 #include "xylem/io/idx.h"
 #include "xylem/layers/loss.h"
 #include "xylem/layers/sequential.h"
 
 namespace xylem::app {
+
+// Runs the model over `data` in order, `batch_size` images at a time (the last batch may be
+// shorter), in inference mode: fn(first, n, labels, output) for each batch, with the batch's int32
+// labels and the model's output [n, classes] on the device. The one batching loop over a host
+// data set that evaluate, score and predict share.
+using BatchFn = std::function<void(int64_t first, int64_t n, const Tensor& labels, const Tensor& output)>;
+void for_each_batch(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size, const BatchFn& fn);
 
 // Fraction of `data` the model classifies correctly; counts accumulate on the device.
 double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size = 1000);

@@ -204,25 +204,17 @@ IdxArray read_idx(const std::string& path) {
     return array;
 }
 
-Dataset load_mnist(const std::string& images_path, const std::string& labels_path) {
+Dataset load_idx_images(const std::string& images_path) {
     IdxArray images = read_idx(images_path);
     if (images.dims.size() != 3)
         throw Error(images_path + ": not an IDX image file (magic " + hex(0x800u | images.dims.size(), 8) +
                     ", expected 0x00000803)");
-    IdxArray labels = read_idx(labels_path);
-    if (labels.dims.size() != 1)
-        throw Error(labels_path + ": not an IDX label file (magic " + hex(0x800u | labels.dims.size(), 8) +
-                    ", expected 0x00000801)");
-    if (images.dims[0] != labels.dims[0])
-        throw Error(images_path + ": has " + std::to_string(images.dims[0]) + " images but " + labels_path +
-                    " has " + std::to_string(labels.dims[0]) + " labels");
     // An empty set is a valid IDX file but no dataset: training on it gave a NaN loss and an
     // untrained checkpoint, and evaluating it an accuracy of 0/0.
     if (images.dims[0] == 0) throw Error(images_path + ": holds 0 images (a dataset needs at least one)");
     if (images.dims[1] == 0 || images.dims[2] == 0)
         throw Error(images_path + ": images of " + std::to_string(images.dims[1]) + "x" +
                     std::to_string(images.dims[2]) + " pixels (a dataset needs at least one pixel per image)");
-
     Dataset set;
     set.count = images.dims[0];
     set.rows = images.dims[1];
@@ -230,6 +222,18 @@ Dataset load_mnist(const std::string& images_path, const std::string& labels_pat
     set.images.resize(images.data.size());
     std::transform(images.data.begin(), images.data.end(), set.images.begin(),
                    [](uint8_t v) { return static_cast<float>(v) / 255.0f; });
+    return set;
+}
+
+Dataset load_mnist(const std::string& images_path, const std::string& labels_path) {
+    Dataset set = load_idx_images(images_path);
+    IdxArray labels = read_idx(labels_path);
+    if (labels.dims.size() != 1)
+        throw Error(labels_path + ": not an IDX label file (magic " + hex(0x800u | labels.dims.size(), 8) +
+                    ", expected 0x00000801)");
+    if (set.count != labels.dims[0])
+        throw Error(images_path + ": has " + std::to_string(set.count) + " images but " + labels_path + " has " +
+                    std::to_string(labels.dims[0]) + " labels");
     set.labels.assign(labels.data.begin(), labels.data.end());
     return set;
 }

@@ -24,6 +24,10 @@ struct Dataset {
     std::vector<int32_t> labels;
 };
 
+// The images of a 3-D IDX file, scaled to [0, 1], at least one image of at least one pixel (else an
+// Error naming the file); `labels` stays empty.
+Dataset load_idx_images(const std::string& images_path);
+
 // Pairs a 3-D image file with a 1-D label file of the same count, at least one image of at least
 // one pixel. Labels are any byte value; checking them against the number of classes is the model's job.
 Dataset load_mnist(const std::string& images_path, const std::string& labels_path);

@@ -1,0 +1,193 @@
+// The command table: what each command is for, its usage line(s), every flag it takes with one
+// line each, and notes. parse_args accepts exactly these flags, and every help text and usage
+// line is made from this table, so a flag is described in one place only.
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "xylem/plugin_api.h"
+
+#ifndef XYLEM_VERSION
+#error "XYLEM_VERSION comes from the CMake project version (cli/CMakeLists.txt)"
+#endif
+
+namespace xylem::cli {
+namespace {
+
+struct Flag {
+    const char* name;  // "--config"
+    const char* arg;   // "FILE", "[RUN_DIR]" or "" for a switch
+    const char* text;  // one line
+};
+
+struct Command {
+    const char* name;
+    std::vector<const char*> usage;  // after "xylem "; [OPTIONS] stands for the flags below
+    const char* summary;
+    std::vector<Flag> flags;
+    const char* notes;  // "" or a paragraph
+    int operands;       // words besides flags the command takes (plot's RUN_DIR, help's COMMAND)
+};
+
+// Flags several commands share, written once.
+const Flag kBackend{"--backend", "NAME", "backend to run on (else XYLEM_BACKEND, else the config's backend list)"};
+const Flag kPluginPath{"--plugin-path", "DIR", "also look for plugins in DIR (repeatable; searched first)"};
+const Flag kProfile{"--profile", "", "print time per op kind and per layer, and the host<->device transfers"};
+const Flag kConfig{"--config", "FILE", "the run's TOML config (model, data, solver, training loop)"};
+const Flag kCheckpoint{"--checkpoint", "FILE", "a .safetensors checkpoint of that model (model, last or best)"};
+
+const char* kEnvironment =
+    "Backend choice: --backend, else XYLEM_BACKEND, else the config's `backend` key.\n"
+    "Plugin folders: --plugin-path, XYLEM_PLUGIN_PATH, the config's plugin_path, the installed plugins.\n";
+
+const std::vector<Command>& commands() {
+    static const std::vector<Command> table = {
+        {"backends",
+         {"backends [OPTIONS]"},
+         "list every plugin file found, its devices, and why one is unavailable",
+         {kPluginPath},
+         "",
+         0},
+        {"train",
+         {"train --config FILE [OPTIONS]", "train --resume [RUN_DIR] [OPTIONS]"},
+         "train a config's model; checkpoints, metrics.json and log.csv go to its out dir",
+         {kConfig,
+          {"--resume", "[RUN_DIR]",
+           "continue an interrupted run from RUN_DIR/last.safetensors (default: the config's out dir)"},
+          kBackend,
+          {"--epochs", "N", "epochs to train; with --resume, counts the whole run (the epochs done included)"},
+          {"--batch-size", "N", "images per training step (train.batch_size)"},
+          {"--lr", "X", "learning rate (solver.lr)"},
+          {"--seed", "N", "seed of the initial weights, the shuffle and the validation split (train.seed)"},
+          {"--max-steps", "N", "stop after N training steps in total over the whole run, not per epoch (0: no limit)"},
+          {"--out", "DIR", "the run's out dir (default: the config's train.out, else runs/<config name>)"},
+          kProfile,
+          kPluginPath},
+         "A resumed run keeps its config and the flags it started with; flags given with --resume\n"
+         "apply on top. Ctrl-C finishes the step, writes last.safetensors and prints the command\n"
+         "that resumes.",
+         0},
+        {"eval",
+         {"eval --config FILE --checkpoint FILE [OPTIONS]"},
+         "the test set accuracy of a checkpoint, and how fast the model runs",
+         {kConfig, kCheckpoint, kBackend, kProfile, kPluginPath},
+         "",
+         0},
+        {"predict",
+         {"predict --config FILE --checkpoint FILE [OPTIONS]"},
+         "the top classes of each image of an IDX file, printed and written to a CSV file",
+         {kConfig,
+          kCheckpoint,
+          {"--input", "FILE", "IDX image file (plain or .gz) to classify (default: the config's test set)"},
+          {"--top", "K", "classes per image, most probable first (default: 3, or fewer if the model has fewer)"},
+          {"--out", "CSV", "where to write every image's prediction (default: predictions.csv beside the checkpoint)"},
+          kBackend,
+          kPluginPath},
+         "Probabilities are the softmax of the model's outputs (or the outputs themselves when the\n"
+         "model ends in softmax, their exp when it ends in log_softmax). The terminal shows the first\n"
+         "10 images; the CSV holds all of them: image, label (when known), then top1_class,\n"
+         "top1_name, top1_prob, ... for each of the K classes.",
+         0},
+        {"plot",
+         {"plot RUN_DIR [OPTIONS]"},
+         "draw a run's loss, accuracy and learning-rate curves to a PNG",
+         {{"--out", "FILE.png", "where to write the picture (default: RUN_DIR/curves.png)"}},
+         "Reads RUN_DIR/log.csv and RUN_DIR/metrics.json and draws them with the xylem-plot.py script\n"
+         "installed beside xylem, run by /usr/bin/python3 (or XYLEM_PYTHON) with matplotlib\n"
+         "(Debian: apt-get install python3-matplotlib).",
+         1},
+        {"help", {"help [COMMAND]"}, "this overview, or a command's options (also: xylem COMMAND --help)", {}, "", 1},
+        {"version", {"version"}, "xylem's version, plugin ABI and build type (also: xylem --version)", {}, "", 0},
+    };
+    return table;
+}
+
+const Command* find(const std::string& name) {
+    for (const Command& c : commands())
+        if (name == c.name) return &c;
+    return nullptr;
+}
+
+}  // namespace
+
+bool is_command(const std::string& name) { return find(name) != nullptr; }
+
+bool takes_flag(const std::string& command, const std::string& flag) {
+    const Command* c = find(command);
+    return c && std::any_of(c->flags.begin(), c->flags.end(), [&](const Flag& f) { return flag == f.name; });
+}
+
+bool is_flag(const std::string& flag) {
+    return std::any_of(commands().begin(), commands().end(), [&](const Command& c) { return takes_flag(c.name, flag); });
+}
+
+int max_operands(const std::string& command) {
+    const Command* c = find(command);
+    return c ? c->operands : 0;
+}
+
+std::string usage_lines(const std::string& command) {
+    std::string s;
+    const Command* c = find(command);
+    if (!c) return s;
+    for (size_t i = 0; i < c->usage.size(); ++i) s += std::string(i ? "       xylem " : "usage: xylem ") + c->usage[i] + "\n";
+    return s;
+}
+
+std::string command_help(const std::string& command) {
+    const Command* c = find(command);
+    if (!c) return "";
+    std::string summary = c->summary;  // a sentence here, a table cell in the overview
+    summary[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(summary[0])));
+    std::string s = usage_lines(command) + "\n" + summary + ".\n";
+    if (!c->flags.empty()) {
+        size_t width = 0;
+        for (const Flag& f : c->flags) width = std::max(width, std::string(f.name).size() + 1 + std::string(f.arg).size());
+        s += "\noptions:\n";
+        for (const Flag& f : c->flags) {
+            std::string left = std::string(f.name) + (f.arg[0] ? " " : "") + f.arg;
+            s.append("  ").append(left).append(width - left.size() + 2, ' ').append(f.text).append("\n");
+        }
+    }
+    if (c->notes[0]) s.append("\n").append(c->notes).append("\n");
+    const bool uses_backends = takes_flag(command, "--backend") || takes_flag(command, "--plugin-path");
+    if (uses_backends) s.append("\n").append(kEnvironment);
+    return s;
+}
+
+std::string overview() {
+    std::string s = "xylem: a deep-learning framework whose compute backends are plugins.\n\n"
+                    "usage: xylem COMMAND [OPTIONS]\n\ncommands:\n";
+    for (const Command& c : commands()) {
+        std::string name = c.name;
+        s.append("  ").append(name).append(10 - name.size(), ' ').append(c.summary).append("\n");
+    }
+    s.append("\nRun 'xylem help COMMAND' or 'xylem COMMAND --help' for a command's options.\n").append(kEnvironment);
+    return s;
+}
+
+std::string version_text() {
+    std::string v = "xylem " XYLEM_VERSION " (plugin ABI ";
+    v.append(std::to_string(XYLEM_ABI_MAJOR)).append(".").append(std::to_string(XYLEM_ABI_MINOR)).append(", ");
+    return v.append(XYLEM_BUILD_TYPE[0] ? XYLEM_BUILD_TYPE : "no build type").append(" build)\n");
+}
+
+int run_help(const Args& a) {
+    if (a.operands.empty()) {
+        std::cout << overview();
+        return 0;
+    }
+    std::cout << command_help(a.operands[0]);
+    return 0;
+}
+
+int run_version(const Args&) {
+    std::cout << version_text();
+    return 0;
+}
+
+}  // namespace xylem::cli

@@ -1,0 +1,100 @@
+// `xylem predict`: the top classes of each image of an IDX file (or the config's test set),
+// the first few on the terminal and all of them in a CSV file.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "app/backend_select.h"
+#include "app/checkpoint.h"
+#include "app/model_builder.h"
+#include "app/predict.h"
+#include "commands.h"
+#include "xylem/error.h"
+#include "xylem/io/idx.h"
+
+namespace xylem::cli {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr int64_t kShown = 10;  // images printed; the CSV has every one
+constexpr int kDefaultTop = 3;
+
+std::string pixels(const io::Dataset& d) { return std::to_string(d.rows) + "x" + std::to_string(d.cols); }
+
+// Builds the model for the images' size and loads the checkpoint. When an --input file's images
+// do not fit the model (the checkpoint's shapes say so, or a layer does), the error names that
+// file and the size the config's own data has, if it can be read.
+std::unique_ptr<Sequential> load_model(const RunConfig& c, const Args& a, Device& dev, const io::Dataset& data) {
+    auto model = app::build_model(c);
+    try {
+        model->build(dev, {1, data.rows, data.cols}, c.seed);
+        app::load_checkpoint(a.checkpoint, *model);
+    } catch (const Error& e) {
+        if (a.input.empty()) throw;
+        io::Dataset own;
+        try {
+            own = io::load_mnist_dir(c.data_dir, false);
+        } catch (const Error&) {
+            throw e;  // nothing to compare with: the error as it is
+        }
+        if (own.rows == data.rows && own.cols == data.cols) throw;
+        throw Error(a.input + ": images of " + pixels(data) + " pixels do not fit the model, which " + c.source +
+                    " trains on " + pixels(own) + " images (" + e.what() + ")");
+    }
+    return model;
+}
+
+}  // namespace
+
+int run_predict(const Args& a) {
+    if (a.config.empty()) throw UsageError{"predict needs --config FILE", "predict"};
+    if (a.checkpoint.empty()) throw UsageError{"predict needs --checkpoint FILE", "predict"};
+    const RunConfig c = load_config(a.config);
+    Registry registry;
+    auto backend = app::select_backend(registry, c, a.backend, a.plugin_dirs);
+    auto dev = backend->device(0);
+    const bool test_set = a.input.empty();
+    io::Dataset data = test_set ? io::load_mnist_dir(c.data_dir, false) : io::load_idx_images(a.input);
+    if (!test_set) data.labels.assign(static_cast<size_t>(data.count), 0);  // unknown; the batches carry some
+    const std::string what = test_set ? "the test set of " + c.data_dir : a.input;
+
+    auto model = load_model(c, a, *dev, data);
+    const int64_t classes = model->output_sample_shape().empty() ? 0 : model->output_sample_shape()[0];
+    if (a.top && *a.top > classes)
+        throw UsageError{"--top " + std::to_string(*a.top) + " asks for more classes than the model's " +
+                             std::to_string(classes),
+                         "predict"};
+    const app::Predictions p =
+        app::predict(*model, *dev, data, app::output_kind(c), a.top ? *a.top : std::min<int64_t>(kDefaultTop, classes));
+    const std::vector<std::string> names = app::class_names(c, p.classes);
+    const std::string out = !a.out.empty() ? a.out : (fs::path(a.checkpoint).parent_path() / "predictions.csv").string();
+    app::write_predictions_csv(out, p, names, test_set ? &data.labels : nullptr);
+
+    std::printf("%lld images of %s (%s pixels), backend %s\n", static_cast<long long>(p.count), what.c_str(),
+                pixels(data).c_str(), backend->name().c_str());
+    int64_t correct = 0;
+    for (int64_t i = 0; i < p.count; ++i) {
+        const int32_t label = test_set ? data.labels[static_cast<size_t>(i)] : -1;
+        correct += test_set && p.top[static_cast<size_t>(i * p.k)] == label;
+        if (i >= kShown) continue;
+        std::string line = "  " + std::to_string(i) + ":";
+        for (int64_t r = 0; r < p.k; ++r) {
+            const size_t at = static_cast<size_t>(i * p.k + r);
+            char prob[32];
+            std::snprintf(prob, sizeof prob, " %.1f%%", 100 * p.prob[at]);
+            line += (r ? ", " : " ") + names[static_cast<size_t>(p.top[at])] + prob;
+        }
+        if (test_set)
+            line += "   (label: " + (label >= 0 && label < classes ? names[static_cast<size_t>(label)] : std::to_string(label)) +
+                    (p.top[static_cast<size_t>(i * p.k)] == label ? ")" : ", missed)");
+        std::printf("%s\n", line.c_str());
+    }
+    if (p.count > kShown) std::printf("  ... %lld more in the CSV\n", static_cast<long long>(p.count - kShown));
+    if (test_set)
+        std::printf("top-1 accuracy %.2f%% against the test set's labels\n",
+                    100.0 * static_cast<double>(correct) / static_cast<double>(p.count));
+    std::printf("predictions: %s\n", out.c_str());
+    return 0;
+}
+
+}  // namespace xylem::cli
