@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "xylem/error.h"
 #include "xylem/op_calls.h"
@@ -39,9 +40,11 @@ ResidentData upload_dataset(const io::Dataset& d, Device& dev, DType target_dtyp
     if (target_dtype == DType::I32) {
         r.targets = Tensor({d.count}, DType::I32, dev);
         r.targets.upload_from(dev, d.labels.data());
-    } else {  // one-hot targets for regression losses, built once
-        onehot.assign(static_cast<size_t>(d.count * classes), 0.0f);
-        for (int64_t i = 0; i < d.count; ++i) onehot[static_cast<size_t>(i * classes + d.labels[static_cast<size_t>(i)])] = 1;
+    } else {  // one-hot targets for regression losses, built once, the same way a batch builds them
+        std::vector<int64_t> all(static_cast<size_t>(d.count));
+        std::iota(all.begin(), all.end(), 0);
+        onehot.resize(static_cast<size_t>(d.count * classes));
+        gather_host(d, all, 0, d.count, nullptr, onehot.data(), DType::F32, classes);
         r.targets = Tensor({d.count, classes}, DType::F32, dev);
         r.targets.upload_from(dev, onehot.data());
     }

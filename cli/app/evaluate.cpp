@@ -1,38 +1,24 @@
 // Evaluation loops over host or device-resident data sets.
 #include "app/evaluate.h"
 
+#include <algorithm>
 #include <map>
 #include <numeric>
 
 #include "xylem/op_calls.h"
 
 namespace xylem::app {
-namespace {
-
-// Batch tensors for each batch size seen (the full size and the epoch's tail), reused.
-struct BatchSlots {
-    std::map<int64_t, std::pair<Tensor, Tensor>> slots;
-    std::pair<Tensor, Tensor>& get(int64_t n, const io::Dataset& d, Device& dev, DType label_dtype, int64_t classes) {
-        auto it = slots.find(n);
-        if (it != slots.end()) return it->second;
-        Tensor x({n, 1, d.rows, d.cols}, DType::F32, dev);
-        Tensor y = label_dtype == DType::I32 ? Tensor({n}, DType::I32, dev) : Tensor({n, classes}, DType::F32, dev);
-        return slots.emplace(n, std::make_pair(x, y)).first->second;
-    }
-};
-
-}  // namespace
 
 void for_each_batch(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size, const BatchFn& fn) {
     std::vector<int64_t> order(static_cast<size_t>(data.count));
     std::iota(order.begin(), order.end(), 0);
-    BatchSlots slots;
+    // The training loop's own batch source, over the data in its order: host batches, uploaded.
+    BatchFeed feed(data, dev, DType::I32, 0, /*resident=*/false, /*staged=*/false);
+    feed.begin_epoch(order);
     for (int64_t first = 0; first < data.count; first += batch_size) {
         const int64_t n = std::min(batch_size, data.count - first);
-        auto& [x, y] = slots.get(n, data, dev, DType::I32, 0);
-        fill_batch(data, order, first, x, y);
-        x.upload(dev);
-        y.upload(dev);
+        feed.stage(first, n);
+        auto [x, y] = feed.enqueue(first, n);
         fn(first, n, y, model.forward(dev, x, false));
     }
 }
