@@ -1,8 +1,13 @@
 // Epoch metrics to and from JSON, and the rules that judge them.
 #include "app/run_report.h"
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+
+#include "xylem/io/atomic_file.h"
 
 namespace xylem::app {
 
@@ -79,6 +84,81 @@ std::string format_duration(double seconds) {
     if (s >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
     else std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
     return buf;
+}
+
+namespace {
+double now_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+RunReport::RunReport(std::ostream& out, bool show, const RunFiles& files, bool resuming)
+    : out_(out), show_(show), tty_(show && isatty(STDOUT_FILENO)), log_(files.log, resuming), metrics_path_(files.metrics),
+      last_shown_(now_seconds()) {}
+
+double RunReport::seconds_since_shown() const { return now_seconds() - last_shown_; }
+
+void RunReport::progress(const Progress& p) {
+    if (!show_) return;
+    char line[256];
+    std::snprintf(line, sizeof line, "epoch %d/%d  step %lld/%lld  loss %.4f  lr %.3g  %.0f img/s  ETA epoch %s, run %s",
+                  p.epoch, p.epochs, static_cast<long long>(p.step), static_cast<long long>(p.steps_per_epoch), p.loss,
+                  p.lr, p.images_per_second, format_duration(p.eta_epoch_seconds).c_str(),
+                  format_duration(p.eta_run_seconds).c_str());
+    out_ << (tty_ ? "\r" : "") << line << (tty_ && !p.last_of_epoch ? "" : "\n") << std::flush;
+    last_shown_ = now_seconds();
+}
+
+void RunReport::epoch(const EpochMetrics& m, const std::string& best_metric, bool best, const std::string& finish_reason) {
+    LogRow r;
+    r.epoch = m.epoch;
+    r.step = m.steps;
+    r.loss = m.train_loss;
+    r.images_per_second = m.images_per_second;
+    r.elapsed_seconds = m.seconds;
+    r.lr = m.lr;
+    r.has_validation = m.has_validation;
+    r.val_loss = m.val_loss;
+    r.val_accuracy = m.val_accuracy;
+    r.kind = "epoch";
+    log_.row(r);
+    if (!show_) return;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "epoch %d: train loss %.4f", m.epoch, m.train_loss);
+    std::string line = buf;
+    if (m.has_validation) {
+        std::snprintf(buf, sizeof buf, ", val loss %.4f, val accuracy %.2f%%", m.val_loss, 100 * m.val_accuracy);
+        line += buf;
+    }
+    if (m.has_test) {
+        std::snprintf(buf, sizeof buf, ", test accuracy %.2f%%", 100 * m.test_accuracy);
+        line += buf;
+    }
+    std::snprintf(buf, sizeof buf, ", %.2f s, %.0f img/s", m.seconds, m.images_per_second);
+    line += buf;
+    if (best) line += " (best " + best_metric + " so far)";
+    out_ << line << "\n";
+    if (!finish_reason.empty()) out_ << finish_reason << "\n";
+    out_ << std::flush;
+}
+
+void RunReport::metrics(const std::vector<EpochMetrics>& epochs, const RunSummary& s) {
+    nlohmann::json j;
+    j["config"] = s.config;
+    j["backend"] = s.backend;
+    j["device"] = s.device;
+    j["batch_size"] = s.batch_size;
+    j["seed"] = s.seed;
+    j["epochs"] = nlohmann::json::array();
+    for (const EpochMetrics& m : epochs) j["epochs"].push_back(to_json(m));
+    for (auto it = epochs.rbegin(); it != epochs.rend(); ++it)
+        if (it->has_test) {
+            j["final_test_accuracy"] = it->test_accuracy;
+            break;
+        }
+    if (s.has_best) j["best"] = {{"metric", s.best_metric}, {"value", s.best_value}, {"checkpoint", s.best_checkpoint}};
+    if (!s.finish_reason.empty()) j["finished_early"] = s.finish_reason;
+    io::write_file_atomic(metrics_path_, j.dump(2) + "\n");
 }
 
 }  // namespace xylem::app

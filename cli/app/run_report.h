@@ -1,5 +1,6 @@
-// What a run reports: per-epoch metrics (metrics.json, the epoch line), the live progress line
-// with the epoch's and the whole run's ETA, and the metric rules for "best" and early stopping.
+// What a run reports: per-epoch metrics and the rules that judge them ("best", early stopping),
+// and RunReport, the one place that shows and writes a run's progress: the live line, the epoch
+// line, log.csv and metrics.json. The trainer calls it; it knows nothing of the trainer.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,8 @@
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "app/run_files.h"
 
 namespace xylem::app {
 
@@ -44,5 +47,47 @@ Stagnation stagnation(const std::vector<EpochMetrics>& epochs, const std::string
 
 // "1:05" (minutes:seconds), or "h:mm:ss" past an hour.
 std::string format_duration(double seconds);
+
+// What metrics.json says about the run besides its epochs.
+struct RunSummary {
+    std::string config, backend, device;
+    int64_t batch_size = 0;
+    uint64_t seed = 0;
+    bool has_best = false;
+    std::string best_metric, best_checkpoint;
+    double best_value = 0;
+    std::string finish_reason;  // why the run ended before its last epoch, or ""
+};
+
+// One live progress line.
+struct Progress {
+    int epoch = 0, epochs = 0;
+    int64_t step = 0, steps_per_epoch = 0;
+    double loss = 0, lr = 0, images_per_second = 0;
+    double eta_epoch_seconds = 0, eta_run_seconds = 0;
+    bool last_of_epoch = false;
+};
+
+class RunReport {
+public:
+    // `show`: print progress to `out` (a terminal gets one line rewritten in place).
+    RunReport(std::ostream& out, bool show, const RunFiles& files, bool resuming);
+    bool showing() const { return show_; }
+    bool terminal() const { return tty_; }
+    double seconds_since_shown() const;
+
+    void progress(const Progress& p);
+    void interval_row(const LogRow& row) { log_.row(row); }  // every print_every steps
+    // The epoch's row in log.csv and its line on `out` ("(best ... so far)" when it is).
+    void epoch(const EpochMetrics& m, const std::string& best_metric, bool best, const std::string& finish_reason);
+    void metrics(const std::vector<EpochMetrics>& epochs, const RunSummary& summary);
+
+private:
+    std::ostream& out_;
+    bool show_, tty_;
+    RunLog log_;
+    std::string metrics_path_;
+    double last_shown_ = 0;  // seconds on a steady clock
+};
 
 }  // namespace xylem::app

@@ -112,11 +112,10 @@ private:
     std::vector<int64_t> order_;
     TrainResult result_;
     std::map<std::string, std::string> meta_;
-    RunLog log_;
-    bool tty_ = false;
+    RunReport report_;
 
     // Per-epoch counters of this process.
-    Clock::time_point epoch_t0_, run_t0_, last_shown_;
+    Clock::time_point epoch_t0_, run_t0_;
     int64_t first_step_ = 0, steps_this_process_ = 0;
     TransferCounts transfers0_;
 
@@ -132,7 +131,7 @@ Run::Run(const RunConfig& c, Device& dev, std::ostream& out, const TrainOptions&
     : c_(c), dev_(dev), out_(out), opt_(opt), resuming_(!opt.resume_from.empty()),
       // The out dir must take files before any work is done, not after an epoch of training.
       files_(prepare_run_dir(c.out_dir, &stale_)), data_(load_run_data(c)), shuffle_rng_(c.seed),
-      log_(files_.log, resuming_), loss_sum_({1}, DType::F32, dev) {
+      report_(out, opt.progress, files_, resuming_), loss_sum_({1}, DType::F32, dev) {
     model_ = build_model(c);
     model_->build(dev, {1, data_.train.rows, data_.train.cols}, c.seed);
     loss_ = make_loss(c.loss);
@@ -150,7 +149,6 @@ Run::Run(const RunConfig& c, Device& dev, std::ostream& out, const TrainOptions&
     result_.metrics_path = files_.metrics;
     result_.log_path = files_.log;
     meta_ = {{"format", "pt"}, {"producer", "xylem"}, {"config", c.source}, {"backend", dev.backend().name()}};
-    tty_ = opt.progress && isatty(STDOUT_FILENO);
 }
 
 // Every op training will run is checked before any work is done: the layers' forward and backward
@@ -250,38 +248,35 @@ void Run::save_last() {
 }
 
 void Run::write_metrics() {
-    nlohmann::json j;
-    j["config"] = c_.source;
-    j["backend"] = dev_.backend().name();
-    j["device"] = dev_.name();
-    j["batch_size"] = c_.batch_size;
-    j["seed"] = c_.seed;
-    j["epochs"] = nlohmann::json::array();
-    for (const EpochMetrics& m : result_.epochs) j["epochs"].push_back(to_json(m));
-    for (auto it = result_.epochs.rbegin(); it != result_.epochs.rend(); ++it)
-        if (it->has_test) {
-            j["final_test_accuracy"] = it->test_accuracy;
-            break;
-        }
-    if (st_.has_best) j["best"] = {{"metric", st_.best_metric}, {"value", st_.best_value}, {"checkpoint", files_.best}};
-    if (!result_.finish_reason.empty()) j["finished_early"] = result_.finish_reason;
-    io::write_file_atomic(files_.metrics, j.dump(2) + "\n");
+    RunSummary sum;
+    sum.config = c_.source;
+    sum.backend = dev_.backend().name();
+    sum.device = dev_.name();
+    sum.batch_size = c_.batch_size;
+    sum.seed = c_.seed;
+    sum.has_best = st_.has_best;
+    sum.best_metric = st_.best_metric;
+    sum.best_value = st_.best_value;
+    sum.best_checkpoint = files_.best;
+    sum.finish_reason = result_.finish_reason;
+    report_.metrics(result_.epochs, sum);
 }
 
-// The live line: the loss of the steps since the last line, speed, and the epoch's and the run's ETA.
 void Run::progress(int epoch, int64_t step, double loss, bool last_of_epoch) {
-    if (!opt_.progress) return;
-    const double elapsed = since(epoch_t0_);
+    if (!report_.showing()) return;
     const double per_step = since(run_t0_) / static_cast<double>(std::max<int64_t>(steps_this_process_, 1));
-    const double ips = static_cast<double>((step - first_step_) * c_.batch_size) / std::max(elapsed, 1e-9);
-    char line[256];
-    std::snprintf(line, sizeof line, "epoch %d/%d  step %lld/%lld  loss %.4f  lr %.3g  %.0f img/s  ETA epoch %s, run %s",
-                  epoch, c_.epochs, static_cast<long long>(step), static_cast<long long>(steps_per_epoch_), loss,
-                  static_cast<double>(solver_->lr()), ips,
-                  format_duration(per_step * static_cast<double>(steps_per_epoch_ - step)).c_str(),
-                  format_duration(per_step * static_cast<double>(steps_left_in_run())).c_str());
-    out_ << (tty_ ? "\r" : "") << line << (tty_ && !last_of_epoch ? "" : "\n") << std::flush;
-    last_shown_ = Clock::now();
+    Progress p;
+    p.epoch = epoch;
+    p.epochs = c_.epochs;
+    p.step = step;
+    p.steps_per_epoch = steps_per_epoch_;
+    p.loss = loss;
+    p.lr = solver_->lr();
+    p.images_per_second = static_cast<double>((step - first_step_) * c_.batch_size) / std::max(since(epoch_t0_), 1e-9);
+    p.eta_epoch_seconds = per_step * static_cast<double>(steps_per_epoch_ - step);
+    p.eta_run_seconds = per_step * static_cast<double>(steps_left_in_run());
+    p.last_of_epoch = last_of_epoch;
+    report_.progress(p);
 }
 
 TrainResult Run::go() {
@@ -312,7 +307,7 @@ TrainResult Run::go() {
         profiler::reset();
         profiler::enable(true);
     }
-    run_t0_ = last_shown_ = Clock::now();
+    run_t0_ = Clock::now();
     bool finished = false;
     for (int epoch = st_.epoch; epoch <= c_.epochs && !finished; ++epoch) {
         if (!run_steps(epoch)) break;  // a signal: last.safetensors is written
@@ -392,7 +387,8 @@ bool Run::run_steps(int epoch) {
         const bool last = step + 1 == steps_per_epoch_ || run_done;
         const bool log_row = (step + 1) % c_.print_every == 0 || last;
         // The first line comes after the first step, then at least every second on a terminal.
-        const bool show = log_row || (opt_.progress && (steps_this_process_ == 1 || (tty_ && since(last_shown_) >= 1.0)));
+        const bool show =
+            log_row || (report_.showing() && (steps_this_process_ == 1 || (report_.terminal() && report_.seconds_since_shown() >= 1.0)));
         const bool stop = stop_signal() != 0 && !last;  // the epoch's end writes its own checkpoint
         const bool checkpoint =
             !last && (stop || (c_.checkpoint_every > 0 && st_.global_step % static_cast<uint64_t>(c_.checkpoint_every) == 0));
@@ -416,7 +412,7 @@ bool Run::run_steps(int epoch) {
             r.elapsed_seconds = since(epoch_t0_);
             r.images_per_second = static_cast<double>(st_.seen - first_step_ * batch) / std::max(r.elapsed_seconds, 1e-9);
             r.lr = solver_->lr();
-            log_.row(r);
+            report_.interval_row(r);
         }
         if (show) progress(epoch, step + 1, recent, last);
         if (checkpoint) save_last();
@@ -489,39 +485,8 @@ void Run::end_epoch(int epoch) {
         save_training_checkpoint(files_.best, *model_, *solver_, dev_, st_, meta_);
         result_.best_checkpoint = files_.best;
     }
-    LogRow r;
-    r.epoch = epoch;
-    r.step = m.steps;
-    r.loss = m.train_loss;
-    r.images_per_second = m.images_per_second;
-    r.elapsed_seconds = m.seconds;
-    r.lr = m.lr;
-    r.has_validation = m.has_validation;
-    r.val_loss = m.val_loss;
-    r.val_accuracy = m.val_accuracy;
-    r.kind = "epoch";
-    log_.row(r);
+    report_.epoch(m, st_.best_metric, best, result_.finish_reason);
     write_metrics();
-    if (opt_.progress) {
-        std::string line = "epoch " + std::to_string(epoch) + ": train loss ";
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "%.4f", m.train_loss);
-        line += buf;
-        if (m.has_validation) {
-            std::snprintf(buf, sizeof buf, ", val loss %.4f, val accuracy %.2f%%", m.val_loss, 100 * m.val_accuracy);
-            line += buf;
-        }
-        if (m.has_test) {
-            std::snprintf(buf, sizeof buf, ", test accuracy %.2f%%", 100 * m.test_accuracy);
-            line += buf;
-        }
-        std::snprintf(buf, sizeof buf, ", %.2f s, %.0f img/s", m.seconds, m.images_per_second);
-        line += buf;
-        if (best) line += " (best " + st_.best_metric + " so far)";
-        out_ << line << "\n";
-        if (!result_.finish_reason.empty()) out_ << result_.finish_reason << "\n";
-        out_ << std::flush;
-    }
 }
 
 }  // namespace
