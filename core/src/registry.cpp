@@ -388,7 +388,7 @@ const char* device_kind_name(uint32_t kind) {
 namespace {
 
 // auto's order, best first. A CPU is best used through the native backend (OpenBLAS and its own
-// kernels); the same CPU behind OpenCL (PoCL) trained the MLP 10x slower. A device whose plugin
+// kernels); the same CPU behind OpenCL (PoCL) trained the MLP 12x slower here. A device whose plugin
 // does not say what it is ranks last: it may be anything.
 enum Rank { kDiscreteGpu, kIntegratedOrAccelerator, kNativeCpu, kOtherCpu, kUnknown };
 

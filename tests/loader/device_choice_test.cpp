@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,9 @@
 #include "xylem/registry.h"
 
 namespace xylem {
+// For test names: "child" / "in_process" rather than the enum's bytes.
+void PrintTo(Isolation i, std::ostream* os) { *os << (i == Isolation::child ? "child" : "in_process"); }
+
 namespace {
 namespace fs = std::filesystem;
 
