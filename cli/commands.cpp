@@ -211,6 +211,7 @@ int run_backends(const Args& a) {
         std::cout << "no plugin files found in the search path\n";
         return 1;
     }
+    const AutoPick pick = registry.auto_pick();
     std::printf("%-10s %-8s %-5s %-12s %s\n", "name", "version", "abi", "status", "path");
     for (const PluginRecord& r : registry.plugins()) {
         std::printf("%-10s %-8s %-5s %-12s %s\n", r.name.empty() ? "-" : r.name.c_str(),
@@ -220,11 +221,22 @@ int run_backends(const Args& a) {
         if (r.loaded && r.probe.detail[0]) std::printf("    %s\n", r.probe.detail);
         for (uint32_t d = 0; d < r.probe.device_count; ++d) {
             const xylem_device_info& dev = r.probe.devices[d];
-            std::printf("    device %u: %s, %u compute units, %.1f GiB%s%s\n", d, dev.name, dev.compute_units,
-                        static_cast<double>(dev.memory_bytes) / (1024.0 * 1024 * 1024), dev.detail[0] ? ", " : "",
-                        dev.detail);
+            std::printf("    device %u: %s (%s), %u compute units, %.1f GiB%s%s%s\n", d, dev.name,
+                        device_kind_name(r.device_kind(d)),
+                        dev.compute_units, static_cast<double>(dev.memory_bytes) / (1024.0 * 1024 * 1024),
+                        dev.detail[0] ? ", " : "", dev.detail,
+                        pick.record == &r && pick.device == d ? "  <- auto picks this device" : "");
         }
     }
+    // What `backend = "auto"` would run on, and why each other available backend lost (the
+    // unavailable ones show their reasons above).
+    if (!pick.record) {
+        std::printf("\nauto: no available device\n");
+        return 0;
+    }
+    std::printf("\n%s\n", pick.why.c_str());
+    for (const Skipped& k : pick.skipped)
+        if (k.available) std::printf("  passed over %s\n", k.text().c_str());
     return 0;
 }
 
@@ -258,8 +270,9 @@ int run_train(const Args& a) {
         c = config_with_flags(a);
     }
     Registry registry;
-    auto backend = app::select_backend(registry, c, a.backend, a.plugin_dirs);
-    auto dev = backend->device(0);
+    const BackendChoice choice = app::select_backend(registry, c, a.backend, a.plugin_dirs);
+    options.backend_choice = app::describe_choice(choice);  // the banner says which device runs, what was skipped and why
+    auto dev = choice.backend->device(choice.device);
     app::TrainResult r;
     {
         app::InterruptGuard interrupts;  // Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130 / 143
@@ -293,8 +306,9 @@ int run_eval(const Args& a) {
     if (a.checkpoint.empty()) throw UsageError{"eval needs --checkpoint FILE"};
     RunConfig c = config_with_flags(a);
     Registry registry;
-    auto backend = app::select_backend(registry, c, a.backend, a.plugin_dirs);
-    auto dev = backend->device(0);
+    const BackendChoice choice = app::select_backend(registry, c, a.backend, a.plugin_dirs);
+    auto backend = choice.backend;
+    auto dev = backend->device(choice.device);
     io::Dataset test = io::load_mnist_dir(c.data_dir, false);
     auto model = app::build_model(c);
     model->build(*dev, {1, test.rows, test.cols}, c.seed);

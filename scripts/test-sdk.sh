@@ -26,7 +26,12 @@ exported=$(nm -D --defined-only "$plugin" | awk '$2 == "T" {print $3}')
 [[ $exported == xylem_plugin_entry ]] || fail "the plugin exports more than its entry point: $exported"
 
 export XYLEM_PLUGIN_PATH=$work/tiny
-"$prefix/bin/xylem" backends | grep -Eq '^tiny +[^ ]+ +[^ ]+ +available' || fail "xylem backends does not list tiny"
+"$prefix/bin/xylem" backends >"$work/backends.log"
+grep -Eq '^tiny +[^ ]+ +[^ ]+ +available' "$work/backends.log" || fail "xylem backends does not list tiny"
+# tiny says its device is a CPU (ABI 1.3 device_kinds): backend = "auto" keeps native over it.
+grep -q 'device 0: host CPU (CPU)' "$work/backends.log" || { cat "$work/backends.log"; fail "tiny's device kind is not shown"; }
+grep -q '^  passed over tiny: device 0 (host CPU, CPU) ' "$work/backends.log" ||
+  { cat "$work/backends.log"; fail "auto does not pass over tiny's CPU"; }
 
 echo "test-sdk: training fashion_mlp on tiny (200 steps)"
 "$prefix/bin/xylem" train --config examples/fashion_mlp.toml --backend tiny --epochs 1 --max-steps 200 \

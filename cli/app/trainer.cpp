@@ -221,7 +221,7 @@ int64_t Run::steps_left_in_run() const {
 
 void Run::banner() {
     if (!opt_.progress) return;
-    out_ << "backend " << dev_.backend().name() << ", device " << dev_.name() << "\nmodel:\n" << model_->summary();
+    out_ << opt_.backend_choice << "backend " << dev_.backend().name() << ", device " << dev_.name() << "\nmodel:\n" << model_->summary();
     out_ << "data: " << data_.train.count << " training images";
     if (data_.validation.count) out_ << ", " << data_.validation.count << " held out for validation";
     out_ << ", " << data_.test.count << " test images; " << steps_per_epoch_ << " steps per epoch of batch "

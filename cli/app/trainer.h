@@ -33,6 +33,7 @@ struct TrainResult {
 struct TrainOptions {
     bool profile = false;  // print the per-op profile after training
     bool progress = true;  // progress lines on `out`
+    std::string backend_choice;  // lines the banner starts with: how the backend was chosen (describe_choice)
     std::string resume_from;  // a training checkpoint to continue from ("" = a new run)
     // The command-line overrides this run was started with, kept in its checkpoints so that a
     // resume re-applies them (train.batch_size from --batch-size, ...).

@@ -124,7 +124,18 @@ void describe_table(PluginRecord& rec, const xylem_plugin& t, bool abi_only) {
     rec.version = t.version ? t.version : "";
 }
 
-void take_probe(PluginRecord& rec, const xylem_probe_info& info) {
+// The probe, then the device kinds of a plugin that reports them (ABI 1.3: a table that ends
+// before device_kinds, or leaves it NULL, has devices of unknown kind). The core zeroes the array
+// first, so a plugin that skips a device leaves it unknown.
+void run_probe(const xylem_plugin& t, xylem_probe_info& info, uint32_t (&kinds)[XYLEM_MAX_PROBE_DEVICES]) {
+    t.probe(&info);
+    std::fill(std::begin(kinds), std::end(kinds), uint32_t{XYLEM_DEVICE_KIND_UNKNOWN});
+    if (!XYLEM_TABLE_HAS(&t, device_kinds)) return;
+    const uint32_t count = std::min<uint32_t>(info.device_count, XYLEM_MAX_PROBE_DEVICES);
+    t.device_kinds(kinds, count);
+}
+
+void take_probe(PluginRecord& rec, const xylem_probe_info& info, const uint32_t (&kinds)[XYLEM_MAX_PROBE_DEVICES]) {
     rec.probe = info;
     rec.probe.reason[sizeof rec.probe.reason - 1] = '\0';
     rec.probe.detail[sizeof rec.probe.detail - 1] = '\0';
@@ -134,6 +145,9 @@ void take_probe(PluginRecord& rec, const xylem_probe_info& info) {
         dev.name[sizeof dev.name - 1] = '\0';
         dev.detail[sizeof dev.detail - 1] = '\0';
     }
+    rec.device_kinds.assign(kinds, kinds + rec.probe.device_count);
+    for (uint32_t& k : rec.device_kinds)
+        if (k >= XYLEM_DEVICE_KIND_COUNT_) k = XYLEM_DEVICE_KIND_UNKNOWN;  // a kind this core does not know
     rec.available = rec.probe.available != 0;
     if (!rec.available) rec.reason = rec.probe.reason[0] ? rec.probe.reason : "the plugin found no usable device";
 }
@@ -153,6 +167,7 @@ struct ChildReport {
     char name[128], version[128], abi[32];
     char error[2048];  // why open_plugin refused it
     xylem_probe_info probe;
+    uint32_t kinds[XYLEM_MAX_PROBE_DEVICES];
 };
 
 template <size_t N>
@@ -181,7 +196,7 @@ void probe_in_child(const std::string& path, ChildReport& r) {
     r.accepted = loaded.backend != nullptr;
     if (r.accepted) {
         r.stage = 'P';
-        loaded.table->probe(&r.probe);
+        run_probe(*loaded.table, r.probe, r.kinds);
     }
     r.stage = 'D';
 }
@@ -259,8 +274,9 @@ const PluginRecord& Registry::load_file(const std::string& file) {
         rec.loaded = true;
         rec.backend = loaded.backend;
         xylem_probe_info info{};
-        loaded.table->probe(&info);
-        take_probe(rec, info);
+        uint32_t kinds[XYLEM_MAX_PROBE_DEVICES];
+        run_probe(*loaded.table, info, kinds);
+        take_probe(rec, info, kinds);
     }
     plugins_.push_back(std::move(rec));
     return plugins_.back();
@@ -298,7 +314,7 @@ const PluginRecord& Registry::probe_file(const std::string& file) {
         rec.reason = shadow;
     } else {
         rec.loaded = true;
-        take_probe(rec, report.probe);
+        take_probe(rec, report.probe, report.kinds);
     }
     plugins_.push_back(std::move(rec));
     return plugins_.back();
@@ -356,14 +372,140 @@ std::shared_ptr<Backend> Registry::select(const std::string& name) const {
 }
 
 std::shared_ptr<Backend> Registry::select_first(const std::vector<std::string>& preference) const {
-    std::string why;
-    for (const std::string& name : preference) {
-        try {
-            return select(name);
-        } catch (const Error& e) {
-            why += std::string(why.empty() ? "" : "; ") + e.what();
-        }
+    return choose(preference).backend;
+}
+
+const char* device_kind_name(uint32_t kind) {
+    switch (kind) {
+        case XYLEM_DEVICE_DISCRETE_GPU: return "discrete GPU";
+        case XYLEM_DEVICE_INTEGRATED_GPU: return "integrated GPU";
+        case XYLEM_DEVICE_ACCELERATOR: return "accelerator";
+        case XYLEM_DEVICE_CPU: return "CPU";
+        default: return "unknown kind";
     }
+}
+
+namespace {
+
+// auto's order, best first. A CPU is best used through the native backend (OpenBLAS and its own
+// kernels); the same CPU behind OpenCL (PoCL) trained the MLP 12x slower here. A device whose plugin
+// does not say what it is ranks last: it may be anything.
+enum Rank { kDiscreteGpu, kIntegratedOrAccelerator, kNativeCpu, kOtherCpu, kUnknown };
+
+Rank rank_of(const PluginRecord& r, uint32_t d) {
+    switch (r.device_kind(d)) {
+        case XYLEM_DEVICE_DISCRETE_GPU: return kDiscreteGpu;
+        case XYLEM_DEVICE_INTEGRATED_GPU:
+        case XYLEM_DEVICE_ACCELERATOR: return kIntegratedOrAccelerator;
+        case XYLEM_DEVICE_CPU: return r.name == "native" ? kNativeCpu : kOtherCpu;
+        default: return kUnknown;
+    }
+}
+
+// An available plugin that reports no device still has device 0 (the one select() runs on).
+uint32_t devices_of(const PluginRecord& r) { return std::max<uint32_t>(r.probe.device_count, 1); }
+
+std::string label(const PluginRecord& r) { return r.name.empty() ? fs::path(r.path).filename().string() : r.name; }
+
+// "device 0 (NVIDIA H100, discrete GPU)"
+std::string describe_device(const PluginRecord& r, uint32_t d) {
+    std::string s = "device " + std::to_string(d) + " (";
+    if (d < r.probe.device_count && r.probe.devices[d].name[0]) s += std::string(r.probe.devices[d].name) + ", ";
+    return s + device_kind_name(r.device_kind(d)) + ")";
+}
+
+// Why the pick is not a better kind of device.
+std::string pick_reason(Rank best) {
+    switch (best) {
+        case kDiscreteGpu: return "";
+        case kIntegratedOrAccelerator: return ": no discrete GPU available";
+        case kNativeCpu:
+        case kOtherCpu: return ": no GPU or accelerator available";
+        default: return ": no device of a known kind available";
+    }
+}
+
+// Why an available plugin's best device `d` lost to the pick's device `pd`.
+std::string lost_because(const PluginRecord& r, uint32_t d, const PluginRecord& pick, uint32_t pd) {
+    const std::string dev = describe_device(r, d);
+    const Rank rank = rank_of(r, d), pick_rank = rank_of(pick, pd);
+    if (rank == pick_rank)
+        return dev + " ranks with " + pick.name + "'s " + device_kind_name(pick.device_kind(pd)) +
+               " and comes later in the plugin search order";
+    if (rank == kOtherCpu && pick_rank == kNativeCpu)
+        return dev + " is a CPU: a CPU runs on the native backend unless this backend is named";
+    if (rank == kUnknown) return dev + ": a device whose plugin does not say what it is ranks last";
+    return dev + " ranks below " + pick.name + "'s " + device_kind_name(pick.device_kind(pd));
+}
+
+}  // namespace
+
+AutoPick rank_devices(const std::vector<PluginRecord>& records) {
+    AutoPick out;
+    Rank best_rank = kUnknown;
+    for (const PluginRecord& r : records) {
+        if (!r.available) continue;
+        for (uint32_t d = 0; d < devices_of(r); ++d)
+            if (!out.record || rank_of(r, d) < best_rank) {  // strictly better: ties keep the search order
+                out.record = &r;
+                out.device = d;
+                best_rank = rank_of(r, d);
+            }
+    }
+    for (const PluginRecord& r : records) {
+        if (&r == out.record) continue;
+        if (!r.available) {
+            out.skipped.push_back({label(r), r.reason, false});
+            continue;
+        }
+        uint32_t best = 0;
+        for (uint32_t d = 1; d < devices_of(r); ++d)
+            if (rank_of(r, d) < rank_of(r, best)) best = d;
+        out.skipped.push_back({label(r), lost_because(r, best, *out.record, out.device), true});
+    }
+    if (out.record)
+        out.why = "auto picks " + out.record->name + " " + describe_device(*out.record, out.device) +
+                  pick_reason(best_rank);
+    return out;
+}
+
+BackendChoice Registry::choose(const std::vector<std::string>& preference) const {
+    BackendChoice out;
+    auto list_text = [&] {
+        std::string s;
+        for (const std::string& n : preference) s += (s.empty() ? "" : ", ") + n;
+        return "[" + s + "]";
+    };
+    for (const std::string& name : preference) {
+        if (name == "auto") {
+            AutoPick pick = auto_pick();
+            if (!pick.record) {
+                std::string why;
+                for (const Skipped& s : pick.skipped) why += (why.empty() ? "" : "; ") + s.text();
+                if (why.empty()) why = "no plugin file was found in the plugin search path";
+                if (preference.size() == 1) throw Error("backend \"auto\" found no available device: " + why);
+                out.skipped.push_back({"auto", "no available device (" + why + ")", false});
+                continue;
+            }
+            out.backend = select(pick.record->name);
+            out.device = pick.device;
+            out.why = pick.why;
+            if (preference.size() > 1) out.why += " (entry \"auto\" of the backend list " + list_text() + ")";
+            out.skipped.insert(out.skipped.end(), pick.skipped.begin(), pick.skipped.end());
+            return out;
+        }
+        try {
+            out.backend = select(name);
+        } catch (const Error& e) {
+            out.skipped.push_back({name, e.what(), false});
+            continue;
+        }
+        out.why = "backend " + name + (preference.size() > 1 ? ": the first available of the backend list " + list_text()
+                                                             : ": the one the backend list names");
+        return out;
+    }
+    std::string why;
+    for (const Skipped& s : out.skipped) why += (why.empty() ? "" : "; ") + s.why;
     throw Error("no backend of the preference list is available: " + (why.empty() ? "the list is empty" : why));
 }
 

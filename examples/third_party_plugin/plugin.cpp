@@ -21,6 +21,12 @@ void probe(xylem_probe_info* out) {
     out->devices[0].compute_units = 1;
 }
 
+// What its one device is (ABI 1.3, optional): the host's processor. `backend = "auto"` ranks a CPU
+// behind a plugin other than native below native, so tiny runs when it is named.
+void device_kinds(uint32_t* kinds, uint32_t count) {
+    if (kinds && count > 0) kinds[0] = XYLEM_DEVICE_CPU;
+}
+
 // One framework per process, created on first use (a function-local static is thread-safe).
 xylem_status framework_get(xylem_framework_t* out) {
     if (!out) return fail(XYLEM_E_INVALID, "framework_get: out is NULL");
@@ -66,6 +72,7 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         nullptr,  // capture_end
         nullptr,  // graph_launch
         nullptr,  // graph_destroy
+        tiny::device_kinds,  // ABI 1.3 (optional): NULL would make its device "unknown kind", ranked last
     };
     return &table;
 }

@@ -97,6 +97,21 @@ void probe(xylem_probe_info* out) {
     }
 }
 
+// A CUDA device is a discrete GPU unless it shares the host's memory (Jetson, GB10: `integrated`).
+void device_kinds(uint32_t* kinds, uint32_t count) {
+    if (!kinds || count == 0) return;
+    int n = 0;
+    if (!no_device_reason(&n).empty()) return;
+    for (uint32_t d = 0; d < count && d < static_cast<uint32_t>(n); ++d) {
+        cudaDeviceProp p{};
+        if (cudaGetDeviceProperties(&p, static_cast<int>(d)) != cudaSuccess) {
+            cudaGetLastError();
+            continue;  // stays unknown, as probe names it "properties unavailable"
+        }
+        kinds[d] = p.integrated ? XYLEM_DEVICE_INTEGRATED_GPU : XYLEM_DEVICE_DISCRETE_GPU;
+    }
+}
+
 xylem_status framework_get(xylem_framework_t* out) {
     if (!out) return set_error(XYLEM_E_INVALID, "cuda: framework_get: out is NULL");
     const FrameworkResult& r = the_framework();

@@ -32,6 +32,7 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         c::capture_end,
         c::graph_launch,
         c::graph_destroy,
+        c::device_kinds,
     };
     return &table;
 }

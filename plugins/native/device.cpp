@@ -105,6 +105,11 @@ void probe(xylem_probe_info* out) {
     dev.compute_units = static_cast<uint32_t>(hw);
 }
 
+// The one device is the host's processor.
+void device_kinds(uint32_t* kinds, uint32_t count) {
+    if (kinds && count > 0) kinds[0] = XYLEM_DEVICE_CPU;
+}
+
 xylem_status framework_get(xylem_framework_t* out) {
     if (!out) return set_error(XYLEM_E_INVALID, "native: framework_get: out is NULL");
     static xylem_framework_s framework = make_framework();  // the one instance, made on first call

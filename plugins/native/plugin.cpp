@@ -32,6 +32,7 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         nullptr,
         nullptr,
         nullptr,
+        n::device_kinds,
     };
     return &table;
 }

@@ -123,6 +123,30 @@ void probe(xylem_probe_info* out) {
     }
 }
 
+namespace {
+// CL_DEVICE_TYPE as a xylem_device_kind: a GPU that shares the host's memory is integrated. PoCL's
+// host device is CL_DEVICE_TYPE_CPU, so `auto` ranks it below the native backend.
+uint32_t kind_of(cl_device_id d) {
+    const auto type = device_value<cl_device_type>(d, CL_DEVICE_TYPE);
+    if (type & CL_DEVICE_TYPE_GPU)
+        return device_value<cl_bool>(d, CL_DEVICE_HOST_UNIFIED_MEMORY) ? XYLEM_DEVICE_INTEGRATED_GPU
+                                                                      : XYLEM_DEVICE_DISCRETE_GPU;
+    if (type & CL_DEVICE_TYPE_ACCELERATOR) return XYLEM_DEVICE_ACCELERATOR;
+    if (type & CL_DEVICE_TYPE_CPU) return XYLEM_DEVICE_CPU;
+    return XYLEM_DEVICE_KIND_UNKNOWN;  // CL_DEVICE_TYPE_CUSTOM, or the query failed
+}
+}  // namespace
+
+// The same list, in the same order, as probe() reports; on failure the kinds stay as the core set them.
+void device_kinds(uint32_t* kinds, uint32_t count) {
+    if (!kinds || count == 0) return;
+    try {
+        const DeviceList list = enumerate_devices();
+        for (uint32_t i = 0; i < count && i < list.devices.size(); ++i) kinds[i] = kind_of(list.devices[i].second);
+    } catch (...) {  // no platform now: nothing to report, and nothing may cross the ABI
+    }
+}
+
 xylem_status framework_get(xylem_framework_t* out) {
     if (!out) return set_error(XYLEM_E_INVALID, "opencl: framework_get: out is NULL");
     *out = nullptr;

@@ -198,6 +198,7 @@ XYLEM_PLUGIN_KIT_OPS(XYLEM_DECLARE_OP)  // op_fill ... op_gather_rows, one per o
 
 // ---- ABI entry points (wired into the table in plugin.cpp) ---------------------------------
 void probe(xylem_probe_info* out);
+void device_kinds(uint32_t* kinds, uint32_t count);
 xylem_status framework_get(xylem_framework_t* out);
 xylem_status buffer_alloc(xylem_framework_t, uint32_t device, uint64_t bytes, xylem_buffer_t* out);
 void buffer_free(xylem_framework_t, xylem_buffer_t buffer);

@@ -81,6 +81,7 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         nullptr,
         nullptr,
         nullptr,
+        o::device_kinds,
     };
     return &table;
 }

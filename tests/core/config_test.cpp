@@ -27,6 +27,11 @@ TEST(Config, ParsesTheExampleConfigs) {
         EXPECT_EQ(c.solver.type, "sgd");
         EXPECT_EQ(c.out_dir, std::string("runs/") + std::string(name).substr(0, std::string(name).size() - 5));
     }
+    // Every example lets auto choose the device (README, "Selecting a backend").
+    for (const char* name : {"fashion_mlp", "leaf_mlp", "fashion_lenet", "conv_mlp", "fashion_vgg_small"})
+        EXPECT_EQ(load_config(std::string(XYLEM_SOURCE_DIR) + "/examples/" + name + ".toml").backend,
+                  std::vector<std::string>{"auto"})
+            << name;
     RunConfig leaf = load_config(std::string(XYLEM_SOURCE_DIR) + "/examples/leaf_mlp.toml");
     EXPECT_EQ(leaf.batch_size, 20);
     EXPECT_FLOAT_EQ(leaf.solver.momentum, 0.03f);
@@ -40,6 +45,9 @@ TEST(Config, DefaultsAndScalars) {
     EXPECT_EQ(c.out_dir, "runs/t");
     RunConfig adam = parse_config("[solver]\ntype = \"adam\"\n", "a.toml");
     EXPECT_FLOAT_EQ(adam.solver.lr, 0.001f);  // Adam's own default
+    EXPECT_EQ(adam.backend, std::vector<std::string>{"auto"});  // no backend key: auto ranks the devices
+    EXPECT_EQ(parse_config("backend = [\"tiny\", \"auto\"]\n", "l.toml").backend,
+              (std::vector<std::string>{"tiny", "auto"}));
 }
 
 TEST(Config, UnknownKeysAreNamed) {

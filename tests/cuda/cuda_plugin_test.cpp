@@ -94,6 +94,24 @@ TEST(CudaPlugin, ProbeListsEveryDevice) {
     }
 }
 
+// Device kinds (ABI 1.3): a discrete GPU, or an integrated one where the runtime says so; without
+// a device the member answers nothing and leaves the array alone.
+TEST(CudaPlugin, DeviceKindsFollowTheRuntimesIntegratedFlag) {
+    const xylem_plugin& t = table();
+    ASSERT_TRUE(XYLEM_TABLE_HAS(&t, device_kinds));
+    uint32_t kinds[XYLEM_MAX_PROBE_DEVICES] = {};
+    t.device_kinds(kinds, XYLEM_MAX_PROBE_DEVICES);
+    const int n = runtime_view().devices;
+    for (int d = 0; d < XYLEM_MAX_PROBE_DEVICES; ++d) {
+        uint32_t expected = XYLEM_DEVICE_KIND_UNKNOWN;
+        cudaDeviceProp p{};
+        if (d < n && cudaGetDeviceProperties(&p, d) == cudaSuccess)
+            expected = p.integrated ? XYLEM_DEVICE_INTEGRATED_GPU : XYLEM_DEVICE_DISCRETE_GPU;
+        EXPECT_EQ(kinds[d], expected) << "device " << d;
+    }
+    EXPECT_EQ(cuda_record().device_kinds.size(), cuda_record().probe.device_count);
+}
+
 TEST(CudaPlugin, BackendsCommandListsCudaAndExitsZero) {
     std::string out;
     const int rc = run(std::string(XYLEM_BINARY_DIR) + "/bin/xylem backends --plugin-path " + XYLEM_TEST_PLUGIN_DIR, out);

@@ -121,25 +121,10 @@ TEST_F(Corpus, NativeTrainsBesideTheCorpus) {
     EXPECT_NE(r.output.find("test accuracy"), std::string::npos) << r.output;
 }
 
-// The config's preference list names crashing plugins first: they are skipped, native trains,
-// and the dynamic loader's own log (LD_DEBUG, written by this process only: the children's
-// output is captured) shows that no plugin but native was initialised in the training process.
-TEST_F(Corpus, PreferenceListSkipsCrashingPluginsAndLoadsOnlyTheChosenOne) {
-    std::ifstream in(kMlp);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t at = text.find("backend = [");
-    ASSERT_NE(at, std::string::npos);
-    text.replace(at, text.find('\n', at) - at,
-                 "backend = [\"crash_ctor\", \"abort_ctor\", \"crash_probe\", \"native\"]");
-    const fs::path config = dir_.path / "prefer_crashing.toml";
-    test::write_bytes(config, text.data(), text.size());
-
-    const Result r =
-        run("train --config " + config.string() + " --epochs 1 --max-steps 20 --out " + (dir_.path / "out").string(),
-            env_ + " LD_DEBUG=files");
-    ASSERT_EQ(r.code, 0) << r.output;
-    EXPECT_NE(r.output.find("backend native"), std::string::npos) << r.output;
-    std::istringstream lines(r.output);
+// The plugin files whose initialisers ran in the xylem process, from the dynamic loader's own
+// log (LD_DEBUG=files, written by this process only: the probing children's output is captured).
+std::vector<std::string> plugins_initialised(const std::string& output) {
+    std::istringstream lines(output);
     std::vector<std::string> initialised;
     for (std::string line; std::getline(lines, line);) {
         const size_t init = line.find("calling init: ");
@@ -149,7 +134,47 @@ TEST_F(Corpus, PreferenceListSkipsCrashingPluginsAndLoadsOnlyTheChosenOne) {
             path.find("libxylem_core") == std::string::npos)
             initialised.push_back(path);
     }
-    EXPECT_EQ(initialised, std::vector<std::string>{kPluginDir + "/libxylem_native.so"}) << r.output.substr(0, 4000);
+    return initialised;
+}
+
+// The config's preference list names crashing plugins first: they are skipped, native trains,
+// and no plugin but native was initialised in the training process.
+TEST_F(Corpus, PreferenceListSkipsCrashingPluginsAndLoadsOnlyTheChosenOne) {
+    std::ifstream in(kMlp);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("\nbackend = ");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at + 1, text.find('\n', at + 1) - at - 1,
+                 "backend = [\"crash_ctor\", \"abort_ctor\", \"crash_probe\", \"native\"]");
+    const fs::path config = dir_.path / "prefer_crashing.toml";
+    test::write_bytes(config, text.data(), text.size());
+
+    const Result r =
+        run("train --config " + config.string() + " --epochs 1 --max-steps 20 --out " + (dir_.path / "out").string(),
+            env_ + " LD_DEBUG=files");
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("backend native"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("skipped crash_ctor: backend 'crash_ctor' is unavailable: "), std::string::npos)
+        << r.output.substr(0, 4000);
+    EXPECT_EQ(plugins_initialised(r.output), std::vector<std::string>{kPluginDir + "/libxylem_native.so"})
+        << r.output.substr(0, 4000);
+}
+
+// The example's backend = "auto" ranks the devices of every file in the corpus in probing children:
+// the crashing and broken files are passed over with their reasons, and only the pick is loaded.
+TEST_F(Corpus, AutoRanksBesideTheCorpusAndLoadsOnlyItsPick) {
+    const Result r =
+        run("train --config " + kMlp + " --epochs 1 --max-steps 5 --out " + (dir_.path / "out").string(),
+            env_ + " LD_DEBUG=files");
+    ASSERT_EQ(r.code, 0) << r.output.substr(0, 4000);
+    const size_t at = r.output.find("auto picks ");
+    ASSERT_NE(at, std::string::npos) << r.output.substr(0, 4000);
+    const std::string pick = r.output.substr(at + 11, r.output.find(' ', at + 11) - at - 11);
+    EXPECT_NE(r.output.find("skipped crash_probe: crashed in its probe: signal 11 (SIGSEGV)"), std::string::npos)
+        << r.output.substr(0, 4000);
+    EXPECT_NE(r.output.find("skipped libxylem_abi_future.so: ABI mismatch"), std::string::npos) << r.output.substr(0, 4000);
+    EXPECT_EQ(plugins_initialised(r.output), std::vector<std::string>{kPluginDir + "/libxylem_" + pick + ".so"})
+        << r.output.substr(0, 4000);
 }
 
 }  // namespace

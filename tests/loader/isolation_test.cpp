@@ -253,6 +253,7 @@ TEST(ChildProbe, AgreesWithInProcessLoading) {
         EXPECT_EQ(c.available, h.available) << c.path;
         EXPECT_EQ(c.reason, h.reason) << c.path;
         EXPECT_EQ(c.probe.device_count, h.probe.device_count) << c.path;
+        EXPECT_EQ(c.device_kinds, h.device_kinds) << c.path;
         EXPECT_FALSE(c.backend) << c.path;
     }
     expect_no_children();

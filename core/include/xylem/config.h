@@ -92,7 +92,7 @@ struct EarlyStopping {
 struct RunConfig {
     std::string source;  // file the config came from
     std::string text;    // its TOML text (a training checkpoint keeps it, so a run resumes with it)
-    std::vector<std::string> backend{"cuda", "opencl", "native"};  // preference order
+    std::vector<std::string> backend{"auto"};  // preference order; "auto" ranks the devices (Registry::auto_pick)
     std::vector<std::string> plugin_path;
     int threads = 0;     // native backend threads; 0 = one per core
 

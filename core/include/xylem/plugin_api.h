@@ -75,6 +75,17 @@ typedef struct xylem_device_info {
 
 #define XYLEM_MAX_PROBE_DEVICES 16
 
+/* What kind of device a plugin device is (ABI 1.3, reported by device_kinds): `backend = "auto"`
+ * ranks devices by it. A plugin without device_kinds has devices of kind UNKNOWN. */
+typedef enum xylem_device_kind {
+    XYLEM_DEVICE_KIND_UNKNOWN = 0,
+    XYLEM_DEVICE_DISCRETE_GPU = 1,   /* a GPU with its own memory */
+    XYLEM_DEVICE_INTEGRATED_GPU = 2, /* a GPU sharing the host's memory */
+    XYLEM_DEVICE_ACCELERATOR = 3,    /* another device with its own processor (FPGA, NPU, ...) */
+    XYLEM_DEVICE_CPU = 4             /* the host's processor, reached through this backend */
+} xylem_device_kind;
+#define XYLEM_DEVICE_KIND_COUNT_ 5
+
 /* What probe() found. It must not call into a driver in a way that can crash. */
 typedef struct xylem_probe_info {
     int32_t available;     /* 1 when at least one device can run ops */
@@ -135,7 +146,16 @@ typedef struct xylem_plugin {
     xylem_status (*capture_end)(xylem_framework_t, xylem_stream_t, xylem_graph_t* out);
     xylem_status (*graph_launch)(xylem_framework_t, xylem_stream_t, xylem_graph_t graph);
     void (*graph_destroy)(xylem_framework_t, xylem_graph_t graph);
-    /* end of ABI 1.2 (ABI 1.3 added ops only: rmsprop_update, adamw_update, clamp, sum_squares, clip_by_norm) */
+    /* end of ABI 1.2 */
+
+    /* ABI 1.3: new ops (rmsprop_update, adamw_update, clamp, sum_squares, clip_by_norm), and: */
+    /* (optional) Fills kinds[d] with the xylem_device_kind of device d, for d < count: the devices
+     * probe() reports, in its order (the index buffer_alloc takes). Called right after probe(),
+     * under the same rule: no driver call that can crash. NULL: every device is of kind UNKNOWN.
+     * (A member, not a field of xylem_probe_info: plugins clear the probe struct with their own
+     * sizeof, so a field appended there would be written past an older core's struct.) */
+    void (*device_kinds)(uint32_t* kinds, uint32_t count);
+    /* end of ABI 1.3 */
 } xylem_plugin;
 
 #ifdef __cplusplus

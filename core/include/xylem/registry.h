@@ -22,9 +22,46 @@ struct PluginRecord {
     bool available = false;         // loaded, and its probe found a usable device
     std::string reason;             // why not loaded / not available
     xylem_probe_info probe{};       // what the probe reported, when loaded
+    // The xylem_device_kind of each probed device (probe.device_count entries): what the plugin's
+    // device_kinds reported, XYLEM_DEVICE_KIND_UNKNOWN where it has none (built before ABI 1.3).
+    std::vector<uint32_t> device_kinds;
+    uint32_t device_kind(uint32_t d) const {
+        return d < device_kinds.size() ? device_kinds[d] : uint32_t{XYLEM_DEVICE_KIND_UNKNOWN};
+    }
     // The loaded plugin, when it was loaded into this process (Isolation::in_process). After a
     // scan in child processes it stays empty: select() loads the one chosen file here.
     std::shared_ptr<Backend> backend;
+};
+
+// "discrete GPU", "integrated GPU", "accelerator", "CPU", or "unknown kind".
+const char* device_kind_name(uint32_t kind);
+
+// A backend or device that a choice passed over, and why ("cuda: no CUDA device: ...").
+struct Skipped {
+    std::string backend;     // the backend's name (the file's name when it has none)
+    std::string why;
+    bool available = false;  // it could have run: it lost on rank or came later in a list
+    std::string text() const { return backend + ": " + why; }
+};
+
+// What `backend = "auto"` picks: the best-ranked available device, ties in search order.
+// Ranks: discrete GPU > integrated GPU = accelerator > a CPU through the native backend > a CPU
+// through any other backend (OpenCL on PoCL, a third-party CPU plugin) > a device of unknown kind.
+struct AutoPick {
+    const PluginRecord* record = nullptr;  // null: no plugin has an available device
+    uint32_t device = 0;
+    std::string why;                       // one line: "auto picks native device 0 (..., CPU): no GPU or accelerator available"
+    std::vector<Skipped> skipped;          // every other record, in search order, with its reason
+};
+// The ranking itself, over records as a scan leaves them (tests pass synthetic ones).
+AutoPick rank_devices(const std::vector<PluginRecord>& records);
+
+// A backend chosen to run on: which one, which device, and why (for the training banner).
+struct BackendChoice {
+    std::shared_ptr<Backend> backend;  // loaded into this process
+    uint32_t device = 0;
+    std::string why;                   // one line saying how it was chosen
+    std::vector<Skipped> skipped;      // what was passed over on the way, with reasons
 };
 
 // Where scan() loads and probes the plugin files.
@@ -58,6 +95,12 @@ public:
     std::shared_ptr<Backend> select(const std::string& name) const;
     // The first available backend of a preference list; Error listing every reason if none.
     std::shared_ptr<Backend> select_first(const std::vector<std::string>& preference) const;
+    // The same rule with the device and the reasons: entries in order, the first available wins,
+    // and the entry "auto" stands for auto_pick()'s device (available when any device is). The
+    // list {"auto"} alone is an Error saying why each plugin file has no device to offer.
+    BackendChoice choose(const std::vector<std::string>& preference) const;
+    // rank_devices() over this registry's records.
+    AutoPick auto_pick() const { return rank_devices(plugins_); }
 
     // Folders searched, in order: the --plugin-path flag, XYLEM_PLUGIN_PATH (':'-separated),
     // the config's plugin_path, then the plugin folder of the build or install tree.

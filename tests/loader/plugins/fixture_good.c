@@ -24,7 +24,10 @@
  * the last element wrong (the conformance kit must catch it). FIXTURE_ABI_MINOR < 2: a plugin
  * built against ABI 1.1, whose table ends before the 1.2 capture members; the members past its
  * struct_size are set anyway, to functions that count calls, so a core that reads past
- * struct_size is caught (counter past_end_calls). */
+ * struct_size is caught (counter past_end_calls). FIXTURE_ABI_MINOR == 2: a table that ends before
+ * the ABI 1.3 device_kinds member, which is set past the end the same way (and would report
+ * discrete GPUs). FIXTURE_KIND0 / FIXTURE_KIND1: the current table's device_kinds reports these
+ * values for devices 0 and 1; without them device_kinds is NULL (every device of unknown kind). */
 #ifdef FIXTURE_NEEDS_DEP
 int xylem_fixture_dep_answer(void);
 #endif
@@ -247,6 +250,19 @@ static xylem_status op_run(xylem_framework_t fw, xylem_stream_t s, const xylem_o
     return XYLEM_OK;
 }
 
+#if FIXTURE_ABI_MINOR < 3
+/* Stand-in for the ABI 1.3 member, placed past this table's struct_size: never to be called. */
+static void past_end_device_kinds(uint32_t* kinds, uint32_t count) {
+    atomic_fetch_add(&g_past_end_calls, 1);
+    for (uint32_t i = 0; i < count; ++i) kinds[i] = XYLEM_DEVICE_DISCRETE_GPU;
+}
+#elif defined(FIXTURE_KIND0)
+static void device_kinds(uint32_t* kinds, uint32_t count) {
+    const uint32_t mine[FIXTURE_DEVICES] = {FIXTURE_KIND0, FIXTURE_KIND1};
+    for (uint32_t i = 0; i < count && i < FIXTURE_DEVICES; ++i) kinds[i] = mine[i];
+}
+#endif
+
 #if FIXTURE_ABI_MINOR < 2
 /* Stand-ins for the ABI 1.2 members, placed past this table's struct_size: never to be called. */
 static xylem_status past_end_stream_call(xylem_framework_t fw, xylem_stream_t s) {
@@ -280,6 +296,8 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         offsetof(xylem_plugin, op_run),
 #elif FIXTURE_ABI_MINOR < 2
         offsetof(xylem_plugin, capture_begin), /* sizeof(xylem_plugin) in the ABI 1.1 header */
+#elif FIXTURE_ABI_MINOR < 3
+        offsetof(xylem_plugin, device_kinds), /* sizeof(xylem_plugin) in the ABI 1.2 header */
 #else
         sizeof(xylem_plugin),
 #endif
@@ -309,6 +327,13 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         NULL,
         NULL,
         NULL,
+#endif
+#if FIXTURE_ABI_MINOR < 3
+        past_end_device_kinds,
+#elif defined(FIXTURE_KIND0)
+        device_kinds,
+#else
+        NULL, /* device_kinds: every device of unknown kind */
 #endif
     };
     return &table;
