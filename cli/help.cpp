@@ -34,14 +34,16 @@ struct Command {
 };
 
 // Flags several commands share, written once.
-const Flag kBackend{"--backend", "NAME", "backend to run on (else XYLEM_BACKEND, else the config's backend list)"};
+const Flag kBackend{"--backend", "NAME", "backend to run on, or auto (else XYLEM_BACKEND, else the config's backend key)"};
 const Flag kPluginPath{"--plugin-path", "DIR", "also look for plugins in DIR (repeatable; searched first)"};
 const Flag kProfile{"--profile", "", "print time per op kind and per layer, and the host<->device transfers"};
 const Flag kConfig{"--config", "FILE", "the run's TOML config (model, data, solver, training loop)"};
 const Flag kCheckpoint{"--checkpoint", "FILE", "a .safetensors checkpoint of that model (model, last or best)"};
 
 const char* kEnvironment =
-    "Backend choice: --backend, else XYLEM_BACKEND, else the config's `backend` key.\n"
+    "Backend choice: --backend, else XYLEM_BACKEND, else the config's `backend` key (default \"auto\": the best\n"
+    "device found, a discrete GPU over an integrated one or an accelerator, over the native CPU backend, over a\n"
+    "CPU reached through OpenCL; a named backend must be available, there is no silent fallback).\n"
     "Plugin folders: --plugin-path, XYLEM_PLUGIN_PATH, the config's plugin_path, the installed plugins.\n";
 
 const std::vector<Command>& commands() {

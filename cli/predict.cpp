@@ -51,8 +51,9 @@ int run_predict(const Args& a) {
     if (a.checkpoint.empty()) throw UsageError{"predict needs --checkpoint FILE", "predict"};
     const RunConfig c = load_config(a.config);
     Registry registry;
-    auto backend = app::select_backend(registry, c, a.backend, a.plugin_dirs);
-    auto dev = backend->device(0);
+    const BackendChoice choice = app::select_backend(registry, c, a.backend, a.plugin_dirs);
+    auto backend = choice.backend;
+    auto dev = backend->device(choice.device);
     const bool test_set = a.input.empty();
     io::Dataset data = test_set ? io::load_mnist_dir(c.data_dir, false) : io::load_idx_images(a.input);
     if (!test_set) data.labels.assign(static_cast<size_t>(data.count), 0);  // unknown; the batches carry some
