@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 #define XYLEM_ABI_MAJOR 1
-#define XYLEM_ABI_MINOR 3
+#define XYLEM_ABI_MINOR 4
 
 /* The one symbol a plugin exports: returns its static table (never NULL). */
 #define XYLEM_PLUGIN_ENTRY_NAME "xylem_plugin_entry"
@@ -135,7 +135,8 @@ typedef struct xylem_plugin {
     xylem_status (*capture_end)(xylem_framework_t, xylem_stream_t, xylem_graph_t* out);
     xylem_status (*graph_launch)(xylem_framework_t, xylem_stream_t, xylem_graph_t graph);
     void (*graph_destroy)(xylem_framework_t, xylem_graph_t graph);
-    /* end of ABI 1.2 (ABI 1.3 added ops only: rmsprop_update, adamw_update, clamp, sum_squares, clip_by_norm) */
+    /* end of ABI 1.2 (ABI 1.3 added ops only: rmsprop_update, adamw_update, clamp, sum_squares, clip_by_norm;
+       ABI 1.4 added add) */
 } xylem_plugin;
 
 #ifdef __cplusplus
