@@ -16,13 +16,13 @@
 
 namespace xylem::plugin_kit {
 
-// "[a,b,c,d]" for messages.
+// "[a, b, c, d]" for messages (the core's to_string form).
 struct DimStr {
     char s[160];
     DimStr(uint32_t ndim, const int64_t* dims) {
         int len = std::snprintf(s, sizeof s, "[");
         for (uint32_t d = 0; d < ndim && len < 140; ++d)
-            len += std::snprintf(s + len, sizeof s - len, d ? ",%lld" : "%lld", static_cast<long long>(dims[d]));
+            len += std::snprintf(s + len, sizeof s - len, d ? ", %lld" : "%lld", static_cast<long long>(dims[d]));
         std::snprintf(s + len, sizeof s - len, "]");
     }
     template <class T>
@@ -68,8 +68,8 @@ Conv2dShape conv2d_out(const Args& a, const xylem_conv2d_attrs& at, const T& x, 
                ll(v.k), ll(v.cg));
     const int64_t span_h = v.dh * (v.r - 1) + 1, span_w = v.dw * (v.s - 1) + 1;  // dilated kernel
     if (v.h + 2 * v.ph < span_h || v.w + 2 * v.pw < span_w)
-        a.fail("%s %s padded by %lldx%lld is smaller than the %lldx%lld kernel (dilated %lldx%lld)", xn, DimStr(x).s,
-               ll(v.ph), ll(v.pw), ll(v.r), ll(v.s), ll(span_h), ll(span_w));
+        a.fail("%s %s padded by %lldx%lld is smaller than the kernel [%lld, %lld] (dilated [%lld, %lld])", xn,
+               DimStr(x).s, ll(v.ph), ll(v.pw), ll(v.r), ll(v.s), ll(span_h), ll(span_w));
     v.oh = (v.h + 2 * v.ph - span_h) / v.sh + 1;
     v.ow = (v.w + 2 * v.pw - span_w) / v.sw + 1;
     return v;
@@ -130,8 +130,8 @@ Pool2dShape pool2d_out(const Args& a, const xylem_pool2d_attrs& at, const T& x, 
     p.max = at.mode == XYLEM_POOL_MAX;
     p.include_pad = at.count_include_pad != 0;
     if (p.h + 2 * p.ph < p.kh || p.w + 2 * p.pw < p.kw)
-        a.fail("%s %s padded by %lldx%lld is smaller than the %lldx%lld window", xn, DimStr(x).s, ll(p.ph), ll(p.pw),
-               ll(p.kh), ll(p.kw));
+        a.fail("%s %s padded by %lldx%lld is smaller than the window [%lld, %lld]", xn, DimStr(x).s, ll(p.ph),
+               ll(p.pw), ll(p.kh), ll(p.kw));
     p.oh = (p.h + 2 * p.ph - p.kh) / p.sh + 1;
     p.ow = (p.w + 2 * p.pw - p.kw) / p.sw + 1;
     return p;
@@ -273,16 +273,17 @@ template <class Args, class T>
 GemmShape gemm_shape(const Args& a, const xylem_gemm_attrs& at, const T& ta, const T& tb, const T& tc) {
     using ll = long long;
     if (ta.ndim != 2 || tb.ndim != 2 || tc.ndim != 2)
-        a.fail("A, B and C must be 2-D, got %u, %u and %u dims", ta.ndim, tb.ndim, tc.ndim);
+        a.fail("A %s, B %s and C %s must be 2-D", DimStr(ta).s, DimStr(tb).s, DimStr(tc).s);
     GemmShape g{};
     g.trans_a = at.trans_a != 0, g.trans_b = at.trans_b != 0;
     g.m = ta.dims[g.trans_a ? 1 : 0], g.k = ta.dims[g.trans_a ? 0 : 1];
     const int64_t kb = tb.dims[g.trans_b ? 1 : 0];
     g.n = tb.dims[g.trans_b ? 0 : 1];
-    if (g.k != kb)
-        a.fail("inner dims differ: op(A) is [%lld,%lld] but op(B) is [%lld,%lld]", ll(g.m), ll(g.k), ll(kb), ll(g.n));
-    if (tc.dims[0] != g.m || tc.dims[1] != g.n)
-        a.fail("C is [%lld,%lld] but op(A)*op(B) is [%lld,%lld]", ll(tc.dims[0]), ll(tc.dims[1]), ll(g.m), ll(g.n));
+    if (g.k != kb || tc.dims[0] != g.m || tc.dims[1] != g.n)
+        a.fail("A %s, B %s and C %s do not fit C = op(A)*op(B) (trans_a = %d, trans_b = %d): op(A)*op(B) is "
+               "[%lld, %lld] x [%lld, %lld]",
+               DimStr(ta).s, DimStr(tb).s, DimStr(tc).s, int(g.trans_a), int(g.trans_b), ll(g.m), ll(g.k), ll(kb),
+               ll(g.n));
     return g;
 }
 
@@ -295,18 +296,18 @@ template <class Args, class T>
 LinearShape linear_shape(const Args& a, const T& x, const T& w, const T& y,
                          const std::common_type_t<T>* b = nullptr) {  // not deduced: nullptr works
     using ll = long long;
-    if (w.ndim != 2) a.fail("W must be 2-D [out,in], got %u dims", w.ndim);
+    if (w.ndim != 2) a.fail("W %s must be 2-D [out, in]", DimStr(w).s);
     if (x.ndim < 1 || y.ndim < 1) a.fail("X and Y need at least 1 dim");
     LinearShape s{1, w.dims[0], w.dims[1]};
     for (uint32_t d = 0; d + 1 < x.ndim; ++d) s.rows *= x.dims[d];
     int64_t y_rows = 1;
     for (uint32_t d = 0; d + 1 < y.ndim; ++d) y_rows *= y.dims[d];
     const int64_t x_cols = x.dims[x.ndim - 1], y_cols = y.dims[y.ndim - 1];
-    if (x_cols != s.in) a.fail("X's last dim is %lld but W is [%lld,%lld]", ll(x_cols), ll(s.out), ll(s.in));
-    if (y_cols != s.out || y_rows != s.rows)
-        a.fail("Y holds %lld rows of %lld, expected %lld rows of %lld", ll(y_rows), ll(y_cols), ll(s.rows), ll(s.out));
+    if (x_cols != s.in || y_cols != s.out || y_rows != s.rows)
+        a.fail("X %s, W %s and Y %s do not fit Y [..., out] = X [..., in] * W^T (W [out, in]; Y holds X's rows)",
+               DimStr(x).s, DimStr(w).s, DimStr(y).s);
     if (b && b->numel != s.out)
-        a.fail("b holds %lld elements for %lld outputs", static_cast<long long>(b->numel), ll(s.out));
+        a.fail("b holds %lld elements for W %s's %lld outputs", static_cast<long long>(b->numel), DimStr(w).s, ll(s.out));
     return s;
 }
 
