@@ -21,9 +21,18 @@
 
 namespace xylem::opencl {
 
-// Kernel families: one OpenCL C file each (kernels/<family>.cl, embedded at build time), built
-// into one program per device the first time an op of that family runs, then cached.
-enum class Family { Elementwise, Reduce, Softmax, Loss, Optimizer, Conv, Pool, Norm, Gather, Clip, Count_ };
+// Kernel families: one OpenCL C file each (kernels/<file>.cl, embedded at build time: CMake embeds
+// every kernels/*.cl, and a family here without its file fails to compile), built into one
+// program per device the first time an op of that family runs, then cached. This is the one list.
+#define XYLEM_OPENCL_FAMILIES(X)                                                                   \
+    X(Elementwise, elementwise) X(Reduce, reduce) X(Softmax, softmax) X(Loss, loss)                \
+    X(Optimizer, optimizer) X(Conv, conv) X(Pool, pool) X(Norm, norm) X(Gather, gather) X(Clip, clip)
+enum class Family {
+#define XYLEM_OPENCL_FAMILY_ENUM_(Enum, file) Enum,
+    XYLEM_OPENCL_FAMILIES(XYLEM_OPENCL_FAMILY_ENUM_)
+#undef XYLEM_OPENCL_FAMILY_ENUM_
+    Count_
+};
 constexpr int kFamilies = static_cast<int>(Family::Count_);
 const char* family_name(Family f);
 const char* family_source(Family f);  // kernels_embedded.cpp, generated from kernels/*.cl
