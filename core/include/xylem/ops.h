@@ -39,8 +39,8 @@ extern "C" {
     /* gemm: inputs (A, B), outputs (C(rw)), all 2-D: C = alpha*op(A)*op(B) + beta*C, op = transpose when \
        trans_*; C not read when beta == 0.  attrs xylem_gemm_attrs.  tol 1e-5*max(1, K/32) */ \
     X(4, GEMM, gemm) \
-    /* linear_fwd: inputs (X [..., in], W [out, in], b [out] optional), outputs (Y [..., out], X's leading \
-       dims): Y = act(X*W^T + b).  attrs xylem_linear_attrs.  tol 1e-5*max(1, in/32) */ \
+    /* linear_fwd: inputs (X [..., in], W [out, in], b [out] optional), outputs (Y [..., out] holding X's  \
+       rows): Y = act(X*W^T + b).  attrs xylem_linear_attrs.  tol 1e-5*max(1, in/32) */ \
     X(5, LINEAR_FWD, linear_fwd) \
     /* bias_grad: inputs (dy [N, C, ...]), outputs (db(rw) [C]): db = beta*db + sum of dy over every axis \
        but 1; db not read when beta == 0.  attrs xylem_bias_grad_attrs.  tol 1e-5*max(1, R/32) */ \
