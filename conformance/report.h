@@ -44,7 +44,8 @@ struct Column {
 
 // Prints the per-op table (op conformance cases), then every other check (layer gradients,
 // lifecycle), then the failures in full. Returns the number of failed cases.
-int print_text(std::ostream& out, const std::vector<Column>& columns, const std::vector<CaseResult>& results);
+int print_text(std::ostream& out, const std::vector<Column>& columns, const std::vector<CaseResult>& results,
+               const std::string& plugin_failures = "");
 // The op x backend table in Markdown, for docs/ops.md.
 int print_markdown(std::ostream& out, const std::vector<Column>& columns, const std::vector<CaseResult>& results);
 

@@ -1,4 +1,6 @@
-// Shape rules and descriptor building for every op; the plugin does the arithmetic.
+// Shape rules and descriptor building for every op; the plugin does the arithmetic. Where the
+// plugin kit has an op's rule (plugin_kit/shapes.h), the call runs that rule, so the core and
+// every plugin accept the same descriptors with the same messages.
 #include "xylem/op_calls.h"
 
 #include <array>
@@ -8,8 +10,10 @@
 namespace xylem::ops {
 namespace {
 
+using detail::Rule;
 using detail::run;
 using detail::shape_error;
+using detail::View;
 
 
 void expect_same(uint32_t op, const Tensor& a, const char* an, const Tensor& b, const char* bn) {
@@ -82,29 +86,17 @@ void mul(Device& dev, const Tensor& a, const Tensor& b, Tensor& out) {
 
 void gemm(Device& dev, bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c) {
     const uint32_t op = XYLEM_OP_GEMM;
-    expect_rank(op, a, "A", 2);
-    expect_rank(op, b, "B", 2);
-    expect_rank(op, c, "C", 2);
-    int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
-    int64_t kb = tb ? b.dim(1) : b.dim(0), n = tb ? b.dim(0) : b.dim(1);
-    if (k != kb || c.dim(0) != m || c.dim(1) != n)
-        shape_error(op, "op(A) " + to_string({m, k}) + " x op(B) " + to_string({kb, n}) + " does not give C " +
-                            to_string(c.shape()));
     xylem_gemm_attrs at{ta, tb, alpha, beta};
+    plugin_kit::gemm_shape(Rule{op}, at, View(op, a.shape()), View(op, b.shape()), View(op, c.shape()));
     auto ia = a.read(dev), ib = b.read(dev);
     run<2, 1>(dev, op, {ia, ib}, {beta == 0.0f ? c.write(dev) : c.read_write(dev)}, &at);
 }
 
 void linear_fwd(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, xylem_activation act) {
     const uint32_t op = XYLEM_OP_LINEAR_FWD;
-    expect_rank(op, x, "input", 2);
-    expect_rank(op, w, "weight", 2);
-    if (x.dim(1) != w.dim(1))
-        shape_error(op, "input " + to_string(x.shape()) + " does not match weight " + to_string(w.shape()));
-    if (y.shape() != Shape{x.dim(0), w.dim(0)})
-        shape_error(op, "output " + to_string(y.shape()) + " should be " + to_string({x.dim(0), w.dim(0)}));
-    if (bias && bias->shape() != Shape{w.dim(0)})
-        shape_error(op, "bias " + to_string(bias->shape()) + " should be " + to_string({w.dim(0)}));
+    const View vb(op, bias ? bias->shape() : Shape{});
+    plugin_kit::linear_shape(Rule{op}, View(op, x.shape()), View(op, w.shape()), View(op, y.shape()),
+                             bias ? &vb : nullptr);
     xylem_linear_attrs at{act};
     auto ix = x.read(dev), iw = w.read(dev);
     if (bias) {
@@ -216,6 +208,7 @@ void adam_update(Device& dev, Tensor& param, Tensor& m, Tensor& v, const Tensor&
     expect_same(XYLEM_OP_ADAM_UPDATE, param, "parameter", grad, "gradient");
     expect_same(XYLEM_OP_ADAM_UPDATE, param, "parameter", m, "first moment");
     expect_same(XYLEM_OP_ADAM_UPDATE, param, "parameter", v, "second moment");
+    plugin_kit::check_bias_corrections(Rule{XYLEM_OP_ADAM_UPDATE}, attrs);
     auto g = grad.read(dev);
     run<1, 3>(dev, XYLEM_OP_ADAM_UPDATE, {g}, {param.read_write(dev), m.read_write(dev), v.read_write(dev)},
               &attrs);
@@ -251,6 +244,7 @@ void adamw_update(Device& dev, Tensor& param, Tensor& m, Tensor& v, const Tensor
     expect_same(op, param, "parameter", grad, "gradient");
     expect_same(op, param, "parameter", m, "first moment");
     expect_same(op, param, "parameter", v, "second moment");
+    plugin_kit::check_bias_corrections(Rule{op}, attrs);
     auto g = grad.read(dev);
     run<1, 3>(dev, op, {g}, {param.read_write(dev), m.read_write(dev), v.read_write(dev)}, &attrs);
 }
@@ -278,6 +272,16 @@ void clip_by_norm(Device& dev, const Tensor& sumsq, Tensor& x, float max_norm, f
     xylem_clip_by_norm_attrs at{max_norm, eps};
     auto s = sumsq.read(dev);
     run<1, 1>(dev, XYLEM_OP_CLIP_BY_NORM, {s}, {x.read_write(dev)}, &at);
+}
+
+void add(Device& dev, float alpha, const Tensor& a, float beta, const Tensor& b, Tensor& out) {
+    const uint32_t op = XYLEM_OP_ADD;
+    expect_dtype(op, a, "a", DType::F32);
+    expect_dtype(op, b, "b", DType::F32);
+    plugin_kit::add_shape(Rule{op}, View(op, a.shape()), View(op, b.shape()), View(op, out.shape()));
+    xylem_add_attrs at{alpha, beta};
+    auto ia = a.read(dev), ib = b.read(dev);
+    run<2, 1>(dev, op, {ia, ib}, {out.write(dev)}, &at);
 }
 
 void accuracy(Device& dev, const Tensor& logits, const Tensor& labels, Tensor& correct) {

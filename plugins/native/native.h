@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "xylem/plugin_api.h"
+#include "xylem/plugin_kit/entry.h"
 #include "xylem/plugin_kit/op_args.h"
 #include "xylem/plugin_kit/op_list.h"
 #include "xylem/plugin_kit/pointer_tensor.h"
@@ -85,7 +86,6 @@ struct Plugin {
 
 // Records a message for last_error() on the calling thread and returns status (plugin.cpp).
 xylem_status set_error(xylem_status status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-const char* last_error();
 
 // The kit's descriptor checks, plus label values on the host: ops run on the calling thread, so
 // reading them costs nothing here (device plugins check them in their kernels instead).
@@ -144,27 +144,16 @@ void channel_bias_activate(int act, const float* b, const float* x, int64_t ldx,
                            int64_t rows, int64_t cols);
 
 // ---- op kernels (ops/<family>.cpp); each validates its descriptor and throws OpError --------
-// The stream gives the kernel its scratch arena (reset before each op).
+// The reference backend implements every op of ops.h (a new op fails to link here until it has
+// its kernel). The stream gives the kernel its scratch arena (reset before each op).
+#define XYLEM_NATIVE_OPS(X) XYLEM_PLUGIN_KIT_OPS(X)
 using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&);
 #define XYLEM_DECLARE_OP(name) void op_##name(const xylem_op_desc&, xylem_stream_s&);
-XYLEM_PLUGIN_KIT_OPS(XYLEM_DECLARE_OP)  // op_fill ... op_gather_rows, one per op of ops.h
+XYLEM_NATIVE_OPS(XYLEM_DECLARE_OP)
 #undef XYLEM_DECLARE_OP
 
 // ---- ABI entry points (wired into the table in plugin.cpp) ----------------------------------
-void probe(xylem_probe_info* out);
-void device_kinds(uint32_t* kinds, uint32_t count);
-xylem_status framework_get(xylem_framework_t* out);
-xylem_status buffer_alloc(xylem_framework_t, uint32_t device, uint64_t bytes, xylem_buffer_t* out);
-void buffer_free(xylem_framework_t, xylem_buffer_t buffer);
+XYLEM_PLUGIN_KIT_DECLARE_ENTRY_POINTS()
 void* buffer_host_ptr(xylem_framework_t, xylem_buffer_t buffer);
-xylem_status stream_create(xylem_framework_t, uint32_t device, xylem_stream_t* out);
-void stream_destroy(xylem_framework_t, xylem_stream_t stream);
-xylem_status stream_sync(xylem_framework_t, xylem_stream_t stream);
-xylem_status copy_h2d(xylem_framework_t, xylem_stream_t, xylem_buffer_t dst, uint64_t dst_offset_bytes,
-                      const void* src, uint64_t bytes);
-xylem_status copy_d2h(xylem_framework_t, xylem_stream_t, void* dst, xylem_buffer_t src,
-                      uint64_t src_offset_bytes, uint64_t bytes);
-int32_t op_supported(xylem_framework_t, uint32_t op);
-xylem_status op_run(xylem_framework_t, xylem_stream_t, const xylem_op_desc* desc);
 
 }  // namespace xylem::native

@@ -14,22 +14,31 @@
 #include <vector>
 
 #include "xylem/plugin_api.h"
+#include "xylem/plugin_kit/entry.h"
 #include "xylem/plugin_kit/op_args.h"
 #include "xylem/plugin_kit/op_list.h"
 #include "xylem/plugin_kit/shapes.h"
 
 namespace xylem::opencl {
 
-// Kernel families: one OpenCL C file each (kernels/<family>.cl, embedded at build time), built
-// into one program per device the first time an op of that family runs, then cached.
-enum class Family { Elementwise, Reduce, Softmax, Loss, Optimizer, Conv, Pool, Norm, Gather, Clip, Count_ };
+// Kernel families: one OpenCL C file each (kernels/<file>.cl, embedded at build time: CMake embeds
+// every kernels/*.cl, and a family here without its file fails to compile), built into one
+// program per device the first time an op of that family runs, then cached. This is the one list.
+#define XYLEM_OPENCL_FAMILIES(X)                                                                   \
+    X(Elementwise, elementwise) X(Reduce, reduce) X(Softmax, softmax) X(Loss, loss)                \
+    X(Optimizer, optimizer) X(Conv, conv) X(Pool, pool) X(Norm, norm) X(Gather, gather) X(Clip, clip)
+enum class Family {
+#define XYLEM_OPENCL_FAMILY_ENUM_(Enum, file) Enum,
+    XYLEM_OPENCL_FAMILIES(XYLEM_OPENCL_FAMILY_ENUM_)
+#undef XYLEM_OPENCL_FAMILY_ENUM_
+    Count_
+};
 constexpr int kFamilies = static_cast<int>(Family::Count_);
 const char* family_name(Family f);
 const char* family_source(Family f);  // kernels_embedded.cpp, generated from kernels/*.cl
 
 // ---- errors --------------------------------------------------------------------------------
 xylem_status set_error(xylem_status status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-const char* last_error();
 const char* cl_error_name(cl_int err);
 
 // Thrown inside the plugin after set_error(); op_run and the ABI entry points turn it into the
@@ -191,25 +200,14 @@ void gemm(xylem_stream_s& s, bool trans_a, bool trans_b, int32_t m, int32_t n, i
 void scale(xylem_stream_s& s, float factor, cl_mem y, int32_t y_off, int32_t n);
 
 // ---- op kernels (ops/<family>.cpp); each validates its descriptor and throws OpError -------
+// Every op of ops.h: the kit's cases run this plugin on PoCL in CI, so a new op comes with its kernel.
+#define XYLEM_OPENCL_OPS(X) XYLEM_PLUGIN_KIT_OPS(X)
 using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&);
 #define XYLEM_DECLARE_OP(name) void op_##name(const xylem_op_desc&, xylem_stream_s&);
-XYLEM_PLUGIN_KIT_OPS(XYLEM_DECLARE_OP)  // op_fill ... op_gather_rows, one per op of ops.h
+XYLEM_OPENCL_OPS(XYLEM_DECLARE_OP)
 #undef XYLEM_DECLARE_OP
 
 // ---- ABI entry points (wired into the table in plugin.cpp) ---------------------------------
-void probe(xylem_probe_info* out);
-void device_kinds(uint32_t* kinds, uint32_t count);
-xylem_status framework_get(xylem_framework_t* out);
-xylem_status buffer_alloc(xylem_framework_t, uint32_t device, uint64_t bytes, xylem_buffer_t* out);
-void buffer_free(xylem_framework_t, xylem_buffer_t buffer);
-xylem_status stream_create(xylem_framework_t, uint32_t device, xylem_stream_t* out);
-void stream_destroy(xylem_framework_t, xylem_stream_t stream);
-xylem_status stream_sync(xylem_framework_t, xylem_stream_t stream);
-xylem_status copy_h2d(xylem_framework_t, xylem_stream_t, xylem_buffer_t dst, uint64_t dst_offset_bytes,
-                      const void* src, uint64_t bytes);
-xylem_status copy_d2h(xylem_framework_t, xylem_stream_t, void* dst, xylem_buffer_t src,
-                      uint64_t src_offset_bytes, uint64_t bytes);
-int32_t op_supported(xylem_framework_t, uint32_t op);
-xylem_status op_run(xylem_framework_t, xylem_stream_t, const xylem_op_desc* desc);
+XYLEM_PLUGIN_KIT_DECLARE_ENTRY_POINTS()
 
 }  // namespace xylem::opencl

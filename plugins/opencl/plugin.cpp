@@ -53,35 +53,8 @@ const char* cl_error_name(cl_int err) {
 
 }  // namespace xylem::opencl
 
-XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
-    namespace o = xylem::opencl;
-    static const xylem_plugin table = {
-        XYLEM_ABI_MAJOR,
-        XYLEM_ABI_MINOR,
-        sizeof(xylem_plugin),
-        0,  // discrete memory: the core copies through copy_h2d / copy_d2h
-        "opencl",
-        "0.1.0",
-        o::probe,
-        o::framework_get,
-        o::last_error,
-        o::buffer_alloc,
-        o::buffer_free,
-        nullptr,  // buffer_host_ptr: device memory has no host address
-        o::stream_create,
-        o::stream_destroy,
-        o::stream_sync,
-        o::copy_h2d,
-        o::copy_d2h,
-        o::op_supported,
-        o::op_run,
-        // No whole-step capture: OpenCL 1.2 has no command graphs, cl_khr_command_buffer is
-        // provisional (PoCL has it, NVIDIA does not) and CLBlast cannot record into one.
-        nullptr,
-        nullptr,
-        nullptr,
-        nullptr,
-        o::device_kinds,
-    };
-    return &table;
-}
+// Discrete memory: the core copies through copy_h2d / copy_d2h, so no buffer_host_ptr. No
+// whole-step capture: OpenCL 1.2 has no command graphs, cl_khr_command_buffer is provisional (PoCL
+// has it, NVIDIA does not) and CLBlast cannot record into one.
+XYLEM_PLUGIN_KIT_ENTRY(xylem::opencl, "opencl", "0.1.0", 0, nullptr, xylem::opencl::device_kinds,
+                       XYLEM_PLUGIN_KIT_NO_CAPTURE)

@@ -181,9 +181,12 @@ TEST(CudaPlugin, OneFrameworkAcrossLoadsAndCalls) {
     EXPECT_EQ(s, have_gpu() ? XYLEM_OK : XYLEM_E_UNAVAILABLE);
 }
 
-TEST(CudaPlugin, SupportsEveryOpOfTheHeader) {
+// Every op of the header but those the plugin's op list (XYLEM_CUDA_OPS) leaves out until their
+// kernels have run on a GPU: `add` so far.
+TEST(CudaPlugin, SupportsEveryOpOfTheHeaderButThoseItLeavesOut) {
     const xylem_plugin& t = table();
-    for (uint32_t op = 0; op < XYLEM_OP_COUNT_; ++op) EXPECT_EQ(t.op_supported(nullptr, op), 1) << op_name(op);
+    for (uint32_t op = 0; op < XYLEM_OP_COUNT_; ++op)
+        EXPECT_EQ(t.op_supported(nullptr, op), op == XYLEM_OP_ADD ? 0 : 1) << op_name(op);
     EXPECT_EQ(t.op_supported(nullptr, XYLEM_OP_COUNT_), 0);
 }
 

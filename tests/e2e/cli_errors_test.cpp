@@ -127,8 +127,8 @@ TEST_F(CliErrors, ConvKernelLargerThanInputNamesLayerAndShapes) {
                                               "kernel = 5\n[[model.layers]]\ntype = \"maxpool2d\"\nkernel = 2\n"
                                               "[[model.layers]]\ntype = \"conv2d\"\nout = 4\nkernel = 13\n");
     expect_one_line_error(run("train --config " + cfg + " --out " + dir_.string()),
-                          "model layer 2 (conv2d): op conv2d_fwd: input [1, 4, 12, 12] (padding 0x0) is smaller than "
-                          "the kernel [13, 13]");
+                          "model layer 2 (conv2d): op conv2d_fwd: X [1, 4, 12, 12] padded by 0x0 is smaller than the "
+                          "kernel [13, 13] (dilated [13, 13])");
 }
 
 TEST_F(CliErrors, ConvChannelMismatchNamesLayerAndShapes) {
@@ -136,8 +136,8 @@ TEST_F(CliErrors, ConvChannelMismatchNamesLayerAndShapes) {
                                            "kernel = 3\n[[model.layers]]\ntype = \"conv2d\"\nout = 4\nkernel = 3\n"
                                            "groups = 4\n");
     expect_one_line_error(run("train --config " + cfg + " --out " + dir_.string()),
-                          "model layer 1 (conv2d): op conv2d_fwd: input channels 6 and output channels 4 must both "
-                          "divide by groups 4");
+                          "model layer 1 (conv2d): op conv2d_fwd: X [1, 6, 26, 26] has 6 channels and W [4, 1, 3, 3] 4 "
+                          "filters: both must divide by groups = 4");
 }
 
 TEST_F(CliErrors, CorruptCheckpointIsRejected) {

@@ -12,30 +12,11 @@
 
 namespace xylem::test::tol {
 
-// Tolerances on the normalized error max|got - ref| / max(1, max|ref|) (support/backends.h).
-// A real bug (wrong index, transposition, missing term) gives errors of order 1e-2 or more;
-// these bounds sit about 10x above float32 rounding on the native backend.
-//
-//   op family                  | tolerance                  | why
-//   ---------------------------+----------------------------+--------------------------------------
-//   fill, copy                 | 1e-7                       | moves bits: effectively exact
-//   axpby, mul                 | 1e-6                       | one or two float roundings
-//   gemm, linear_fwd           | 1e-5 * max(1, K/32)        | float accumulation over K products
-//   bias_grad                  | 1e-5 * max(1, R/32)        | float accumulation over R summed values
-//   act_fwd, act_bwd           | 1e-6                       | exp/tanh within a few ulp
-//   softmax_fwd, softmax_bwd   | 1e-6                       | exp, one row sum, one division
-//   xent/nll/mse forward       | 1e-5                       | a sum over the batch into one float
-//   xent/nll/mse backward      | 1e-6                       | elementwise from the row's softmax
-//   dropout_fwd                | mask decision exact; 1e-6  | the keep decision is integer hashing
-//   sgd_update                 | 1e-6                       | a few roundings per step
-//   adam_update, adamw_update  | 2e-6                       | sqrt and division per step
-//   rmsprop_update             | 2e-6                       | sqrt and division per step
-//   clamp, clip_by_norm        | 1e-6                       | a comparison, or one product
-//   sum_squares                | 1e-5 * max(1, sqrt(R/1024))| float accumulation over R positive squares
-//   accuracy                   | 1e-7                       | an integer count
-//   conv2d fwd/bwd_data/filter | 1e-5 * max(1, K/32)        | K = products summed per output
-//   pool2d fwd/bwd             | 1e-6                       | a max, or a sum of a few over a count
-//   batchnorm fwd/bwd          | 1e-5 * max(1, R/32)        | R = values per channel (mean, variance)
+// Tolerances on the normalized error max|got - ref| / max(1, max|ref|) (support/backends.h): the
+// bound each op's line in ops.h states, where a plugin author reads it. A real bug (wrong index,
+// transposition, missing term) gives errors of order 1e-2 or more; these bounds sit about 10x
+// above float32 rounding on the native backend (moves of bits 1e-7; one or two roundings 1e-6;
+// sqrt and division 2e-6; sums grow with the count summed).
 constexpr double kCopy = 1e-7;
 constexpr double kElementwise = 1e-6;
 inline double gemm(int64_t k) {

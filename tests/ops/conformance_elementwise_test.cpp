@@ -1,4 +1,4 @@
-// Conformance, elementwise family: fill, copy, axpby (both forms), mul, act_fwd/act_bwd, dropout_fwd.
+// Conformance, elementwise family: fill, copy, axpby (both forms), mul, add, act_fwd/act_bwd, dropout_fwd.
 #include <cmath>
 #include <limits>
 
@@ -69,6 +69,51 @@ TEST_P(ElementwiseConformance, AxpbyInPlace) {
         ops::axpby_inplace(dev(), 3.0f, ta, 0.0f, out);
         EXPECT_TRUE(near(out.to_vector(), ref::scale(3.0, to_double(a)), tol::kElementwise)) << "beta = 0 over NaN";
     }
+}
+
+// ADD with b of a's shape, a row vector [cols] (or [1, cols]) and a column vector [..., 1]; add
+// and subtract; out starts as NaN, so an element left unwritten shows.
+TEST_P(ElementwiseConformance, AddBroadcastsARowOrAColumn) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_ADD);
+    Rng rng;
+    struct Case {
+        Shape a, b;
+        ref::Bcast mode;
+    };
+    const Case cases[] = {
+        {{7}, {7}, ref::Bcast::elementwise},          {{3, 33}, {3, 33}, ref::Bcast::elementwise},
+        {{2, 4099}, {4099}, ref::Bcast::row},         {{33, 129}, {1, 129}, ref::Bcast::row},
+        {{2, 3, 5, 7}, {7}, ref::Bcast::row},         {{33, 129}, {33, 1}, ref::Bcast::column},
+        {{2, 3, 5, 7}, {2, 3, 5, 1}, ref::Bcast::column}, {{129}, {1}, ref::Bcast::column},
+        {{7, 1}, {7, 1}, ref::Bcast::elementwise},    {{1, 1}, {1}, ref::Bcast::row},
+    };
+    const std::pair<float, float> coefs[] = {{1.0f, 1.0f}, {1.0f, -1.0f}, {-0.5f, 2.5f}};
+    for (const Case& c : cases)
+        for (auto [alpha, beta] : coefs) {
+            SCOPED_TRACE("a " + to_string(c.a) + " b " + to_string(c.b) + " alpha " + std::to_string(alpha) + " beta " +
+                         std::to_string(beta));
+            const auto a = rng.uniform(numel(c.a)), b = rng.uniform(numel(c.b));
+            Tensor ta = upload(dev(), c.a, a), tb = upload(dev(), c.b, b);
+            Tensor out = upload(dev(), c.a, std::vector<float>(a.size(), kNaN));
+            ops::add(dev(), alpha, ta, beta, tb, out);
+            EXPECT_TRUE(near(out.to_vector(), ref::add(alpha, to_double(a), beta, to_double(b), c.a.back(), c.mode),
+                             tol::kElementwise));
+        }
+}
+
+// A b that is neither a's shape, a row nor a column is refused, naming both shapes.
+TEST_P(ElementwiseConformance, AddRefusesOtherBroadcasts) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_ADD);
+    Tensor a({4, 6}, DType::F32, dev()), b({4}, DType::F32, dev()), out({4, 6}, DType::F32, dev());
+    std::string msg = "no error";
+    try {
+        ops::add(dev(), 1.0f, a, 1.0f, b, out);
+    } catch (const std::exception& e) {
+        msg = e.what();
+    }
+    EXPECT_NE(msg.find("add"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[4]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[4, 6]"), std::string::npos) << msg;
 }
 
 TEST_P(ElementwiseConformance, Mul) {

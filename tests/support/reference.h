@@ -33,6 +33,19 @@ inline Vec axpby(double alpha, const Vec& a, double beta, const Vec& b) {
     return out;
 }
 
+// ADD: out[r, c] = alpha*a[r, c] + beta*b[j] over a seen as [rows, cols], with j = r*cols + c
+// (b of a's shape), c (a row vector) or r (a column vector).
+enum class Bcast { elementwise, row, column };
+inline Vec add(double alpha, const Vec& a, double beta, const Vec& b, int64_t cols, Bcast mode) {
+    Vec out(a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        const size_t r = i / static_cast<size_t>(cols), c = i % static_cast<size_t>(cols);
+        const size_t j = mode == Bcast::elementwise ? i : mode == Bcast::row ? c : r;
+        out[i] = alpha * a[i] + beta * b[j];
+    }
+    return out;
+}
+
 // AXPBY in place with beta = 0: the old output is not read (BLAS convention; it may hold NaN).
 inline Vec scale(double alpha, const Vec& a) {
     Vec out(a.size());

@@ -1,5 +1,6 @@
-// Typed calls for every op in ops.h: each checks shapes (the op's shape rules live here, in
-// core), builds the op descriptor and runs it on a device. Layers and solvers use only these.
+// Typed calls for every op in ops.h: each checks shapes (the plugin kit's rule for the op where it
+// has one, plugin_kit/shapes.h: the same rule every plugin runs), builds the op descriptor and
+// runs it on a device. Layers and solvers use only these.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,7 @@ void mul(Device& dev, const Tensor& a, const Tensor& b, Tensor& out);
 // c = alpha*op(a)*op(b) + beta*c
 void gemm(Device& dev, bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
           Tensor& c);
-// y = act(x*w^T + b); bias may be null
+// y = act(x*w^T + b); x [..., in], w [out, in], y [..., out] with x's rows; bias may be null
 void linear_fwd(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, xylem_activation act);
 // db = beta*db + sum of dy over every axis but 1
 void bias_grad(Device& dev, const Tensor& dy, Tensor& db, float beta = 0.0f);
@@ -48,6 +49,8 @@ void clamp(Device& dev, Tensor& x, float lo, float hi);
 void sum_squares(Device& dev, const Tensor& x, Tensor& acc, float beta);
 // x *= min(1, max_norm / (sqrt(sumsq[0]) + eps)), the factor computed on the device (clip_grad_norm_)
 void clip_by_norm(Device& dev, const Tensor& sumsq, Tensor& x, float max_norm, float eps = 1e-6f);
+// out = alpha*a + beta*b, b of a's shape, a row vector [cols] or a column vector [..., 1] (ops.h's ADD)
+void add(Device& dev, float alpha, const Tensor& a, float beta, const Tensor& b, Tensor& out);
 // correct[0] += number of rows whose argmax equals the label
 void accuracy(Device& dev, const Tensor& logits, const Tensor& labels, Tensor& correct);
 // out[i] = src[idx[i]] along axis 0 (rows of a device-resident dataset; f32 or i32)

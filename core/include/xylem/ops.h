@@ -9,72 +9,159 @@
 extern "C" {
 #endif
 
-/* Every tensor argument is dense row-major. "inputs" are read, "outputs" are written;
- * an output marked (rw) is also read (accumulation, in-place updates). Shapes below use
- * N = batch, C = classes/features. Scalars are tensors of shape [1]. */
+/* THE OP LIST: one line per op, X(number, ENUM, name), in number order. It generates the enum below
+ * (XYLEM_OP_<ENUM> = number), xylem_op_name() and the plugin kit's op list (plugin_kit/op_list.h), so
+ * an op is named once. Append only: a new op takes the next number; numbers never change.
+ *
+ * The contract of every op is written beside its line: operands, the formula, which outputs are
+ * read, dtypes, tie rules and the conformance kit's tolerance. Conventions:
+ * - Every tensor is dense row-major, f32 unless said otherwise; "inputs" are read, "outputs" are
+ *   written; an output marked (rw) is also read (accumulation, in-place updates). Scalars are
+ *   tensors of one element. N = batch, C = classes/channels.
+ * - A coefficient of 0 on an output's old value (beta = 0 in gemm, bias_grad, conv2d_bwd_filter,
+ *   sum_squares; acc = 0 in the losses) means the output is NOT read: it may hold NaN or garbage
+ *   and the result must not carry it (the BLAS convention; the kit fills such outputs with NaN).
+ * - The kit compares against a float64 reference with the normalized error
+ *   max|got - ref| / max(1, max|ref|); "tol" below is the bound. K = products summed per output,
+ *   R = values summed per output.
+ * - The shape rules every descriptor must meet are the plugin kit's (plugin_kit/shapes.h); the
+ *   core checks the same rules before it builds a descriptor. */
+#define XYLEM_OP_LIST(X) \
+    /* fill: outputs (out); out = value.  attrs xylem_fill_attrs.  tol 1e-7 */ \
+    X(0, FILL, fill) \
+    /* copy: inputs (in), outputs (out) with the same element count (shapes may differ); out = in.  tol 1e-7 */ \
+    X(1, COPY, copy) \
+    /* axpby: inputs (a, b), outputs (out), all one shape: out = alpha*a + beta*b. With one input (a):   \
+       out(rw) = alpha*a + beta*out, out not read when beta == 0.  attrs xylem_axpby_attrs.  tol 1e-6 */ \
+    X(2, AXPBY, axpby) \
+    /* mul: inputs (a, b), outputs (out), one shape: out = a*b elementwise.  tol 1e-6 */ \
+    X(3, MUL, mul) \
+    /* gemm: inputs (A, B), outputs (C(rw)), all 2-D: C = alpha*op(A)*op(B) + beta*C, op = transpose when \
+       trans_*; C not read when beta == 0.  attrs xylem_gemm_attrs.  tol 1e-5*max(1, K/32) */ \
+    X(4, GEMM, gemm) \
+    /* linear_fwd: inputs (X [..., in], W [out, in], b [out] optional), outputs (Y [..., out] holding X's  \
+       rows): Y = act(X*W^T + b).  attrs xylem_linear_attrs.  tol 1e-5*max(1, in/32) */ \
+    X(5, LINEAR_FWD, linear_fwd) \
+    /* bias_grad: inputs (dy [N, C, ...]), outputs (db(rw) [C]): db = beta*db + sum of dy over every axis \
+       but 1; db not read when beta == 0.  attrs xylem_bias_grad_attrs.  tol 1e-5*max(1, R/32) */ \
+    X(6, BIAS_GRAD, bias_grad) \
+    /* act_fwd: inputs (x), outputs (y), one shape: y = f(x) (relu, sigmoid, tanh, or identity).        \
+       attrs xylem_act_attrs.  tol 1e-6 */ \
+    X(7, ACT_FWD, act_fwd) \
+    /* act_bwd: inputs (dy, y), outputs (dx), one shape: dx = dy * f'(x) written through y               \
+       (relu: y > 0; sigmoid: y(1-y); tanh: 1-y^2).  attrs xylem_act_attrs.  tol 1e-6 */ \
+    X(8, ACT_BWD, act_bwd) \
+    /* softmax_fwd: inputs (x), outputs (y), one shape, rank >= 1: softmax (or log_softmax) over the last \
+       axis.  attrs xylem_softmax_attrs.  tol 1e-6 */ \
+    X(9, SOFTMAX_FWD, softmax_fwd) \
+    /* softmax_bwd: inputs (dy, y), outputs (dx): softmax: dx = y*(dy - sum(dy*y)); log: dx = dy -        \
+       exp(y)*sum(dy), sums over the last axis.  attrs xylem_softmax_attrs.  tol 1e-6 */ \
+    X(10, SOFTMAX_BWD, softmax_bwd) \
+    /* xent_fwd: inputs (logits [N, C], labels [N] i32 in [0, C)), outputs (loss(rw) [1]):              \
+       loss = acc*loss + scale*sum_i -log softmax(logits_i)[label_i]; loss not read when acc == 0.       \
+       attrs xylem_loss_attrs.  tol 1e-5 */ \
+    X(11, XENT_FWD, xent_fwd) \
+    /* xent_bwd: inputs (logits, labels), outputs (dlogits [N, C]): scale*(softmax(logits) - onehot).     \
+       attrs xylem_loss_attrs (acc unused).  tol 1e-6 */ \
+    X(12, XENT_BWD, xent_bwd) \
+    /* nll_fwd: inputs (logp [N, C], labels [N] i32), outputs (loss(rw) [1]):                           \
+       loss = acc*loss + scale*sum_i -logp[i, label_i]; not read when acc == 0.  tol 1e-5 */ \
+    X(13, NLL_FWD, nll_fwd) \
+    /* nll_bwd: inputs (logp, labels), outputs (dlogp): -scale*onehot(labels).  tol 1e-6 */ \
+    X(14, NLL_BWD, nll_bwd) \
+    /* mse_fwd: inputs (pred, target), one element count, outputs (loss(rw) [1]):                      \
+       loss = acc*loss + scale*sum (pred - target)^2; not read when acc == 0.  tol 1e-5 */ \
+    X(15, MSE_FWD, mse_fwd) \
+    /* mse_bwd: inputs (pred, target), outputs (dpred): 2*scale*(pred - target).  tol 1e-6 */ \
+    X(16, MSE_BWD, mse_bwd) \
+    /* dropout_fwd: inputs (x), outputs (y, mask), one shape: keep_i = xylem_dropout_keep(seed, i, p),   \
+       mask = keep/(1-p), y = x*mask; 0 <= p < 1.  attrs xylem_dropout_attrs.  keep exact; tol 1e-6 */ \
+    X(17, DROPOUT_FWD, dropout_fwd) \
+    /* sgd_update: inputs (grad), outputs (param(rw), velocity(rw)), one shape. torch.optim.SGD:        \
+       g = grad + weight_decay*p; when momentum != 0: v = momentum*v + (1-dampening)*g (the caller        \
+       zeroes v before the first step), g = nesterov ? g + momentum*v : v; then p -= lr*g. With         \
+       momentum == 0 the velocity is neither read nor written.  attrs xylem_sgd_attrs.  tol 1e-6 */ \
+    X(18, SGD_UPDATE, sgd_update) \
+    /* adam_update: inputs (grad), outputs (param(rw), m(rw), v(rw)), one shape. g = grad + wd*p;        \
+       m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; p -= (lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps);        \
+       bc1, bc2 > 0 (the caller's 1 - beta^t).  attrs xylem_adam_attrs.  tol 2e-6 */ \
+    X(19, ADAM_UPDATE, adam_update) \
+    /* accuracy: inputs (logits [N, C] f32, labels [N] i32), outputs (correct(rw) [1] f32):               \
+       correct += number of rows whose argmax equals the label; ties go to the FIRST maximal index      \
+       (numpy, PyTorch). The count is an f32 (exact below 2^24).  tol 1e-7 */ \
+    X(20, ACCURACY, accuracy) \
+    /* conv2d_fwd (ABI 1.1; images NCHW, filters [K, C/groups, R, S]): inputs (X, W, b [K] optional),    \
+       outputs (Y [N, K, OH, OW]): Y = act(conv(X, W) + b).  attrs xylem_conv2d_attrs.  tol 1e-5*max(1, K/32) */ \
+    X(21, CONV2D_FWD, conv2d_fwd) \
+    /* conv2d_bwd_data: inputs (dY, W), outputs (dX): the input gradient.  tol 1e-5*max(1, K/32) */ \
+    X(22, CONV2D_BWD_DATA, conv2d_bwd_data) \
+    /* conv2d_bwd_filter: inputs (X, dY), outputs (dW(rw)): dW = beta*dW + the filter gradient; dW not    \
+       read when beta == 0.  tol 1e-5*max(1, K/32) */ \
+    X(23, CONV2D_BWD_FILTER, conv2d_bwd_filter) \
+    /* pool2d_fwd: inputs (X), outputs (Y): max or average pooling (xylem_pool2d_window()).              \
+       attrs xylem_pool2d_attrs.  tol 1e-6 */ \
+    X(24, POOL2D_FWD, pool2d_fwd) \
+    /* pool2d_bwd: inputs (dY, X, Y), outputs (dX): max routes each window's gradient to its FIRST        \
+       maximum (row-major in the window); average spreads it over the divisor.  tol 1e-6 */ \
+    X(25, POOL2D_BWD, pool2d_bwd) \
+    /* batchnorm_fwd: per-channel (axis 1) normalisation. inputs (X, gamma [C], beta [C]); outputs (Y,    \
+       running_mean(rw) [C], running_var(rw) [C], saved_mean [C], saved_invstd [C]). training: batch     \
+       statistics; running = (1-momentum)*running + momentum*batch with the unbiased variance; saved_*   \
+       written for the backward pass. eval: uses the running statistics (read only); saved_* untouched. \
+       attrs xylem_batchnorm_attrs.  tol 1e-5*max(1, R/32) */ \
+    X(26, BATCHNORM_FWD, batchnorm_fwd) \
+    /* batchnorm_bwd: training-mode gradient. inputs (dY, X, gamma, saved_mean, saved_invstd); outputs    \
+       (dX, dgamma, dbeta).  attrs xylem_batchnorm_attrs.  tol 1e-5*max(1, R/32) */ \
+    X(27, BATCHNORM_BWD, batchnorm_bwd) \
+    /* gather_rows (ABI 1.2): inputs (src [R, ...] f32 or i32, idx [N] i32 with 0 <= idx < R), outputs   \
+       (out [N, ...] of src's dtype and trailing dims): out[i, ...] = src[idx[i], ...].  exact */ \
+    X(28, GATHER_ROWS, gather_rows) \
+    /* rmsprop_update (ABI 1.3, torch.optim.RMSprop): inputs (grad); outputs (param(rw), square_avg(rw),  \
+       momentum_buffer(rw) only when momentum > 0, grad_avg(rw) only when centered), in that order.      \
+       g = grad + wd*p; sq = alpha*sq + (1-alpha)*g^2; centered: ga = ga + (1-alpha)*(g - ga),            \
+       avg = sqrt(sq - ga^2) + eps; else avg = sqrt(sq) + eps; momentum > 0: buf = momentum*buf + g/avg, \
+       p -= lr*buf; else p -= lr*g/avg.  attrs xylem_rmsprop_attrs.  tol 2e-6 */ \
+    X(29, RMSPROP_UPDATE, rmsprop_update) \
+    /* adamw_update (ABI 1.3, torch.optim.AdamW): inputs (grad), outputs (param(rw), m(rw), v(rw)).       \
+       p *= 1 - lr*wd; m = b1*m + (1-b1)*grad; v = b2*v + (1-b2)*grad^2;                                 \
+       p -= (lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps); bc1, bc2 > 0.  attrs xylem_adamw_attrs.  tol 2e-6 */ \
+    X(30, ADAMW_UPDATE, adamw_update) \
+    /* clamp: outputs (x(rw)): x = min(max(x, lo), hi), lo <= hi, NaN stays NaN.  attrs xylem_clamp_attrs. \
+       tol 1e-6 */ \
+    X(31, CLAMP, clamp) \
+    /* sum_squares: inputs (x), outputs (acc(rw) [1]): acc = beta*acc + sum of x^2; acc not read when     \
+       beta == 0. Deterministic: the same inputs give the same bits on a device.                        \
+       attrs xylem_sum_squares_attrs.  tol 1e-5*max(1, sqrt(R/1024)) */ \
+    X(32, SUM_SQUARES, sum_squares) \
+    /* clip_by_norm: inputs (sumsq [1]), outputs (x(rw)): x *= min(1, max_norm / (sqrt(sumsq) + eps)),    \
+       read on the device; a NaN norm gives NaN (torch's clip_grad_norm_).                              \
+       attrs xylem_clip_by_norm_attrs.  tol 1e-6 */ \
+    X(33, CLIP_BY_NORM, clip_by_norm) \
+    /* add (ABI 1.4): inputs (a, b), outputs (out), a and out one shape [..., cols] seen as [rows, cols]: \
+       out = alpha*a + beta*b, with b broadcast: b of a's shape (elementwise), b [cols] (a row vector,   \
+       added to every row) or b of a's leading dims then 1, [..., 1] (a column vector, one value per     \
+       row). alpha = beta = 1 adds; beta = -1 subtracts.  attrs xylem_add_attrs.  tol 1e-6 */ \
+    X(34, ADD, add)
+
 typedef enum xylem_op {
-    XYLEM_OP_FILL = 0,        /* out = value                                 attrs: xylem_fill_attrs */
-    XYLEM_OP_COPY = 1,        /* out = in (same element count)               attrs: none */
-    XYLEM_OP_AXPBY = 2,       /* out = alpha*a + beta*b (b optional: out(rw) used when n_inputs==1) attrs: xylem_axpby_attrs */
-    XYLEM_OP_MUL = 3,         /* out = a * b, elementwise                    attrs: none */
-    XYLEM_OP_GEMM = 4,        /* C(rw) = alpha*op(A)*op(B) + beta*C; A,B,C 2-D  attrs: xylem_gemm_attrs */
-    XYLEM_OP_LINEAR_FWD = 5,  /* Y = act(X*W^T + b); X[N,in] W[out,in] b[out] (b optional) attrs: xylem_linear_attrs */
-    XYLEM_OP_BIAS_GRAD = 6,   /* db(rw)[C] = beta*db + sum of dy[N,C,...] over every axis but 1  attrs: xylem_bias_grad_attrs */
-    XYLEM_OP_ACT_FWD = 7,     /* y = f(x)                                    attrs: xylem_act_attrs */
-    XYLEM_OP_ACT_BWD = 8,     /* dx = dy * f'(x) expressed through y: inputs (dy, y) attrs: xylem_act_attrs */
-    XYLEM_OP_SOFTMAX_FWD = 9, /* y = softmax or log_softmax over the last axis  attrs: xylem_softmax_attrs */
-    XYLEM_OP_SOFTMAX_BWD = 10,/* dx from (dy, y) for softmax or log_softmax  attrs: xylem_softmax_attrs */
-    XYLEM_OP_XENT_FWD = 11,   /* loss(rw)[1] = acc*loss + scale*sum_i -log softmax(logits_i)[label_i]
-                                 inputs (logits[N,C] f32, labels[N] i32)     attrs: xylem_loss_attrs */
-    XYLEM_OP_XENT_BWD = 12,   /* dlogits = scale*(softmax(logits) - onehot(labels))  attrs: xylem_loss_attrs */
-    XYLEM_OP_NLL_FWD = 13,    /* loss(rw)[1] = acc*loss + scale*sum_i -logp[i,label_i]  attrs: xylem_loss_attrs */
-    XYLEM_OP_NLL_BWD = 14,    /* dlogp = -scale*onehot(labels); inputs (logp, labels) attrs: xylem_loss_attrs */
-    XYLEM_OP_MSE_FWD = 15,    /* loss(rw)[1] = acc*loss + scale*sum (pred-target)^2   attrs: xylem_loss_attrs */
-    XYLEM_OP_MSE_BWD = 16,    /* dpred = 2*scale*(pred-target)               attrs: xylem_loss_attrs */
-    XYLEM_OP_DROPOUT_FWD = 17,/* outputs (y, mask): mask = keep/(1-p), keep from xylem_dropout_keep(); y = x*mask
-                                 attrs: xylem_dropout_attrs */
-    XYLEM_OP_SGD_UPDATE = 18, /* outputs (param(rw), velocity(rw)), inputs (grad)  attrs: xylem_sgd_attrs */
-    XYLEM_OP_ADAM_UPDATE = 19,/* outputs (param(rw), m(rw), v(rw)), inputs (grad)  attrs: xylem_adam_attrs */
-    XYLEM_OP_ACCURACY = 20,   /* correct(rw)[1] += count of argmax(logits_i) == label_i; inputs (logits, labels) */
-    /* Convolutional networks (ABI 1.1). Images are NCHW; filters are [K, C/groups, R, S]. */
-    XYLEM_OP_CONV2D_FWD = 21, /* Y[N,K,OH,OW] = act(conv(X, W) + b); inputs (X, W, b optional)  attrs: xylem_conv2d_attrs */
-    XYLEM_OP_CONV2D_BWD_DATA = 22,   /* dX = the input gradient; inputs (dY, W)             attrs: xylem_conv2d_attrs */
-    XYLEM_OP_CONV2D_BWD_FILTER = 23, /* dW(rw) = beta*dW + the filter gradient; inputs (X, dY) attrs: xylem_conv2d_attrs */
-    XYLEM_OP_POOL2D_FWD = 24, /* Y = max or average pooling of X                         attrs: xylem_pool2d_attrs */
-    XYLEM_OP_POOL2D_BWD = 25, /* dX from inputs (dY, X, Y); max routes each window's gradient to its first maximum
-                                 attrs: xylem_pool2d_attrs */
-    XYLEM_OP_BATCHNORM_FWD = 26, /* per-channel (axis 1) normalisation. inputs (X, gamma[C], beta[C]);
-                                    outputs (Y, running_mean(rw)[C], running_var(rw)[C], saved_mean[C], saved_invstd[C]).
-                                    training: batch statistics; running = (1-momentum)*running + momentum*batch, with the
-                                    unbiased variance; saved_* written for the backward pass.
-                                    eval: uses the running statistics (read only); saved_* untouched.
-                                    attrs: xylem_batchnorm_attrs */
-    XYLEM_OP_BATCHNORM_BWD = 27, /* training-mode gradient. inputs (dY, X, gamma, saved_mean, saved_invstd);
-                                    outputs (dX, dgamma, dbeta)                           attrs: xylem_batchnorm_attrs */
-    /* ABI 1.2 */
-    XYLEM_OP_GATHER_ROWS = 28,   /* out[i, ...] = src[idx[i], ...]: picks rows of a device-resident dataset.
-                                    inputs (src [R, ...] f32 or i32, idx [N] i32 with 0 <= idx < R); out [N, ...] with
-                                    src's dtype and trailing dims                          attrs: none */
-    /* ABI 1.3: more optimisers and gradient clipping (PyTorch's definitions). Hyper-parameters by value. */
-    XYLEM_OP_RMSPROP_UPDATE = 29,/* outputs (param(rw), square_avg(rw), momentum_buffer(rw) only when momentum > 0,
-                                    grad_avg(rw) only when centered), inputs (grad); in that order, 2 to 4 outputs.
-                                    g = grad + wd*p; sq = alpha*sq + (1-alpha)*g^2;
-                                    centered: ga = ga + (1-alpha)*(g - ga), avg = sqrt(sq - ga^2) + eps;
-                                    else avg = sqrt(sq) + eps;
-                                    momentum > 0: buf = momentum*buf + g/avg, p -= lr*buf;  else p -= lr*g/avg
-                                    attrs: xylem_rmsprop_attrs */
-    XYLEM_OP_ADAMW_UPDATE = 30,  /* outputs (param(rw), m(rw), v(rw)), inputs (grad). Decoupled weight decay
-                                    (torch.optim.AdamW): p *= 1 - lr*wd; m = b1*m + (1-b1)*grad;
-                                    v = b2*v + (1-b2)*grad^2; p -= (lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps)
-                                    attrs: xylem_adamw_attrs */
-    XYLEM_OP_CLAMP = 31,         /* x(rw) = min(max(x, lo), hi), NaN stays NaN (clipping by value)  attrs: xylem_clamp_attrs */
-    XYLEM_OP_SUM_SQUARES = 32,   /* acc(rw)[1] = beta*acc + sum of x^2 (acc not read when beta == 0); inputs (x).
-                                    A deterministic reduction: the same inputs give the same bits on a device.
-                                    attrs: xylem_sum_squares_attrs */
-    XYLEM_OP_CLIP_BY_NORM = 33,  /* x(rw) *= min(1, max_norm / (sqrt(sumsq[0]) + eps)), read on the device; inputs
-                                    (sumsq[1]); a NaN norm gives NaN (torch's clip_grad_norm_)  attrs: xylem_clip_by_norm_attrs */
-    XYLEM_OP_COUNT_ = 34      /* number of ops in this version of the header */
+#define XYLEM_OP_ENUM_(number, ENUM, name) XYLEM_OP_##ENUM = number,
+    XYLEM_OP_LIST(XYLEM_OP_ENUM_)
+#undef XYLEM_OP_ENUM_
+    XYLEM_OP_COUNT_ = 35 /* number of ops in this version of the header (checked against the list below) */
 } xylem_op;
+
+/* Each op's position in the list: the check below fails to compile when a number is not its
+ * position or when XYLEM_OP_COUNT_ is not the list's length. */
+enum xylem_op_position_ {
+#define XYLEM_OP_POSITION_(number, ENUM, name) XYLEM_OP_POSITION_##ENUM##_,
+    XYLEM_OP_LIST(XYLEM_OP_POSITION_)
+#undef XYLEM_OP_POSITION_
+    XYLEM_OP_LIST_LENGTH_
+};
+#define XYLEM_OP_NUMBERED_(number, ENUM, name) &&(number) == XYLEM_OP_POSITION_##ENUM##_
+typedef char xylem_op_list_numbered_in_order_[(1 XYLEM_OP_LIST(XYLEM_OP_NUMBERED_)) &&
+                                                      (int)XYLEM_OP_LIST_LENGTH_ == (int)XYLEM_OP_COUNT_ ? 1 : -1];
+#undef XYLEM_OP_NUMBERED_
 
 typedef enum xylem_activation {
     XYLEM_ACT_NONE = 0,
@@ -118,6 +205,8 @@ typedef struct xylem_adamw_attrs {
 typedef struct xylem_clamp_attrs { float lo, hi; } xylem_clamp_attrs;
 typedef struct xylem_sum_squares_attrs { float beta; } xylem_sum_squares_attrs;
 typedef struct xylem_clip_by_norm_attrs { float max_norm, eps; } xylem_clip_by_norm_attrs;
+/* ABI 1.4 */
+typedef struct xylem_add_attrs { float alpha, beta; } xylem_add_attrs;
 
 /* Output size per axis: (in + 2*pad - dilation*(kernel-1) - 1) / stride + 1 (floor).
  * beta is used by CONV2D_BWD_FILTER only; activation by CONV2D_FWD only. */
@@ -128,8 +217,10 @@ typedef struct xylem_conv2d_attrs {
 } xylem_conv2d_attrs;
 
 typedef enum xylem_pool_mode { XYLEM_POOL_MAX = 0, XYLEM_POOL_AVG = 1 } xylem_pool_mode;
-/* Output size: (in + 2*pad - kernel) / stride + 1 (floor). Padding never wins a max; average
- * divides by the full window (count_include_pad = 1, PyTorch's default) or only the in-bounds part. */
+/* Output size: (in + 2*pad - kernel) / stride + 1 (floor), with 2*pad <= kernel (PyTorch's "pad at
+ * most half the kernel"). The window of each output and the average's divisor are
+ * xylem_pool2d_window() below: padding never wins a max; average divides by the full window
+ * clipped to the padded input (count_include_pad = 1, PyTorch's default) or by the in-bounds part. */
 typedef struct xylem_pool2d_attrs {
     int32_t mode, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, count_include_pad;
 } xylem_pool2d_attrs;
@@ -139,16 +230,11 @@ typedef struct xylem_batchnorm_attrs {
     int32_t training;
 } xylem_batchnorm_attrs;
 
-/* The op's name for messages and profiles ("linear_fwd"); one table for the core and every plugin. */
+/* The op's name for messages and profiles ("linear_fwd"), from the op list. */
 static inline const char* xylem_op_name(uint32_t op) {
-    static const char* const names[] = {
-        "fill", "copy", "axpby", "mul", "gemm", "linear_fwd", "bias_grad", "act_fwd", "act_bwd",
-        "softmax_fwd", "softmax_bwd", "xent_fwd", "xent_bwd", "nll_fwd", "nll_bwd", "mse_fwd", "mse_bwd",
-        "dropout_fwd", "sgd_update", "adam_update", "accuracy", "conv2d_fwd", "conv2d_bwd_data",
-        "conv2d_bwd_filter", "pool2d_fwd", "pool2d_bwd", "batchnorm_fwd", "batchnorm_bwd", "gather_rows",
-        "rmsprop_update", "adamw_update", "clamp", "sum_squares", "clip_by_norm"};
-    typedef char one_name_per_op[sizeof names / sizeof names[0] == XYLEM_OP_COUNT_ ? 1 : -1];
-    (void)sizeof(one_name_per_op);
+#define XYLEM_OP_NAME_(number, ENUM, name) #name,
+    static const char* const names[] = {XYLEM_OP_LIST(XYLEM_OP_NAME_)};
+#undef XYLEM_OP_NAME_
     return op < XYLEM_OP_COUNT_ ? names[op] : "unknown_op";
 }
 
@@ -166,6 +252,22 @@ static inline XYLEM_HOST_DEVICE int xylem_dropout_keep(uint64_t seed, uint64_t i
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
     return (float)(z >> 40) * (1.0f / 16777216.0f) >= p;
+}
+
+/* One output's pooling window along one axis: the input indices [*lo, *hi) it reads (padding
+ * clipped off) and the count its average divides by (with count_include_pad, the window clipped to
+ * the padded input, as PyTorch does). Host and device code (CUDA kernels) call this same function. */
+static inline XYLEM_HOST_DEVICE int64_t xylem_pool2d_window(int64_t out_index, int64_t in_size, int64_t kernel,
+                                                          int64_t stride, int64_t pad, int32_t count_include_pad,
+                                                          int64_t* lo, int64_t* hi) {
+    int64_t start = out_index * stride - pad, end = start + kernel;
+    const int64_t padded_end = end < in_size + pad ? end : in_size + pad;
+    const int64_t padded = padded_end - start;
+    if (start < 0) start = 0;
+    if (end > in_size) end = in_size;
+    *lo = start;
+    *hi = end;
+    return count_include_pad ? padded : end - start;
 }
 
 #ifdef __cplusplus

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "xylem/plugin_kit/shapes.h"
+
 namespace xylem::cuda::kernels {
 
 // ---- elementwise.cu ----
@@ -74,10 +76,7 @@ void sum_squares(const float* x, int64_t n, float* acc, float beta, double* part
 void clip_by_norm(const float* sumsq, float* x, int64_t n, float max_norm, float eps, cudaStream_t s);
 
 // ---- pool.cu ----
-struct PoolGeom {
-    int64_t planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw;
-    bool max, include_pad;
-};
+using PoolGeom = plugin_kit::Pool2dShape;  // the kit's shape, passed to the kernels by value
 void pool_fwd(const PoolGeom& p, const float* x, float* y, cudaStream_t s);
 void pool_bwd(const PoolGeom& p, const float* dy, const float* x, float* dx, cudaStream_t s);
 

@@ -7,13 +7,19 @@ namespace xylem::cuda::kernels {
 
 namespace {
 
+// One window, clipped to the input, and the average's divisor: ops.h's xylem_pool2d_window, the
+// function the native plugin calls too.
 struct Window {
     int64_t hs, he, ws, we;
+    float count;
 };
 
 __device__ inline Window window(const PoolGeom& p, int64_t i, int64_t j) {
-    const int64_t h0 = i * p.sh - p.ph, w0 = j * p.sw - p.pw;
-    return {h0 > 0 ? h0 : 0, h0 + p.kh < p.h ? h0 + p.kh : p.h, w0 > 0 ? w0 : 0, w0 + p.kw < p.w ? w0 + p.kw : p.w};
+    Window w;
+    const int64_t rows = xylem_pool2d_window(i, p.h, p.kh, p.sh, p.ph, p.include_pad, &w.hs, &w.he);
+    const int64_t cols = xylem_pool2d_window(j, p.w, p.kw, p.sw, p.pw, p.include_pad, &w.ws, &w.we);
+    w.count = static_cast<float>(rows * cols);
+    return w;
 }
 
 // v takes over the running maximum m: strictly larger, or the first NaN.
@@ -27,9 +33,6 @@ __device__ inline int64_t argmax(const PoolGeom& p, const float* plane, const Wi
     return best;
 }
 
-__device__ inline float divisor(const PoolGeom& p, const Window& win) {
-    return static_cast<float>(p.include_pad ? p.kh * p.kw : (win.he - win.hs) * (win.we - win.ws));
-}
 
 __global__ void pool_fwd_k(PoolGeom p, const float* x, float* y) {
     XYLEM_GRID_STRIDE(o, p.planes * p.oh * p.ow) {
@@ -43,7 +46,7 @@ __global__ void pool_fwd_k(PoolGeom p, const float* x, float* y) {
         float sum = 0.0f;
         for (int64_t ih = win.hs; ih < win.he; ++ih)
             for (int64_t iw = win.ws; iw < win.we; ++iw) sum += plane[ih * p.w + iw];
-        y[o] = sum / divisor(p, win);
+        y[o] = sum / win.count;
     }
 }
 
@@ -67,7 +70,7 @@ __global__ void pool_bwd_k(PoolGeom p, const float* dy, const float* x, float* d
                 if (p.max) {
                     if (argmax(p, plane, win) == here) acc += g[i * p.ow + j];
                 } else {
-                    acc += g[i * p.ow + j] / divisor(p, win);
+                    acc += g[i * p.ow + j] / win.count;
                 }
             }
         dx[e] = acc;

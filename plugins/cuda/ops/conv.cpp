@@ -1,7 +1,9 @@
 // CONV2D_FWD (fused bias + activation), CONV2D_BWD_DATA, CONV2D_BWD_FILTER on cuDNN 9's legacy
 // API. Descriptors and algorithms are made once per shape and cached for the process; algorithms
 // come from cuDNN's heuristics (no benchmarking runs), so choosing one never touches the device
-// and is safe inside a capture. Workspaces come from the stream's scratch arena.
+// and is safe inside a capture. Workspaces come from the stream's scratch arena. A kernel that
+// covers its input is a Linear layer (the kit's conv_gemm_case, MXNet #2011) and runs as cuBLAS
+// GEMMs on the NCHW buffers, as on the other backends.
 #include <array>
 #include <climits>
 
@@ -26,6 +28,48 @@ Conv conv_shape(const OpArgs& a, const xylem_conv2d_attrs& at, const Tensor& x, 
     if (v.n > INT_MAX || v.c * v.h * v.w > INT_MAX || v.k * v.oh * v.ow > INT_MAX || v.c * v.r * v.s > INT_MAX)
         a.fail("%s %s / %s %s exceed the cuDNN limit of %d", xn, DimStr(x).s, yn, DimStr(y).s, INT_MAX);
     return v;
+}
+
+// ---- the Linear case: X [N, C*H*W] and Y [N, K] as they lie in NCHW, one GEMM per group --------
+bool is_linear(const Conv& v) { return plugin_kit::conv_gemm_case(v) == plugin_kit::ConvGemm::linear; }
+
+// Row-major C = beta*C + op(A)*op(B) on cuBLAS (column-major): C^T = op(B)^T op(A)^T, operands
+// swapped, as op_gemm does. Sizes were bounded by conv_shape.
+void row_gemm(const OpArgs& a, cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* pa,
+              int64_t lda, const float* pb, int64_t ldb, float beta, float* pc, int64_t ldc) {
+    const float one = 1.0f;
+    a.check_cublas(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+                               static_cast<int>(m), static_cast<int>(k), &one, pb, static_cast<int>(ldb), pa,
+                               static_cast<int>(lda), &beta, pc, static_cast<int>(ldc)),
+                   "cublasSgemm");
+}
+
+// Y[:, group] = X[:, group] * W_g^T, ld C*H*W and K; then bias + activation over [N, K].
+void fwd_linear(const OpArgs& a, xylem_stream_s& s, const Conv& v, const float* x, const float* w, const float* b,
+                int act, float* y) {
+    const int64_t in = v.cg * v.hw();
+    for (int64_t g = 0; g < v.g; ++g)
+        row_gemm(a, s.cublas_, false, true, v.n, v.kg, in, x + g * in, v.c * v.hw(), w + g * v.kg * in, in, 0.0f,
+                 y + g * v.kg, v.k);
+    if (b || act != XYLEM_ACT_NONE) kernels::row_bias_act(act, b, y, v.n, v.k, s.stream_);
+    a.check_launch();
+}
+
+// dX[:, group] = dY[:, group] * W_g.
+void bwd_data_linear(const OpArgs& a, xylem_stream_s& s, const Conv& v, const float* dy, const float* w, float* dx) {
+    const int64_t in = v.cg * v.hw();
+    for (int64_t g = 0; g < v.g; ++g)
+        row_gemm(a, s.cublas_, false, false, v.n, in, v.kg, dy + g * v.kg, v.k, w + g * v.kg * in, in, 0.0f, dx + g * in,
+                 v.c * v.hw());
+}
+
+// dW_g = beta*dW_g + dY[:, group]^T * X[:, group].
+void bwd_filter_linear(const OpArgs& a, xylem_stream_s& s, const Conv& v, const float* x, const float* dy, float beta,
+                       float* dw) {
+    const int64_t in = v.cg * v.hw();
+    for (int64_t g = 0; g < v.g; ++g)
+        row_gemm(a, s.cublas_, true, false, v.kg, in, v.n, dy + g * v.kg, v.k, x + g * in, v.c * v.hw(), beta,
+                 dw + g * v.kg * in, in);
 }
 
 // Everything cuDNN needs for one shape; made once, then read-only (shared by all streams).
@@ -167,6 +211,7 @@ void op_conv2d_fwd(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework
     }
     if (overlap(ty, tx) || overlap(ty, tw)) a.fail("Y overlaps X or W");
     if (v.n == 0) return;
+    if (is_linear(v)) return fwd_linear(a, s, v, tx.f32(), tw.f32(), b, act, ty.f32());
     const ConvPlan& p = fw.conv_cache_->plan(a, v, ConvCache::Pass::kFwd, s.cudnn_);
     void* ws = p.fwd_ws ? s.scratch_.alloc<char>(static_cast<int64_t>(p.fwd_ws)) : nullptr;
     const float one = 1.0f, zero = 0.0f;
@@ -194,6 +239,7 @@ void op_conv2d_bwd_data(const xylem_op_desc& desc, xylem_stream_s& s, xylem_fram
     const Conv v = conv_shape(a, attrs, tdx, "dX", tw, "W", tdy, "dY");
     if (overlap(tdx, tdy) || overlap(tdx, tw)) a.fail("dX overlaps dY or W");
     if (v.n == 0) return;
+    if (is_linear(v)) return bwd_data_linear(a, s, v, tdy.f32(), tw.f32(), tdx.f32());
     const ConvPlan& p = fw.conv_cache_->plan(a, v, ConvCache::Pass::kBwdData, s.cudnn_);
     void* ws = p.bwd_data_ws ? s.scratch_.alloc<char>(static_cast<int64_t>(p.bwd_data_ws)) : nullptr;
     const float one = 1.0f, zero = 0.0f;
@@ -213,6 +259,7 @@ void op_conv2d_bwd_filter(const xylem_op_desc& desc, xylem_stream_s& s, xylem_fr
         kernels::scale(tdw.f32(), tdw.numel, attrs.beta, s.stream_);
         return a.check_launch();
     }
+    if (is_linear(v)) return bwd_filter_linear(a, s, v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32());
     const ConvPlan& p = fw.conv_cache_->plan(a, v, ConvCache::Pass::kBwdFilter, s.cudnn_);
     void* ws = p.bwd_filter_ws ? s.scratch_.alloc<char>(static_cast<int64_t>(p.bwd_filter_ws)) : nullptr;
     const float one = 1.0f;

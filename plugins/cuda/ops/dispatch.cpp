@@ -8,22 +8,18 @@ namespace xylem::cuda {
 
 namespace {
 
-// Indexed by xylem_op: every op of ops.h, in enum order.
-#define XYLEM_OP_ENTRY(name) op_##name,
-constexpr OpFn kOps[] = {XYLEM_PLUGIN_KIT_OPS(XYLEM_OP_ENTRY)};
-#undef XYLEM_OP_ENTRY
-static_assert(sizeof kOps / sizeof kOps[0] == XYLEM_OP_COUNT_, "one kOps entry per xylem_op");
+constexpr auto kOps = plugin_kit::op_table<OpFn>({XYLEM_CUDA_OPS(XYLEM_PLUGIN_KIT_OP_ENTRY)});
 
 }  // namespace
 
 const char* op_name(uint32_t op) { return xylem_op_name(op); }
 
-int32_t op_supported(xylem_framework_t, uint32_t op) { return op < XYLEM_OP_COUNT_ && kOps[op] ? 1 : 0; }
+int32_t op_supported(xylem_framework_t, uint32_t op) { return kOps.supports(op); }
 
 // Enqueues the op's kernels and library calls; nothing here waits for the device.
 xylem_status op_run(xylem_framework_t fw, xylem_stream_t stream, const xylem_op_desc* desc) {
     if (const xylem_status s = check_framework(fw, "op_run")) return s;
-    return plugin_kit::guarded_op_run<Plugin>(desc, stream, kOps, [&](OpFn op) {
+    return plugin_kit::guarded_op_run<Plugin>(desc, stream, kOps.fn, [&](OpFn op) {
         if (fw->device_count_ > 1) cudaSetDevice(static_cast<int>(stream->device_));
         stream->scratch_.reset();
         try {

@@ -34,8 +34,7 @@ void op_adam_update(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framewor
     a.same_numel(tp, "param", tg, "grad");
     a.same_numel(tp, "param", tm, "m");
     a.same_numel(tp, "param", tv, "v");
-    if (!(attrs.bias_correction1 > 0.0f && attrs.bias_correction2 > 0.0f))
-        a.fail("bias corrections must be > 0, got %g and %g", attrs.bias_correction1, attrs.bias_correction2);
+    plugin_kit::check_bias_corrections(a, attrs);
     const kernels::AdamParams c{attrs.beta1, attrs.beta2, attrs.weight_decay, attrs.eps,
                                 attrs.lr / attrs.bias_correction1, 1.0f / std::sqrt(attrs.bias_correction2)};
     kernels::adam(tp.f32(), tm.f32(), tv.f32(), tg.f32(), tp.numel, c, s.stream_);
@@ -50,8 +49,7 @@ void op_adamw_update(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framewo
     a.same_numel(tp, "param", tg, "grad");
     a.same_numel(tp, "param", tm, "m");
     a.same_numel(tp, "param", tv, "v");
-    if (!(attrs.bias_correction1 > 0.0f && attrs.bias_correction2 > 0.0f))
-        a.fail("bias corrections must be > 0, got %g and %g", attrs.bias_correction1, attrs.bias_correction2);
+    plugin_kit::check_bias_corrections(a, attrs);
     const kernels::AdamParams c{attrs.beta1, attrs.beta2, 0.0f, attrs.eps, attrs.lr / attrs.bias_correction1,
                                 1.0f / std::sqrt(attrs.bias_correction2)};
     kernels::adamw(tp.f32(), tm.f32(), tv.f32(), tg.f32(), tp.numel, c, 1.0f - attrs.lr * attrs.weight_decay,

@@ -5,21 +5,13 @@
 
 namespace xylem::cuda {
 
-namespace {
-
-kernels::PoolGeom pool_shape(const OpArgs& a, const xylem_pool2d_attrs& at, const Tensor& x, const char* xn,
-                             const Tensor& y, const char* yn) {
-    const plugin_kit::Pool2dShape s = plugin_kit::pool2d_shape(a, at, x, xn, y, yn);
-    return kernels::PoolGeom{s.planes, s.h, s.w, s.oh, s.ow, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw, s.max, s.include_pad};
-}
-
-}  // namespace
+using plugin_kit::pool2d_shape;
 
 void op_pool2d_fwd(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
     OpArgs a(desc, 1, 1, 1);
     const auto attrs = a.attrs<xylem_pool2d_attrs>();
     const Tensor tx = a.in(0, "X"), ty = a.out(0, "Y");
-    const kernels::PoolGeom p = pool_shape(a, attrs, tx, "X", ty, "Y");
+    const kernels::PoolGeom p = pool2d_shape(a, attrs, tx, "X", ty, "Y");
     if (overlap(ty, tx)) a.fail("Y overlaps X");
     kernels::pool_fwd(p, tx.f32(), ty.f32(), s.stream_);
     a.check_launch();
@@ -30,7 +22,7 @@ void op_pool2d_bwd(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework
     OpArgs a(desc, 3, 3, 1);
     const auto attrs = a.attrs<xylem_pool2d_attrs>();
     const Tensor tdy = a.in(0, "dY"), tx = a.in(1, "X"), ty = a.in(2, "Y"), tdx = a.out(0, "dX");
-    const kernels::PoolGeom p = pool_shape(a, attrs, tx, "X", tdy, "dY");
+    const kernels::PoolGeom p = pool2d_shape(a, attrs, tx, "X", tdy, "dY");
     a.same_numel(tdy, "dY", ty, "Y");
     a.same_numel(tx, "X", tdx, "dX");
     if (overlap(tdx, tdy) || overlap(tdx, tx)) a.fail("dX overlaps dY or X");

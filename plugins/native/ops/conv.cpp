@@ -50,11 +50,13 @@ enum class Path {
     kIm2col,
 };
 
+// The kit decides the GEMM cases (MXNet #2011); small pointwise planes take the batched im2col path.
 Path choose_path(const Conv& v) {
-    if (v.r == v.h && v.s == v.w && v.ph == 0 && v.pw == 0 && (v.dh == 1 || v.r == 1) && (v.dw == 1 || v.s == 1))
-        return Path::kLinear;
-    if (v.r == 1 && v.s == 1 && v.sh == 1 && v.sw == 1 && v.ph == 0 && v.pw == 0 && v.hw() >= kMinPlane)
-        return Path::kPointwise;
+    switch (plugin_kit::conv_gemm_case(v)) {
+    case plugin_kit::ConvGemm::linear: return Path::kLinear;
+    case plugin_kit::ConvGemm::pointwise: return v.hw() >= kMinPlane ? Path::kPointwise : Path::kIm2col;
+    case plugin_kit::ConvGemm::none: break;
+    }
     return Path::kIm2col;
 }
 

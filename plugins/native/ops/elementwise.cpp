@@ -124,6 +124,32 @@ void op_mul(const xylem_op_desc& desc, xylem_stream_s&) {
     for (int64_t i = 0; i < ta.numel; ++i) out[i] = x[i] * y[i];
 }
 
+// out = alpha*a + beta*b with b broadcast over rows (a row vector) or columns (a column vector).
+void op_add(const xylem_op_desc& desc, xylem_stream_s&) {
+    OpArgs a(desc, 2, 2, 1);
+    const auto at = a.attrs<xylem_add_attrs>();
+    const Tensor ta = a.in(0, "a"), tb = a.in(1, "b"), tout = a.out(0, "out");
+    const plugin_kit::AddShape sh = plugin_kit::add_shape(a, ta, tb, tout);
+    if (sh.b != plugin_kit::Broadcast::elementwise && overlap(tout, tb)) a.fail("out overlaps the broadcast b");
+    const float *x = ta.f32(), *y = tb.f32();
+    float* out = tout.f32();
+    for (int64_t r = 0; r < sh.rows; ++r) {
+        const float* xr = x + r * sh.cols;
+        float* o = out + r * sh.cols;
+        switch (sh.b) {
+        case plugin_kit::Broadcast::elementwise:
+            for (int64_t c = 0; c < sh.cols; ++c) o[c] = at.alpha * xr[c] + at.beta * y[r * sh.cols + c];
+            break;
+        case plugin_kit::Broadcast::row:
+            for (int64_t c = 0; c < sh.cols; ++c) o[c] = at.alpha * xr[c] + at.beta * y[c];
+            break;
+        case plugin_kit::Broadcast::column:
+            for (int64_t c = 0; c < sh.cols; ++c) o[c] = at.alpha * xr[c] + at.beta * y[r];
+            break;
+        }
+    }
+}
+
 void op_act_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 1, 1, 1);
     const int act = a.check_activation(a.attrs<xylem_act_attrs>().activation);

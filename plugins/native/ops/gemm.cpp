@@ -20,17 +20,9 @@ void op_gemm(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 2, 1);
     const auto attrs = a.attrs<xylem_gemm_attrs>();
     const Tensor ta = a.in(0, "A"), tb = a.in(1, "B"), tc = a.out(0, "C");
-    if (ta.ndim != 2 || tb.ndim != 2 || tc.ndim != 2)
-        a.fail("A, B and C must be 2-D, got %u, %u and %u dims", ta.ndim, tb.ndim, tc.ndim);
-    const bool trans_a = attrs.trans_a != 0, trans_b = attrs.trans_b != 0;
-    const int64_t m = ta.dims[trans_a ? 1 : 0], k = ta.dims[trans_a ? 0 : 1];
-    const int64_t kb = tb.dims[trans_b ? 1 : 0], n = tb.dims[trans_b ? 0 : 1];
-    if (k != kb)
-        a.fail("inner dims differ: op(A) is [%lld,%lld] but op(B) is [%lld,%lld]", static_cast<long long>(m),
-               static_cast<long long>(k), static_cast<long long>(kb), static_cast<long long>(n));
-    if (tc.dims[0] != m || tc.dims[1] != n)
-        a.fail("C is [%lld,%lld] but op(A)*op(B) is [%lld,%lld]", static_cast<long long>(tc.dims[0]),
-               static_cast<long long>(tc.dims[1]), static_cast<long long>(m), static_cast<long long>(n));
+    const plugin_kit::GemmShape g = plugin_kit::gemm_shape(a, attrs, ta, tb, tc);
+    const int64_t m = g.m, n = g.n, k = g.k;
+    const bool trans_a = g.trans_a, trans_b = g.trans_b;
     if (overlap(tc, ta) || overlap(tc, tb)) a.fail("C overlaps A or B");
     check_int(a, m, "M");
     check_int(a, n, "N");
@@ -54,23 +46,10 @@ void op_linear_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 3, 1);
     const int act = a.check_activation(a.attrs<xylem_linear_attrs>().activation);
     const Tensor tx = a.in(0, "X"), tw = a.in(1, "W"), ty = a.out(0, "Y");
-    if (tw.ndim != 2) a.fail("W must be 2-D [out,in], got %u dims", tw.ndim);
-    if (tx.ndim < 1 || ty.ndim < 1) a.fail("X and Y need at least 1 dim");
-    const int64_t out_f = tw.dims[0], in_f = tw.dims[1], rows = tx.rows();
-    if (tx.cols() != in_f)
-        a.fail("X's last dim is %lld but W is [%lld,%lld]", static_cast<long long>(tx.cols()),
-               static_cast<long long>(out_f), static_cast<long long>(in_f));
-    if (ty.cols() != out_f || ty.rows() != rows)
-        a.fail("Y holds %lld rows of %lld, expected %lld rows of %lld", static_cast<long long>(ty.rows()),
-               static_cast<long long>(ty.cols()), static_cast<long long>(rows), static_cast<long long>(out_f));
-    const float* b = nullptr;
-    if (a.n_inputs() == 3) {
-        const Tensor tb = a.in(2, "b");
-        if (tb.numel != out_f)
-            a.fail("b holds %lld elements for %lld outputs", static_cast<long long>(tb.numel),
-                   static_cast<long long>(out_f));
-        b = tb.f32();
-    }
+    const Tensor tb = a.n_inputs() == 3 ? a.in(2, "b") : Tensor{};
+    const plugin_kit::LinearShape l = plugin_kit::linear_shape(a, tx, tw, ty, a.n_inputs() == 3 ? &tb : nullptr);
+    const int64_t out_f = l.out, in_f = l.in, rows = l.rows;
+    const float* b = a.n_inputs() == 3 ? tb.f32() : nullptr;
     if (overlap(ty, tx) || overlap(ty, tw)) a.fail("Y overlaps X or W");
     check_int(a, rows, "N");
     check_int(a, out_f, "out");

@@ -28,14 +28,19 @@ inline float take(float v, float m) {
     return v != v ? v : t;
 }
 
-// One window: rows [hs,he) and columns [ws,we) of the plane, clipped to the input.
+// One window: rows [hs,he) and columns [ws,we) of the plane, clipped to the input, and the
+// average's divisor (ops.h's xylem_pool2d_window, shared with the CUDA kernels).
 struct Window {
     int64_t hs, he, ws, we;
+    float count;
 };
 
 inline Window window(const Pool& p, int64_t i, int64_t j) {
-    const int64_t h0 = i * p.sh - p.ph, w0 = j * p.sw - p.pw;
-    return {std::max<int64_t>(h0, 0), std::min(h0 + p.kh, p.h), std::max<int64_t>(w0, 0), std::min(w0 + p.kw, p.w)};
+    Window w;
+    const int64_t rows = xylem_pool2d_window(i, p.h, p.kh, p.sh, p.ph, p.include_pad, &w.hs, &w.he);
+    const int64_t cols = xylem_pool2d_window(j, p.w, p.kw, p.sw, p.pw, p.include_pad, &w.ws, &w.we);
+    w.count = static_cast<float>(rows * cols);
+    return w;
 }
 
 // Index in the plane of the window's first maximum.
@@ -47,9 +52,6 @@ inline int64_t argmax(const Pool& p, const float* x, const Window& win) {
     return best;
 }
 
-inline float divisor(const Pool& p, const Window& win) {
-    return static_cast<float>(p.include_pad ? p.kh * p.kw : (win.he - win.hs) * (win.we - win.ws));
-}
 
 // 2x2 stride-2 windows, four at a time with GCC vector extensions (SSE on any x86-64): rows of
 // pooled maps are short (12 or 4 in LeNet), too short for the auto-vectorizer's 8-wide loops.
@@ -118,7 +120,7 @@ void fwd_general(const Pool& p, const float* x, float* y) {
                 float sum = 0.0f;
                 for (int64_t ih = win.hs; ih < win.he; ++ih)
                     for (int64_t iw = win.ws; iw < win.we; ++iw) sum += plane[ih * p.w + iw];
-                out[i * p.ow + j] = sum / divisor(p, win);
+                out[i * p.ow + j] = sum / win.count;
             }
     }
 }
@@ -188,7 +190,7 @@ void bwd_general(const Pool& p, const float* dy, const float* x, float* dx) {
                     d[argmax(p, plane, win)] += g[i * p.ow + j];
                     continue;
                 }
-                const float v = g[i * p.ow + j] / divisor(p, win);
+                const float v = g[i * p.ow + j] / win.count;
                 for (int64_t ih = win.hs; ih < win.he; ++ih)
                     for (int64_t iw = win.ws; iw < win.we; ++iw) d[ih * p.w + iw] += v;
             }

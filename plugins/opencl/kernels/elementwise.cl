@@ -30,6 +30,15 @@ __kernel void mul(__global const float* a, int a_off, __global const float* b, i
     FOR_EACH(i, n) y[y_off + i] = a[a_off + i] * b[b_off + i];
 }
 
+/* ADD: y = alpha*a + beta*b; mode 0: b elementwise, 1: b[cols] per row, 2: b[rows] per column. */
+__kernel void add_broadcast(float alpha, __global const float* a, int a_off, float beta, __global const float* b,
+                            int b_off, int mode, int cols, __global float* y, int y_off, int n) {
+    FOR_EACH(i, n) {
+        const int j = mode == 0 ? i : mode == 1 ? i % cols : i / cols;
+        y[y_off + i] = alpha * a[a_off + i] + beta * b[b_off + j];
+    }
+}
+
 __kernel void act_fwd(int act, __global const float* x, int x_off, __global float* y, int y_off, int n) {
     FOR_EACH(i, n) y[y_off + i] = activate(act, x[x_off + i]);
 }

@@ -1,6 +1,9 @@
-// CONV2D_FWD / BWD_DATA / BWD_FILTER: im2col over a chunk of images (kernels/conv.cl), one
-// CLBlast GEMM per group for the whole chunk, and a pass that moves the result to NCHW with the
-// bias and activation fused. Scratch (columns + the [K, nb*P] matrix) comes from the stream.
+// CONV2D_FWD / BWD_DATA / BWD_FILTER. A kernel that covers its input is a Linear layer (the kit's
+// conv_gemm_case, MXNet #2011): straight CLBlast GEMMs on the NCHW buffers, no scratch. The rest:
+// im2col over a chunk of images (kernels/conv.cl), one CLBlast GEMM per group for the whole chunk,
+// and a pass that moves the result to NCHW with the bias and activation fused. Scratch (columns +
+// the [K, nb*P] matrix) comes from the stream. A pointwise (1x1) conv stays on that path: its
+// im2col is one copy, and it keeps one GEMM per chunk where the direct route needs one per image.
 #include <algorithm>
 
 #include "opencl.h"
@@ -61,6 +64,40 @@ void im2col(xylem_stream_s& s, const Conv& v, const Tensor& x, int32_t n0, int32
         .run(v.crs() * nb * v.p());
 }
 
+// ---- the Linear case: X [N, C*H*W] and Y [N, K] as they lie in NCHW, one GEMM per group --------
+bool is_linear(const Conv& v) { return plugin_kit::conv_gemm_case(v) == plugin_kit::ConvGemm::linear; }
+
+int32_t i32(int64_t v) { return static_cast<int32_t>(v); }  // bounded by the operands' int32 counts
+
+// Y[:, group] = X[:, group] * W_g^T, ld C*H*W and K.
+void fwd_linear(xylem_stream_s& s, const Conv& v, const Tensor& x, const Tensor& w, Tensor* b, int act,
+                const Tensor& y) {
+    const int64_t in = v.cg * v.hw();
+    for (int64_t g = 0; g < v.g; ++g)
+        gemm(s, false, true, i32(v.n), i32(v.kg), i32(in), 1.0f, x.mem, x.off + i32(g * in), i32(v.c * v.hw()), w.mem,
+             w.off + i32(g * v.kg * in), i32(in), 0.0f, y.mem, y.off + i32(g * v.kg), i32(v.k), "conv2d_fwd");
+    bias_activate(s, act, b, y.mem, y.off, i32(v.n), i32(v.k));
+}
+
+// dX[:, group] = dY[:, group] * W_g.
+void bwd_data_linear(xylem_stream_s& s, const Conv& v, const Tensor& dy, const Tensor& w, const Tensor& dx) {
+    const int64_t in = v.cg * v.hw();
+    for (int64_t g = 0; g < v.g; ++g)
+        gemm(s, false, false, i32(v.n), i32(in), i32(v.kg), 1.0f, dy.mem, dy.off + i32(g * v.kg), i32(v.k), w.mem,
+             w.off + i32(g * v.kg * in), i32(in), 0.0f, dx.mem, dx.off + i32(g * in), i32(v.c * v.hw()),
+             "conv2d_bwd_data");
+}
+
+// dW_g = beta*dW_g + dY[:, group]^T * X[:, group].
+void bwd_filter_linear(xylem_stream_s& s, const Conv& v, const Tensor& x, const Tensor& dy, float beta,
+                       const Tensor& dw) {
+    const int64_t in = v.cg * v.hw();
+    for (int64_t g = 0; g < v.g; ++g)
+        gemm(s, true, false, i32(v.kg), i32(in), i32(v.n), 1.0f, dy.mem, dy.off + i32(g * v.kg), i32(v.k), x.mem,
+             x.off + i32(g * in), i32(v.c * v.hw()), beta, dw.mem, dw.off + i32(g * v.kg * in), i32(in),
+             "conv2d_bwd_filter");
+}
+
 }  // namespace
 
 void op_conv2d_fwd(const xylem_op_desc& desc, xylem_stream_s& s) {
@@ -77,6 +114,7 @@ void op_conv2d_fwd(const xylem_op_desc& desc, xylem_stream_s& s) {
         if (overlap(y, b)) a.fail("Y overlaps b");
     }
     if (overlap(y, x) || overlap(y, w)) a.fail("Y overlaps X or W");
+    if (is_linear(v)) return fwd_linear(s, v, x, w, has_bias ? &b : nullptr, act, y);
     const Chunks ch = scratch_for(s, v);
     const int32_t P = static_cast<int32_t>(v.p()), K = static_cast<int32_t>(v.k);
     for (int32_t n0 = 0; n0 < v.n; n0 += ch.nb) {
@@ -99,6 +137,7 @@ void op_conv2d_bwd_data(const xylem_op_desc& desc, xylem_stream_s& s) {
     const Tensor dy = a.in(0, "dY"), w = a.in(1, "W"), dx = a.out(0, "dX");
     const Conv v = conv_shape(a, at, dx, "dX", w, "W", dy, "dY");
     if (overlap(dx, dy) || overlap(dx, w)) a.fail("dX overlaps dY or W");
+    if (is_linear(v)) return bwd_data_linear(s, v, dy, w, dx);
     const Chunks ch = scratch_for(s, v);
     const int32_t P = static_cast<int32_t>(v.p()), K = static_cast<int32_t>(v.k);
     for (int32_t n0 = 0; n0 < v.n; n0 += ch.nb) {
@@ -121,6 +160,7 @@ void op_conv2d_bwd_filter(const xylem_op_desc& desc, xylem_stream_s& s) {
     const Tensor x = a.in(0, "X"), dy = a.in(1, "dY"), dw = a.out(0, "dW");
     const Conv v = conv_shape(a, at, x, "X", dw, "dW", dy, "dY");
     if (overlap(dw, x) || overlap(dw, dy)) a.fail("dW overlaps X or dY");
+    if (is_linear(v)) return bwd_filter_linear(s, v, x, dy, at.beta, dw);
     const Chunks ch = scratch_for(s, v);
     const int32_t P = static_cast<int32_t>(v.p()), K = static_cast<int32_t>(v.k);
     for (int32_t n0 = 0; n0 < v.n; n0 += ch.nb) {

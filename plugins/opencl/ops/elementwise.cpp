@@ -70,6 +70,18 @@ void op_mul(const xylem_op_desc& desc, xylem_stream_s& s) {
         .run(out.numel);
 }
 
+// out = alpha*a + beta*b with b broadcast over rows (a row vector) or columns (a column vector).
+void op_add(const xylem_op_desc& desc, xylem_stream_s& s) {
+    OpArgs a(desc, 2, 2, 1);
+    const auto at = a.attrs<xylem_add_attrs>();
+    const Tensor ta = a.in(0, "a"), tb = a.in(1, "b"), out = a.out(0, "out");
+    const plugin_kit::AddShape sh = plugin_kit::add_shape(a, ta, tb, out);
+    if (sh.b != plugin_kit::Broadcast::elementwise && overlap(out, tb)) a.fail("out overlaps the broadcast b");
+    const cl_int mode = static_cast<cl_int>(sh.b), cols = static_cast<cl_int>(sh.cols);
+    Kernel(s, kFam, "add_broadcast").arg(at.alpha).arg(ta.mem).arg(ta.off).arg(at.beta).arg(tb.mem).arg(tb.off)
+        .arg(mode).arg(cols).arg(out.mem).arg(out.off).arg(out.numel).run(out.numel);
+}
+
 void op_act_fwd(const xylem_op_desc& desc, xylem_stream_s& s) {
     OpArgs a(desc, 1, 1, 1);
     const cl_int act = a.check_activation(a.attrs<xylem_act_attrs>().activation);

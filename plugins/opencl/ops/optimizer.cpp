@@ -32,8 +32,7 @@ void op_adam_update(const xylem_op_desc& desc, xylem_stream_s& s) {
     a.same_numel(p, "param", g, "grad");
     a.same_numel(p, "param", m, "m");
     a.same_numel(p, "param", v, "v");
-    if (!(at.bias_correction1 > 0.0f && at.bias_correction2 > 0.0f))
-        a.fail("bias corrections must be > 0, got %g and %g", at.bias_correction1, at.bias_correction2);
+    plugin_kit::check_bias_corrections(a, at);
     const float step = at.lr / at.bias_correction1, inv_sqrt_bc2 = 1.0f / std::sqrt(at.bias_correction2);
     Kernel(s, Family::Optimizer, "adam").arg(p.mem).arg(p.off).arg(m.mem).arg(m.off).arg(v.mem).arg(v.off).arg(g.mem)
         .arg(g.off).arg(at.beta1).arg(at.beta2).arg(at.weight_decay).arg(at.eps).arg(step).arg(inv_sqrt_bc2)
@@ -47,8 +46,7 @@ void op_adamw_update(const xylem_op_desc& desc, xylem_stream_s& s) {
     a.same_numel(p, "param", g, "grad");
     a.same_numel(p, "param", m, "m");
     a.same_numel(p, "param", v, "v");
-    if (!(at.bias_correction1 > 0.0f && at.bias_correction2 > 0.0f))
-        a.fail("bias corrections must be > 0, got %g and %g", at.bias_correction1, at.bias_correction2);
+    plugin_kit::check_bias_corrections(a, at);
     const float step = at.lr / at.bias_correction1, inv_sqrt_bc2 = 1.0f / std::sqrt(at.bias_correction2);
     const float decay = 1.0f - at.lr * at.weight_decay;
     Kernel(s, Family::Optimizer, "adamw").arg(p.mem).arg(p.off).arg(m.mem).arg(m.off).arg(v.mem).arg(v.off)

@@ -1,6 +1,9 @@
-// Plugin kit: the shape rules of conv2d, pool2d, batch norm, gather_rows, gemm and linear_fwd,
-// with the messages every backend gives. Header-only C++17. Each rule takes the op's OpArgs
-// (op_args.h) and its checked operands, fails through OpArgs::fail, and returns a plain struct.
+// Plugin kit: the one home of the ops' shape and attribute rules (conv2d, pool2d, batch norm,
+// gather_rows, gemm, linear_fwd, adam/adamw, add), with the messages every backend gives.
+// Header-only C++17. Each rule takes an Args with fail(fmt, ...) (a plugin's OpArgs, op_args.h, or
+// the core's own, core/src/op_call_util.h) and tensors with ndim, dims and numel, and returns a
+// plain struct. The core runs the same rule before it builds a descriptor, every plugin when the
+// descriptor arrives, and the layers get their output shapes from it, so the three cannot differ.
 // Overlap checks and backend limits (BLAS int sizes, scratch) stay with the plugin.
 #pragma once
 
@@ -13,13 +16,13 @@
 
 namespace xylem::plugin_kit {
 
-// "[a,b,c,d]" for messages.
+// "[a, b, c, d]" for messages (the core's to_string form).
 struct DimStr {
     char s[160];
     DimStr(uint32_t ndim, const int64_t* dims) {
         int len = std::snprintf(s, sizeof s, "[");
         for (uint32_t d = 0; d < ndim && len < 140; ++d)
-            len += std::snprintf(s + len, sizeof s - len, d ? ",%lld" : "%lld", static_cast<long long>(dims[d]));
+            len += std::snprintf(s + len, sizeof s - len, d ? ", %lld" : "%lld", static_cast<long long>(dims[d]));
         std::snprintf(s + len, sizeof s - len, "]");
     }
     template <class T>
@@ -38,18 +41,17 @@ struct Conv2dShape {
     int64_t p() const { return oh * ow; }
 };
 
-// X (or dX), W (or dW), Y (or dY) against the attributes; every mismatch names the shapes.
+// X (or dX) and W (or dW) against the attributes: the whole rule but the output's shape.
 template <class Args, class T>
-Conv2dShape conv2d_shape(const Args& a, const xylem_conv2d_attrs& at, const T& x, const char* xn, const T& f,
-                         const char* fn, const T& y, const char* yn) {
+Conv2dShape conv2d_out(const Args& a, const xylem_conv2d_attrs& at, const T& x, const char* xn, const T& f,
+                       const char* fn) {
     using ll = long long;
     if (at.stride_h < 1 || at.stride_w < 1) a.fail("stride %dx%d must be >= 1", at.stride_h, at.stride_w);
     if (at.dilation_h < 1 || at.dilation_w < 1) a.fail("dilation %dx%d must be >= 1", at.dilation_h, at.dilation_w);
     if (at.pad_h < 0 || at.pad_w < 0) a.fail("padding %dx%d must be >= 0", at.pad_h, at.pad_w);
     if (at.groups < 1) a.fail("groups = %d must be >= 1", at.groups);
-    if (x.ndim != 4) a.fail("%s must be 4-D [N,C,H,W], got %s", xn, DimStr(x).s);
-    if (f.ndim != 4) a.fail("%s must be 4-D [K,C/groups,R,S], got %s", fn, DimStr(f).s);
-    if (y.ndim != 4) a.fail("%s must be 4-D [N,K,OH,OW], got %s", yn, DimStr(y).s);
+    if (x.ndim != 4) a.fail("%s %s must be 4-D [N,C,H,W]", xn, DimStr(x).s);
+    if (f.ndim != 4) a.fail("%s %s must be 4-D [K,C/groups,R,S]", fn, DimStr(f).s);
     Conv2dShape v{};
     v.n = x.dims[0], v.c = x.dims[1], v.h = x.dims[2], v.w = x.dims[3];
     v.k = f.dims[0], v.r = f.dims[2], v.s = f.dims[3];
@@ -57,22 +59,50 @@ Conv2dShape conv2d_shape(const Args& a, const xylem_conv2d_attrs& at, const T& x
     v.dh = at.dilation_h, v.dw = at.dilation_w;
     if (v.c < 1 || v.h < 1 || v.w < 1) a.fail("%s %s has an empty channel or spatial axis", xn, DimStr(x).s);
     if (v.k < 1 || v.r < 1 || v.s < 1) a.fail("%s %s has an empty axis", fn, DimStr(f).s);
-    if (v.c % v.g) a.fail("%s %s has C=%lld channels, not divisible by groups=%lld", xn, DimStr(x).s, ll(v.c), ll(v.g));
-    if (v.k % v.g) a.fail("%s %s has K=%lld filters, not divisible by groups=%lld", fn, DimStr(f).s, ll(v.k), ll(v.g));
+    if (v.c % v.g || v.k % v.g)
+        a.fail("%s %s has %lld channels and %s %s %lld filters: both must divide by groups = %lld", xn, DimStr(x).s,
+               ll(v.c), fn, DimStr(f).s, ll(v.k), ll(v.g));
     v.cg = v.c / v.g, v.kg = v.k / v.g;
     if (f.dims[1] != v.cg)
-        a.fail("%s is %s but %s %s with groups=%lld needs [%lld,%lld,R,S]", fn, DimStr(f).s, xn, DimStr(x).s, ll(v.g),
+        a.fail("%s is %s but %s %s with groups = %lld needs [%lld,%lld,R,S]", fn, DimStr(f).s, xn, DimStr(x).s, ll(v.g),
                ll(v.k), ll(v.cg));
     const int64_t span_h = v.dh * (v.r - 1) + 1, span_w = v.dw * (v.s - 1) + 1;  // dilated kernel
     if (v.h + 2 * v.ph < span_h || v.w + 2 * v.pw < span_w)
-        a.fail("the %lldx%lld kernel (dilated %lldx%lld) does not fit %s %s padded by %lldx%lld", ll(v.r), ll(v.s),
-               ll(span_h), ll(span_w), xn, DimStr(x).s, ll(v.ph), ll(v.pw));
+        a.fail("%s %s padded by %lldx%lld is smaller than the kernel [%lld, %lld] (dilated [%lld, %lld])", xn,
+               DimStr(x).s, ll(v.ph), ll(v.pw), ll(v.r), ll(v.s), ll(span_h), ll(span_w));
     v.oh = (v.h + 2 * v.ph - span_h) / v.sh + 1;
     v.ow = (v.w + 2 * v.pw - span_w) / v.sw + 1;
-    if (y.dims[0] != v.n || y.dims[1] != v.k || y.dims[2] != v.oh || y.dims[3] != v.ow)
+    return v;
+}
+
+// X (or dX), W (or dW), Y (or dY) against the attributes; every mismatch names the shapes.
+template <class Args, class T>
+Conv2dShape conv2d_shape(const Args& a, const xylem_conv2d_attrs& at, const T& x, const char* xn, const T& f,
+                         const char* fn, const T& y, const char* yn) {
+    using ll = long long;
+    const Conv2dShape v = conv2d_out(a, at, x, xn, f, fn);
+    if (y.ndim != 4 || y.dims[0] != v.n || y.dims[1] != v.k || y.dims[2] != v.oh || y.dims[3] != v.ow)
         a.fail("%s is %s but %s %s and %s %s give [%lld,%lld,%lld,%lld]", yn, DimStr(y).s, xn, DimStr(x).s, fn,
                DimStr(f).s, ll(v.n), ll(v.k), ll(v.oh), ll(v.ow));
     return v;
+}
+
+// MXNet #2011: a convolution whose kernel covers its unpadded input is a Linear layer, and a 1x1
+// convolution with stride 1 and no padding is one GEMM per image. Every plugin asks this once and
+// runs the first two cases through its GEMM (a plugin may still prefer its general path for a
+// pointwise conv on tiny planes, where one GEMM per image costs more than it saves).
+enum class ConvGemm {
+    linear,     // Y [N, K] = X [N, C*H*W] * W [K, C*H*W]^T per group: the output is 1x1
+    pointwise,  // Y[n] [K, H*W] = W [K, C] * X[n] [C, H*W] per image and group
+    none,       // im2col or the plugin's own kernels
+};
+
+inline ConvGemm conv_gemm_case(const Conv2dShape& v) {
+    // The kernel covers the input: dilation is irrelevant along an axis of kernel size 1 only.
+    if (v.r == v.h && v.s == v.w && v.ph == 0 && v.pw == 0 && (v.dh == 1 || v.r == 1) && (v.dw == 1 || v.s == 1))
+        return ConvGemm::linear;
+    if (v.r == 1 && v.s == 1 && v.sh == 1 && v.sw == 1 && v.ph == 0 && v.pw == 0) return ConvGemm::pointwise;
+    return ConvGemm::none;
 }
 
 // ---- pool2d --------------------------------------------------------------------------------
@@ -82,32 +112,39 @@ struct Pool2dShape {
     bool max, include_pad;
 };
 
+// X against the attributes: the whole rule but the output's shape. Padding is at most half the
+// kernel (PyTorch's rule, pad <= kernel/2), so every window holds an input element.
 template <class Args, class T>
-Pool2dShape pool2d_shape(const Args& a, const xylem_pool2d_attrs& at, const T& x, const char* xn, const T& y,
-                         const char* yn) {
+Pool2dShape pool2d_out(const Args& a, const xylem_pool2d_attrs& at, const T& x, const char* xn) {
     using ll = long long;
     if (at.mode != XYLEM_POOL_MAX && at.mode != XYLEM_POOL_AVG) a.fail("unknown pooling mode %d", at.mode);
     if (at.kernel_h < 1 || at.kernel_w < 1) a.fail("kernel %dx%d must be >= 1", at.kernel_h, at.kernel_w);
     if (at.stride_h < 1 || at.stride_w < 1) a.fail("stride %dx%d must be >= 1", at.stride_h, at.stride_w);
     if (at.pad_h < 0 || at.pad_w < 0) a.fail("padding %dx%d must be >= 0", at.pad_h, at.pad_w);
-    if (at.pad_h >= at.kernel_h || at.pad_w >= at.kernel_w)  // then every window holds an input element
-        a.fail("padding %dx%d must be smaller than the %dx%d kernel", at.pad_h, at.pad_w, at.kernel_h, at.kernel_w);
-    if (x.ndim != 4) a.fail("%s must be 4-D [N,C,H,W], got %u dims", xn, x.ndim);
-    if (y.ndim != 4) a.fail("%s must be 4-D [N,C,OH,OW], got %u dims", yn, y.ndim);
+    if (2 * int64_t{at.pad_h} > at.kernel_h || 2 * int64_t{at.pad_w} > at.kernel_w)
+        a.fail("padding %dx%d must be at most half the %dx%d kernel", at.pad_h, at.pad_w, at.kernel_h, at.kernel_w);
+    if (x.ndim != 4) a.fail("%s %s must be 4-D [N,C,H,W]", xn, DimStr(x).s);
     Pool2dShape p{};
     p.n = x.dims[0], p.c = x.dims[1], p.planes = p.n * p.c, p.h = x.dims[2], p.w = x.dims[3];
     p.kh = at.kernel_h, p.kw = at.kernel_w, p.sh = at.stride_h, p.sw = at.stride_w, p.ph = at.pad_h, p.pw = at.pad_w;
     p.max = at.mode == XYLEM_POOL_MAX;
     p.include_pad = at.count_include_pad != 0;
     if (p.h + 2 * p.ph < p.kh || p.w + 2 * p.pw < p.kw)
-        a.fail("the %lldx%lld window does not fit %s [%lld,%lld,%lld,%lld] padded by %lldx%lld", ll(p.kh), ll(p.kw), xn,
-               ll(p.n), ll(p.c), ll(p.h), ll(p.w), ll(p.ph), ll(p.pw));
+        a.fail("%s %s padded by %lldx%lld is smaller than the window [%lld, %lld]", xn, DimStr(x).s, ll(p.ph),
+               ll(p.pw), ll(p.kh), ll(p.kw));
     p.oh = (p.h + 2 * p.ph - p.kh) / p.sh + 1;
     p.ow = (p.w + 2 * p.pw - p.kw) / p.sw + 1;
-    if (y.dims[0] != p.n || y.dims[1] != p.c || y.dims[2] != p.oh || y.dims[3] != p.ow)
-        a.fail("%s is [%lld,%lld,%lld,%lld] but %s [%lld,%lld,%lld,%lld] pools to [%lld,%lld,%lld,%lld]", yn,
-               ll(y.dims[0]), ll(y.dims[1]), ll(y.dims[2]), ll(y.dims[3]), xn, ll(p.n), ll(p.c), ll(p.h), ll(p.w),
-               ll(p.n), ll(p.c), ll(p.oh), ll(p.ow));
+    return p;
+}
+
+template <class Args, class T>
+Pool2dShape pool2d_shape(const Args& a, const xylem_pool2d_attrs& at, const T& x, const char* xn, const T& y,
+                         const char* yn) {
+    using ll = long long;
+    const Pool2dShape p = pool2d_out(a, at, x, xn);
+    if (y.ndim != 4 || y.dims[0] != p.n || y.dims[1] != p.c || y.dims[2] != p.oh || y.dims[3] != p.ow)
+        a.fail("%s is %s but %s %s pools to [%lld,%lld,%lld,%lld]", yn, DimStr(y).s, xn, DimStr(x).s, ll(p.n),
+               ll(p.c), ll(p.oh), ll(p.ow));
     return p;
 }
 
@@ -236,16 +273,17 @@ template <class Args, class T>
 GemmShape gemm_shape(const Args& a, const xylem_gemm_attrs& at, const T& ta, const T& tb, const T& tc) {
     using ll = long long;
     if (ta.ndim != 2 || tb.ndim != 2 || tc.ndim != 2)
-        a.fail("A, B and C must be 2-D, got %u, %u and %u dims", ta.ndim, tb.ndim, tc.ndim);
+        a.fail("A %s, B %s and C %s must be 2-D", DimStr(ta).s, DimStr(tb).s, DimStr(tc).s);
     GemmShape g{};
     g.trans_a = at.trans_a != 0, g.trans_b = at.trans_b != 0;
     g.m = ta.dims[g.trans_a ? 1 : 0], g.k = ta.dims[g.trans_a ? 0 : 1];
     const int64_t kb = tb.dims[g.trans_b ? 1 : 0];
     g.n = tb.dims[g.trans_b ? 0 : 1];
-    if (g.k != kb)
-        a.fail("inner dims differ: op(A) is [%lld,%lld] but op(B) is [%lld,%lld]", ll(g.m), ll(g.k), ll(kb), ll(g.n));
-    if (tc.dims[0] != g.m || tc.dims[1] != g.n)
-        a.fail("C is [%lld,%lld] but op(A)*op(B) is [%lld,%lld]", ll(tc.dims[0]), ll(tc.dims[1]), ll(g.m), ll(g.n));
+    if (g.k != kb || tc.dims[0] != g.m || tc.dims[1] != g.n)
+        a.fail("A %s, B %s and C %s do not fit C = op(A)*op(B) (trans_a = %d, trans_b = %d): op(A)*op(B) is "
+               "[%lld, %lld] x [%lld, %lld]",
+               DimStr(ta).s, DimStr(tb).s, DimStr(tc).s, int(g.trans_a), int(g.trans_b), ll(g.m), ll(g.k), ll(kb),
+               ll(g.n));
     return g;
 }
 
@@ -258,19 +296,56 @@ template <class Args, class T>
 LinearShape linear_shape(const Args& a, const T& x, const T& w, const T& y,
                          const std::common_type_t<T>* b = nullptr) {  // not deduced: nullptr works
     using ll = long long;
-    if (w.ndim != 2) a.fail("W must be 2-D [out,in], got %u dims", w.ndim);
+    if (w.ndim != 2) a.fail("W %s must be 2-D [out, in]", DimStr(w).s);
     if (x.ndim < 1 || y.ndim < 1) a.fail("X and Y need at least 1 dim");
     LinearShape s{1, w.dims[0], w.dims[1]};
     for (uint32_t d = 0; d + 1 < x.ndim; ++d) s.rows *= x.dims[d];
     int64_t y_rows = 1;
     for (uint32_t d = 0; d + 1 < y.ndim; ++d) y_rows *= y.dims[d];
     const int64_t x_cols = x.dims[x.ndim - 1], y_cols = y.dims[y.ndim - 1];
-    if (x_cols != s.in) a.fail("X's last dim is %lld but W is [%lld,%lld]", ll(x_cols), ll(s.out), ll(s.in));
-    if (y_cols != s.out || y_rows != s.rows)
-        a.fail("Y holds %lld rows of %lld, expected %lld rows of %lld", ll(y_rows), ll(y_cols), ll(s.rows), ll(s.out));
+    if (x_cols != s.in || y_cols != s.out || y_rows != s.rows)
+        a.fail("X %s, W %s and Y %s do not fit Y [..., out] = X [..., in] * W^T (W [out, in]; Y holds X's rows)",
+               DimStr(x).s, DimStr(w).s, DimStr(y).s);
     if (b && b->numel != s.out)
-        a.fail("b holds %lld elements for %lld outputs", static_cast<long long>(b->numel), ll(s.out));
+        a.fail("b holds %lld elements for W %s's %lld outputs", static_cast<long long>(b->numel), DimStr(w).s, ll(s.out));
     return s;
+}
+
+// ---- adam_update and adamw_update --------------------------------------------------------------
+// The bias corrections 1 - beta^t, which the op divides by.
+template <class Args, class Attrs>
+void check_bias_corrections(const Args& a, const Attrs& at) {
+    if (!(at.bias_correction1 > 0.0f && at.bias_correction2 > 0.0f))
+        a.fail("bias corrections must be > 0, got %g and %g", at.bias_correction1, at.bias_correction2);
+}
+
+// ---- add -------------------------------------------------------------------------------------
+// a and out [..., cols] seen as [rows, cols]; b broadcast as ops.h's ADD says.
+enum class Broadcast : int32_t { elementwise = 0, row = 1, column = 2 };
+
+struct AddShape {
+    int64_t rows, cols;
+    Broadcast b;
+};
+
+template <class Args, class T>
+AddShape add_shape(const Args& a, const T& ta, const T& tb, const T& out) {
+    if (ta.ndim < 1) a.fail("a must have at least 1 dim");
+    if (out.ndim != ta.ndim) a.fail("out %s must have a's shape %s", DimStr(out).s, DimStr(ta).s);
+    for (uint32_t d = 0; d < ta.ndim; ++d)
+        if (out.dims[d] != ta.dims[d]) a.fail("out %s must have a's shape %s", DimStr(out).s, DimStr(ta).s);
+    AddShape s{1, ta.dims[ta.ndim - 1], Broadcast::elementwise};
+    for (uint32_t d = 0; d + 1 < ta.ndim; ++d) s.rows *= ta.dims[d];
+    bool same = tb.ndim == ta.ndim, column = tb.ndim == ta.ndim && tb.dims[tb.ndim - 1] == 1;
+    for (uint32_t d = 0; d < tb.ndim && d < ta.ndim; ++d) {
+        same = same && tb.dims[d] == ta.dims[d];
+        column = column && (d + 1 == tb.ndim || tb.dims[d] == ta.dims[d]);
+    }
+    if (same) return s;
+    if (tb.numel == s.cols && tb.ndim >= 1 && tb.dims[tb.ndim - 1] == s.cols) return {s.rows, s.cols, Broadcast::row};
+    if (column) return {s.rows, s.cols, Broadcast::column};
+    a.fail("b %s broadcasts over a %s neither as a's shape, a row [%lld] nor a column [...,1]", DimStr(tb).s,
+           DimStr(ta).s, static_cast<long long>(s.cols));
 }
 
 }  // namespace xylem::plugin_kit
