@@ -2,6 +2,7 @@
 #include "xylem/layers/batchnorm.h"
 
 #include "xylem/error.h"
+#include "xylem/layers/registry.h"
 #include "xylem/op_calls.h"
 
 namespace xylem {
@@ -48,5 +49,21 @@ const Tensor& BatchNorm::backward(Device& dev, const Tensor& dy, bool) {
                        gamma_.grad, beta_.grad, a);
     return dx_;
 }
+
+namespace {
+const LayerRegistration<BatchNormOptions> kBatchNorm{
+    "batchnorm", {"eps", "momentum"},
+    [](const ConfigSection& s) {
+        BatchNormOptions o;
+        s.get("eps", o.eps);
+        s.get("momentum", o.momentum);
+        if (!(o.eps > 0)) s.fail("eps", "must be positive");
+        if (!(o.momentum >= 0 && o.momentum <= 1)) s.fail("momentum", "must be in [0, 1]");
+        return o;
+    },
+    [](const BatchNormOptions& o, LayerContext&) -> std::unique_ptr<Layer> {
+        return std::make_unique<BatchNorm>(o.eps, o.momentum);
+    }};
+}  // namespace
 
 }  // namespace xylem

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "xylem/error.h"
+#include "xylem/layers/registry.h"
 #include "xylem/op_calls.h"
 
 namespace xylem {
@@ -112,5 +113,64 @@ const Tensor& Pool2d::backward(Device& dev, const Tensor& dy, bool) {
     ops::pool2d_bwd(dev, dy, x_, y_, ensure(dx_, x_.shape(), dev), attrs_);
     return dx_;
 }
+
+namespace {
+// `kernel = 5` or `kernel = [5, 3]` (height, width): required for conv2d and both pools.
+void parse_kernel(const ConfigSection& s, const std::string& type, int32_t& h, int32_t& w) {
+    if (!s.has("kernel")) s.fail("kernel", "is required for a " + type + " layer");
+    if (s.is_array("kernel")) {
+        Shape k;
+        s.get_shape("kernel", k, ranges::kernel);
+        if (k.size() != 2) s.fail("kernel", "must be an integer or [height, width]");
+        h = static_cast<int32_t>(k[0]);
+        w = static_cast<int32_t>(k[1]);
+    } else {
+        s.get("kernel", h, ranges::kernel);
+        w = h;
+    }
+}
+
+const LayerRegistration<Conv2dOptions> kConv2d{
+    "conv2d", {"out", "kernel", "stride", "padding", "dilation", "groups", "bias"},
+    [](const ConfigSection& s) {
+        Conv2dOptions o;  // stride 1, padding 0, dilation 1, groups 1, bias: PyTorch's defaults
+        if (!s.has("out")) s.fail("out", "is required for a conv2d layer");
+        s.get("out", o.out_channels, ranges::features);
+        s.get("dilation", o.dilation, ranges::dilation);
+        s.get("groups", o.groups, ranges::groups);
+        s.get("bias", o.bias);
+        parse_kernel(s, "conv2d", o.kernel_h, o.kernel_w);
+        s.get("stride", o.stride, ranges::stride);
+        s.get("padding", o.padding, ranges::padding);
+        return o;
+    },
+    [](const Conv2dOptions& o, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Conv2d>(o); }};
+
+Pool2dConfig parse_pool(const ConfigSection& s, xylem_pool_mode mode) {
+    Pool2dConfig c;
+    c.pool.mode = mode;
+    parse_kernel(s, mode == XYLEM_POOL_MAX ? "maxpool2d" : "avgpool2d", c.kernel_h, c.kernel_w);
+    c.pool.kernel = c.kernel_h;
+    c.pool.stride = 0;  // absent: the kernel
+    s.get("stride", c.pool.stride, ranges::stride);
+    s.get("padding", c.pool.padding, ranges::padding);
+    s.get("count_include_pad", c.pool.count_include_pad);  // only avgpool2d allows the key
+    return c;
+}
+
+std::unique_ptr<Layer> build_pool(const Pool2dConfig& c, LayerContext& context) {
+    if (c.kernel_h != c.kernel_w)
+        throw Error(context.source() + ": " + (c.pool.mode == XYLEM_POOL_MAX ? "maxpool2d" : "avgpool2d") +
+                    " needs a square kernel");
+    return std::make_unique<Pool2d>(c.pool);
+}
+
+const LayerRegistration<Pool2dConfig> kMaxPool2d{
+    "maxpool2d", {"kernel", "stride", "padding"}, [](const ConfigSection& s) { return parse_pool(s, XYLEM_POOL_MAX); },
+    build_pool};
+const LayerRegistration<Pool2dConfig> kAvgPool2d{
+    "avgpool2d", {"kernel", "stride", "padding", "count_include_pad"},
+    [](const ConfigSection& s) { return parse_pool(s, XYLEM_POOL_AVG); }, build_pool};
+}  // namespace
 
 }  // namespace xylem

@@ -2,6 +2,7 @@
 #include "xylem/layers/elementwise.h"
 
 #include "xylem/error.h"
+#include "xylem/layers/registry.h"
 #include "xylem/op_calls.h"
 
 namespace xylem {
@@ -68,5 +69,35 @@ const Tensor& Dropout::backward(Device& dev, const Tensor& dy, bool) {
     ops::mul(dev, dy, mask_, ensure(dx_, dy.shape(), dev));
     return dx_;
 }
+
+namespace {
+std::unique_ptr<Layer> activation(xylem_activation act) { return std::make_unique<Activation>(act); }
+
+const LayerRegistration<NoLayerOptions> kRelu{
+    "relu", {}, nullptr, [](const NoLayerOptions&, LayerContext&) { return activation(XYLEM_ACT_RELU); }};
+const LayerRegistration<NoLayerOptions> kSigmoid{
+    "sigmoid", {}, nullptr, [](const NoLayerOptions&, LayerContext&) { return activation(XYLEM_ACT_SIGMOID); }};
+const LayerRegistration<NoLayerOptions> kTanh{
+    "tanh", {}, nullptr, [](const NoLayerOptions&, LayerContext&) { return activation(XYLEM_ACT_TANH); }};
+const LayerRegistration<NoLayerOptions> kSoftmax{
+    "softmax", {}, nullptr,
+    [](const NoLayerOptions&, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Softmax>(false); }};
+const LayerRegistration<NoLayerOptions> kLogSoftmax{
+    "log_softmax", {}, nullptr,
+    [](const NoLayerOptions&, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Softmax>(true); }};
+
+const LayerRegistration<DropoutOptions> kDropout{
+    "dropout", {"p"},
+    [](const ConfigSection& s) {
+        DropoutOptions o;
+        s.get("p", o.p);
+        if (!(o.p >= 0 && o.p < 1)) s.fail("p", "must be in [0, 1)");
+        return o;
+    },
+    // Each dropout layer draws its own mask stream, seeded from the run's seed in model order.
+    [](const DropoutOptions& o, LayerContext& c) -> std::unique_ptr<Layer> {
+        return std::make_unique<Dropout>(o.p, c.next_seed());
+    }};
+}  // namespace
 
 }  // namespace xylem

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "xylem/error.h"
+#include "xylem/layers/registry.h"
 #include "xylem/op_calls.h"
 
 namespace xylem {
@@ -71,5 +72,18 @@ std::vector<Param*> Linear::params() {
     if (has_bias_) return {&weight_, &bias_};
     return {&weight_};
 }
+
+namespace {
+const LayerRegistration<LinearOptions> kLinear{
+    "linear", {"out", "bias"},
+    [](const ConfigSection& s) {
+        LinearOptions o;
+        if (!s.has("out")) s.fail("out", "is required for a linear layer");
+        s.get("out", o.out, ranges::features);
+        s.get("bias", o.bias);
+        return o;
+    },
+    [](const LinearOptions& o, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Linear>(o.out, o.bias); }};
+}  // namespace
 
 }  // namespace xylem

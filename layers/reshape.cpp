@@ -1,6 +1,8 @@
 // Reshape/Flatten: metadata only, the storage is shared.
 #include "xylem/layers/reshape.h"
 
+#include "xylem/layers/registry.h"
+
 namespace xylem {
 
 Shape Reshape::output_shape(const Shape& input) const {
@@ -29,5 +31,36 @@ const Tensor& Reshape::backward(Device&, const Tensor& dy, bool) {
     dx_ = dy.reshaped(batched(dy.dim(0), in_sample_));
     return dx_;
 }
+
+namespace {
+// Reshape's target: at most one -1, and the known sizes' product must fit in int64.
+void check_reshape(const ConfigSection& s, const Shape& shape) {
+    int64_t product = 1, inferred = 0;
+    for (int64_t d : shape) {
+        if (d == -1) {
+            if (++inferred > 1) s.fail("shape", "may hold at most one -1");
+        } else if (__builtin_mul_overflow(product, d, &product)) {
+            s.fail("shape", "describes more than 2^63 - 1 elements");
+        }
+    }
+}
+
+const LayerRegistration<ReshapeOptions> kReshape{
+    "reshape", {"shape"},
+    [](const ConfigSection& s) {
+        ReshapeOptions o;
+        if (!s.has("shape")) s.fail("shape", "is required for a reshape layer");
+        s.get_shape("shape", o.shape, ranges::features, true);
+        check_reshape(s, o.shape);
+        return o;
+    },
+    [](const ReshapeOptions& o, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Reshape>(o.shape); }};
+
+const LayerRegistration<NoLayerOptions> kFlatten{
+    "flatten", {}, nullptr,
+    [](const NoLayerOptions&, LayerContext&) -> std::unique_ptr<Layer> {
+        return std::make_unique<Reshape>(Shape{-1}, "flatten");
+    }};
+}  // namespace
 
 }  // namespace xylem

@@ -1,12 +1,10 @@
 // TOML config parsing with toml++: every key is known, every value has the right type.
 #include "xylem/config.h"
 
-#include <charconv>
 #include <cmath>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <sstream>
 #include <toml++/toml.h>
 
@@ -15,134 +13,27 @@
 namespace xylem {
 namespace {
 
-// A number for messages: nan, inf, -inf, or the shortest text that reads back as the value (1e+300).
-std::string number_text(const toml::node& n) {
-    if (const auto* i = n.as_integer()) return std::to_string(i->get());
-    const double v = n.as_floating_point() ? n.as_floating_point()->get() : 0.0;
-    if (std::isnan(v)) return "nan";
-    char buf[32];
-    const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;  // inf prints as inf, -inf as -inf
-    return std::string(buf, end);
-}
-
-// A view of one TOML table that knows its dotted path, for messages.
-class Section {
+// ConfigSection (config_section.h) plus the toml++ view the core's own sections use.
+class Section : public ConfigSection {
 public:
     Section(const toml::table& t, std::string path, std::string source)
-        : t_(t), path_(std::move(path)), source_(std::move(source)) {}
+        : ConfigSection(&t, std::move(path), std::move(source)) {}
 
-    std::string key_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-
-    [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-        throw Error(source_ + ": key '" + key_path(key) + "' " + what);
-    }
-
-    void allow(std::initializer_list<const char*> keys) const {
-        std::set<std::string> ok(keys.begin(), keys.end());
-        for (auto&& [k, v] : t_) {
-            if (!ok.count(std::string(k.str()))) {
-                std::string known;
-                for (const std::string& s : ok) known += (known.empty() ? "" : ", ") + s;
-                throw Error(source_ + ": unknown key '" + key_path(std::string(k.str())) + "' (known keys here: " + known + ")");
-            }
-        }
-    }
-
-    const toml::node* node(const std::string& key) const { return t_.get(key); }
-
-    // Booleans, strings and floats. A float must be finite once narrowed to its field: TOML's
-    // nan and inf, or 1e300 for a float, are an error naming the key, not a NaN in training.
-    template <class T> void get(const std::string& key, T& out) const {
-        static_assert(!std::is_integral_v<T> || std::is_same_v<T, bool>,
-                      "integer keys take a range: get(key, out, range)");
-        const toml::node* n = node(key);
-        if (!n) return;
-        if constexpr (std::is_same_v<T, bool>) {
-            if (!n->is_boolean()) fail(key, "must be a boolean (true or false)");
-            out = n->as_boolean()->get();
-        } else if constexpr (std::is_same_v<T, std::string>) {
-            if (!n->is_string()) fail(key, "must be a string");
-            out = n->as_string()->get();
-        } else {
-            static_assert(std::is_floating_point_v<T>);
-            double v = 0;
-            if (n->is_integer()) v = static_cast<double>(n->as_integer()->get());
-            else if (n->is_floating_point()) v = n->as_floating_point()->get();
-            else fail(key, "must be a number");
-            const T narrowed = static_cast<T>(v);
-            if (!std::isfinite(narrowed)) fail(key, "must be a finite number, got " + number_text(*n));
-            out = narrowed;
-        }
-    }
-
-    // Integer keys: the one place their range is checked, before the value is narrowed.
-    template <class T> void get(const std::string& key, T& out, IntRange range) const {
-        static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
-        const toml::node* n = node(key);
-        if (!n) return;
-        if (!n->is_integer()) fail(key, "must be an integer");
-        out = static_cast<T>(in_range(key, n->as_integer()->get(), range));
-    }
-
-    int64_t in_range(const std::string& key, int64_t v, IntRange range) const {
-        if (v < range.lo || v > range.hi)
-            fail(key, "must be in [" + std::to_string(range.lo) + ", " + std::to_string(range.hi) + "], got " +
-                          std::to_string(v));
-        return v;
-    }
-
-    // A string or an array of strings.
-    void get_list(const std::string& key, std::vector<std::string>& out) const {
-        const toml::node* n = node(key);
-        if (!n) return;
-        out.clear();
-        if (n->is_string()) {
-            out.push_back(n->as_string()->get());
-            return;
-        }
-        if (!n->is_array()) fail(key, "must be a string or an array of strings");
-        for (const toml::node& e : *n->as_array()) {
-            if (!e.is_string()) fail(key, "must be an array of strings");
-            out.push_back(e.as_string()->get());
-        }
-    }
-
-    // An array of integers, each in `range` (or -1 where allow_infer: reshape's inferred axis).
-    void get_shape(const std::string& key, Shape& out, IntRange range, bool allow_infer = false) const {
-        const toml::node* n = node(key);
-        if (!n) return;
-        if (!n->is_array()) fail(key, "must be an array of integers");
-        out.clear();
-        for (const toml::node& e : *n->as_array()) {
-            if (!e.is_integer()) fail(key, "must be an array of integers");
-            const int64_t v = e.as_integer()->get();
-            if (allow_infer && v == -1) {
-                out.push_back(v);
-                continue;
-            }
-            if (v < range.lo || v > range.hi)
-                fail(key, "entries must be " + std::string(allow_infer ? "-1 or " : "") + "in [" +
-                              std::to_string(range.lo) + ", " + std::to_string(range.hi) + "], got " +
-                              std::to_string(v));
-            out.push_back(v);
-        }
-    }
+    const toml::node* node(const std::string& key) const { return table().get(key); }
 
     Section sub(const std::string& key) const {
         const toml::node* n = node(key);
         static const toml::table empty;
-        if (!n) return Section(empty, key_path(key), source_);
+        if (!n) return Section(empty, key_path(key), source());
         if (!n->is_table()) fail(key, "must be a table");
-        return Section(*n->as_table(), key_path(key), source_);
+        return Section(*n->as_table(), key_path(key), source());
     }
 
-    const toml::table& table() const { return t_; }
-    const std::string& source() const { return source_; }
-
-private:
-    const toml::table& t_;
-    std::string path_, source_;
+    const toml::table& table() const { return *static_cast<const toml::table*>(table_); }
 };
+
+// Set by the layer registry (layers/registry.cpp) when xylem_layers is linked.
+LayerTableParser layer_table_parser = nullptr;
 
 void parse_schedule(const Section& s, ScheduleSpec& sc) {
     s.allow({"type", "unit", "step_size", "milestones", "gamma", "t_max", "eta_min", "warmup_steps", "warmup_start"});
@@ -187,78 +78,6 @@ void parse_schedule(const Section& s, ScheduleSpec& sc) {
     if (!(sc.warmup_start >= 0 && sc.warmup_start <= 1)) s.fail("warmup_start", "must be in [0, 1]");
 }
 
-// Reshape's target: at most one -1, and the known sizes' product must fit in int64.
-void check_reshape(const Section& s, const Shape& shape) {
-    int64_t product = 1, inferred = 0;
-    for (int64_t d : shape) {
-        if (d == -1) {
-            if (++inferred > 1) s.fail("shape", "may hold at most one -1");
-        } else if (__builtin_mul_overflow(product, d, &product)) {
-            s.fail("shape", "describes more than 2^63 - 1 elements");
-        }
-    }
-}
-
-LayerSpec parse_layer(const Section& s) {
-    LayerSpec l;
-    if (!s.node("type")) s.fail("type", "is required");
-    s.get("type", l.type);
-    if (l.type == "linear") {
-        s.allow({"type", "out", "bias"});
-        if (!s.node("out")) s.fail("out", "is required for a linear layer");
-        s.get("out", l.out, ranges::features);
-        s.get("bias", l.bias);
-    } else if (l.type == "dropout") {
-        s.allow({"type", "p"});
-        s.get("p", l.p);
-        if (!(l.p >= 0 && l.p < 1)) s.fail("p", "must be in [0, 1)");
-    } else if (l.type == "reshape") {
-        s.allow({"type", "shape"});
-        if (!s.node("shape")) s.fail("shape", "is required for a reshape layer");
-        s.get_shape("shape", l.shape, ranges::features, true);
-        check_reshape(s, l.shape);
-    } else if (l.type == "conv2d" || l.type == "maxpool2d" || l.type == "avgpool2d") {
-        if (l.type == "conv2d") s.allow({"type", "out", "kernel", "stride", "padding", "dilation", "groups", "bias"});
-        else if (l.type == "avgpool2d") s.allow({"type", "kernel", "stride", "padding", "count_include_pad"});
-        else s.allow({"type", "kernel", "stride", "padding"});
-        if (l.type == "conv2d") {
-            if (!s.node("out")) s.fail("out", "is required for a conv2d layer");
-            s.get("out", l.out, ranges::features);
-            s.get("dilation", l.dilation, ranges::dilation);
-            s.get("groups", l.groups, ranges::groups);
-            s.get("bias", l.bias);
-        }
-        if (!s.node("kernel")) s.fail("kernel", "is required for a " + l.type + " layer");
-        if (s.node("kernel")->is_array()) {
-            Shape k;
-            s.get_shape("kernel", k, ranges::kernel);
-            if (k.size() != 2) s.fail("kernel", "must be an integer or [height, width]");
-            l.kernel_h = static_cast<int32_t>(k[0]);
-            l.kernel_w = static_cast<int32_t>(k[1]);
-        } else {
-            s.get("kernel", l.kernel_h, ranges::kernel);
-            l.kernel_w = l.kernel_h;
-        }
-        s.get("stride", l.stride, ranges::stride);  // absent: 0, the layer's default
-        s.get("padding", l.padding, ranges::padding);
-        s.get("count_include_pad", l.count_include_pad);
-    } else if (l.type == "batchnorm") {
-        s.allow({"type", "eps", "momentum"});
-        s.get("eps", l.eps);
-        s.get("momentum", l.momentum);
-        if (!(l.eps > 0)) s.fail("eps", "must be positive");
-        if (!(l.momentum >= 0 && l.momentum <= 1)) s.fail("momentum", "must be in [0, 1]");
-    } else if (l.type == "relu" || l.type == "sigmoid" || l.type == "tanh" || l.type == "softmax" ||
-               l.type == "log_softmax" || l.type == "flatten") {
-        s.allow({"type"});
-    } else {
-        s.fail("type", "names an unknown layer type '" + l.type +
-                           "' (known: linear, conv2d, maxpool2d, avgpool2d, batchnorm, relu, sigmoid, tanh, softmax, "
-                           "log_softmax, flatten, reshape, dropout)");
-    }
-    return l;
-}
-
 }  // namespace
 
 RunConfig parse_config(const std::string& text, const std::string& source) {
@@ -300,9 +119,11 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     model.allow({"layers"});
     if (const toml::node* n = model.node("layers")) {
         if (!n->is_array_of_tables()) model.fail("layers", "must be an array of tables ([[model.layers]])");
+        if (!layer_table_parser)
+            model.fail("layers", "cannot be read by this program: it does not link the layer registry (xylem_layers)");
         size_t i = 0;
         for (const toml::node& e : *n->as_array())
-            c.layers.push_back(parse_layer(Section(*e.as_table(), "model.layers[" + std::to_string(i++) + "]", source)));
+            c.layers.push_back(layer_table_parser(Section(*e.as_table(), "model.layers[" + std::to_string(i++) + "]", source)));
     }
 
     Section loss = top.sub("loss");
@@ -396,6 +217,8 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     if (c.out_dir.empty()) c.out_dir = "runs/" + std::filesystem::path(source).stem().string();
     return c;
 }
+
+void set_layer_table_parser(LayerTableParser parser) { layer_table_parser = parser; }
 
 RunConfig load_config(const std::string& path) {
     std::ifstream in(path, std::ios::binary);

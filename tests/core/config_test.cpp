@@ -3,6 +3,10 @@
 
 #include "xylem/config.h"
 #include "xylem/error.h"
+#include "xylem/layers/conv.h"
+#include "xylem/layers/linear.h"
+#include "xylem/layers/registry.h"
+#include "xylem/layers/reshape.h"
 
 using namespace xylem;
 
@@ -22,7 +26,7 @@ TEST(Config, ParsesTheExampleConfigs) {
         RunConfig c = load_config(std::string(XYLEM_SOURCE_DIR) + "/examples/" + name);
         EXPECT_EQ(c.layers.size(), 6u) << name;
         EXPECT_EQ(c.layers[1].type, "linear");
-        EXPECT_EQ(c.layers[1].out, 128);
+        EXPECT_EQ(layer_options<LinearOptions>(c.layers[1]).out, 128);
         EXPECT_EQ(c.loss, "cross_entropy");
         EXPECT_EQ(c.solver.type, "sgd");
         EXPECT_EQ(c.out_dir, std::string("runs/") + std::string(name).substr(0, std::string(name).size() - 5));
@@ -153,14 +157,19 @@ TEST(Config, LayerGeometryOutsideItsRangeNamesKeyAndRange) {
               "test.toml: key 'model.layers[0].out' must be in [1, 2147483647], got 0");
     EXPECT_EQ(error_of("[[model.layers]]\ntype = \"linear\"\nout = 4294967306\n"),
               "test.toml: key 'model.layers[0].out' must be in [1, 2147483647], got 4294967306");
-    // A stride that is not given stays 0: the layer's default (1 for conv, the kernel for pools).
-    EXPECT_EQ(parse_config(conv, "t.toml").layers[0].stride, 0);
-    EXPECT_EQ(parse_config(conv + "stride = 2\npadding = 1\n", "t.toml").layers[0].padding, 1);
+    // A stride that is not given is the layer's default: 1 for conv, 0 (the kernel) for pools.
+    EXPECT_EQ(layer_options<Conv2dOptions>(parse_config(conv, "t.toml").layers[0]).stride, 1);
+    EXPECT_EQ(layer_options<Pool2dConfig>(parse_config("[[model.layers]]\ntype = \"maxpool2d\"\nkernel = 3\n", "t.toml")
+                                              .layers[0])
+                  .pool.stride,
+              0);
+    EXPECT_EQ(layer_options<Conv2dOptions>(parse_config(conv + "stride = 2\npadding = 1\n", "t.toml").layers[0]).padding, 1);
 }
 
 TEST(Config, ReshapeEntriesAreMinusOneOrPositive) {
     const std::string reshape = "[[model.layers]]\ntype = \"reshape\"\nshape = ";
-    EXPECT_EQ(parse_config(reshape + "[-1, 4, 7]\n", "t.toml").layers[0].shape, (Shape{-1, 4, 7}));
+    EXPECT_EQ(layer_options<ReshapeOptions>(parse_config(reshape + "[-1, 4, 7]\n", "t.toml").layers[0]).shape,
+              (Shape{-1, 4, 7}));
     EXPECT_EQ(error_of(reshape + "[0, 4]\n"),
               "test.toml: key 'model.layers[0].shape' entries must be -1 or in [1, 2147483647], got 0");
     EXPECT_EQ(error_of(reshape + "[-2, 4]\n"),

@@ -3,19 +3,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "xylem/config_section.h"
 #include "xylem/shape.h"
 
 namespace xylem {
 
-// The allowed range of an integer setting, shared by its TOML key and its CLI flag: a value
-// outside it is an error naming the key or flag and the range, never a value that wraps when
-// narrowed to its field (batch_size = 4294967360 used to train at 64).
-struct IntRange {
-    int64_t lo, hi;
-};
+// The ranges of the core's integer keys (IntRange: config_section.h). A layer's keys and their
+// ranges belong to the layer (layers/include/xylem/layers/registry.h).
 namespace ranges {
 inline constexpr int64_t kInt32Max = 2147483647;
 inline constexpr IntRange threads{0, 1024};  // 0: chosen from the CPU count
@@ -30,25 +28,18 @@ inline constexpr IntRange warmup_steps{0, INT64_MAX};
 inline constexpr IntRange validation_count{0, INT64_MAX};  // images held out (or a fraction, as a float)
 inline constexpr IntRange checkpoint_every{0, INT64_MAX};  // 0: at epoch ends only
 inline constexpr IntRange seed{0, INT64_MAX};              // as a TOML integer; the --seed flag takes any uint64
-inline constexpr IntRange features{1, kInt32Max};   // linear and conv2d `out`, reshape entries (or -1)
-inline constexpr IntRange kernel{1, kInt32Max};     // conv2d and pool kernel, each side
-inline constexpr IntRange stride{1, kInt32Max};
-inline constexpr IntRange dilation{1, kInt32Max};
-inline constexpr IntRange groups{1, kInt32Max};
-inline constexpr IntRange padding{0, kInt32Max / 2};  // the shape rules compute 2 * padding in int32
 }  // namespace ranges
 
+// The options of one layer, as its own type's reader parsed them (layers/registry.h); the core
+// never looks inside, so adding a layer type changes nothing here.
+struct LayerOptions {
+    virtual ~LayerOptions() = default;
+};
+
+// One [[model.layers]] table: its type name and its parsed options.
 struct LayerSpec {
-    std::string type;        // linear, conv2d, maxpool2d, avgpool2d, batchnorm, relu, sigmoid, tanh,
-                             // softmax, log_softmax, flatten, reshape, dropout
-    int64_t out = 0;         // linear, conv2d: output features / channels
-    bool bias = true;        // linear, conv2d
-    float p = 0.5f;          // dropout
-    Shape shape;             // reshape (per sample, one -1 allowed)
-    int32_t kernel_h = 0, kernel_w = 0;          // conv2d, pools (`kernel = 5` or `[5, 3]`)
-    int32_t stride = 0, padding = 0, dilation = 1, groups = 1;  // stride 0: 1 for conv, the kernel for pools
-    bool count_include_pad = true;               // avgpool2d
-    float eps = 1e-5f, momentum = 0.1f;          // batchnorm
+    std::string type;  // a registered layer type: linear, conv2d, relu, ...
+    std::shared_ptr<const LayerOptions> options;
 };
 
 // [solver.schedule]: the learning rate as a closed form of the epoch or step, computed on the host
@@ -126,5 +117,13 @@ struct RunConfig {
 
 RunConfig load_config(const std::string& path);
 RunConfig parse_config(const std::string& text, const std::string& source);
+
+// How parse_config reads each [[model.layers]] table into a LayerSpec: every key of a layer
+// belongs to its type, so the core hands the table to the layer registry, which installs itself
+// here when xylem_layers is linked (layers/registry.cpp; the library is always linked whole, so
+// every program that links it, tests and fuzz targets included, validates layers at config
+// load). A program without it refuses any config that has layers, saying so.
+using LayerTableParser = LayerSpec (*)(const ConfigSection& table);
+void set_layer_table_parser(LayerTableParser parser);
 
 }  // namespace xylem

@@ -6,6 +6,11 @@
 
 namespace xylem {
 
+// [[model.layers]] type = "batchnorm": eps, momentum (PyTorch's defaults).
+struct BatchNormOptions {
+    float eps = 1e-5f, momentum = 0.1f;
+};
+
 class BatchNorm : public Layer {
 public:
     BatchNorm(float eps = 1e-5f, float momentum = 0.1f) : attrs_{eps, momentum, 0} {}

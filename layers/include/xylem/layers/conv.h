@@ -6,6 +6,7 @@
 
 namespace xylem {
 
+// Also the options of [[model.layers]] type = "conv2d" (out and kernel required).
 struct Conv2dOptions {
     int64_t out_channels = 0;
     int32_t kernel_h = 1, kernel_w = 1;
@@ -38,6 +39,13 @@ struct Pool2dOptions {
     xylem_pool_mode mode = XYLEM_POOL_MAX;
     int32_t kernel = 2, stride = 0, padding = 0;  // stride 0 = the kernel size
     bool count_include_pad = true;
+};
+
+// [[model.layers]] type = "maxpool2d" / "avgpool2d": the pool's options with the kernel as written
+// (`kernel = 3` or `[3, 3]`; the layer needs a square one, checked when the model is built).
+struct Pool2dConfig {
+    Pool2dOptions pool;
+    int32_t kernel_h = 0, kernel_w = 0;
 };
 
 class Pool2d : public Layer {

@@ -41,6 +41,11 @@ private:
     Tensor y_, dx_;
 };
 
+// [[model.layers]] type = "dropout": p, the probability of dropping an element.
+struct DropoutOptions {
+    float p = 0.5f;
+};
+
 // Inverted dropout: scales kept values by 1/(1-p) in training, identity in evaluation.
 // The mask comes from a counter-based hash of (seed, step, index): the same on every backend.
 class Dropout : public Layer {

@@ -6,6 +6,12 @@
 
 namespace xylem {
 
+// [[model.layers]] type = "linear": out (required), bias.
+struct LinearOptions {
+    int64_t out = 0;
+    bool bias = true;
+};
+
 class Linear : public Layer {
 public:
     Linear(int64_t out_features, bool bias = true);

@@ -5,6 +5,11 @@
 
 namespace xylem {
 
+// [[model.layers]] type = "reshape": shape (required, per sample, at most one -1). "flatten" has none.
+struct ReshapeOptions {
+    Shape shape;
+};
+
 class Reshape : public Layer {
 public:
     // `shape` is per sample; one entry may be -1 (inferred). Flatten is Reshape({-1}).
