@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages xylem needs to build, test and run; only missing ones, so a
 # second run is instant. Used by demo.sh and test.sh.
+#   scripts/install-deps.sh [fuzz]    fuzz: also clang and libFuzzer, for scripts/fuzz.sh only
 set -euo pipefail
 
 packages=(
@@ -10,6 +11,8 @@ packages=(
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev
   dataset-fashion-mnist
 )
+# Fuzzing is optional (not part of CI): its compiler is installed only when asked for.
+[ "${1:-}" = fuzz ] && packages+=(clang libclang-rt-dev)
 
 missing=()
 for p in "${packages[@]}"; do
