@@ -40,10 +40,12 @@ for t in "${targets[@]}"; do
   set -e
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  size=$(find "$corpus" -type f | wc -l)
+  # libFuzzer's own count at the end (the folder also keeps inputs it has since reduced).
+  size=$(sed -n 's/.*DONE .* corp: \([0-9]*\)\/.*/\1/p' "$log" | tail -1)
   crashes=$(find "$findings" -type f | wc -l)
   [ "$rc" -ne 0 ] && found=1
   status="ok"
+  [ -z "$size" ] && size=$(find "$corpus" -type f | wc -l)
   [ "$rc" -ne 0 ] && status="FINDING (exit $rc; see $log and $findings/)"
   summary+=("$(printf '%-12s %12s execs %8s exec/s  corpus %6s  findings %3s  %s' \
     "$t" "${execs:-?}" "${rate:-?}" "$size" "$crashes" "$status")")

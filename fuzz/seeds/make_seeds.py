@@ -49,6 +49,10 @@ write("idx", "labels-16.idx1", idx([16], labels))
 write("idx", "labels-16.idx1.gz", gzip.compress(idx([16], labels), mtime=0))
 write("idx", "images-2.idx3.gz", gzip.compress(idx([2, 28, 28], images), mtime=0))
 write("idx", "images-2x4x4.idx3", idx([2, 4, 4], bytes(range(0, 255, 8))))
+# Two gzip members back to back (what `cat a.gz b.gz` makes), then bytes that are not a third.
+whole = idx([16], labels)
+write("idx", "labels-16-two-members.idx1.gz",
+      gzip.compress(whole[:10], mtime=0) + gzip.compress(whole[10:], mtime=0) + b"\0\0\x1f")
 
 f32 = lambda *v: struct.pack("<%df" % len(v), *v)
 write("safetensors", "mlp.safetensors", safetensors(
