@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages xylem needs to build, test and run; only missing ones, so a
 # second run is instant. Used by demo.sh and test.sh.
+#   scripts/install-deps.sh [fuzz]    fuzz: also clang and libFuzzer, for scripts/fuzz.sh only
 set -euo pipefail
 
 packages=(
@@ -11,6 +12,8 @@ packages=(
   dataset-fashion-mnist
   python3-matplotlib   # xylem plot draws with it (scripts/xylem-plot.py)
 )
+# Fuzzing is optional (not part of CI): its compiler is installed only when asked for.
+[ "${1:-}" = fuzz ] && packages+=(clang libclang-rt-dev)
 
 missing=()
 for p in "${packages[@]}"; do

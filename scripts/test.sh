@@ -11,3 +11,19 @@ scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
 # The SDK as an outsider uses it: install, build examples/third_party_plugin against it, train.
 scripts/test-sdk.sh build
+
+# The same suite again under AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer comes
+# with ASan), in its own build folder: Debug (assertions on) at -O1, which keeps the instrumented
+# code reasonably fast; CUDA off (nothing here can run it). A UBSan report fails its test
+# (-fno-sanitize-recover, CMakeLists.txt; halt_on_error says the same at run time). The OpenCL
+# tests run here too: PoCL and LLVM under ASan are slower but report nothing, so there are no
+# suppressions; a report in xylem's own code is a bug to fix, never to suppress.
+# XYLEM_SANITIZER_TESTS=0 skips this part for a quick local run; CI runs it.
+if [ "${XYLEM_SANITIZER_TESTS:-1}" != 0 ]; then
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+    -DXYLEM_SANITIZE="address;undefined" -DXYLEM_BUILD_CUDA=OFF >/dev/null
+  cmake --build build-asan -j"$(nproc)"
+  ASAN_OPTIONS="detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1" \
+  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+    ctest --test-dir build-asan --output-on-failure -j"$(nproc)" "$@"
+fi

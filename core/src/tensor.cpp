@@ -117,7 +117,8 @@ std::vector<float> Tensor::to_vector() const {
     std::vector<float> out(static_cast<size_t>(numel()));
     const char* host = static_cast<const char*>(storage_->host) + offset_ * static_cast<int64_t>(dtype_size(dtype_));
     if (dtype_ == DType::F32) {
-        std::memcpy(out.data(), host, bytes());
+        // An empty tensor may have no host buffer, and memcpy from null is undefined even for 0 bytes.
+        if (!out.empty()) std::memcpy(out.data(), host, bytes());
     } else {
         const int32_t* p = reinterpret_cast<const int32_t*>(host);
         for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(p[i]);
@@ -132,7 +133,7 @@ Tensor tensor_from(const std::vector<float>& values, Shape shape) {
     Tensor t(std::move(shape), DType::F32);
     if (static_cast<int64_t>(values.size()) != t.numel())
         throw Error("tensor_from: " + std::to_string(values.size()) + " values for shape " + to_string(t.shape()));
-    std::memcpy(t.host_write<float>(), values.data(), t.bytes());
+    if (!values.empty()) std::memcpy(t.host_write<float>(), values.data(), t.bytes());  // no null memcpy
     return t;
 }
 
@@ -140,7 +141,7 @@ Tensor tensor_from_i32(const std::vector<int32_t>& values, Shape shape) {
     Tensor t(std::move(shape), DType::I32);
     if (static_cast<int64_t>(values.size()) != t.numel())
         throw Error("tensor_from_i32: " + std::to_string(values.size()) + " values for shape " + to_string(t.shape()));
-    std::memcpy(t.host_write<int32_t>(), values.data(), t.bytes());
+    if (!values.empty()) std::memcpy(t.host_write<int32_t>(), values.data(), t.bytes());  // no null memcpy
     return t;
 }
 

@@ -277,6 +277,44 @@ TEST_F(IdxTest, TruncatedGzipStream) {
     EXPECT_TRUE(contains(msg, file("real.gz") + ": truncated gzip stream")) << msg;
 }
 
+// gzip may hold several members back to back (`cat a.gz b.gz`); they decompress as one stream.
+TEST_F(IdxTest, ConcatenatedGzipMembersReadAsOne) {
+    Bytes whole = idx_bytes({3, 100}, iota_bytes(300));
+    Bytes gz = gzip_stored(Bytes(whole.begin(), whole.begin() + 111));
+    Bytes second = gzip_stored(Bytes(whole.begin() + 111, whole.end()));
+    gz.insert(gz.end(), second.begin(), second.end());
+    write_bytes(file("two.gz"), gz);
+    IdxArray a = xylem::io::read_idx(file("two.gz"));
+    EXPECT_EQ(a.dims, (std::vector<int64_t>{3, 100}));
+    EXPECT_EQ(a.data, iota_bytes(300));
+}
+
+// Bytes after the last gzip member that are not another member are ignored, as gzip -d and
+// zlib's gzread do; the IDX payload and the member's CRC have been checked by then.
+TEST_F(IdxTest, JunkAfterTheLastGzipMemberIsIgnored) {
+    Bytes gz = gzip_stored(idx_bytes({2}, {7, 9}));
+    gz.insert(gz.end(), {0, 0, 0, 0x1f});
+    write_bytes(file("junk.gz"), gz);
+    EXPECT_EQ(xylem::io::read_idx(file("junk.gz")).data, (Bytes{7, 9}));
+}
+
+// parse_idx is the parser read_idx runs over a file: same results, same errors, under the given name.
+TEST_F(IdxTest, ParseFromMemoryMatchesTheFileReader) {
+    for (const Bytes& bytes : {kDeflatedImages, idx_bytes({2, 3}, iota_bytes(6)), gzip_stored(idx_bytes({5}, iota_bytes(5)))}) {
+        write_bytes(file("m"), bytes);
+        IdxArray from_file = xylem::io::read_idx(file("m"));
+        IdxArray from_memory = xylem::io::parse_idx(bytes.data(), bytes.size(), "mem");
+        EXPECT_EQ(from_memory.dims, from_file.dims);
+        EXPECT_EQ(from_memory.data, from_file.data);
+    }
+    Bytes cut = gzip_stored(idx_bytes({1000}, iota_bytes(1000)));
+    cut.resize(500);
+    std::string msg = error_of([&] { xylem::io::parse_idx(cut.data(), cut.size(), "mem.gz"); });
+    EXPECT_TRUE(contains(msg, "mem.gz: truncated gzip stream: expected 1000 payload bytes, only ")) << msg;
+    EXPECT_EQ(error_of([&] { xylem::io::parse_idx(nullptr, 0, "empty"); }),
+              "empty: truncated IDX file: expected 4 magic number bytes, got 0");
+}
+
 TEST_F(IdxTest, CorruptGzipChecksum) {
     Bytes gz = gzip_stored(idx_bytes({4}, {1, 2, 3, 4}));
     gz[gz.size() - 6] ^= 0xFF;  // inside the CRC32

@@ -242,6 +242,28 @@ TEST_F(SafetensorsTest, WriterRejectsBadTensors) {
     EXPECT_FALSE(temp_files_left());
 }
 
+// parse_safetensors is the parser read_safetensors runs over a file: same result, same errors.
+TEST_F(SafetensorsTest, ParseFromMemoryMatchesTheFileReader) {
+    std::vector<TensorView> tensors = {{"w", "F32", {2, 3}, weights_.data(), weights_.size() * 4},
+                                       {"steps", "I32", {4}, steps_.data(), steps_.size() * 4}};
+    xylem::io::write_safetensors(file("m.safetensors"), tensors, {{"epoch", "2"}});
+    const Bytes bytes = read_all(file("m.safetensors"));
+    Safetensors from_file = xylem::io::read_safetensors(file("m.safetensors"));
+    Safetensors from_memory = xylem::io::parse_safetensors(bytes.data(), bytes.size(), "mem");
+    EXPECT_EQ(from_memory.metadata, from_file.metadata);
+    ASSERT_EQ(from_memory.tensors.size(), 2u);
+    for (const auto& [name, t] : from_file.tensors) {
+        EXPECT_EQ(from_memory.tensors.at(name).dtype, t.dtype);
+        EXPECT_EQ(from_memory.tensors.at(name).shape, t.shape);
+        EXPECT_EQ(from_memory.tensors.at(name).data, t.data);
+    }
+    const Bytes cut(bytes.begin(), bytes.end() - 1);
+    std::string msg = error_of([&] { xylem::io::parse_safetensors(cut.data(), cut.size(), "mem"); });
+    EXPECT_TRUE(contains(msg, "mem: tensor 'steps': data_offsets [24, 40] run past the end of the 39-byte data buffer")) << msg;
+    EXPECT_EQ(error_of([&] { xylem::io::parse_safetensors(nullptr, 0, "empty"); }),
+              "empty: not a safetensors file (0 bytes, too short for the 8-byte header length)");
+}
+
 TEST_F(SafetensorsTest, FailedWriteLeavesOldFileIntact) {
     const std::string path = file("ckpt.safetensors");
     xylem::io::write_safetensors(path, {{"w", "F32", {6}, weights_.data(), 24}}, {{"epoch", "1"}});

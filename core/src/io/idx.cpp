@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <system_error>
 
 #include "xylem/error.h"
@@ -17,8 +18,10 @@ namespace xylem::io {
 namespace {
 
 constexpr uint8_t kUnsignedByte = 0x08;
-constexpr size_t kChunk = size_t{16} << 20;         // payload is read and grown this much at a time
+constexpr size_t kFirstChunk = size_t{64} << 10;    // payload growth starts here and doubles ...
+constexpr size_t kChunk = size_t{16} << 20;         // ... up to this much at a time
 constexpr uint64_t kGzipReserve = uint64_t{256} << 20;  // a header's claim we trust before seeing data
+constexpr uint64_t kMaxDeflateRatio = 1032;         // deflate cannot expand its input more than this
 
 std::string errno_text(int err) { return std::generic_category().message(err); }
 
@@ -37,40 +40,92 @@ std::string dims_text(const std::vector<int64_t>& dims) {
     return text;
 }
 
-// A file read front to back; a gzip stream (magic 1f 8b) is inflated on the fly by zlib.
-class Input {
+// Where an IDX file's raw (possibly gzipped) bytes come from: a file or a caller's buffer.
+class RawSource {
 public:
-    explicit Input(const std::string& path) : path_(path) {
+    virtual ~RawSource() = default;
+    virtual size_t read(uint8_t* buf, size_t n) = 0;  // up to n bytes, fewer only at the end
+};
+
+class FileSource : public RawSource {
+public:
+    explicit FileSource(const std::string& path) : path_(path) {
         fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd_ < 0) {
             int err = errno;
             throw Error(path + ": cannot open: " + errno_text(err));
         }
-        try {
-            struct stat st {};
-            if (::fstat(fd_, &st) != 0) throw Error(path + ": cannot stat: " + errno_text(errno));
-            if (S_ISDIR(st.st_mode)) throw Error(path + ": is a directory, not an IDX file");
-            size_hint_ = static_cast<uint64_t>(st.st_size);
-            unsigned char magic[2] = {0, 0};
-            ssize_t n;
-            do n = ::pread(fd_, magic, 2, 0);
-            while (n < 0 && errno == EINTR);
-            if (n < 0) throw Error(path + ": read error: " + errno_text(errno));
-            if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
-                gz_ = ::gzdopen(fd_, "rb");
-                if (!gz_) throw Error(path + ": cannot start gzip decompression (out of memory)");
-                fd_ = -1;  // gzclose() owns and closes it now
-                ::gzbuffer(gz_, 1 << 17);
-                size_hint_ = kGzipReserve;
-            }
-        } catch (...) {
+        struct stat st {};
+        if (::fstat(fd_, &st) != 0 || S_ISDIR(st.st_mode)) {
+            int err = errno;
+            bool dir = S_ISDIR(st.st_mode);
             ::close(fd_);
-            throw;
+            if (dir) throw Error(path + ": is a directory, not an IDX file");
+            throw Error(path + ": cannot stat: " + errno_text(err));
+        }
+        size_ = static_cast<uint64_t>(st.st_size);
+    }
+    ~FileSource() override { ::close(fd_); }
+    FileSource(const FileSource&) = delete;
+    FileSource& operator=(const FileSource&) = delete;
+
+    size_t read(uint8_t* buf, size_t n) override {
+        size_t got = 0;
+        while (got < n) {
+            ssize_t r = ::read(fd_, buf + got, std::min(n - got, size_t{1} << 30));
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) throw Error(path_ + ": read error: " + errno_text(errno));
+            if (r == 0) break;
+            got += static_cast<size_t>(r);
+        }
+        return got;
+    }
+    uint64_t size() const { return size_; }
+
+private:
+    std::string path_;
+    int fd_ = -1;
+    uint64_t size_ = 0;
+};
+
+class BufferSource : public RawSource {
+public:
+    BufferSource(const uint8_t* data, size_t size) : data_(data), left_(size) {}
+    size_t read(uint8_t* buf, size_t n) override {
+        n = std::min(n, left_);
+        if (n) std::memcpy(buf, data_, n);
+        data_ += n;
+        left_ -= n;
+        return n;
+    }
+
+private:
+    const uint8_t* data_;
+    size_t left_;
+};
+
+// The IDX bytes read front to back; a gzip stream (magic 1f 8b) is inflated on the fly by zlib.
+// Files and buffers share this (and the parser below), so the fuzzer tests what users run.
+class Input {
+public:
+    Input(const std::string& name, RawSource& raw, uint64_t raw_size)
+        : name_(name), raw_(raw), pending_(2), size_hint_(raw_size) {
+        next_ = pending_.data();
+        avail_ = raw_.read(next_, 2);
+        if (avail_ == 2 && next_[0] == 0x1f && next_[1] == 0x8b) {
+            // 16 + MAX_WBITS: gzip wrapper only; zlib checks the header, the CRC and the length.
+            if (::inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK)
+                throw Error(name + ": cannot start gzip decompression (out of memory)");
+            gz_ = true;
+            // At most what this much gzip can inflate to: a tiny corrupt file claiming a huge
+            // payload does not reserve 256 MiB.
+            size_hint_ = raw_size > kGzipReserve / kMaxDeflateRatio ? kGzipReserve : raw_size * kMaxDeflateRatio;
+            pending_.resize(size_t{1} << 17);  // compressed input is read this much at a time
+            next_ = pending_.data();
         }
     }
     ~Input() {
-        if (gz_) ::gzclose(gz_);
-        if (fd_ >= 0) ::close(fd_);
+        if (gz_) ::inflateEnd(&z_);
     }
     Input(const Input&) = delete;
     Input& operator=(const Input&) = delete;
@@ -78,41 +133,68 @@ public:
     // Reads up to n bytes, fewer only at the end of the input. A gzip stream that ends early
     // is not an error here but sets gzip_truncated(), so callers can say what was cut short.
     size_t read(uint8_t* buf, size_t n) {
-        size_t got = 0;
-        while (got < n) {
-            size_t want = std::min(n - got, size_t{1} << 30);
-            if (gz_) {
-                int r = ::gzread(gz_, buf + got, static_cast<unsigned>(want));
-                int err = Z_OK;
-                std::string msg = ::gzerror(gz_, &err);
-                if (err == Z_BUF_ERROR) {
-                    gzip_truncated_ = true;  // zlib: "unexpected end of file"
-                } else if (r < 0 || err != Z_OK) {
-                    // zlib prefixes the name it was opened under, "<fd:3>: "; we name the real path.
-                    if (msg.rfind("<fd:", 0) == 0 && msg.find(": ") != std::string::npos) msg.erase(0, msg.find(": ") + 2);
-                    throw Error(path_ + (err == Z_ERRNO ? ": read error: " : ": corrupt gzip stream: ") + msg);
-                }
-                if (r <= 0) break;
-                got += static_cast<size_t>(r);
-            } else {
-                ssize_t r = ::read(fd_, buf + got, want);
-                if (r < 0 && errno == EINTR) continue;
-                if (r < 0) throw Error(path_ + ": read error: " + errno_text(errno));
-                if (r == 0) break;
-                got += static_cast<size_t>(r);
-            }
-        }
-        return got;
+        if (gz_) return inflate_into(buf, n);
+        size_t got = std::min(n, avail_);  // the bytes peeked at for the gzip magic come first
+        if (got) std::memcpy(buf, next_, got);
+        next_ += got;
+        avail_ -= got;
+        return got + raw_.read(buf + got, n - got);
     }
 
     bool gzip_truncated() const { return gzip_truncated_; }
     uint64_t size_hint() const { return size_hint_; }  // how much to reserve up front
 
 private:
-    std::string path_;
-    int fd_ = -1;
-    gzFile gz_ = nullptr;
-    bool gzip_truncated_ = false;
+    // Makes at least `want` compressed bytes available unless the raw input ends first.
+    bool fill(size_t want) {
+        if (avail_ >= want) return true;
+        std::memmove(pending_.data(), next_, avail_);
+        next_ = pending_.data();
+        while (avail_ < want) {
+            size_t r = raw_.read(next_ + avail_, pending_.size() - avail_);
+            if (r == 0) break;
+            avail_ += r;
+        }
+        return avail_ >= want;
+    }
+
+    size_t inflate_into(uint8_t* buf, size_t n) {
+        size_t got = 0;
+        while (got < n && !gz_done_) {
+            if (!fill(1)) {
+                gzip_truncated_ = true;  // input ended inside a gzip member
+                break;
+            }
+            z_.next_in = next_;
+            z_.avail_in = static_cast<unsigned>(avail_);
+            z_.next_out = buf + got;
+            z_.avail_out = static_cast<unsigned>(std::min(n - got, size_t{1} << 30));
+            unsigned out_before = z_.avail_out;
+            int r = ::inflate(&z_, Z_NO_FLUSH);
+            got += out_before - z_.avail_out;
+            next_ = z_.next_in;
+            avail_ = z_.avail_in;
+            if (r == Z_STREAM_END) {
+                // Another gzip member may follow (gzip concatenates them); anything else after the
+                // trailer is ignored, as zlib's gzread and gzip -d do.
+                if (fill(2) && next_[0] == 0x1f && next_[1] == 0x8b) ::inflateReset(&z_);
+                else gz_done_ = true;
+            } else if (r == Z_MEM_ERROR) {
+                throw Error(name_ + ": gzip decompression ran out of memory");
+            } else if (r != Z_OK && r != Z_BUF_ERROR) {
+                throw Error(name_ + ": corrupt gzip stream: " + (z_.msg ? z_.msg : "compressed data error"));
+            }
+        }
+        return got;
+    }
+
+    std::string name_;
+    RawSource& raw_;
+    std::vector<uint8_t> pending_;  // raw bytes read but not yet consumed
+    uint8_t* next_ = nullptr;
+    size_t avail_ = 0;
+    z_stream z_{};
+    bool gz_ = false, gz_done_ = false, gzip_truncated_ = false;
     uint64_t size_hint_ = 0;
 };
 
@@ -153,10 +235,8 @@ std::string find_idx(const std::string& dir, const std::string& stem) {
     throw Error(gz + ": no such file (nor " + stem + " without .gz) in dataset directory " + dir);
 }
 
-}  // namespace
-
-IdxArray read_idx(const std::string& path) {
-    Input in(path);
+// The one IDX parser; `path` is the name used in messages.
+IdxArray parse_idx_input(const std::string& path, Input& in) {
     uint8_t magic[4];
     read_exact(path, in, magic, 4, "magic number");
     uint32_t magic_value = big_endian32(magic);
@@ -182,11 +262,12 @@ IdxArray read_idx(const std::string& path) {
         throw Error(path + ": IDX dimensions " + dims_text(array.dims) + " are too large to load");
 
     // Grow as data actually arrives, so a corrupt header claiming terabytes fails as
-    // "truncated" instead of as an allocation failure.
+    // "truncated" instead of as an allocation failure. Steps double from 64 KiB, so a short
+    // input claiming much more costs at most twice its own size, not a 16 MiB step.
     array.data.reserve(std::min(expected, in.size_hint()));
     while (array.data.size() < expected) {
         size_t have = array.data.size();
-        size_t step = static_cast<size_t>(std::min<uint64_t>(kChunk, expected - have));
+        size_t step = static_cast<size_t>(std::min<uint64_t>(std::clamp(have, kFirstChunk, kChunk), expected - have));
         array.data.resize(have + step);
         size_t got = in.read(array.data.data() + have, step);
         if (got < step) throw_short(path, in, "payload", expected, have + got);
@@ -202,6 +283,20 @@ IdxArray read_idx(const std::string& path) {
         throw Error(path + ": " + std::to_string(trailing) + " trailing bytes after the IDX payload (dims " +
                     dims_text(array.dims) + " take exactly " + std::to_string(expected) + " payload bytes)");
     return array;
+}
+
+}  // namespace
+
+IdxArray read_idx(const std::string& path) {
+    FileSource file(path);
+    Input in(path, file, file.size());
+    return parse_idx_input(path, in);
+}
+
+IdxArray parse_idx(const uint8_t* data, size_t size, const std::string& name) {
+    BufferSource buffer(data, size);
+    Input in(name, buffer, size);
+    return parse_idx_input(name, in);
 }
 
 Dataset load_idx_images(const std::string& images_path) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -55,8 +56,15 @@ bool byte_size(const std::vector<int64_t>& shape, size_t element, uint64_t* out)
     return true;
 }
 
-// A read-only file read with pread, at explicit offsets.
-class InputFile {
+// Where a safetensors file's bytes come from: a file (pread) or a caller's buffer.
+class Source {
+public:
+    virtual ~Source() = default;
+    virtual uint64_t size() const = 0;
+    virtual void read_at(void* buf, size_t n, uint64_t offset) = 0;  // within [0, size()]
+};
+
+class InputFile : public Source {
 public:
     explicit InputFile(const std::string& path) : path_(path) {
         fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -72,13 +80,13 @@ public:
         }
         size_ = static_cast<uint64_t>(st.st_size);
     }
-    ~InputFile() { ::close(fd_); }
+    ~InputFile() override { ::close(fd_); }
     InputFile(const InputFile&) = delete;
     InputFile& operator=(const InputFile&) = delete;
 
-    uint64_t size() const { return size_; }
+    uint64_t size() const override { return size_; }
 
-    void read_at(void* buf, size_t n, uint64_t offset) {
+    void read_at(void* buf, size_t n, uint64_t offset) override {
         char* p = static_cast<char*>(buf);
         while (n > 0) {
             ssize_t r = ::pread(fd_, p, std::min(n, size_t{1} << 30), static_cast<off_t>(offset));
@@ -95,6 +103,19 @@ private:
     std::string path_;
     int fd_ = -1;
     uint64_t size_ = 0;
+};
+
+class BufferSource : public Source {
+public:
+    BufferSource(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+    uint64_t size() const override { return size_; }
+    void read_at(void* buf, size_t n, uint64_t offset) override {
+        if (n) std::memcpy(buf, data_ + offset, n);  // the parser only asks within size()
+    }
+
+private:
+    const uint8_t* data_;
+    size_t size_;
 };
 
 // Parses the header, rejecting duplicate top-level keys (nlohmann would silently keep the last).
@@ -203,8 +224,10 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
     out.commit();
 }
 
-Safetensors read_safetensors(const std::string& path) {
-    InputFile file(path);
+namespace {
+
+// The one safetensors parser; `path` is the name used in messages.
+Safetensors parse_source(const std::string& path, Source& file) {
     if (file.size() < 8)
         throw Error(path + ": not a safetensors file (" + std::to_string(file.size()) +
                     " bytes, too short for the 8-byte header length)");
@@ -290,6 +313,18 @@ Safetensors read_safetensors(const std::string& path) {
         file.read_at(data.data(), data.size(), data_start + r.begin);
     }
     return result;
+}
+
+}  // namespace
+
+Safetensors read_safetensors(const std::string& path) {
+    InputFile file(path);
+    return parse_source(path, file);
+}
+
+Safetensors parse_safetensors(const uint8_t* data, size_t size, const std::string& name) {
+    BufferSource buffer(data, size);
+    return parse_source(name, buffer);
 }
 
 }  // namespace xylem::io

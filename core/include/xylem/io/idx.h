@@ -1,6 +1,7 @@
 // Readers for IDX files (the MNIST / Fashion-MNIST format), plain or gzipped, and MNIST-style datasets.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,6 +17,10 @@ struct IdxArray {
 // Reads a whole IDX file; gzip is detected by its 1f 8b magic. Validates the magic, the dims and
 // that the payload is exactly complete. Throws xylem::Error naming the file; never returns partial data.
 IdxArray read_idx(const std::string& path);
+
+// The same from bytes in memory (plain or gzipped), `name` standing for the path in messages.
+// read_idx is this parser over a file; the fuzz target (fuzz/idx_fuzz.cpp) calls it directly.
+IdxArray parse_idx(const uint8_t* data, size_t size, const std::string& name);
 
 // An image classification set: images are count*rows*cols floats in [0, 1], row-major per image.
 struct Dataset {

@@ -39,6 +39,10 @@ struct Safetensors {
 // naming the file and the offending tensor or field.
 Safetensors read_safetensors(const std::string& path);
 
+// The same from bytes in memory, `name` standing for the path in messages. read_safetensors is
+// this parser over a file; the fuzz target (fuzz/safetensors_fuzz.cpp) calls it directly.
+Safetensors parse_safetensors(const uint8_t* data, size_t size, const std::string& name);
+
 // Bytes per element of a safetensors dtype name ("F32" -> 4), or 0 if unsupported.
 size_t safetensors_dtype_size(const std::string& dtype);
 

@@ -1,0 +1,19 @@
+// Fuzz target: the IDX reader (plain or gzipped) on arbitrary bytes. A clean xylem::Error is the
+// only acceptable failure; anything else (crash, sanitizer report, other exception) is a finding.
+#include <cstddef>
+#include <cstdint>
+
+#include "xylem/error.h"
+#include "xylem/io/idx.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    try {
+        xylem::io::IdxArray array = xylem::io::parse_idx(data, size, "fuzz.idx");
+        // What a successful read promises: dims that multiply out to exactly the payload.
+        uint64_t count = 1;
+        for (int64_t d : array.dims) count *= static_cast<uint64_t>(d);
+        if (array.dims.empty() || count != array.data.size()) __builtin_trap();
+    } catch (const xylem::Error&) {
+    }
+    return 0;
+}
