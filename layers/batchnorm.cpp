@@ -17,6 +17,7 @@ void BatchNorm::bind(Device& dev, const Shape& input, std::mt19937_64&) {
     output_shape(input);
     channels_ = input[0];
     const Shape c{channels_};
+    dev.backend().require(XYLEM_OP_FILL, label());  // initialises the parameters and statistics
     auto make = [&](const char* name, float value, bool grad) {
         Param p{param_prefix() + name, Tensor(c, DType::F32, dev), grad ? Tensor(c, DType::F32, dev) : Tensor()};
         ops::fill(dev, p.value, value);

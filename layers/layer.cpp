@@ -14,6 +14,7 @@ void Layer::shape_error(const std::string& what, const Shape& got, const Shape& 
 
 Param Layer::uniform_param(Device& dev, const std::string& name, const Shape& shape, float bound,
                            std::mt19937_64& rng) const {
+    dev.backend().require(XYLEM_OP_FILL, label_);  // zeroes the gradient: say which layer needs it
     Param p{prefix_ + name, Tensor(shape, DType::F32, dev), Tensor(shape, DType::F32, dev)};
     std::uniform_real_distribution<float> u(-bound, bound);
     float* v = p.value.host_write<float>();  // on a host-memory backend this is the device buffer

@@ -23,7 +23,15 @@ void for_each_batch(Sequential& model, Device& dev, const io::Dataset& data, int
     }
 }
 
+namespace {
+// Scoring accumulates on the device: say so, rather than a bare "op fill is not supported".
+void require_scoring_ops(Device& dev) {
+    for (uint32_t op : {XYLEM_OP_FILL, XYLEM_OP_ACCURACY}) dev.backend().require(op, "evaluation");
+}
+}  // namespace
+
 double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size) {
+    require_scoring_ops(dev);
     Tensor correct({1}, DType::F32, dev);
     ops::fill(dev, correct, 0.0f);
     for_each_batch(model, dev, data, batch_size,
@@ -32,6 +40,7 @@ double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t
 }
 
 double evaluate(Sequential& model, Device& dev, const ResidentData& data, int64_t batch_size) {
+    require_scoring_ops(dev);
     const int64_t count = data.images.dim(0);
     Tensor correct({1}, DType::F32, dev);
     ops::fill(dev, correct, 0.0f);
@@ -44,6 +53,7 @@ double evaluate(Sequential& model, Device& dev, const ResidentData& data, int64_
 }
 
 Scores score(Sequential& model, Loss& loss, Device& dev, const io::Dataset& data, int64_t classes, int64_t batch_size) {
+    require_scoring_ops(dev);
     std::vector<int64_t> order(static_cast<size_t>(data.count));  // for_each_batch's order: the data's own
     std::iota(order.begin(), order.end(), 0);
     Tensor loss_sum({1}, DType::F32, dev), correct({1}, DType::F32, dev);

@@ -63,3 +63,19 @@ TEST(UnsupportedOps, TrainingLeNetStopsBeforeTheFirstStepAndWritesNothing) {
     EXPECT_FALSE(std::filesystem::exists(dir + "/model.safetensors"));
     std::filesystem::remove_all(dir);
 }
+
+// A backend without even `fill`: the first layer with parameters says it needs it.
+TEST(UnsupportedOps, ABackendWithoutFillNamesTheLayerThatNeedsIt) {
+    static Registry* reg = [] {
+        auto* r = new Registry();
+        r->load_file(std::string(XYLEM_BINARY_DIR) + "/test_plugins/libxylem_no_ops.so");
+        return r;
+    }();
+    const PluginRecord& rec = reg->plugins().front();
+    if (!rec.available) GTEST_SKIP() << "no_ops fixture: " << rec.reason;
+    Device& dev = *rec.backend->device(0);
+    RunConfig c = load_config(std::string(XYLEM_SOURCE_DIR) + "/examples/fashion_mlp.toml");
+    auto model = app::build_model(c);
+    const std::string msg = error_of([&] { model->build(dev, {1, 28, 28}, 1); });
+    EXPECT_EQ(msg, "model layer 1 (linear): op fill is not supported by backend '" + rec.name + "'");
+}
