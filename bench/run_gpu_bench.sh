@@ -190,7 +190,7 @@ runs = [r for r in csv.reader(open(f"{out}/runs.tsv"), delimiter="\t")]
 def xylem_run(d):
     e = json.load(open(f"{d}/metrics.json"))["epochs"][0]
     rows = list(csv.DictReader(open(f"{d}/log.csv")))
-    marks = [(int(r["step"]), float(r["elapsed_seconds"])) for r in rows if r["epoch"] == "1"]
+    marks = [(int(r["step"]), float(r["elapsed_seconds"])) for r in rows if r["epoch"] == "1" and r.get("kind", "interval") == "interval"]
     per, prev = [], (0, 0.0)
     for s, t in marks:
         if s % 100 == 0:  # full windows only (the last row may close a partial window)
