@@ -59,26 +59,13 @@ void op_adamw_update(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framewo
 
 // torch.optim.RMSprop: outputs (param, square_avg[, momentum_buffer if momentum > 0][, grad_avg if centered]).
 void op_rmsprop_update(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
-    OpArgs a(desc, 1, 1, desc.n_outputs);  // 2 to 4 outputs, as the attrs say (checked next)
-    const auto attrs = a.attrs<xylem_rmsprop_attrs>();
-    const bool has_buf = attrs.momentum > 0.0f, centered = attrs.centered != 0;
-    if (desc.n_outputs != 2u + has_buf + centered)
-        a.fail("momentum %g and centered %d need %u outputs, got %u", attrs.momentum, attrs.centered,
-               2u + has_buf + centered, desc.n_outputs);
-    const Tensor tp = a.out(0, "param"), ts = a.out(1, "square_avg"), tg = a.in(0, "grad");
-    a.same_numel(tp, "param", tg, "grad");
-    a.same_numel(tp, "param", ts, "square_avg");
-    float *buf = nullptr, *ga = nullptr;
-    if (has_buf) {
-        const Tensor tb = a.out(2, "momentum_buffer");
-        a.same_numel(tp, "param", tb, "momentum_buffer");
-        buf = tb.f32();
-    }
-    if (centered) {
-        const Tensor ta = a.out(2 + has_buf, "grad_avg");
-        a.same_numel(tp, "param", ta, "grad_avg");
-        ga = ta.f32();
-    }
+    OpArgs a(desc, 1, 1, desc.n_outputs);  // 2 to 4 outputs, as the attrs say (checked by the rule)
+    const auto o = plugin_kit::rmsprop_operands(a, desc.n_outputs);
+    const auto& attrs = o.attrs;
+    const bool has_buf = o.has_buffer, centered = o.centered;
+    const Tensor &tp = o.param, &ts = o.square_avg, &tg = o.grad;
+    float* buf = has_buf ? o.momentum_buffer.f32() : nullptr;
+    float* ga = centered ? o.grad_avg.f32() : nullptr;
     const kernels::RmspropParams c{attrs.lr, attrs.alpha, attrs.eps, attrs.weight_decay, attrs.momentum};
     kernels::rmsprop(tp.f32(), ts.f32(), buf, ga, tg.f32(), tp.numel, c, s.stream_);
     a.check_launch();

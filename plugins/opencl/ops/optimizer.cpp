@@ -56,24 +56,11 @@ void op_adamw_update(const xylem_op_desc& desc, xylem_stream_s& s) {
 
 // Outputs (param, square_avg[, momentum_buffer if momentum > 0][, grad_avg if centered]).
 void op_rmsprop_update(const xylem_op_desc& desc, xylem_stream_s& s) {
-    OpArgs a(desc, 1, 1, desc.n_outputs);  // 2 to 4 outputs, as the attrs say (checked next)
-    const auto at = a.attrs<xylem_rmsprop_attrs>();
-    const cl_int has_buf = at.momentum > 0.0f ? 1 : 0, centered = at.centered ? 1 : 0;
-    if (desc.n_outputs != static_cast<uint32_t>(2 + has_buf + centered))
-        a.fail("momentum %g and centered %d need %d outputs, got %u", at.momentum, at.centered, 2 + has_buf + centered,
-               desc.n_outputs);
-    const Tensor p = a.out(0, "param"), sq = a.out(1, "square_avg"), g = a.in(0, "grad");
-    a.same_numel(p, "param", g, "grad");
-    a.same_numel(p, "param", sq, "square_avg");
-    Tensor buf = sq, ga = sq;  // unused buffers are bound to square_avg and never touched
-    if (has_buf) {
-        buf = a.out(2, "momentum_buffer");
-        a.same_numel(p, "param", buf, "momentum_buffer");
-    }
-    if (centered) {
-        ga = a.out(2 + has_buf, "grad_avg");
-        a.same_numel(p, "param", ga, "grad_avg");
-    }
+    OpArgs a(desc, 1, 1, desc.n_outputs);  // 2 to 4 outputs, as the attrs say (checked by the rule)
+    const auto o = plugin_kit::rmsprop_operands(a, desc.n_outputs);
+    const auto& at = o.attrs;
+    const cl_int has_buf = o.has_buffer ? 1 : 0, centered = o.centered ? 1 : 0;
+    const Tensor &p = o.param, &sq = o.square_avg, &g = o.grad, &buf = o.momentum_buffer, &ga = o.grad_avg;
     Kernel(s, Family::Optimizer, "rmsprop").arg(p.mem).arg(p.off).arg(sq.mem).arg(sq.off).arg(buf.mem).arg(buf.off)
         .arg(ga.mem).arg(ga.off).arg(g.mem).arg(g.off).arg(at.lr).arg(at.alpha).arg(at.eps).arg(at.weight_decay)
         .arg(at.momentum).arg(has_buf).arg(centered).arg(p.numel).run(p.numel);

@@ -232,6 +232,39 @@ BatchnormBwd<typename Args::Tensor> batchnorm_bwd_operands(const Args& a) {
     return o;
 }
 
+// ---- rmsprop_update --------------------------------------------------------------------------
+// Outputs (param, square_avg[, momentum_buffer if momentum > 0][, grad_avg if centered]), input
+// grad, every one of param's element count. The optional buffers the attributes do not ask for
+// are bound to square_avg (never touched), so kernels can take them unconditionally.
+template <class Tensor>
+struct Rmsprop {
+    xylem_rmsprop_attrs attrs;
+    bool has_buffer, centered;
+    Tensor param, square_avg, grad, momentum_buffer, grad_avg;
+};
+
+template <class Args>
+Rmsprop<typename Args::Tensor> rmsprop_operands(const Args& a, uint32_t n_outputs) {
+    const auto attrs = a.template attrs<xylem_rmsprop_attrs>();
+    const bool has_buffer = attrs.momentum > 0.0f, centered = attrs.centered != 0;
+    const uint32_t want = 2u + has_buffer + centered;
+    if (n_outputs != want)
+        a.fail("momentum %g and centered %d need %u outputs, got %u", attrs.momentum, attrs.centered, want, n_outputs);
+    Rmsprop<typename Args::Tensor> o{attrs, has_buffer, centered, a.out(0, "param"), a.out(1, "square_avg"),
+                                     a.in(0, "grad"), a.out(1, "square_avg"), a.out(1, "square_avg")};
+    a.same_numel(o.param, "param", o.grad, "grad");
+    a.same_numel(o.param, "param", o.square_avg, "square_avg");
+    if (has_buffer) {
+        o.momentum_buffer = a.out(2, "momentum_buffer");
+        a.same_numel(o.param, "param", o.momentum_buffer, "momentum_buffer");
+    }
+    if (centered) {
+        o.grad_avg = a.out(2 + has_buffer, "grad_avg");
+        a.same_numel(o.param, "param", o.grad_avg, "grad_avg");
+    }
+    return o;
+}
+
 // ---- gather_rows ---------------------------------------------------------------------------
 // src [rows, ...] (f32 or i32), idx i32 [n], out [n, ...] of src's dtype. Index values are the
 // plugin's to check.
