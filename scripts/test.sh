@@ -23,7 +23,11 @@ if [ "${XYLEM_SANITIZER_TESTS:-1}" != 0 ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
     -DXYLEM_SANITIZE="address;undefined" -DXYLEM_BUILD_CUDA=OFF >/dev/null
   cmake --build build-asan -j"$(nproc)"
-  ASAN_OPTIONS="detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1" \
+  # handle_segv/sigbus/abort=0: the loader tests make fixture plugins crash on purpose (in child
+  # processes) and check that xylem reports the signal; ASan's own deadly-signal handler would turn
+  # that signal into a report and exit status 1. Memory errors are still caught as before, and a
+  # crash in xylem's own code still fails its test (by the signal).
+  ASAN_OPTIONS="detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:handle_segv=0:handle_sigbus=0:handle_abort=0" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
     ctest --test-dir build-asan --output-on-failure -j"$(nproc)" "$@"
 fi

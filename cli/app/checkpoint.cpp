@@ -163,7 +163,7 @@ TrainingState read_training_state(const std::string& path, const io::Safetensors
     if (order == file.tensors.end() || order->second.dtype != "I32" || order->second.shape.size() != 1)
         throw Error(path + ": corrupt training state: tensor '" + kOrderName + "' missing or not a 1-d I32 tensor");
     st.order.resize(static_cast<size_t>(order->second.shape[0]));
-    std::memcpy(st.order.data(), order->second.data.data(), order->second.data.size());
+    if (!st.order.empty()) std::memcpy(st.order.data(), order->second.data.data(), order->second.data.size());
     return st;
 }
 

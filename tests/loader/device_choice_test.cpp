@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <list>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -65,6 +66,13 @@ PluginRecord unavailable(const std::string& name, const std::string& reason) {
 constexpr uint32_t kGpu = XYLEM_DEVICE_DISCRETE_GPU, kIgpu = XYLEM_DEVICE_INTEGRATED_GPU,
                    kAccel = XYLEM_DEVICE_ACCELERATOR, kCpu = XYLEM_DEVICE_CPU, kUnknown = XYLEM_DEVICE_KIND_UNKNOWN;
 
+// rank_devices() points into the records it ranks: keep every test's records alive.
+AutoPick rank(std::vector<PluginRecord> records) {
+    static std::list<std::vector<PluginRecord>> kept;
+    kept.push_back(std::move(records));
+    return rank_devices(kept.back());
+}
+
 std::string picked(const AutoPick& p) {
     return p.record ? p.record->name + ":" + std::to_string(p.device) : "none";
 }
@@ -99,14 +107,14 @@ TEST(AutoRanking, EveryOrderAndEverySubsetOfKindsPicksTheBestRank) {
 }
 
 TEST(AutoRanking, TiesKeepTheSearchOrder) {
-    EXPECT_EQ(picked(rank_devices({available("a", {kIgpu}), available("b", {kAccel})})), "a:0");
-    EXPECT_EQ(picked(rank_devices({available("b", {kAccel}), available("a", {kIgpu})})), "b:0");
-    EXPECT_EQ(picked(rank_devices({available("cuda", {kGpu}), available("opencl", {kGpu})})), "cuda:0");
-    EXPECT_EQ(picked(rank_devices({available("opencl", {kGpu}), available("cuda", {kGpu})})), "opencl:0");
+    EXPECT_EQ(picked(rank({available("a", {kIgpu}), available("b", {kAccel})})), "a:0");
+    EXPECT_EQ(picked(rank({available("b", {kAccel}), available("a", {kIgpu})})), "b:0");
+    EXPECT_EQ(picked(rank({available("cuda", {kGpu}), available("opencl", {kGpu})})), "cuda:0");
+    EXPECT_EQ(picked(rank({available("opencl", {kGpu}), available("cuda", {kGpu})})), "opencl:0");
     // Two other CPU backends, two unknown ones: the first found.
-    EXPECT_EQ(picked(rank_devices({available("opencl", {kCpu}), available("tiny", {kCpu})})), "opencl:0");
-    EXPECT_EQ(picked(rank_devices({available("x", {kUnknown}), available("y", {kUnknown})})), "x:0");
-    const AutoPick tie = rank_devices({available("cuda", {kGpu}), available("opencl", {kGpu})});
+    EXPECT_EQ(picked(rank({available("opencl", {kCpu}), available("tiny", {kCpu})})), "opencl:0");
+    EXPECT_EQ(picked(rank({available("x", {kUnknown}), available("y", {kUnknown})})), "x:0");
+    const AutoPick tie = rank({available("cuda", {kGpu}), available("opencl", {kGpu})});
     ASSERT_EQ(tie.skipped.size(), 1u);
     EXPECT_EQ(tie.skipped[0].text(),
               "opencl: device 0 (opencl dev0, discrete GPU) ranks with cuda's discrete GPU and comes later in the "
@@ -115,9 +123,9 @@ TEST(AutoRanking, TiesKeepTheSearchOrder) {
 
 // Devices are ranked one by one, not by a plugin's first device.
 TEST(AutoRanking, PicksTheBestDeviceInsideAPlugin) {
-    EXPECT_EQ(picked(rank_devices({available("native", {kCpu}), available("opencl", {kCpu, kIgpu, kGpu, kGpu})})),
+    EXPECT_EQ(picked(rank({available("native", {kCpu}), available("opencl", {kCpu, kIgpu, kGpu, kGpu})})),
               "opencl:2");
-    const AutoPick p = rank_devices({available("opencl", {kCpu, kGpu}), available("native", {kCpu})});
+    const AutoPick p = rank({available("opencl", {kCpu, kGpu}), available("native", {kCpu})});
     EXPECT_EQ(picked(p), "opencl:1");
     EXPECT_EQ(p.why, "auto picks opencl device 1 (opencl dev1, discrete GPU)");
     ASSERT_EQ(p.skipped.size(), 1u);
@@ -126,7 +134,7 @@ TEST(AutoRanking, PicksTheBestDeviceInsideAPlugin) {
 
 // A CPU through OpenCL (PoCL) never beats the native backend; the reason says why.
 TEST(AutoRanking, NativeBeatsACpuThroughAnotherBackend) {
-    const AutoPick p = rank_devices({unavailable("cuda", "no CUDA device: cudaGetDeviceCount found 0 devices"),
+    const AutoPick p = rank({unavailable("cuda", "no CUDA device: cudaGetDeviceCount found 0 devices"),
                                      available("native", {kCpu}), available("opencl", {kCpu})});
     EXPECT_EQ(picked(p), "native:0");
     EXPECT_EQ(p.why, "auto picks native device 0 (native dev0, CPU): no GPU or accelerator available");
@@ -138,25 +146,25 @@ TEST(AutoRanking, NativeBeatsACpuThroughAnotherBackend) {
               "named");
     EXPECT_TRUE(p.skipped[1].available);
     // Without native, the OpenCL CPU is the best there is.
-    EXPECT_EQ(picked(rank_devices({available("opencl", {kCpu}), available("tiny", {kUnknown})})), "opencl:0");
+    EXPECT_EQ(picked(rank({available("opencl", {kCpu}), available("tiny", {kUnknown})})), "opencl:0");
 }
 
 TEST(AutoRanking, UnknownKindsRankLastButStillRun) {
-    const AutoPick below = rank_devices({available("old", {kUnknown, kUnknown}), available("tiny", {kCpu})});
+    const AutoPick below = rank({available("old", {kUnknown, kUnknown}), available("tiny", {kCpu})});
     EXPECT_EQ(picked(below), "tiny:0");
     ASSERT_EQ(below.skipped.size(), 1u);
     EXPECT_TRUE(has(below.skipped[0].text(), "old: device 0 (old dev0, unknown kind)")) << below.skipped[0].text();
     EXPECT_TRUE(has(below.skipped[0].text(), "ranks last")) << below.skipped[0].text();
 
-    const AutoPick only = rank_devices({available("old", {kUnknown})});
+    const AutoPick only = rank({available("old", {kUnknown})});
     EXPECT_EQ(picked(only), "old:0");
     EXPECT_EQ(only.why, "auto picks old device 0 (old dev0, unknown kind): no device of a known kind available");
     // A plugin that says it is available but lists no device still has device 0, of unknown kind.
-    EXPECT_EQ(picked(rank_devices({available("empty", {})})), "empty:0");
+    EXPECT_EQ(picked(rank({available("empty", {})})), "empty:0");
 }
 
 TEST(AutoRanking, UnavailableRecordsAreNeverPickedAndEachReasonIsKept) {
-    const AutoPick none = rank_devices({unavailable("cuda", "no CUDA device"), unavailable("opencl", "no OpenCL platform")});
+    const AutoPick none = rank({unavailable("cuda", "no CUDA device"), unavailable("opencl", "no OpenCL platform")});
     EXPECT_EQ(none.record, nullptr);
     EXPECT_TRUE(none.why.empty());
     ASSERT_EQ(none.skipped.size(), 2u);
@@ -166,10 +174,10 @@ TEST(AutoRanking, UnavailableRecordsAreNeverPickedAndEachReasonIsKept) {
     PluginRecord junk;
     junk.path = "/plugins/libxylem_junk.so";
     junk.reason = "not an ELF file";
-    const AutoPick p = rank_devices({junk, available("native", {kCpu})});
+    const AutoPick p = rank({junk, available("native", {kCpu})});
     ASSERT_EQ(p.skipped.size(), 1u);
     EXPECT_EQ(p.skipped[0].text(), "libxylem_junk.so: not an ELF file");
-    EXPECT_EQ(picked(rank_devices({})), "none");
+    EXPECT_EQ(picked(rank({})), "none");
 }
 
 TEST(AutoRanking, KindNames) {

@@ -55,6 +55,7 @@ struct AutoPick {
 };
 // The ranking itself, over records as a scan leaves them (tests pass synthetic ones).
 AutoPick rank_devices(const std::vector<PluginRecord>& records);
+AutoPick rank_devices(std::vector<PluginRecord>&&) = delete;  // the pick points into the records: keep them
 
 // A backend chosen to run on: which one, which device, and why (for the training banner).
 struct BackendChoice {
