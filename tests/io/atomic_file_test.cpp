@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -94,3 +95,47 @@ TEST_F(AtomicFileTest, RelativePathInCurrentDirectory) {
 }
 
 }  // namespace
+
+// A killed process's temp file (its pid no longer exists) is removed; a live process's, a file
+// of this process and files that only look alike are left alone.
+TEST(AtomicFileCleanup, RemovesOnlyTempFilesOfDeadProcesses) {
+    const fs::path dir = fs::temp_directory_path() / ("xylem_stale_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    ASSERT_GT(dead, 0);
+    int status = 0;
+    waitpid(dead, &status, 0);  // reaped: the pid names no process now
+    auto touch = [&](const std::string& name) { std::ofstream(dir / name) << "x"; };
+    touch("last.safetensors.tmp." + std::to_string(dead));
+    touch("metrics.json.tmp.1");                                 // pid 1 is alive
+    touch("log.csv.tmp." + std::to_string(::getpid()));          // ours
+    touch("notes.tmp.txt");                                      // not a pid
+    touch("last.safetensors");
+    const std::vector<std::string> removed = xylem::io::remove_stale_temp_files(dir.string());
+    ASSERT_EQ(removed.size(), 1u);
+    EXPECT_EQ(removed[0], (dir / ("last.safetensors.tmp." + std::to_string(dead))).string());
+    for (const char* kept : {"metrics.json.tmp.1", "notes.tmp.txt", "last.safetensors"}) EXPECT_TRUE(fs::exists(dir / kept));
+    EXPECT_TRUE(fs::exists(dir / ("log.csv.tmp." + std::to_string(::getpid()))));
+    fs::remove_all(dir);
+}
+
+// The signal-safe cleanup removes the temp file of a write in flight, never the final name.
+TEST(AtomicFileCleanup, LiveTempFilesAreRemovedForAnImmediateExit) {
+    const fs::path dir = fs::temp_directory_path() / ("xylem_live_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string path = (dir / "model.safetensors").string();
+    xylem::io::write_file_atomic(path, "old");
+    {
+        xylem::io::AtomicFile f(path);
+        f.write("new", 3);
+        ASSERT_TRUE(fs::exists(f.temp_path()));
+        xylem::io::remove_live_temp_files();  // what the second Ctrl-C does before _exit
+        EXPECT_FALSE(fs::exists(f.temp_path()));
+    }
+    std::ifstream in(path);
+    EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), "old");
+    fs::remove_all(dir);
+}
