@@ -29,31 +29,19 @@ void op_sgd_update(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework
 // p -= (lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps), as PyTorch and the native plugin evaluate it.
 void op_adam_update(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
     OpArgs a(desc, 1, 1, 3);
-    const auto attrs = a.attrs<xylem_adam_attrs>();
-    const Tensor tp = a.out(0, "param"), tm = a.out(1, "m"), tv = a.out(2, "v"), tg = a.in(0, "grad");
-    a.same_numel(tp, "param", tg, "grad");
-    a.same_numel(tp, "param", tm, "m");
-    a.same_numel(tp, "param", tv, "v");
-    plugin_kit::check_bias_corrections(a, attrs);
-    const kernels::AdamParams c{attrs.beta1, attrs.beta2, attrs.weight_decay, attrs.eps,
-                                attrs.lr / attrs.bias_correction1, 1.0f / std::sqrt(attrs.bias_correction2)};
-    kernels::adam(tp.f32(), tm.f32(), tv.f32(), tg.f32(), tp.numel, c, s.stream_);
+    const auto o = plugin_kit::adam_operands<xylem_adam_attrs>(a);
+    const kernels::AdamParams c{o.attrs.beta1, o.attrs.beta2, o.attrs.weight_decay, o.attrs.eps, o.step, o.inv_sqrt_bc2};
+    kernels::adam(o.param.f32(), o.m.f32(), o.v.f32(), o.grad.f32(), o.param.numel, c, s.stream_);
     a.check_launch();
 }
 
 // torch.optim.AdamW: p *= 1 - lr*wd, then Adam's step on the raw gradient.
 void op_adamw_update(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
     OpArgs a(desc, 1, 1, 3);
-    const auto attrs = a.attrs<xylem_adamw_attrs>();
-    const Tensor tp = a.out(0, "param"), tm = a.out(1, "m"), tv = a.out(2, "v"), tg = a.in(0, "grad");
-    a.same_numel(tp, "param", tg, "grad");
-    a.same_numel(tp, "param", tm, "m");
-    a.same_numel(tp, "param", tv, "v");
-    plugin_kit::check_bias_corrections(a, attrs);
-    const kernels::AdamParams c{attrs.beta1, attrs.beta2, 0.0f, attrs.eps, attrs.lr / attrs.bias_correction1,
-                                1.0f / std::sqrt(attrs.bias_correction2)};
-    kernels::adamw(tp.f32(), tm.f32(), tv.f32(), tg.f32(), tp.numel, c, 1.0f - attrs.lr * attrs.weight_decay,
-                   s.stream_);
+    const auto o = plugin_kit::adam_operands<xylem_adamw_attrs>(a);
+    const kernels::AdamParams c{o.attrs.beta1, o.attrs.beta2, 0.0f, o.attrs.eps, o.step, o.inv_sqrt_bc2};
+    kernels::adamw(o.param.f32(), o.m.f32(), o.v.f32(), o.grad.f32(), o.param.numel, c,
+                   1.0f - o.attrs.lr * o.attrs.weight_decay, s.stream_);
     a.check_launch();
 }
 

@@ -117,29 +117,17 @@ void op_sgd_update(const xylem_op_desc& desc, xylem_stream_s&) {
 // evaluated as PyTorch does: p -= (lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps).
 void op_adam_update(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 1, 1, 3);
-    const auto attrs = a.attrs<xylem_adam_attrs>();
-    const Tensor tp = a.out(0, "param"), tm = a.out(1, "m"), tv = a.out(2, "v"), tg = a.in(0, "grad");
-    a.same_numel(tp, "param", tg, "grad");
-    a.same_numel(tp, "param", tm, "m");
-    a.same_numel(tp, "param", tv, "v");
-    plugin_kit::check_bias_corrections(a, attrs);
-    const AdamConsts c{attrs.beta1, attrs.beta2, attrs.weight_decay, attrs.eps,
-                       attrs.lr / attrs.bias_correction1, 1.0f / std::sqrt(attrs.bias_correction2)};
-    adam(tp.f32(), tm.f32(), tv.f32(), tg.f32(), tp.numel, c);
+    const auto o = plugin_kit::adam_operands<xylem_adam_attrs>(a);
+    const AdamConsts c{o.attrs.beta1, o.attrs.beta2, o.attrs.weight_decay, o.attrs.eps, o.step, o.inv_sqrt_bc2};
+    adam(o.param.f32(), o.m.f32(), o.v.f32(), o.grad.f32(), o.param.numel, c);
 }
 
 // torch.optim.AdamW: p *= 1 - lr*wd, then Adam's step on the raw gradient.
 void op_adamw_update(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 1, 1, 3);
-    const auto attrs = a.attrs<xylem_adamw_attrs>();
-    const Tensor tp = a.out(0, "param"), tm = a.out(1, "m"), tv = a.out(2, "v"), tg = a.in(0, "grad");
-    a.same_numel(tp, "param", tg, "grad");
-    a.same_numel(tp, "param", tm, "m");
-    a.same_numel(tp, "param", tv, "v");
-    plugin_kit::check_bias_corrections(a, attrs);
-    const AdamConsts c{attrs.beta1, attrs.beta2, 0.0f, attrs.eps, attrs.lr / attrs.bias_correction1,
-                       1.0f / std::sqrt(attrs.bias_correction2)};
-    adamw(tp.f32(), tm.f32(), tv.f32(), tg.f32(), tp.numel, c, 1.0f - attrs.lr * attrs.weight_decay);
+    const auto o = plugin_kit::adam_operands<xylem_adamw_attrs>(a);
+    const AdamConsts c{o.attrs.beta1, o.attrs.beta2, 0.0f, o.attrs.eps, o.step, o.inv_sqrt_bc2};
+    adamw(o.param.f32(), o.m.f32(), o.v.f32(), o.grad.f32(), o.param.numel, c, 1.0f - o.attrs.lr * o.attrs.weight_decay);
 }
 
 // torch.optim.RMSprop: outputs (param, square_avg[, momentum_buffer if momentum > 0][, grad_avg if centered]).

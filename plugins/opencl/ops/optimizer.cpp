@@ -27,13 +27,10 @@ void op_sgd_update(const xylem_op_desc& desc, xylem_stream_s& s) {
 
 void op_adam_update(const xylem_op_desc& desc, xylem_stream_s& s) {
     OpArgs a(desc, 1, 1, 3);
-    const auto at = a.attrs<xylem_adam_attrs>();
-    const Tensor p = a.out(0, "param"), m = a.out(1, "m"), v = a.out(2, "v"), g = a.in(0, "grad");
-    a.same_numel(p, "param", g, "grad");
-    a.same_numel(p, "param", m, "m");
-    a.same_numel(p, "param", v, "v");
-    plugin_kit::check_bias_corrections(a, at);
-    const float step = at.lr / at.bias_correction1, inv_sqrt_bc2 = 1.0f / std::sqrt(at.bias_correction2);
+    const auto o = plugin_kit::adam_operands<xylem_adam_attrs>(a);
+    const auto& at = o.attrs;
+    const Tensor &p = o.param, &m = o.m, &v = o.v, &g = o.grad;
+    const float step = o.step, inv_sqrt_bc2 = o.inv_sqrt_bc2;
     Kernel(s, Family::Optimizer, "adam").arg(p.mem).arg(p.off).arg(m.mem).arg(m.off).arg(v.mem).arg(v.off).arg(g.mem)
         .arg(g.off).arg(at.beta1).arg(at.beta2).arg(at.weight_decay).arg(at.eps).arg(step).arg(inv_sqrt_bc2)
         .arg(p.numel).run(p.numel);
@@ -41,13 +38,10 @@ void op_adam_update(const xylem_op_desc& desc, xylem_stream_s& s) {
 
 void op_adamw_update(const xylem_op_desc& desc, xylem_stream_s& s) {
     OpArgs a(desc, 1, 1, 3);
-    const auto at = a.attrs<xylem_adamw_attrs>();
-    const Tensor p = a.out(0, "param"), m = a.out(1, "m"), v = a.out(2, "v"), g = a.in(0, "grad");
-    a.same_numel(p, "param", g, "grad");
-    a.same_numel(p, "param", m, "m");
-    a.same_numel(p, "param", v, "v");
-    plugin_kit::check_bias_corrections(a, at);
-    const float step = at.lr / at.bias_correction1, inv_sqrt_bc2 = 1.0f / std::sqrt(at.bias_correction2);
+    const auto o = plugin_kit::adam_operands<xylem_adamw_attrs>(a);
+    const auto& at = o.attrs;
+    const Tensor &p = o.param, &m = o.m, &v = o.v, &g = o.grad;
+    const float step = o.step, inv_sqrt_bc2 = o.inv_sqrt_bc2;
     const float decay = 1.0f - at.lr * at.weight_decay;
     Kernel(s, Family::Optimizer, "adamw").arg(p.mem).arg(p.off).arg(m.mem).arg(m.off).arg(v.mem).arg(v.off)
         .arg(g.mem).arg(g.off).arg(at.beta1).arg(at.beta2).arg(at.eps).arg(step).arg(inv_sqrt_bc2).arg(decay)

@@ -7,6 +7,7 @@
 // Overlap checks and backend limits (BLAS int sizes, scratch) stay with the plugin.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <type_traits>
@@ -350,6 +351,28 @@ template <class Args, class Attrs>
 void check_bias_corrections(const Args& a, const Attrs& at) {
     if (!(at.bias_correction1 > 0.0f && at.bias_correction2 > 0.0f))
         a.fail("bias corrections must be > 0, got %g and %g", at.bias_correction1, at.bias_correction2);
+}
+
+// Outputs (param, m, v), input grad, all of param's element count; and the step as PyTorch
+// evaluates it: p -= step * m / (sqrt(v) * inv_sqrt_bc2 + eps), step = lr / bias_correction1.
+template <class Tensor, class Attrs>
+struct AdamOperands {
+    Attrs attrs;
+    Tensor param, m, v, grad;
+    float step, inv_sqrt_bc2;
+};
+
+template <class Attrs, class Args>
+AdamOperands<typename Args::Tensor, Attrs> adam_operands(const Args& a) {
+    const Attrs at = a.template attrs<Attrs>();
+    check_bias_corrections(a, at);
+    AdamOperands<typename Args::Tensor, Attrs> o{at,           a.out(0, "param"), a.out(1, "m"),
+                                                 a.out(2, "v"), a.in(0, "grad"),  at.lr / at.bias_correction1,
+                                                 1.0f / std::sqrt(at.bias_correction2)};
+    a.same_numel(o.param, "param", o.grad, "grad");
+    a.same_numel(o.param, "param", o.m, "m");
+    a.same_numel(o.param, "param", o.v, "v");
+    return o;
 }
 
 // ---- add -------------------------------------------------------------------------------------
