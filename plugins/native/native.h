@@ -146,7 +146,12 @@ void channel_bias_activate(int act, const float* b, const float* x, int64_t ldx,
 // ---- op kernels (ops/<family>.cpp); each validates its descriptor and throws OpError --------
 // The reference backend implements every op of ops.h (a new op fails to link here until it has
 // its kernel). The stream gives the kernel its scratch arena (reset before each op).
-#define XYLEM_NATIVE_OPS(X) XYLEM_PLUGIN_KIT_OPS(X)
+#define XYLEM_NATIVE_OPS(X) \
+    X(fill) X(copy) X(axpby) X(mul) X(gemm) X(linear_fwd) X(bias_grad) X(act_fwd) X(act_bwd) X(softmax_fwd) \
+    X(softmax_bwd) X(xent_fwd) X(xent_bwd) X(nll_fwd) X(nll_bwd) X(mse_fwd) X(mse_bwd) X(dropout_fwd)       \
+    X(sgd_update) X(adam_update) X(accuracy) X(conv2d_fwd) X(conv2d_bwd_data) X(conv2d_bwd_filter)          \
+    X(pool2d_fwd) X(pool2d_bwd) X(batchnorm_fwd) X(batchnorm_bwd) X(gather_rows) X(rmsprop_update)          \
+    X(adamw_update) X(clamp) X(sum_squares) X(clip_by_norm) X(add)
 using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&);
 #define XYLEM_DECLARE_OP(name) void op_##name(const xylem_op_desc&, xylem_stream_s&);
 XYLEM_NATIVE_OPS(XYLEM_DECLARE_OP)

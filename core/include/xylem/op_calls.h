@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "xylem/tensor.h"
 
@@ -51,6 +52,16 @@ void sum_squares(Device& dev, const Tensor& x, Tensor& acc, float beta);
 void clip_by_norm(Device& dev, const Tensor& sumsq, Tensor& x, float max_norm, float eps = 1e-6f);
 // out = alpha*a + beta*b, b of a's shape, a row vector [cols] or a column vector [..., 1] (ops.h's ADD)
 void add(Device& dev, float alpha, const Tensor& a, float beta, const Tensor& b, Tensor& out);
+// Runs a fused_elementwise program (ops.h; build one with FusedBuilder, xylem/fused_builder.h):
+// inputs broadcast by attrs.input_modes, outputs of one element count. An output that is also an input
+// (the same tensor) is updated in place.
+void fused_elementwise(Device& dev, const xylem_fused_attrs& attrs, const std::vector<const Tensor*>& inputs,
+                       const std::vector<Tensor*>& outputs);
+// out = beta*out + sum, mean or max of x over `axis` (-1: every element); out holds the remaining
+// elements and stays on the device (ops.h's REDUCE)
+void reduce(Device& dev, const Tensor& x, Tensor& out, xylem_reduce_mode mode, int axis, float beta = 0.0f);
+// out[idx[i], ...] += src[i, ...] (the embedding gradient; repeated indices accumulate)
+void scatter_add_rows(Device& dev, const Tensor& src, const Tensor& idx, Tensor& out);
 // correct[0] += number of rows whose argmax equals the label
 void accuracy(Device& dev, const Tensor& logits, const Tensor& labels, Tensor& correct);
 // out[i] = src[idx[i]] along axis 0 (rows of a device-resident dataset; f32 or i32)

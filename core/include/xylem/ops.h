@@ -141,13 +141,32 @@ extern "C" {
        out = alpha*a + beta*b, with b broadcast: b of a's shape (elementwise), b [cols] (a row vector,   \
        added to every row) or b of a's leading dims then 1, [..., 1] (a column vector, one value per     \
        row). alpha = beta = 1 adds; beta = -1 subtracts.  attrs xylem_add_attrs.  tol 1e-6 */ \
-    X(34, ADD, add)
+    X(34, ADD, add) \
+    /* fused_elementwise (ABI 1.5): runs the small elementwise program in xylem_fused_attrs (below) over   \
+       one iteration space. outputs (1..XYLEM_FUSED_MAX_OUTPUTS, one element count, seen as [rows, cols]  \
+       with cols = output 0's last dim); inputs (0..XYLEM_FUSED_MAX_INPUTS), input i broadcast by          \
+       attrs.input_modes[i]: FULL rows*cols elements, ROW cols (one row for every row), COL rows (one value  \
+       per row), SCALAR 1. An input may share memory with an output only exactly (same buffer and offset, \
+       FULL): every element's inputs are read before its outputs are written. The rule and the opcodes'  \
+       semantics are plugin_kit/fused.h's.  tol 1e-5 (relative to max(1, max|ref|), per output) */ \
+    X(35, FUSED_ELEMENTWISE, fused_elementwise) \
+    /* reduce (ABI 1.5): inputs (x), outputs (out(rw)). x is viewed as [outer, n, inner] around attrs.axis \
+       (outer = product of the dims before it, inner = after); axis = -1 reduces every element (outer =   \
+       inner = 1). out holds outer*inner elements (any shape): out = beta*out + sum, mean or max over n;   \
+       out not read when beta == 0. max over n = 0 is -inf, mean over n = 0 is NaN; max propagates NaN.   \
+       Deterministic on a device.  attrs xylem_reduce_attrs.  tol 1e-5*max(1, sqrt(R/1024)) */ \
+    X(36, REDUCE, reduce) \
+    /* scatter_add_rows (ABI 1.5, the embedding gradient): inputs (src [N, ...] f32, idx [N] i32 with      \
+       0 <= idx < R), outputs (out(rw) [R, ...], src's trailing dims): out[idx[i], ...] += src[i, ...];   \
+       repeated indices accumulate; rows no index names are untouched.  tol 1e-5*max(1, R/32), R = the most \
+       repeats of one index */ \
+    X(37, SCATTER_ADD_ROWS, scatter_add_rows)
 
 typedef enum xylem_op {
 #define XYLEM_OP_ENUM_(number, ENUM, name) XYLEM_OP_##ENUM = number,
     XYLEM_OP_LIST(XYLEM_OP_ENUM_)
 #undef XYLEM_OP_ENUM_
-    XYLEM_OP_COUNT_ = 35 /* number of ops in this version of the header (checked against the list below) */
+    XYLEM_OP_COUNT_ = 38 /* number of ops in this version of the header (checked against the list below) */
 } xylem_op;
 
 /* Each op's position in the list: the check below fails to compile when a number is not its
@@ -207,6 +226,88 @@ typedef struct xylem_sum_squares_attrs { float beta; } xylem_sum_squares_attrs;
 typedef struct xylem_clip_by_norm_attrs { float max_norm, eps; } xylem_clip_by_norm_attrs;
 /* ABI 1.4 */
 typedef struct xylem_add_attrs { float alpha, beta; } xylem_add_attrs;
+
+/* ABI 1.5: fused_elementwise's program. A straight-line program over float32 registers, run once per
+ * element of the iteration space, instructions in order. Self-contained (no pointers: a captured op
+ * keeps a byte copy) and versioned: a plugin refuses a version it does not know. The opcodes:
+ * X(number, ENUM, name, arity) with arity = register operands read (a, b, c in that order);
+ * plugin_kit/fused.h holds each one's arithmetic (fused_apply) and C text (fused_expr), the one home
+ * every backend uses. Append only. */
+#define XYLEM_FUSED_VERSION 1
+#define XYLEM_FUSED_MAX_INSTRS 192
+#define XYLEM_FUSED_MAX_REGS 64
+#define XYLEM_FUSED_MAX_PARAMS 32
+#define XYLEM_FUSED_MAX_INPUTS 16
+#define XYLEM_FUSED_MAX_OUTPUTS 8
+#define XYLEM_FUSED_OPCODE_LIST(X) \
+    X(0, INPUT, input, 0)   /* r[dst] = input a at this element (broadcast by its mode) */ \
+    X(1, PARAM, param, 0)   /* r[dst] = params[a]: a value bound at each run (learning rate, ...) */ \
+    X(2, CONST, const, 0)   /* r[dst] = imm */ \
+    X(3, OUTPUT, output, 1) /* output dst at this element = r[a]; each output stored exactly once */ \
+    X(4, ADD, add, 2)       /* a + b */ \
+    X(5, SUB, sub, 2)       /* a - b */ \
+    X(6, MUL, mul, 2)       /* a * b */ \
+    X(7, DIV, div, 2)       /* a / b (IEEE: x/0 = +-inf, 0/0 = NaN) */ \
+    X(8, MIN, min, 2)       /* the smaller; NaN when either is NaN (torch.minimum) */ \
+    X(9, MAX, max, 2)       /* the larger; NaN when either is NaN (torch.maximum) */ \
+    X(10, NEG, neg, 1)      /* -a */ \
+    X(11, ABS, abs, 1)      /* |a| */ \
+    X(12, EXP, exp, 1)      /* e^a */ \
+    X(13, LOG, log, 1)      /* ln a (NaN below 0, -inf at 0) */ \
+    X(14, SQRT, sqrt, 1)    /* sqrt a */ \
+    X(15, RSQRT, rsqrt, 1)  /* 1 / sqrt a */ \
+    X(16, TANH, tanh, 1)    /* tanh a */ \
+    X(17, SIGMOID, sigmoid, 1) /* 1 / (1 + e^-a) */ \
+    X(18, RELU, relu, 1)    /* a > 0 ? a : 0 (NaN gives 0, as act_fwd) */ \
+    X(19, FMA, fma, 3)      /* a * b + c */ \
+    X(20, SELECT, select, 3) /* a != 0 ? b : c */ \
+    X(21, GT, gt, 2)        /* a > b ? 1 : 0 */ \
+    X(22, GE, ge, 2)        /* a >= b ? 1 : 0 */ \
+    X(23, EQ, eq, 2)        /* a == b ? 1 : 0 */ \
+    X(24, TANH_GRAD, tanh_grad, 2)       /* a * (1 - b*b): dy through y = tanh(x) (act_bwd) */ \
+    X(25, SIGMOID_GRAD, sigmoid_grad, 2) /* a * b * (1 - b): dy through y = sigmoid(x) */ \
+    X(26, RELU_GRAD, relu_grad, 2)       /* b > 0 ? a : 0: dy through y = relu(x) */ \
+    X(27, SQUARE, square, 1) /* a * a */ \
+    X(28, RECIP, recip, 1)   /* 1 / a */
+
+typedef enum xylem_fused_opcode {
+#define XYLEM_FUSED_OPCODE_ENUM_(number, ENUM, name, arity) XYLEM_FUSED_##ENUM = number,
+    XYLEM_FUSED_OPCODE_LIST(XYLEM_FUSED_OPCODE_ENUM_)
+#undef XYLEM_FUSED_OPCODE_ENUM_
+    XYLEM_FUSED_OPCODE_COUNT_ = 29
+} xylem_fused_opcode;
+
+typedef enum xylem_fused_input_mode {
+    XYLEM_FUSED_FULL = 0,   /* rows*cols elements, one per element */
+    XYLEM_FUSED_ROW = 1,    /* cols elements: the same row for every row */
+    XYLEM_FUSED_COL = 2,    /* rows elements: one value per row */
+    XYLEM_FUSED_SCALAR = 3  /* 1 element for every element */
+} xylem_fused_input_mode;
+
+typedef struct xylem_fused_instr {
+    uint8_t op;      /* xylem_fused_opcode */
+    uint8_t dst;     /* register written; OUTPUT: the output index */
+    uint8_t a, b, c; /* registers read; INPUT: the input index; PARAM: the params index */
+    uint8_t pad_[3];
+    float imm;       /* CONST's value */
+} xylem_fused_instr;
+
+typedef struct xylem_fused_attrs {
+    uint32_t version;  /* XYLEM_FUSED_VERSION */
+    uint32_t n_instrs; /* 1..XYLEM_FUSED_MAX_INSTRS */
+    uint32_t n_regs;   /* registers used, 1..XYLEM_FUSED_MAX_REGS; a register is written before it is read */
+    uint32_t n_params; /* 0..XYLEM_FUSED_MAX_PARAMS */
+    uint8_t input_modes[XYLEM_FUSED_MAX_INPUTS]; /* xylem_fused_input_mode of each input */
+    float params[XYLEM_FUSED_MAX_PARAMS];
+    xylem_fused_instr code[XYLEM_FUSED_MAX_INSTRS];
+} xylem_fused_attrs;
+
+typedef enum xylem_reduce_mode { XYLEM_REDUCE_SUM = 0, XYLEM_REDUCE_MEAN = 1, XYLEM_REDUCE_MAX = 2 } xylem_reduce_mode;
+typedef struct xylem_reduce_attrs {
+    int32_t mode; /* xylem_reduce_mode */
+    int32_t axis; /* 0..ndim-1, or -1 for every element */
+    float beta;
+} xylem_reduce_attrs;
 
 /* Output size per axis: (in + 2*pad - dilation*(kernel-1) - 1) / stride + 1 (floor).
  * beta is used by CONV2D_BWD_FILTER only; activation by CONV2D_FWD only. */

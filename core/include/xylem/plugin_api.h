@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 #define XYLEM_ABI_MAJOR 1
-#define XYLEM_ABI_MINOR 4
+#define XYLEM_ABI_MINOR 5
 
 /* The one symbol a plugin exports: returns its static table (never NULL). */
 #define XYLEM_PLUGIN_ENTRY_NAME "xylem_plugin_entry"
@@ -155,7 +155,8 @@ typedef struct xylem_plugin {
      * (A member, not a field of xylem_probe_info: plugins clear the probe struct with their own
      * sizeof, so a field appended there would be written past an older core's struct.) */
     void (*device_kinds)(uint32_t* kinds, uint32_t count);
-    /* end of ABI 1.3 (ABI 1.4 added the op add only) */
+    /* end of ABI 1.3 (ABI 1.4 added the op add only; ABI 1.5 the ops fused_elementwise, reduce and
+     * scatter_add_rows) */
 } xylem_plugin;
 
 #ifdef __cplusplus
