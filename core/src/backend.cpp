@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 
+#include "fusion_internal.h"
 #include "xylem/error.h"
 #include "xylem/profiler.h"
 
@@ -70,10 +71,16 @@ Device::~Device() {
 std::string Device::name() const { return backend_->name() + ":" + std::to_string(index_); }
 
 void Device::run(const xylem_op_desc& desc) {
+    if (fusion_) return fusion::submit(*fusion_, *this, desc);
+    launch(desc);
+}
+
+void Device::launch(const xylem_op_desc& desc) {
     if (!backend_->supports(desc.op))
         throw Error(std::string("op ") + op_name(desc.op) + " is not supported by backend '" + backend_->name() + "'");
     const xylem_plugin& api = backend_->api();
     xylem_framework_t fw = backend_->framework();
+    ++launches_;
     if (!profiler::enabled()) {
         xylem_status st = api.op_run(fw, stream_, &desc);
         if (st != XYLEM_OK) backend_->check(st, op_name(desc.op));
@@ -86,6 +93,7 @@ void Device::run(const xylem_op_desc& desc) {
 }
 
 void Device::sync() {
+    if (fusion_) fusion::flush(*fusion_);  // deferred ops run before the host waits for them
     if (capture_log_)
         throw Error(name() + ": a host read or device sync inside a captured step cannot be recorded (it would run "
                              "once, at capture, not at every launch)");

@@ -21,6 +21,9 @@ namespace xylem {
      (table)->member != nullptr)
 
 class Device;
+namespace fusion {
+struct StepState;  // a running StepFusion (xylem/fusion.h)
+}
 struct CaptureLog;  // what an open capture touched (core internal, core/src/storage.h)
 
 class Backend : public std::enable_shared_from_this<Backend> {
@@ -71,8 +74,17 @@ public:
     bool host_memory() const { return backend_->host_memory(); }
     xylem_stream_t stream() const { return stream_; }
 
-    // Runs one op (enqueued on this device's stream); errors name the op and backend.
+    // Runs one op (enqueued on this device's stream); errors name the op and backend. While a
+    // fusion::StepFusion runs a step on this device, the op goes through it (it may be deferred and
+    // run as part of a fused program).
     void run(const xylem_op_desc& desc);
+    // Runs one op on the plugin now, bypassing any step fusion (the pass's own launches).
+    void launch(const xylem_op_desc& desc);
+    // Ops enqueued on the device so far (every launch() counts one): launches per step.
+    uint64_t launches() const { return launches_; }
+    // Set by fusion::StepFusion while it runs a step on this device; null otherwise.
+    fusion::StepState* fusion_state() const { return fusion_; }
+    void set_fusion_state(fusion::StepState* f) { fusion_ = f; }
     // Waits for the stream. Refused while capturing: a host wait cannot be recorded.
     void sync();
 
@@ -92,6 +104,8 @@ private:
     uint64_t location_bit_;
     xylem_stream_t stream_ = nullptr;
     CaptureLog* capture_log_ = nullptr;
+    fusion::StepState* fusion_ = nullptr;
+    uint64_t launches_ = 0;
 };
 
 const char* op_name(uint32_t op);
