@@ -146,4 +146,8 @@ std::string Sequential::summary() const {
     return s;
 }
 
+void Sequential::reset_state() {
+    for (auto& l : layers_) l->reset_state();
+}
+
 }  // namespace xylem

@@ -42,6 +42,10 @@ public:
     // Host-side counters that a resumed run must restore to give identical results (dropout's
     // mask stream), by name; checkpoints save them beside the tensors.
     virtual std::vector<std::pair<std::string, uint64_t*>> counters() { return {}; }
+    // Recurrent layers carry their hidden state from one batch to the next (truncated
+    // back-propagation through time); this drops it (zero state), at each epoch's start and before
+    // validation or sampling. Other layers have no state to drop.
+    virtual void reset_state() {}
     // Takes over a following activation layer (one fused op) when this layer and the backend
     // can; returns whether it did.
     virtual bool fuse_activation(xylem_activation, Backend&) { return false; }

@@ -32,6 +32,8 @@ public:
     std::vector<Param*> state();  // params, then buffers: every tensor a checkpoint holds
     // Every layer's host counters, named "<layer index>.<counter>" ("3.mask_calls").
     std::vector<std::pair<std::string, uint64_t*>> counters();
+    // Every layer's reset_state(): drops recurrent state carried between batches.
+    void reset_state();
     std::string summary() const;  // one line per layer, with shapes and fusion
 
 private:
