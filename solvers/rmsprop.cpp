@@ -14,17 +14,17 @@ Rmsprop::Rmsprop(const RmspropOptions& o) : Solver(o.lr), o_(o) {
     if (!(o.weight_decay >= 0)) throw Error("solver.weight_decay must be >= 0");
 }
 
-void Rmsprop::update(Device& dev, const std::vector<Param*>& params) {
+void Rmsprop::prepare(Device& dev, const std::vector<Param*>& params) {
     ++steps_;
-    auto& sq = state(square_avg_, dev, params);
-    std::vector<Tensor>* buf = o_.momentum > 0 ? &state(momentum_buffer_, dev, params) : nullptr;
-    std::vector<Tensor>* ga = o_.centered ? &state(grad_avg_, dev, params) : nullptr;
-    for (size_t i = 0; i < params.size(); ++i) {
-        const xylem_rmsprop_attrs a{lr_, o_.alpha, o_.eps, weight_decay_for(*params[i], o_.weight_decay), o_.momentum,
-                                    o_.centered ? 1 : 0};
-        ops::rmsprop_update(dev, params[i]->value, sq[i], buf ? &(*buf)[i] : nullptr, ga ? &(*ga)[i] : nullptr,
-                            params[i]->grad, a);
-    }
+    state(square_avg_, dev, params);
+    if (o_.momentum > 0) state(momentum_buffer_, dev, params);
+    if (o_.centered) state(grad_avg_, dev, params);
+}
+
+void Rmsprop::update_one(Device& dev, size_t i, Param& p) {
+    const xylem_rmsprop_attrs a{lr_, o_.alpha, o_.eps, weight_decay_for(p, o_.weight_decay), o_.momentum, o_.centered ? 1 : 0};
+    ops::rmsprop_update(dev, p.value, square_avg_[i], o_.momentum > 0 ? &momentum_buffer_[i] : nullptr,
+                        o_.centered ? &grad_avg_[i] : nullptr, p.grad, a);
 }
 
 std::vector<Solver::StateSlot> Rmsprop::state_slots(Device& dev, const std::vector<Param*>& params) {

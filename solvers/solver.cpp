@@ -43,21 +43,23 @@ std::vector<uint32_t> Solver::ops_needed() const {
 void Solver::step(Device& dev, const std::vector<Param*>& params) {
     if (dev.capture_log())
         if (const std::string why = capture_blocker(); !why.empty()) throw Error(why);
-    clip(dev, params);
-    update(dev, params);
-}
-
-// By norm: the squared norms of every gradient are summed into one device scalar (in parameter
-// order, so the sum is reproducible), and each gradient is scaled by a factor the device computes
-// from it. The host never reads the norm, so the step stays asynchronous and capturable.
-void Solver::clip(Device& dev, const std::vector<Param*>& params) {
-    if (clip_.value > 0)
-        for (Param* p : params) ops::clamp(dev, p->grad, -clip_.value, clip_.value);
-    if (clip_.norm > 0 && !params.empty()) {
+    if (clip_.norm > 0 && !params.empty()) {  // the global norm needs every gradient first
         if (!norm_sq_.defined()) norm_sq_ = Tensor({1}, DType::F32, dev);
         for (size_t i = 0; i < params.size(); ++i) ops::sum_squares(dev, params[i]->grad, norm_sq_, i == 0 ? 0.0f : 1.0f);
-        for (Param* p : params) ops::clip_by_norm(dev, norm_sq_, p->grad, clip_.norm, 1e-6f);
     }
+    prepare(dev, params);
+    for (size_t i = 0; i < params.size(); ++i) {
+        clip(dev, *params[i]);
+        update_one(dev, i, *params[i]);
+    }
+}
+
+// By norm: the squared norms of every gradient are summed into one device scalar (step(), in
+// parameter order, so the sum is reproducible), and each gradient is scaled by a factor the device
+// computes from it. The host never reads the norm, so the step stays asynchronous and capturable.
+void Solver::clip(Device& dev, Param& p) {
+    if (clip_.value > 0) ops::clamp(dev, p.grad, -clip_.value, clip_.value);
+    if (clip_.norm > 0) ops::clip_by_norm(dev, norm_sq_, p.grad, clip_.norm, 1e-6f);
 }
 
 Sgd::Sgd(const SgdOptions& o) : Solver(o.lr), o_(o) {
@@ -67,16 +69,18 @@ Sgd::Sgd(const SgdOptions& o) : Solver(o.lr), o_(o) {
         throw Error("solver.nesterov needs momentum > 0 and dampening = 0");
 }
 
-void Sgd::update(Device& dev, const std::vector<Param*>& params) {
+void Sgd::prepare(Device& dev, const std::vector<Param*>& params) {
     // PyTorch seeds the velocity with the first gradient undamped; from a zero velocity that
     // is one step with dampening 0.
-    xylem_sgd_attrs a{lr_, o_.momentum, steps_ == 0 ? 0.0f : o_.dampening, o_.weight_decay, o_.nesterov ? 1 : 0};
+    step_ = {lr_, o_.momentum, steps_ == 0 ? 0.0f : o_.dampening, o_.weight_decay, o_.nesterov ? 1 : 0};
     ++steps_;
-    auto& vel = state(velocity_, dev, params);
-    for (size_t i = 0; i < params.size(); ++i) {
-        a.weight_decay = weight_decay_for(*params[i], o_.weight_decay);
-        ops::sgd_update(dev, params[i]->value, vel[i], params[i]->grad, a);
-    }
+    state(velocity_, dev, params);
+}
+
+void Sgd::update_one(Device& dev, size_t i, Param& p) {
+    xylem_sgd_attrs a = step_;
+    a.weight_decay = weight_decay_for(p, o_.weight_decay);
+    ops::sgd_update(dev, p.value, velocity_[i], p.grad, a);
 }
 
 std::vector<Solver::StateSlot> Sgd::state_slots(Device& dev, const std::vector<Param*>& params) {
@@ -95,21 +99,21 @@ std::string Adam::capture_blocker() const {
            "\": its bias corrections change every step and a captured update would replay one step's";
 }
 
-void Adam::update(Device& dev, const std::vector<Param*>& params) {
+void Adam::prepare(Device& dev, const std::vector<Param*>& params) {
     ++steps_;
     const double t = static_cast<double>(steps_);
-    const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(o_.beta1), t));
-    const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(o_.beta2), t));
-    auto& m = state(m_, dev, params);
-    auto& v = state(v_, dev, params);
-    for (size_t i = 0; i < params.size(); ++i) {
-        const float wd = weight_decay_for(*params[i], o_.weight_decay);
-        Param& p = *params[i];
-        if (decoupled_)
-            ops::adamw_update(dev, p.value, m[i], v[i], p.grad, xylem_adamw_attrs{lr_, o_.beta1, o_.beta2, o_.eps, wd, bc1, bc2});
-        else
-            ops::adam_update(dev, p.value, m[i], v[i], p.grad, xylem_adam_attrs{lr_, o_.beta1, o_.beta2, o_.eps, wd, bc1, bc2});
-    }
+    bc1_ = static_cast<float>(1.0 - std::pow(static_cast<double>(o_.beta1), t));
+    bc2_ = static_cast<float>(1.0 - std::pow(static_cast<double>(o_.beta2), t));
+    state(m_, dev, params);
+    state(v_, dev, params);
+}
+
+void Adam::update_one(Device& dev, size_t i, Param& p) {
+    const float wd = weight_decay_for(p, o_.weight_decay);
+    if (decoupled_)
+        ops::adamw_update(dev, p.value, m_[i], v_[i], p.grad, xylem_adamw_attrs{lr_, o_.beta1, o_.beta2, o_.eps, wd, bc1_, bc2_});
+    else
+        ops::adam_update(dev, p.value, m_[i], v_[i], p.grad, xylem_adam_attrs{lr_, o_.beta1, o_.beta2, o_.eps, wd, bc1_, bc2_});
 }
 
 std::vector<Solver::StateSlot> Adam::state_slots(Device& dev, const std::vector<Param*>& params) {

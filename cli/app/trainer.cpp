@@ -27,6 +27,7 @@
 #include "app/run_report.h"
 #include "xylem/solvers/schedule.h"
 #include "xylem/error.h"
+#include "xylem/fusion.h"
 #include "xylem/graph.h"
 #include "xylem/io/atomic_file.h"
 #include "xylem/op_calls.h"
@@ -90,6 +91,7 @@ private:
     void end_epoch(int epoch);
     void save_last();
     void write_metrics();
+    void print_fusion_profile();
     void progress(int epoch, int64_t step, double loss, bool last_of_epoch);
     void apply_schedule(int epoch);
     int64_t steps_left_in_run() const;
@@ -125,13 +127,16 @@ private:
     Tensor loss_sum_;
     Graph graph_;
     int64_t eager_full_steps_ = 0;
+    // Full-size steps run through the fusion pass (xylem/fusion.h): recorded once, then fused.
+    fusion::StepFusion fusion_;
 };
 
 Run::Run(const RunConfig& c, Device& dev, std::ostream& out, const TrainOptions& opt)
     : c_(c), dev_(dev), out_(out), opt_(opt), resuming_(!opt.resume_from.empty()),
       // The out dir must take files before any work is done, not after an epoch of training.
       files_(prepare_run_dir(c.out_dir, &stale_)), data_(load_run_data(c)), shuffle_rng_(c.seed),
-      report_(out, opt.progress, files_, resuming_), loss_sum_({1}, DType::F32, dev) {
+      report_(out, opt.progress, files_, resuming_), loss_sum_({1}, DType::F32, dev),
+      fusion_(dev, fusion::enabled(c.fusion)) {
     model_ = build_model(c);
     model_->build(dev, {1, data_.train.rows, data_.train.cols}, c.seed);
     loss_ = make_loss(c.loss);
@@ -247,6 +252,18 @@ void Run::save_last() {
     result_.last_checkpoint = files_.last;
 }
 
+// --profile's fusion table: launches per step and every fused program with the ops it replaced.
+void Run::print_fusion_profile() {
+    out_ << "\nfusion: " << (fusion_.enabled() ? "on" : "off (train.fusion = false or XYLEM_FUSION=0)")
+         << "; launches per training step: " << fusion_.last_step_launches() << " (" << fusion_.last_step_ops()
+         << " ops issued)\n";
+    if (const std::string note = fusion_.note(); !note.empty() && fusion_.enabled()) out_ << "  note: " << note << "\n";
+    size_t k = 0;
+    for (const fusion::ProgramInfo& p : fusion_.programs())
+        out_ << "  program " << k++ << ": " << p.ops_replaced << " ops -> 1 launch over " << p.elements
+             << " elements: " << p.members << "\n      " << p.text << "\n";
+}
+
 void Run::write_metrics() {
     RunSummary sum;
     sum.config = c_.source;
@@ -322,6 +339,7 @@ TrainResult Run::go() {
         profiler::enable(false);
         out_ << "\nprofile (each op timed with a device sync):\n";
         profiler::print(out_);
+        print_fusion_profile();
     }
     write_metrics();
     if (!result_.stopped_by_signal) save_checkpoint(result_.checkpoint_path, *model_, meta_);
@@ -372,11 +390,14 @@ bool Run::run_steps(int epoch) {
             if (graph_.defined() && n == batch) {
                 graph_.launch();
             } else if (c_.capture && n == batch && eager_full_steps_ >= kWarmupSteps) {
-                graph_ = Graph::capture(dev_, [&] { run_step(first, n); });
+                // the capture records the fused step: fused programs replay like any op
+                graph_ = Graph::capture(dev_, [&] { fusion_.run([&] { run_step(first, n); }); });
                 graph_.launch();
+            } else if (n == batch) {
+                fusion_.run([&] { run_step(first, n); });
+                ++eager_full_steps_;
             } else {
-                run_step(first, n);
-                eager_full_steps_ += n == batch;
+                run_step(first, n);  // a tail batch: other shapes than the recorded step
             }
         }
         st_.seen += n;

@@ -92,6 +92,14 @@ void Device::launch(const xylem_op_desc& desc) {
     profiler::record(desc.op, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
+void Device::flush_deferred() {
+    if (fusion_) fusion::flush(*fusion_);
+}
+
+void Device::note_host_read(xylem_buffer_t buffer) {
+    if (fusion_) fusion::note_host_read(*fusion_, buffer);
+}
+
 void Device::sync() {
     if (fusion_) fusion::flush(*fusion_);  // deferred ops run before the host waits for them
     if (capture_log_)

@@ -177,7 +177,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
 
     Section train = top.sub("train");
     train.allow({"epochs", "batch_size", "seed", "print_every", "max_steps", "steps_per_epoch", "out", "capture",
-                 "checkpoint_every", "on_nonfinite", "best_metric", "test_every_epoch", "early_stopping"});
+                 "fusion", "checkpoint_every", "on_nonfinite", "best_metric", "test_every_epoch", "early_stopping"});
     train.get("epochs", c.epochs, ranges::epochs);
     train.get("batch_size", c.batch_size, ranges::batch_size);
     train.get("seed", c.seed, ranges::seed);
@@ -186,6 +186,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     train.get("steps_per_epoch", c.steps_per_epoch, ranges::steps_per_epoch);
     train.get("out", c.out_dir);
     train.get("capture", c.capture);
+    train.get("fusion", c.fusion);
     train.get("checkpoint_every", c.checkpoint_every, ranges::checkpoint_every);
     train.get("test_every_epoch", c.test_every_epoch);
     train.get("on_nonfinite", c.on_nonfinite);

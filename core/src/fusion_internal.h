@@ -10,5 +10,7 @@ namespace xylem::fusion {
 void submit(StepState& state, Device& dev, const xylem_op_desc& desc);
 // Device::sync: launches every deferred op first (the host is about to wait for them).
 void flush(StepState& state);
+// The host reads `buffer` during the step (flushes first): a recording never elides its writes.
+void note_host_read(StepState& state, xylem_buffer_t buffer);
 
 }  // namespace xylem::fusion

@@ -119,6 +119,7 @@ struct Tensor::Storage {
 
     // Brings the host copy up to date from whichever device holds the current data.
     void pull_to_host(bool explicit_transfer) {
+        for (Copy& c : copies) c.dev->note_host_read(c.buffer);  // a fused step launches held-back ops
         if (valid & kHostBit) {
             if (alias_bits) copies_alias_dev()->sync();  // device work may still write it
             return;
@@ -152,6 +153,7 @@ struct Tensor::Storage {
             throw Error("strict transfer mode: implicit host->device copy of " + std::to_string(bytes) + " bytes to " +
                         dev.name());
         Backend& b = dev.backend();
+        dev.flush_deferred();  // held-back ops that read this buffer run before the copy overwrites it
         b.check(b.api().copy_h2d(b.framework(), dev.stream(), c.buffer, 0, host, bytes), "host->device copy");
         pending_upload = &dev;
         count_transfer(dev, true, bytes);

@@ -89,6 +89,7 @@ void Tensor::upload_from(Device& dev, const void* src) {
     note_capture(dev, partial(), true);
     Backend& b = dev.backend();
     const uint64_t at = static_cast<uint64_t>(offset_) * dtype_size(dtype_);
+    dev.flush_deferred();  // held-back ops that read this buffer run before the copy overwrites it
     b.check(b.api().copy_h2d(b.framework(), dev.stream(), buf, at, src, bytes()), "host->device copy");
     count_transfer(dev, true, bytes());
     s.set_only(dev.location_bit());

@@ -82,6 +82,10 @@ public:
     void launch(const xylem_op_desc& desc);
     // Ops enqueued on the device so far (every launch() counts one): launches per step.
     uint64_t launches() const { return launches_; }
+    // Copies and host reads go through the stream in order with ops: ops a fused step holds back
+    // are launched first. note_host_read also tells the pass the host reads `buffer`.
+    void flush_deferred();
+    void note_host_read(xylem_buffer_t buffer);
     // Set by fusion::StepFusion while it runs a step on this device; null otherwise.
     fusion::StepState* fusion_state() const { return fusion_; }
     void set_fusion_state(fusion::StepState* f) { fusion_ = f; }

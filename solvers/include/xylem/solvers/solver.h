@@ -58,7 +58,12 @@ public:
 protected:
     explicit Solver(float lr) : lr_(lr) {}
     // One update of every parameter (the gradients are already clipped).
-    virtual void update(Device& dev, const std::vector<Param*>& params) = 0;
+    // One step's update, in two parts so that each parameter's clipping and update are issued back
+    // to back (one fused program per parameter when the fusion pass runs): prepare() takes the
+    // step's host values and makes sure the state tensors exist (their zero fills come first);
+    // update_one() updates parameter i.
+    virtual void prepare(Device& dev, const std::vector<Param*>& params) = 0;
+    virtual void update_one(Device& dev, size_t i, Param& p) = 0;
     virtual std::vector<uint32_t> update_ops() const = 0;
     // One zero-filled state tensor per parameter, created on the device on first use.
     static std::vector<Tensor>& state(std::vector<Tensor>& slots, Device& dev, const std::vector<Param*>& params);
@@ -66,7 +71,7 @@ protected:
     uint64_t steps_ = 0;  // updates applied so far (SGD's first-step rule, Adam's bias correction)
 
 private:
-    void clip(Device& dev, const std::vector<Param*>& params);
+    void clip(Device& dev, Param& p);
     ClipOptions clip_;
     bool no_decay_bias_ = false;
     Tensor norm_sq_;  // the squared global gradient norm, a device scalar
@@ -84,12 +89,14 @@ public:
     std::vector<StateSlot> state_slots(Device& dev, const std::vector<Param*>& params) override;
 
 protected:
-    void update(Device& dev, const std::vector<Param*>& params) override;
+    void prepare(Device& dev, const std::vector<Param*>& params) override;
+    void update_one(Device& dev, size_t i, Param& p) override;
     std::vector<uint32_t> update_ops() const override { return {XYLEM_OP_FILL, XYLEM_OP_SGD_UPDATE}; }
 
 private:
     SgdOptions o_;
     std::vector<Tensor> velocity_;
+    xylem_sgd_attrs step_{};  // this step's attributes (prepare)
 };
 
 struct AdamOptions {
@@ -106,7 +113,8 @@ public:
 
 protected:
     Adam(const AdamOptions& o, bool decoupled);
-    void update(Device& dev, const std::vector<Param*>& params) override;
+    void prepare(Device& dev, const std::vector<Param*>& params) override;
+    void update_one(Device& dev, size_t i, Param& p) override;
     std::vector<uint32_t> update_ops() const override {
         return {XYLEM_OP_FILL, decoupled_ ? XYLEM_OP_ADAMW_UPDATE : XYLEM_OP_ADAM_UPDATE};
     }
@@ -114,6 +122,7 @@ protected:
 private:
     AdamOptions o_;
     bool decoupled_;
+    float bc1_ = 1, bc2_ = 1;  // this step's bias corrections (prepare)
     std::vector<Tensor> m_, v_;
 };
 
@@ -141,7 +150,8 @@ public:
     std::vector<StateSlot> state_slots(Device& dev, const std::vector<Param*>& params) override;
 
 protected:
-    void update(Device& dev, const std::vector<Param*>& params) override;
+    void prepare(Device& dev, const std::vector<Param*>& params) override;
+    void update_one(Device& dev, size_t i, Param& p) override;
     std::vector<uint32_t> update_ops() const override { return {XYLEM_OP_FILL, XYLEM_OP_RMSPROP_UPDATE}; }
 
 private:
