@@ -72,7 +72,8 @@ int main(int argc, char** argv) try {
     if (!backend->supports(XYLEM_OP_FUSED_ELEMENTWISE)) throw Error("backend " + name + " lacks fused_elementwise");
     Device& dev = *backend->device(0);
     const xylem_fused_attrs program = chain_program();
-    std::printf("backend %s (%s): 8-op chain, median of %d, each with its sync\n", name.c_str(), dev.name().c_str(), reps);
+    std::printf("backend %s (%s): 8-op chain, median of %d, each with its sync\n", name.c_str(), dev.name().c_str(),
+                reps);
     std::printf("%10s %12s %12s %8s %10s\n", "elements", "8 ops ms", "fused ms", "speedup", "max diff");
     const int64_t cols = 1000;
     for (int64_t n : {int64_t{10000}, int64_t{1000000}}) {
@@ -95,8 +96,8 @@ int main(int argc, char** argv) try {
         double diff = 0.0;
         for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(a[i] - f[i])));
         const double ms_ops = median_ms(dev, reps, unfused), ms_fused = median_ms(dev, reps, fused);
-        std::printf("%10lld %12.3f %12.3f %7.2fx %10.2g\n", static_cast<long long>(n), ms_ops, ms_fused, ms_ops / ms_fused,
-                    diff);
+        std::printf("%10lld %12.3f %12.3f %7.2fx %10.2g\n", static_cast<long long>(n), ms_ops, ms_fused,
+                    ms_ops / ms_fused, diff);
     }
     return 0;
 } catch (const Error& e) {

@@ -18,8 +18,8 @@ namespace xylem::opencl {
 //   uint n (elements), uint cols (the iteration space's last dim)
 // An input may be the same buffer as an output (exact aliasing): nothing is `restrict`.
 struct FusedKernelSource {
-    std::string name;    // "xylem_fused_<key in hex>"
-    std::string text;    // the whole program: helper prelude, then the kernel
+    std::string name;  // "xylem_fused_<key in hex>"
+    std::string text;  // the whole program: helper prelude, then the kernel
     uint32_t param_slots = 0;
 };
 
@@ -31,7 +31,6 @@ uint32_t fused_param_slots(const xylem_fused_attrs& at);
 
 // The kernel for a program that passed plugin_kit::fused_check. Throws std::logic_error naming the
 // opcode when this file has no OpenCL C helper for it (an opcode added to ops.h but not here).
-FusedKernelSource fused_kernel_source(const xylem_fused_attrs& at, uint32_t n_inputs, uint32_t n_outputs,
-                                      uint64_t key);
+FusedKernelSource fused_kernel_source(const xylem_fused_attrs& at, uint32_t n_inputs, uint32_t n_outputs, uint64_t key);
 
 }  // namespace xylem::opencl

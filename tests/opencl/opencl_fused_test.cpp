@@ -67,7 +67,8 @@ private:
 // got matches want: NaN where want is NaN, the same infinity where it is infinite, else within
 // kTol of max(1, max finite |want|).
 ::testing::AssertionResult matches(const std::vector<float>& got, const std::vector<double>& want) {
-    if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
+    if (got.size() != want.size())
+        return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
     double scale = 1.0;
     for (double w : want)
         if (std::isfinite(w)) scale = std::max(scale, std::fabs(w));
@@ -110,11 +111,12 @@ TEST_F(OpenclFused, EveryOpcodeMatchesTheKitInDouble) {
         SCOPED_TRACE(std::string("opcode ") + plugin_kit::fused_opcode_info(op).name);
         std::vector<float> va = rng.uniform(n_random, -3.0f, 3.0f), vb = rng.uniform(n_random, -3.0f, 3.0f),
                            vc = rng.uniform(n_random, -3.0f, 3.0f);
-        if (op == XYLEM_FUSED_LOG || op == XYLEM_FUSED_SQRT || op == XYLEM_FUSED_RSQRT) va = rng.uniform(n_random, 0.05f, 4.0f);
+        if (op == XYLEM_FUSED_LOG || op == XYLEM_FUSED_SQRT || op == XYLEM_FUSED_RSQRT)
+            va = rng.uniform(n_random, 0.05f, 4.0f);
         if (op == XYLEM_FUSED_RECIP) va = rng.away_from_zero(n_random, 0.1f, 3.0f);
         if (op == XYLEM_FUSED_DIV) vb = rng.away_from_zero(n_random, 0.1f, 3.0f);
-        for (int64_t i = 0; i < n_random; i += 5) vb[i] = va[i];   // ties for eq, ge, min and max
-        for (int64_t i = 1; i < n_random; i += 7) va[i] = 0.0f;    // select's false branch
+        for (int64_t i = 0; i < n_random; i += 5) vb[i] = va[i];  // ties for eq, ge, min and max
+        for (int64_t i = 1; i < n_random; i += 7) va[i] = 0.0f;   // select's false branch
         for (float x : specials)
             for (float y : specials) {
                 va.push_back(x);
@@ -144,12 +146,12 @@ TEST_F(OpenclFused, BroadcastModesAtOffsetsAndTheKernelCache) {
     auto program = [](float constant, float p0, float p1) {
         FusedBuilder fb;
         const auto full = fb.input(0), row = fb.input(1), col = fb.input(2), scalar = fb.input(3);
-        const auto t = fb.apply(XYLEM_FUSED_FMA, full, row, col);          // full*row + col
-        const auto u = fb.apply(XYLEM_FUSED_MUL, t, scalar);                // * scalar
+        const auto t = fb.apply(XYLEM_FUSED_FMA, full, row, col);  // full*row + col
+        const auto u = fb.apply(XYLEM_FUSED_MUL, t, scalar);       // * scalar
         const auto scale = fb.param(p0), shift = fb.constant(constant);
         const auto v = fb.apply(XYLEM_FUSED_FMA, u, scale, shift);
         fb.output(0, fb.apply(XYLEM_FUSED_SUB, v, fb.param(p1)));
-        fb.output(1, fb.apply(XYLEM_FUSED_MAX, row, col));                  // broadcast to every element
+        fb.output(1, fb.apply(XYLEM_FUSED_MAX, row, col));  // broadcast to every element
         return fb.finish({XYLEM_FUSED_FULL, XYLEM_FUSED_ROW, XYLEM_FUSED_COL, XYLEM_FUSED_SCALAR});
     };
     // The rows views' first element within a parent of `pad` extra leading rows.
@@ -171,7 +173,8 @@ TEST_F(OpenclFused, BroadcastModesAtOffsetsAndTheKernelCache) {
         int64_t pad;
         float p0, p1;
     };
-    const Case cases[] = {{{37, 53}, 3, 0.5f, -2.0f}, {{3, 5, 7}, 1, -1.5f, 0.25f}, {{1, 1}, 2, 2.0f, 0.0f}, {{0, 4}, 1, 1.0f, 1.0f}};
+    const Case cases[] = {
+        {{37, 53}, 3, 0.5f, -2.0f}, {{3, 5, 7}, 1, -1.5f, 0.25f}, {{1, 1}, 2, 2.0f, 0.0f}, {{0, 4}, 1, 1.0f, 1.0f}};
     const uint64_t before = builds();
     for (const Case& cs : cases) {
         SCOPED_TRACE(to_string(cs.space));
@@ -258,8 +261,10 @@ TEST_F(OpenclFused, AFailedBuildNamesTheProgramAndIsNotCached) {
     const std::string saved = old ? old : "";
     ::setenv("XYLEM_OPENCL_BUILD_OPTIONS", "-Dxf_add=1", 1);
     const std::string msg = run_error(at, {&x}, {&y});
-    if (old) ::setenv("XYLEM_OPENCL_BUILD_OPTIONS", saved.c_str(), 1);
-    else ::unsetenv("XYLEM_OPENCL_BUILD_OPTIONS");
+    if (old)
+        ::setenv("XYLEM_OPENCL_BUILD_OPTIONS", saved.c_str(), 1);
+    else
+        ::unsetenv("XYLEM_OPENCL_BUILD_OPTIONS");
     char name[40];
     std::snprintf(name, sizeof name, "xylem_fused_%016llx",
                   static_cast<unsigned long long>(plugin_kit::fused_program_key(at, 1, 1)));

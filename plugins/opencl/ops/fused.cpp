@@ -56,9 +56,9 @@ void op_fused_elementwise(const xylem_op_desc& desc, xylem_stream_s& s) {
     // would read another work-item's result.
     for (uint32_t o = 0; o < n_out; ++o) {
         for (uint32_t i = 0; i < n_in; ++i)
-            if (overlap(in[i], out[o]) && !(in[i].mem == out[o].mem && in[i].off == out[o].off && in[i].numel == out[o].numel))
-                a.fail("input %u overlaps output %u without being the same elements (an input may only be an "
-                       "output exactly)", i, o);
+            if (overlap(in[i], out[o]) &&
+                !(in[i].mem == out[o].mem && in[i].off == out[o].off && in[i].numel == out[o].numel))
+                a.fail("input %u overlaps output %u without being its exact range (the only sharing allowed)", i, o);
         for (uint32_t p = 0; p < o; ++p)
             if (overlap(out[p], out[o])) a.fail("outputs %u and %u overlap", p, o);
     }
