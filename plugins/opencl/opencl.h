@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "xylem/plugin_api.h"
@@ -63,6 +65,10 @@ struct DeviceContext {
 
     std::mutex mutex;  // guards programs (streams on two threads may build at once)
     cl_program programs[kFamilies] = {};
+    // fused_elementwise's generated programs by plugin_kit::fused_program_key, kept for the
+    // process (a model has a handful; PoCL keeps the binaries on disk across processes).
+    std::mutex fused_mutex;  // guards fused_programs; a build holds it, family builds do not wait
+    std::unordered_map<uint64_t, cl_program> fused_programs;
 
     DeviceContext() = default;
     DeviceContext(const DeviceContext&) = delete;
@@ -71,7 +77,18 @@ struct DeviceContext {
 
     // The family's program, built on first use; a failed build throws with the build log.
     cl_program program(Family f);
+    // The fused program of `key`, built from source() on first use; a failed build throws an
+    // error naming `what` (the program) with the build log's head.
+    cl_program fused_program(uint64_t key, const char* what, const std::function<std::string()>& source);
+
+private:
+    // Compiles and links source for this device (options: CL 1.2 plus XYLEM_OPENCL_BUILD_OPTIONS).
+    cl_program build(const char* source, const char* what);
 };
+
+// fused_elementwise programs this process has compiled (all devices): the cache's test hook,
+// reported by probe's detail once nonzero.
+uint64_t fused_builds();
 
 // Every OpenCL device on every platform, in platform order (what probe lists, what device
 // indices mean). Throws OpError with "no OpenCL platform" when the ICD loader finds none.
@@ -101,6 +118,13 @@ struct xylem_stream_s {
     xylem::opencl::DeviceContext* dev_ = nullptr;
     cl_command_queue queue_ = nullptr;
     std::vector<std::pair<std::string, cl_kernel>> kernels_;
+    // fused_elementwise's kernels by plugin_kit::fused_program_key (programs: DeviceContext).
+    struct FusedKernel {
+        cl_kernel kernel;
+        uint32_t param_slots;  // float arguments after the operands (fused_codegen.h)
+        std::string name;
+    };
+    std::unordered_map<uint64_t, FusedKernel> fused_kernels_;
 
     // Scratch: one device block that grows to the high-water mark (a released block is freed
     // by the runtime once the commands that use it finish), so steady state never allocates.
@@ -127,6 +151,7 @@ cl_mem stream_gemm_temp(xylem_stream_s& s, size_t bytes);
 class Kernel {
 public:
     Kernel(xylem_stream_s& s, Family f, const char* name);
+    Kernel(xylem_stream_s& s, cl_kernel k, const char* name) : s_(s), k_(k), name_(name) {}  // a generated one
     template <class T>
     Kernel& arg(const T& v) {
         set(sizeof(T), &v);
@@ -206,7 +231,8 @@ void scale(xylem_stream_s& s, float factor, cl_mem y, int32_t y_off, int32_t n);
     X(softmax_bwd) X(xent_fwd) X(xent_bwd) X(nll_fwd) X(nll_bwd) X(mse_fwd) X(mse_bwd) X(dropout_fwd)       \
     X(sgd_update) X(adam_update) X(accuracy) X(conv2d_fwd) X(conv2d_bwd_data) X(conv2d_bwd_filter)          \
     X(pool2d_fwd) X(pool2d_bwd) X(batchnorm_fwd) X(batchnorm_bwd) X(gather_rows) X(rmsprop_update)          \
-    X(adamw_update) X(clamp) X(sum_squares) X(clip_by_norm) X(add)
+    X(adamw_update) X(clamp) X(sum_squares) X(clip_by_norm) X(add)    \
+    X(fused_elementwise)
 using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&);
 #define XYLEM_DECLARE_OP(name) void op_##name(const xylem_op_desc&, xylem_stream_s&);
 XYLEM_OPENCL_OPS(XYLEM_DECLARE_OP)

@@ -7,6 +7,7 @@
 
 xylem_stream_s::~xylem_stream_s() {
     for (auto& [name, k] : kernels_) clReleaseKernel(k);
+    for (auto& [key, k] : fused_kernels_) clReleaseKernel(k.kernel);
     if (scratch_) clReleaseMemObject(scratch_);
     if (gemm_temp_) clReleaseMemObject(gemm_temp_);
     if (error_word_) clReleaseMemObject(error_word_);

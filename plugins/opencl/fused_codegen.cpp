@@ -1,0 +1,185 @@
+// OpenCL C for fused_elementwise programs: a prelude defining xf_<name> for every arithmetic
+// opcode (the names plugin_kit::fused_expr calls), then one kernel whose body is the program,
+// one statement per instruction, over private float registers.
+#include "fused_codegen.h"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include "xylem/plugin_kit/fused.h"
+
+namespace xylem::opencl {
+
+namespace {
+
+// Each arithmetic opcode's body over its operands a, b, c: plugin_kit::fused_apply spelled in
+// OpenCL C, operation for operation (so float rounding matches an executor that runs fused_apply
+// on floats). FP_CONTRACT is off in the prelude: a*b + c stays two roundings, as in the kit.
+const char* helper_body(uint32_t op) {
+    switch (op) {
+    case XYLEM_FUSED_ADD: return "a + b";
+    case XYLEM_FUSED_SUB: return "a - b";
+    case XYLEM_FUSED_MUL: return "a * b";
+    case XYLEM_FUSED_DIV: return "a / b";
+    case XYLEM_FUSED_MIN: return "isnan(a) || isnan(b) ? NAN : (b < a ? b : a)";
+    case XYLEM_FUSED_MAX: return "isnan(a) || isnan(b) ? NAN : (b > a ? b : a)";
+    case XYLEM_FUSED_NEG: return "-a";
+    case XYLEM_FUSED_ABS: return "a < 0.0f ? -a : a";
+    case XYLEM_FUSED_EXP: return "exp(a)";
+    case XYLEM_FUSED_LOG: return "log(a)";
+    case XYLEM_FUSED_SQRT: return "sqrt(a)";
+    case XYLEM_FUSED_RSQRT: return "1.0f / sqrt(a)";
+    case XYLEM_FUSED_TANH: return "tanh(a)";
+    case XYLEM_FUSED_SIGMOID: return "1.0f / (1.0f + exp(-a))";
+    case XYLEM_FUSED_RELU: return "a > 0.0f ? a : 0.0f";
+    case XYLEM_FUSED_FMA: return "a * b + c";
+    case XYLEM_FUSED_SELECT: return "a != 0.0f ? b : c";
+    case XYLEM_FUSED_GT: return "a > b ? 1.0f : 0.0f";
+    case XYLEM_FUSED_GE: return "a >= b ? 1.0f : 0.0f";
+    case XYLEM_FUSED_EQ: return "a == b ? 1.0f : 0.0f";
+    case XYLEM_FUSED_TANH_GRAD: return "a * (1.0f - b * b)";
+    case XYLEM_FUSED_SIGMOID_GRAD: return "a * b * (1.0f - b)";
+    case XYLEM_FUSED_RELU_GRAD: return "b > 0.0f ? a : 0.0f";
+    case XYLEM_FUSED_SQUARE: return "a * a";
+    case XYLEM_FUSED_RECIP: return "1.0f / a";
+    }
+    return nullptr;  // INPUT, PARAM, CONST, OUTPUT move values; an unknown opcode has no helper
+}
+
+bool is_arithmetic(uint32_t op) {
+    return op != XYLEM_FUSED_INPUT && op != XYLEM_FUSED_PARAM && op != XYLEM_FUSED_CONST && op != XYLEM_FUSED_OUTPUT;
+}
+
+// The prelude, the same for every program: built once.
+const std::string& prelude() {
+    static const std::string text = [] {
+        std::string s =
+            "/* xylem fused_elementwise: helpers with plugin_kit/fused.h's semantics */\n"
+            "#pragma OPENCL FP_CONTRACT OFF\n";
+        static const char* const params[] = {"", "float a", "float a, float b", "float a, float b, float c"};
+        for (uint32_t op = 0; op < XYLEM_FUSED_OPCODE_COUNT_; ++op) {
+            if (!is_arithmetic(op)) continue;
+            const plugin_kit::FusedOpcodeInfo info = plugin_kit::fused_opcode_info(op);
+            const char* body = helper_body(op);
+            if (!body || info.arity < 1 || info.arity > 3)
+                throw std::logic_error(std::string("opcode ") + info.name + " has no OpenCL C helper in this plugin");
+            s += "inline float xf_";
+            s += info.name;
+            s += "(";
+            s += params[info.arity];
+            s += ") { return ";
+            s += body;
+            s += "; }\n";
+        }
+        return s;
+    }();
+    return text;
+}
+
+// A float literal that reads back as exactly v: hex float with the f suffix; inf and NaN by name.
+std::string float_literal(float v) {
+    if (std::isnan(v)) return "NAN";
+    if (std::isinf(v)) return v < 0 ? "(-INFINITY)" : "INFINITY";
+    char buf[48];
+    std::snprintf(buf, sizeof buf, std::signbit(v) ? "(%af)" : "%af", static_cast<double>(v));
+    return buf;
+}
+
+std::string reg(uint32_t r) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "r%u", r);
+    return buf;
+}
+
+}  // namespace
+
+std::string fused_kernel_name(uint64_t key) {
+    char name[40];
+    std::snprintf(name, sizeof name, "xylem_fused_%016llx", static_cast<unsigned long long>(key));
+    return name;
+}
+
+uint32_t fused_param_slots(const xylem_fused_attrs& at) {
+    uint32_t slots = 0;
+    for (uint32_t i = 0; i < at.n_instrs && i < XYLEM_FUSED_MAX_INSTRS; ++i)
+        if (at.code[i].op == XYLEM_FUSED_PARAM && at.code[i].a + 1u > slots) slots = at.code[i].a + 1u;
+    return slots;
+}
+
+FusedKernelSource fused_kernel_source(const xylem_fused_attrs& at, uint32_t n_inputs, uint32_t n_outputs,
+                                      uint64_t key) {
+    FusedKernelSource k;
+    k.name = fused_kernel_name(key);
+    k.param_slots = fused_param_slots(at);
+
+    std::string sig = "__kernel void " + k.name + "(";
+    std::string sep;
+    for (uint32_t i = 0; i < n_inputs; ++i) {
+        sig += sep + "__global const float* in" + std::to_string(i) + ", int in" + std::to_string(i) + "_off";
+        sep = ", ";
+    }
+    for (uint32_t o = 0; o < n_outputs; ++o) {
+        sig += sep + "__global float* out" + std::to_string(o) + ", int out" + std::to_string(o) + "_off";
+        sep = ", ";
+    }
+    for (uint32_t p = 0; p < k.param_slots; ++p) sig += sep + "float p" + std::to_string(p), sep = ", ";
+    sig += sep + "uint n, uint cols)";
+
+    // Row and column only when a broadcast input needs them (a division per element otherwise).
+    bool need_row_col = false;
+    for (uint32_t i = 0; i < at.n_instrs; ++i)
+        if (at.code[i].op == XYLEM_FUSED_INPUT) {
+            const uint8_t mode = at.input_modes[at.code[i].a];
+            need_row_col = need_row_col || mode == XYLEM_FUSED_ROW || mode == XYLEM_FUSED_COL;
+        }
+
+    // One work-item per element, no loop in the kernel: PoCL then vectorizes across a work-group's
+    // items with contiguous loads (a grid-stride loop made each item stride through memory and ran
+    // ~10x slower there), and it is the usual shape on GPUs. The global size is n rounded up to
+    // the group size.
+    std::string body = "    const uint i = (uint)get_global_id(0);\n    if (i < n) {\n";
+    if (need_row_col) body += "        const uint row = i / cols, col = i - row * cols;\n";
+    if (at.n_regs) {
+        body += "        float";
+        for (uint32_t r = 0; r < at.n_regs; ++r) body += (r ? ", " : " ") + reg(r);
+        body += ";\n";
+    }
+    char expr[160];
+    for (uint32_t i = 0; i < at.n_instrs; ++i) {
+        const xylem_fused_instr& in = at.code[i];
+        const std::string a = reg(in.a), b = reg(in.b), c = reg(in.c);
+        std::string line;
+        switch (in.op) {
+        case XYLEM_FUSED_INPUT: {
+            const std::string src = "in" + std::to_string(in.a);
+            const uint8_t mode = at.input_modes[in.a];
+            const char* index = mode == XYLEM_FUSED_FULL  ? " + i"
+                                : mode == XYLEM_FUSED_ROW ? " + col"
+                                : mode == XYLEM_FUSED_COL ? " + row"
+                                                          : "";
+            line = reg(in.dst) + " = " + src + "[" + src + "_off" + index + "];";
+            break;
+        }
+        case XYLEM_FUSED_PARAM: line = reg(in.dst) + " = p" + std::to_string(in.a) + ";"; break;
+        case XYLEM_FUSED_CONST: line = reg(in.dst) + " = " + float_literal(in.imm) + ";"; break;
+        case XYLEM_FUSED_OUTPUT: {
+            const std::string dst = "out" + std::to_string(in.dst);
+            line = dst + "[" + dst + "_off + i] = " + a + ";";
+            break;
+        }
+        default:
+            if (!plugin_kit::fused_expr(in.op, a.c_str(), b.c_str(), c.c_str(), expr, sizeof expr))
+                throw std::logic_error("instruction " + std::to_string(i) + " has opcode " + std::to_string(in.op) +
+                                       ", which has no C expression");
+            line = reg(in.dst) + " = " + expr + ";";
+        }
+        body += "        " + line + "\n";
+    }
+    body += "    }\n";
+
+    k.text = prelude() + sig + " {\n" + body + "}\n";
+    return k;
+}
+
+}  // namespace xylem::opencl
