@@ -38,6 +38,9 @@ inline double sum_squares(int64_t r) {
     return 1e-5 * std::max(1.0, std::sqrt(static_cast<double>(r) / 1024.0));
 }
 constexpr double kCount = 1e-7;
+// fused_elementwise: a whole program of up to 192 instructions per element, run in float32 (the
+// reference runs it in float64), per output.
+constexpr double kFused = 1e-5;
 
 }  // namespace xylem::test::tol
 
