@@ -7,6 +7,7 @@
 // cannot compile here.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -733,6 +734,54 @@ TEST(CudaFusedPlugin, CapturedLaunchReplaysWithItsParams) {
         g.launch();
         EXPECT_EQ(a.to_vector(), (std::vector<float>{k, 2 * k, 3 * k, k, 2 * k, 3 * k}));
     }
+}
+
+// The program TheNextProcessLoadsTheKernelFromDisk runs in child processes: out = x * 3 + 1.
+xylem_fused_attrs child_program() {
+    FusedBuilder b;
+    b.output(0, b.apply(XYLEM_FUSED_FMA, b.input(0), b.constant(3.0f), b.constant(1.0f)));
+    return b.finish({XYLEM_FUSED_FULL});
+}
+
+// Only as a child of TheNextProcessLoadsTheKernelFromDisk (skipped otherwise).
+TEST(CudaFusedPlugin, ChildProcessRunsOneProgram) {
+    if (!std::getenv("XYLEM_TEST_FUSED_CHILD")) GTEST_SKIP() << "run by TheNextProcessLoadsTheKernelFromDisk";
+    Device& dev = cuda_device();
+    Tensor x = test::upload(dev, {4}, {0, 1, 2, -1}), y({4}, DType::F32, dev);
+    ops::fused_elementwise(dev, child_program(), {&x}, {&y});
+    EXPECT_EQ(y.to_vector(), (std::vector<float>{1, 4, 7, -2}));
+}
+
+// A second process loads the first one's cubin (the file is not replaced), and a damaged file is
+// rebuilt (replaced) without an error.
+TEST(CudaFusedPlugin, TheNextProcessLoadsTheKernelFromDisk) {
+    if (!have_gpu()) GTEST_SKIP() << "no GPU here";
+    TempDir tmp;
+    const std::string cmd = "XDG_CACHE_HOME='" + tmp.path.string() + "' XYLEM_TEST_FUSED_CHILD=1 '" +
+                            fs::read_symlink("/proc/self/exe").string() +
+                            "' --gtest_filter=CudaFusedPlugin.ChildProcessRunsOneProgram > '" +
+                            (tmp.path / "child.log").string() + "' 2>&1";
+    const xylem_fused_attrs at = child_program();
+    const std::string name = fz::kernel_name(pk::fused_program_key(at, 1, 1));
+    auto cached_file = [&]() -> fs::path {
+        for (const auto& e : fs::directory_iterator(tmp.path / "xylem" / "cuda-fused"))
+            if (contains(e.path().filename().string(), name)) return e.path();
+        return {};
+    };
+    auto inode = [](const fs::path& p) {
+        struct stat st {};
+        return ::stat(p.c_str(), &st) == 0 ? st.st_ino : 0;
+    };
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_all(tmp.path / "child.log");
+    const fs::path file = cached_file();
+    ASSERT_FALSE(file.empty()) << "the first process wrote no cache file";
+    const auto first = inode(file);
+    const auto size = fs::file_size(file);
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_all(tmp.path / "child.log");
+    EXPECT_EQ(inode(file), first) << "the second process compiled again instead of loading the file";
+    write_all(file, read_all(file).substr(0, size / 2));  // truncated: refused, rebuilt
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_all(tmp.path / "child.log");
+    EXPECT_EQ(fs::file_size(file), size);
 }
 
 // Inputs sharing an output's memory other than exactly are refused before anything runs.
