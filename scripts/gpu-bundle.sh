@@ -18,8 +18,8 @@
 #                           CTestTestfile.cmake and gtest-discovered test lists, sys-lib/ (the
 #                           non-system shared libraries they need: OpenBLAS, gfortran, gtest...,
 #                           libOpenCL.so.1 and libclblast.so.1;
-#                           not glibc, libstdc++, libgcc_s, nor cuBLAS/cuDNN, which the GPU image
-#                           has as pip wheels), bundle-info.txt
+#                           not glibc, libstdc++, libgcc_s, nor cuBLAS/cuDNN/NVRTC, which the GPU
+#                           image has as pip wheels or in its CUDA toolkit), bundle-info.txt
 #   fashion-mnist/          the four .gz files (already compressed; kept out of the xz)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -66,8 +66,9 @@ mkdir -p "$STAGE/build-gpu" "$STAGE/sys-lib"
     sed 's|^\./||' | sort > "$STAGE/files.txt"
 tar -C "$B" -cf - -T "$STAGE/files.txt" | tar -C "$STAGE/build-gpu" -xf -
 
-# The ldd closure, less the C/C++ runtime (the GPU image has newer ones) and CUDA's own libraries.
-skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libresolv|libutil|libstdc\+\+|libgcc_s|libcublas|libcublasLt|libcudnn|libcuda\.|libcudart)'
+# The ldd closure, less the C/C++ runtime (the GPU image has newer ones) and CUDA's own libraries
+# (NVRTC too: 105 MiB, and it dlopens its libnvrtc-builtins beside it; the GPU image has both).
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libresolv|libutil|libstdc\+\+|libgcc_s|libcublas|libcublasLt|libcudnn|libcuda\.|libcudart|libnvrtc)'
 while IFS= read -r -d '' f; do ldd "$f" 2>/dev/null || true; done \
         < <(find "$STAGE/build-gpu" -type f \( -name '*.so*' -o -perm -u+x \) -print0) |
     awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |

@@ -36,7 +36,15 @@ step "backends" "$BUILD/bin/xylem" backends --plugin-path "$BUILD/plugins"
 # machine's OpenCL (NVIDIA's, if gpu-run.sh found its driver) cannot fail this CUDA step.
 step "ctest" ctest --test-dir "$BUILD" --output-on-failure --timeout 300 -j4 -E 'Opencl|opencl'
 # The CUDA-specific tests alone, verbose: their device listing is the record of what ran where.
-step "cuda tests" ctest --test-dir "$BUILD" -R "CudaPlugin|conformance.cuda|/cuda" --output-on-failure --timeout 300 -V
+# CudaFused: fused_elementwise's generated kernels run on the device (every opcode and input mode
+# against float64, captured replay, the disk cache reused by a second process and a damaged file
+# rebuilt); FusedConformance (tests/ops) runs it over every backend, cuda included.
+step "cuda tests" ctest --test-dir "$BUILD" -R "CudaPlugin|CudaFused|conformance.cuda|/cuda" --output-on-failure \
+    --timeout 300 -V
+# What NVRTC compiled for fused_elementwise during the suite (one file per program, arch and NVRTC).
+fused_cache="${XDG_CACHE_HOME:-$HOME/.cache}/xylem/cuda-fused"
+echo "=== fused kernels in the disk cache ($fused_cache): $(ls "$fused_cache" 2>/dev/null | grep -c '\.bin$') files," \
+     "$(ls "$fused_cache" 2>/dev/null | sed -n 's/.*-\(sm_[0-9]*\|compute_[0-9]*\)-\(nvrtc[0-9.]*\)\.bin$/\1 \2/p' | sort -u | paste -sd' ')"
 
 for model in fashion_mlp fashion_lenet; do
     step "train $model on cuda" "$BUILD/bin/xylem" train --config "examples/$model.toml" --backend cuda \

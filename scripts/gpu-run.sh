@@ -18,7 +18,8 @@
 # Fashion-MNIST where the configs and tests read it (/usr/share/datasets/fashion-mnist: kept if
 # there, else copied from .gpu/fashion-mnist; if that folder cannot be written, the view gets a
 # copy of examples/ whose `dir` is .gpu/fashion-mnist, and the tests that read the fixed path skip);
-# LD_LIBRARY_PATH = the bundled libraries + the cuBLAS/cuDNN pip wheels' folders of python3.
+# LD_LIBRARY_PATH = the bundled libraries + the cuBLAS/cuDNN/NVRTC pip wheels' folders of python3;
+# XDG_CACHE_HOME = a fresh temp folder (fused_elementwise's disk cache of NVRTC kernels).
 # OpenCL: the bundle has the ICD loader and CLBlast but no driver. NVIDIA's OpenCL driver
 # (libnvidia-opencl.so.1: named by /etc/OpenCL/vendors/nvidia.icd if there, else looked for under
 # /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/x86_64-linux-gnu, /usr/lib64 and
@@ -121,7 +122,7 @@ for r in site.getsitepackages() + [site.getusersitepackages()] + sys.path:
         roots.append(r)
 dirs = []
 for r in roots:
-    for pat in ("libcublas.so.13", "libcublasLt.so.13", "libcudnn.so.9"):
+    for pat in ("libcublas.so.13", "libcublasLt.so.13", "libcudnn.so.9", "libnvrtc.so.13"):
         for f in sorted(glob.glob(os.path.join(r, "nvidia", "**", pat), recursive=True)):
             d = os.path.dirname(f)
             if d not in dirs:
@@ -134,9 +135,15 @@ export LD_LIBRARY_PATH="$T/sys-lib${CUDA_DIRS:+:$CUDA_DIRS}${LD_LIBRARY_PATH:+:$
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 missing="$(for f in "$B"/bin/* "$B"/lib/*.so* "$B"/plugins/*.so; do ldd "$f" 2>/dev/null | grep 'not found' | sed "s|^|$(basename "$f"): |"; done | sort -u)"
 if [[ -n "$missing" ]]; then echo "missing libraries:"; echo "$missing"; else echo "libraries: all found"; fi
-for l in libcublas.so.13 libcudnn.so.9; do
+for l in libcublas.so.13 libcudnn.so.9 libnvrtc.so.13; do
     echo "  $l -> $(ldd "$B/plugins/libxylem_cuda.so" 2>/dev/null | awk -v l="$l" '$1 == l {print $3}')"
 done
+
+# fused_elementwise's kernels are compiled by NVRTC at run time and cached on disk under
+# $XDG_CACHE_HOME/xylem/cuda-fused: a fresh folder, so this run compiles them and gpu-check.sh can
+# list what the suite left there.
+export XDG_CACHE_HOME="$T/xdg-cache"
+mkdir -p "$XDG_CACHE_HOME"
 
 # OpenCL: a vendor folder with NVIDIA's driver, or an empty one (see the top).
 OCL_VENDORS="$T/ocl-vendors"
@@ -182,7 +189,7 @@ echo "  libOpenCL.so.1 -> $(ldd "$B/plugins/libxylem_opencl.so" 2>/dev/null | aw
     summary "- device: $(nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader 2>/dev/null | head -1 || true)"
     summary "- bundle: $(sed -n 's/^repo_rev: //p' "$T/bundle-info.txt"), made $(sed -n 's/^made_utc: //p' "$T/bundle-info.txt"); checkout here: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo 'no git')"
     summary "- data: $DATA_MODE"
-    summary "- libraries: ${missing:-all found} (cuBLAS/cuDNN from ${CUDA_DIRS:-nowhere})"
+    summary "- libraries: ${missing:-all found} (cuBLAS/cuDNN/NVRTC from ${CUDA_DIRS:-nowhere}; NVRTC: $(ldd "$B/plugins/libxylem_cuda.so" 2>/dev/null | awk '$1 == "libnvrtc.so.13" {print $3}'))"
     summary "- opencl driver: $OCL_DRIVER"
 }
 
@@ -212,6 +219,7 @@ case "$MODE" in
         summary "- gpu-check.sh: rc $rc: $(grep -E '^=== gpu-check:' "$WORK/check/gpu-check.log" | tail -1)"
         grep -E '^=== FAILED' "$WORK/check/gpu-check.log" | sed 's/^/    /' >> "$WORK/summary.md"
         grep -E '% tests passed' "$WORK/check/gpu-check.log" | sed 's/^/    ctest: /' >> "$WORK/summary.md"
+        grep -E '^=== fused kernels' "$WORK/check/gpu-check.log" | sed 's/^=== /    /' >> "$WORK/summary.md"
         grep -E '^=== opencl' "$WORK/check/gpu-check.log" | sed 's/^=== /    /' >> "$WORK/summary.md"
         [[ -f "$WORK/check/opencl-conformance.txt" ]] && { summary "    opencl conformance (xylem-conformance, per-op table):"; sed 's/^/        /' "$WORK/check/opencl-conformance.txt" >> "$WORK/summary.md"; }
         for m in "$WORK"/check/*/metrics.json; do

@@ -169,14 +169,16 @@ using plugin_kit::overlap;  // true when two operands share any byte
 
 // ---- op host code (ops/<family>.cpp); each validates its descriptor and throws OpError ------
 // The ops this plugin implements. No GPU runs in this project's CI, so an op joins the list only
-// with a kernel that was run somewhere; the rest (add) are reported unsupported, and a model that
-// needs them is refused at build time on this backend.
+// with a kernel that was run somewhere, or, for fused_elementwise (ops/fused.cpp), whose kernels
+// are generated at run time, with its code generator and NVRTC compile tested here and its run
+// left to the GPU runbook's check (docs/gpu-runbook.md). The rest (add, reduce, scatter_add_rows)
+// are reported unsupported, and a model that needs them is refused at build time on this backend.
 #define XYLEM_CUDA_OPS(X)                                                                                  \
     X(fill) X(copy) X(axpby) X(mul) X(gemm) X(linear_fwd) X(bias_grad) X(act_fwd) X(act_bwd) X(softmax_fwd) \
     X(softmax_bwd) X(xent_fwd) X(xent_bwd) X(nll_fwd) X(nll_bwd) X(mse_fwd) X(mse_bwd) X(dropout_fwd)       \
     X(sgd_update) X(adam_update) X(accuracy) X(conv2d_fwd) X(conv2d_bwd_data) X(conv2d_bwd_filter)          \
     X(pool2d_fwd) X(pool2d_bwd) X(batchnorm_fwd) X(batchnorm_bwd) X(gather_rows) X(rmsprop_update)          \
-    X(adamw_update) X(clamp) X(sum_squares) X(clip_by_norm)
+    X(adamw_update) X(clamp) X(sum_squares) X(clip_by_norm) X(fused_elementwise)
 using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&, xylem_framework_s&);
 #define XYLEM_DECLARE_OP(name) void op_##name(const xylem_op_desc&, xylem_stream_s&, xylem_framework_s&);
 XYLEM_CUDA_OPS(XYLEM_DECLARE_OP)

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cuda_plugin.h"
+#include "fused/nvrtc.h"
 
 namespace xylem::cuda {
 
@@ -23,7 +24,7 @@ std::string no_device_reason(int* count) {
     return {};
 }
 
-// "CUDA driver 13.0, runtime 13.0, cuBLAS 13.0.2, cuDNN 9.13.0".
+// "CUDA driver 13.0, runtime 13.0, cuBLAS 13.0.2, cuDNN 9.13.0, NVRTC 13.0".
 std::string versions() {
     int driver = 0, runtime = 0, major = 0, minor = 0, patch = 0;
     cudaDriverGetVersion(&driver);
@@ -32,10 +33,12 @@ std::string versions() {
     cublasGetProperty(MINOR_VERSION, &minor);
     cublasGetProperty(PATCH_LEVEL, &patch);
     const size_t dnn = cudnnGetVersion();  // major*10000 + minor*100 + patch since cuDNN 9
-    char s[160];
-    std::snprintf(s, sizeof s, "CUDA driver %d.%d, runtime %d.%d, cuBLAS %d.%d.%d, cuDNN %zu.%zu.%zu", driver / 1000,
-                  driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10, major, minor, patch, dnn / 10000,
-                  dnn % 10000 / 100, dnn % 100);
+    const fused::NvrtcInfo& nv = fused::nvrtc_info();
+    char s[200];
+    std::snprintf(s, sizeof s, "CUDA driver %d.%d, runtime %d.%d, cuBLAS %d.%d.%d, cuDNN %zu.%zu.%zu, NVRTC %d.%d%s",
+                  driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10, major, minor, patch,
+                  dnn / 10000, dnn % 10000 / 100, dnn % 100, nv.major, nv.minor,
+                  nv.error.empty() ? "" : " (unusable)");
     return s;
 }
 
@@ -73,8 +76,8 @@ void probe(xylem_probe_info* out) {
     int count = 0;
     const std::string reason = no_device_reason(&count);
     const std::string vers = versions();
-    std::snprintf(out->detail, sizeof out->detail, "%s; cuBLAS GEMM, cuDNN convolutions, own kernels (sm_90 + PTX)",
-                  vers.c_str());
+    std::snprintf(out->detail, sizeof out->detail,
+                  "%s; cuBLAS GEMM, cuDNN convolutions, own kernels (sm_90 + PTX), fused kernels by NVRTC", vers.c_str());
     if (!reason.empty()) {
         std::snprintf(out->reason, sizeof out->reason, "%s", reason.c_str());
         return;

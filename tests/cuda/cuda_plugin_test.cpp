@@ -157,6 +157,10 @@ TEST(CudaPlugin, EntryPointsFailCleanlyWithoutADevice) {
     const xylem_op_desc desc{XYLEM_OP_FILL, 0, 0, sizeof fill, nullptr, nullptr, &fill};
     EXPECT_EQ(t.op_run(nullptr, nullptr, &desc), XYLEM_E_UNAVAILABLE);
     EXPECT_TRUE(test::contains(t.last_error(), "op_run"));
+    const xylem_fused_attrs program{};  // refused before the program is read: no NVRTC, no crash
+    const xylem_op_desc fused{XYLEM_OP_FUSED_ELEMENTWISE, 0, 0, sizeof program, nullptr, nullptr, &program};
+    EXPECT_EQ(t.op_run(nullptr, nullptr, &fused), XYLEM_E_UNAVAILABLE);
+    EXPECT_TRUE(test::contains(t.last_error(), "the CUDA backend is unavailable")) << t.last_error();
     EXPECT_EQ(t.capture_begin(nullptr, nullptr), XYLEM_E_UNAVAILABLE);
     xylem_graph_t graph = nullptr;
     EXPECT_EQ(t.capture_end(nullptr, nullptr, &graph), XYLEM_E_UNAVAILABLE);
@@ -182,11 +186,14 @@ TEST(CudaPlugin, OneFrameworkAcrossLoadsAndCalls) {
 }
 
 // Every op of the header but those the plugin's op list (XYLEM_CUDA_OPS) leaves out until their
-// kernels have run on a GPU: `add` so far.
+// kernels have run on a GPU: add, reduce and scatter_add_rows so far.
 TEST(CudaPlugin, SupportsEveryOpOfTheHeaderButThoseItLeavesOut) {
     const xylem_plugin& t = table();
-    for (uint32_t op = 0; op < XYLEM_OP_COUNT_; ++op)
-        EXPECT_EQ(t.op_supported(nullptr, op), op == XYLEM_OP_ADD ? 0 : 1) << op_name(op);
+    for (uint32_t op = 0; op < XYLEM_OP_COUNT_; ++op) {
+        const bool left_out = op == XYLEM_OP_ADD || op == XYLEM_OP_REDUCE || op == XYLEM_OP_SCATTER_ADD_ROWS;
+        EXPECT_EQ(t.op_supported(nullptr, op), left_out ? 0 : 1) << op_name(op);
+    }
+    EXPECT_EQ(t.op_supported(nullptr, XYLEM_OP_FUSED_ELEMENTWISE), 1);
     EXPECT_EQ(t.op_supported(nullptr, XYLEM_OP_COUNT_), 0);
 }
 

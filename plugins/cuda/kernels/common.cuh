@@ -1,4 +1,4 @@
-// Helpers shared by the .cu files: grid sizing, activations, warp and block reductions.
+// Helpers shared by the .cu files: activations, warp and block reductions (grid sizing: kernels.h).
 #pragma once
 
 #include <cstdint>
@@ -6,14 +6,6 @@
 #include "kernels.h"
 
 namespace xylem::cuda::kernels {
-
-constexpr int kThreads = 256;
-
-// Blocks for a grid-stride loop over n elements (capped: each thread then loops).
-inline unsigned grid_for(int64_t n) {
-    const int64_t b = (n + kThreads - 1) / kThreads;
-    return static_cast<unsigned>(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
-}
 
 #define XYLEM_GRID_STRIDE(i, n) \
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)

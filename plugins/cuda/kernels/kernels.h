@@ -11,6 +11,15 @@
 
 namespace xylem::cuda::kernels {
 
+constexpr int kThreads = 256;
+
+// Blocks for a grid-stride loop over n elements (capped: each thread then loops). Here rather than
+// in common.cuh so that host code launching a kernel of its own (ops/fused.cpp) sizes grids alike.
+inline unsigned grid_for(int64_t n) {
+    const int64_t b = (n + kThreads - 1) / kThreads;
+    return static_cast<unsigned>(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
+}
+
 // ---- elementwise.cu ----
 void fill_u32(uint32_t* y, int64_t n, uint32_t bits, cudaStream_t s);  // f32 or i32 by bit pattern
 void copy_u32(const uint32_t* x, uint32_t* y, int64_t n, cudaStream_t s);
