@@ -177,7 +177,7 @@ inline V fused_apply(uint32_t op, V a, V b, V c) {
 }
 
 // The opcode as C text over its operands' texts: "xf_add(r1, r2)". Generated kernels define xf_<name>
-// for every arithmetic opcode in their prelude (fused_prelude_names lists them). Returns false for
+// for every arithmetic opcode in their prelude (walking fused_opcode_info over the opcode list). Returns false for
 // INPUT, PARAM, CONST and OUTPUT, whose text depends on the backend's addressing.
 inline bool fused_expr(uint32_t op, const char* a, const char* b, const char* c, char* out, size_t cap) {
     const FusedOpcodeInfo info = fused_opcode_info(op);
