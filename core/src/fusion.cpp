@@ -343,13 +343,14 @@ public:
     struct Written {
         xylem_tensor_arg arg;
         V value;
+        bool consumed = false;  // read by a later member of the chain
     };
 
     bool read(const xylem_tensor_arg& a, uint8_t mode, V& out) override {
         const Region r(a);
         for (auto it = written_.rbegin(); it != written_.rend(); ++it) {
             const Region w(it->arg);
-            if (w.same(r) && mode == XYLEM_FUSED_FULL) return out = it->value, true;  // forwarded
+            if (w.same(r) && mode == XYLEM_FUSED_FULL) return it->consumed = true, out = it->value, true;  // forwarded
             if (w.overlaps(r)) return false;  // partly written here: not one element per element
         }
         for (const Input& in : inputs_)
@@ -366,10 +367,10 @@ public:
         for (const Input& in : inputs_)
             if (Region(in.arg).overlaps(r) && !(Region(in.arg).same(r) && in.mode == XYLEM_FUSED_FULL)) return false;
         for (Written& w : written_) {
-            if (Region(w.arg).same(r)) return w.value = v, true;
+            if (Region(w.arg).same(r)) return w.value = v, w.consumed = false, true;
             if (Region(w.arg).overlaps(r)) return false;
         }
-        written_.push_back({a, v});
+        written_.push_back({a, v, false});
         return true;
     }
     V param(float value) override { return b_.param(value); }
@@ -392,6 +393,7 @@ struct Chain {
     size_t first = 0, last = 0;
     xylem_fused_attrs program{};
     std::vector<xylem_tensor_arg> inputs, outputs;
+    std::vector<xylem_buffer_t> elided;  // buffers of the values it never stores
     ProgramInfo info;
 };
 
@@ -414,7 +416,8 @@ struct StepState {
     std::vector<OpCall> recorded;
     std::set<xylem_buffer_t> host_read;  // buffers the host read while the pass was attached
     std::vector<Chain> chains;
-    std::vector<int> chain_of;  // per recorded op: its chain, or -1
+    std::vector<int> chain_of;         // per recorded op: its chain, or -1
+    std::set<xylem_buffer_t> elided;   // buffers holding a value the plan never stores
     // the step being run
     size_t pos = 0;
     bool diverged = false;
@@ -450,6 +453,7 @@ bool live_after(const StepState& s, const Region& r, size_t first, size_t last) 
 
 // Plans ops [first, last] as one chain; false when they cannot run as one program.
 bool plan_chain(const StepState& s, size_t first, size_t last, Chain& chain) {
+    chain.elided.clear();
     Planner p;
     std::string members;
     const int64_t n = numel_of(s.recorded[first].out.empty() ? xylem_tensor_arg{} : s.recorded[first].out[0]);
@@ -472,7 +476,12 @@ bool plan_chain(const StepState& s, size_t first, size_t last, Chain& chain) {
     }
     uint32_t n_out = 0;
     for (const auto& w : p.written_) {
-        if (!live_after(s, Region(w.arg), first, last)) continue;  // an intermediate: never stored
+        // An intermediate (read by the chain, by nothing after it) is never stored. A value nothing in
+        // the step reads is the step's result (the host may read it between steps): stored.
+        if (w.consumed && !live_after(s, Region(w.arg), first, last)) {
+            chain.elided.push_back(w.arg.buffer);
+            continue;
+        }
         p.b_.output(n_out++, w.value);
         chain.outputs.push_back(as_dims(w.arg, {rows, cols}));
     }
@@ -506,6 +515,7 @@ bool fusable(const OpCall& c) {
 // Greedy: each run of consecutive fusable ops is cut into the longest chains that fit one program.
 void plan(StepState& s) {
     s.chains.clear();
+    s.elided.clear();
     s.chain_of.assign(s.recorded.size(), -1);
     s.programs.clear();
     const size_t n = s.recorded.size();
@@ -526,6 +536,7 @@ void plan(StepState& s) {
         }
         if (have) {
             for (size_t k = best.first; k <= best.last; ++k) s.chain_of[k] = static_cast<int>(s.chains.size());
+            s.elided.insert(best.elided.begin(), best.elided.end());
             s.programs.push_back(best.info);
             i = best.last + 1;
             s.chains.push_back(std::move(best));
@@ -594,7 +605,7 @@ void flush(StepState& s) {
 
 void note_host_read(StepState& s, xylem_buffer_t buffer) {
     flush(s);
-    if (s.host_read.insert(buffer).second && s.planned) {
+    if (s.host_read.insert(buffer).second && s.planned && s.elided.count(buffer)) {
         // A buffer the plan may elide is read by the host after all: plan again from a new recording.
         s.planned = false;
         s.recorded.clear();

@@ -117,9 +117,14 @@ struct Tensor::Storage {
         return nullptr;
     }
 
+    // The host is about to read the data: a fused step launches the ops it holds back, and its plan
+    // keeps every value of these buffers (Device::note_host_read).
+    void note_host_read() {
+        for (Copy& c : copies) c.dev->note_host_read(c.buffer);
+    }
+
     // Brings the host copy up to date from whichever device holds the current data.
     void pull_to_host(bool explicit_transfer) {
-        for (Copy& c : copies) c.dev->note_host_read(c.buffer);  // a fused step launches held-back ops
         if (valid & kHostBit) {
             if (alias_bits) copies_alias_dev()->sync();  // device work may still write it
             return;
@@ -131,6 +136,7 @@ struct Tensor::Storage {
                 throw Error("strict transfer mode: implicit device->host copy of " + std::to_string(bytes) +
                             " bytes from " + c.dev->name());
             Backend& b = c.dev->backend();
+            c.dev->flush_deferred();  // held-back ops that write this buffer run before the copy reads it
             b.check(b.api().copy_d2h(b.framework(), c.dev->stream(), host, c.buffer, 0, bytes), "device->host copy");
             c.dev->sync();
             count_transfer(*c.dev, false, bytes);

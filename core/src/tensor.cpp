@@ -105,6 +105,7 @@ void* Tensor::host_access(Access access) const {
         s.set_only(kHostBit);
         return s.host;
     }
+    s.note_host_read();
     s.pull_to_host(false);
     if (access != Access::Read) {  // a partial write keeps the rows outside the view
         s.wait_pending_upload();
@@ -114,6 +115,7 @@ void* Tensor::host_access(Access access) const {
 }
 
 std::vector<float> Tensor::to_vector() const {
+    storage_->note_host_read();
     storage_->pull_to_host(true);
     std::vector<float> out(static_cast<size_t>(numel()));
     const char* host = static_cast<const char*>(storage_->host) + offset_ * static_cast<int64_t>(dtype_size(dtype_));
