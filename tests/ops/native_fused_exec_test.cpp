@@ -5,6 +5,7 @@
 // program per element in float64 with the kit's own arithmetic (fused_apply<double>).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -134,15 +135,29 @@ TEST_F(NativeFused, RankZeroAndEmptyRows) {
     check(at, {{4, 0}}, {{}}, {4, 0}, 1);
 }
 
-// x is input 0 and output 0, and output 1 is computed from x after output 0 has overwritten it:
-// the executor must read x into its register, not in place. Sizes span tiles and threads.
+// x is input 0 and output 0, and output 1 is computed from x after output 0 has overwritten it
+// (written by hand: FusedBuilder stores every output last): the executor must copy x into its
+// register, not read it in place. Sizes span tiles and threads.
 TEST_F(NativeFused, InputAliasesOutputInPlace) {
+    xylem_fused_attrs at{};
+    at.version = XYLEM_FUSED_VERSION;
+    at.n_regs = 3;
+    at.n_params = 1;
+    at.params[0] = 0.1f;
+    at.input_modes[0] = at.input_modes[1] = XYLEM_FUSED_FULL;
+    const xylem_fused_instr code[] = {
+        {XYLEM_FUSED_INPUT, 0, 0, 0, 0, {}, 0.0f},   // r0 = x
+        {XYLEM_FUSED_INPUT, 1, 1, 0, 0, {}, 0.0f},   // r1 = g
+        {XYLEM_FUSED_PARAM, 2, 0, 0, 0, {}, 0.0f},   // r2 = 0.1
+        {XYLEM_FUSED_MUL, 1, 1, 2, 0, {}, 0.0f},     // r1 = g * 0.1
+        {XYLEM_FUSED_SUB, 1, 0, 1, 0, {}, 0.0f},     // r1 = x - g * 0.1
+        {XYLEM_FUSED_OUTPUT, 0, 1, 0, 0, {}, 0.0f},  // x = r1
+        {XYLEM_FUSED_MUL, 0, 0, 0, 0, {}, 0.0f},     // r0 = old x * old x
+        {XYLEM_FUSED_OUTPUT, 1, 0, 0, 0, {}, 0.0f},
+    };
+    at.n_instrs = sizeof code / sizeof code[0];
+    std::copy(std::begin(code), std::end(code), at.code);
     Rng rng;
-    FusedBuilder b;
-    const auto x = b.input(0), g = b.input(1);
-    b.output(0, b.apply(XYLEM_FUSED_SUB, x, b.apply(XYLEM_FUSED_MUL, g, b.param(0.1f))));
-    b.output(1, b.apply(XYLEM_FUSED_MUL, x, x));
-    const xylem_fused_attrs at = b.finish({XYLEM_FUSED_FULL, XYLEM_FUSED_FULL});
     for (int64_t n : {1, 513, 300001}) {
         SCOPED_TRACE("n " + std::to_string(n));
         const auto xv = rng.uniform(n), gv = rng.uniform(n);
@@ -211,6 +226,50 @@ TEST_F(NativeFused, NaNAndInfinityRules) {
             if (std::isnan(want[i])) EXPECT_TRUE(std::isnan(got[i])) << "element " << i << " got " << got[i];
             else if (std::isinf(want[i])) EXPECT_EQ(static_cast<double>(got[i]), want[i]) << "element " << i;
             else EXPECT_NEAR(got[i], want[i], 1e-6 * std::max(1.0, std::fabs(want[i]))) << "element " << i;
+        }
+    }
+}
+
+// exp, tanh, log and sigmoid (the opcodes native computes with its own vectorised exp, tanh and
+// log, plugins/native/vecmath.h) over a sweep of every 4093rd float bit pattern: NaN where libm
+// gives NaN, the same infinities and zeros, normal results within 1e-6 relative of libm's float
+// functions, subnormal ones within two units of the last place.
+TEST_F(NativeFused, TranscendentalsMatchLibmAcrossTheFloats) {
+    std::vector<float> x;
+    for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 4093) {
+        const uint32_t b = static_cast<uint32_t>(bits);
+        float v;
+        std::memcpy(&v, &b, sizeof v);
+        x.push_back(v);
+    }
+    const uint32_t ops[] = {XYLEM_FUSED_EXP, XYLEM_FUSED_TANH, XYLEM_FUSED_LOG, XYLEM_FUSED_SIGMOID};
+    float (*const libm[])(float) = {[](float v) { return std::exp(v); }, [](float v) { return std::tanh(v); },
+                                    [](float v) { return std::log(v); },
+                                    [](float v) { return 1.0f / (1.0f + std::exp(-v)); }};
+    FusedBuilder b;
+    const auto in = b.input(0);
+    for (uint32_t k = 0; k < 4; ++k) b.output(k, b.apply(static_cast<xylem_fused_opcode>(ops[k]), in));
+    const xylem_fused_attrs at = b.finish({XYLEM_FUSED_FULL});
+    const int64_t n = static_cast<int64_t>(x.size());
+    Tensor tx = upload(dev(), {n}, x);
+    std::vector<Tensor> outs;
+    for (int k = 0; k < 4; ++k) outs.emplace_back(Shape{n}, DType::F32, dev());
+    ops::fused_elementwise(dev(), at, {&tx}, {&outs[0], &outs[1], &outs[2], &outs[3]});
+    const float tiny = std::numeric_limits<float>::denorm_min();
+    for (int k = 0; k < 4; ++k) {
+        SCOPED_TRACE(plugin_kit::fused_opcode_info(ops[k]).name);
+        const std::vector<float> got = outs[static_cast<size_t>(k)].to_vector();
+        int failures = 0;
+        for (size_t i = 0; i < x.size() && failures < 5; ++i) {
+            const float want = libm[k](x[i]), g = got[i];
+            bool ok;
+            if (std::isnan(want) || std::isinf(want) || want == 0.0f) ok = std::isnan(want) ? std::isnan(g) : g == want;
+            else if (std::fabs(want) < std::numeric_limits<float>::min()) ok = std::fabs(g - want) <= 2 * tiny;
+            else ok = std::fabs(static_cast<double>(g) - want) <= 1e-6 * std::fabs(want);
+            if (!ok) {
+                ++failures;
+                ADD_FAILURE() << "x = " << std::hexfloat << x[i] << ": got " << g << ", libm " << want;
+            }
         }
     }
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "native.h"
+#include "vecmath.h"
 #include "xylem/plugin_kit/fused.h"
 
 namespace xylem::native {
@@ -34,18 +35,30 @@ struct Program {
     float* out[XYLEM_FUSED_MAX_OUTPUTS];
 };
 
-// d[i] = the opcode's arithmetic (the kit's fused_apply) over the tile. OP is a constant, so the
-// kit's switch folds away and the loop vectorises (the transcendental ones call libm per element).
-// The movers (INPUT, PARAM, CONST, OUTPUT) are instantiated too but never reach here.
+// One element of opcode OP: the kit's arithmetic (fused_apply), with vecmath's exp, tanh and log
+// in place of libm's in the four opcodes that use them (sigmoid is the kit's 1 / (1 + e^-a)), so
+// that every opcode's loop vectorises.
+template <uint32_t OP>
+__attribute__((always_inline)) inline float apply(float a, float b, float c) {
+    if constexpr (OP == XYLEM_FUSED_EXP) return vecmath::exp(a);
+    else if constexpr (OP == XYLEM_FUSED_TANH) return vecmath::tanh(a);
+    else if constexpr (OP == XYLEM_FUSED_LOG) return vecmath::log(a);
+    else if constexpr (OP == XYLEM_FUSED_SIGMOID) return 1.0f / (1.0f + vecmath::exp(-a));
+    else return plugin_kit::fused_apply<float>(OP, a, b, c);
+}
+
+// d[i] = OP over the tile. OP is a constant, so the kit's switch folds away and the loop
+// vectorises. The movers (INPUT, PARAM, CONST, OUTPUT) are
+// instantiated too but never reach here.
 template <uint32_t OP, int ARITY>
 __attribute__((always_inline)) inline void elementwise(float* d, const float* a, const float* b, const float* c,
                                                        int64_t n) {
     if constexpr (ARITY == 1) {
-        for (int64_t i = 0; i < n; ++i) d[i] = plugin_kit::fused_apply<float>(OP, a[i], 0.0f, 0.0f);
+        for (int64_t i = 0; i < n; ++i) d[i] = apply<OP>(a[i], 0.0f, 0.0f);
     } else if constexpr (ARITY == 2) {
-        for (int64_t i = 0; i < n; ++i) d[i] = plugin_kit::fused_apply<float>(OP, a[i], b[i], 0.0f);
+        for (int64_t i = 0; i < n; ++i) d[i] = apply<OP>(a[i], b[i], 0.0f);
     } else if constexpr (ARITY == 3) {
-        for (int64_t i = 0; i < n; ++i) d[i] = plugin_kit::fused_apply<float>(OP, a[i], b[i], c[i]);
+        for (int64_t i = 0; i < n; ++i) d[i] = apply<OP>(a[i], b[i], c[i]);
     }
 }
 
