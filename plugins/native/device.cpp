@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -37,11 +38,27 @@ int configured_threads(int hw) {
     return n > 1024 ? 1024 : static_cast<int>(n);
 }
 
+}  // namespace
+
+// The plugin's own parallel kernels (fused_elementwise) use the CPUs this process may run on, or
+// XYLEM_NUM_THREADS when it is set (the user's choice of threads for the plugin).
+int kernel_threads() {
+    static const int n = [] {
+        const int hw = hardware_threads();
+        const char* s = std::getenv("XYLEM_NUM_THREADS");
+        return std::min(s && *s ? configured_threads(hw) : hw, kMaxKernelThreads);
+    }();
+    return n;
+}
+
+namespace {
+
 xylem_framework_s make_framework() {
     const int hw = hardware_threads();
     const int n = configured_threads(hw);
-    // Only GEMM is threaded (OpenBLAS's pool). Our kernels stay on the calling thread: they are
-    // memory-bound and small at MLP sizes, and a second pool would fight OpenBLAS's spinning workers.
+    // GEMM is threaded by OpenBLAS's pool. Our kernels stay on the calling thread (they are
+    // memory-bound and small at MLP sizes) except fused_elementwise, which spreads big iteration
+    // spaces over kernel_threads() workers that sleep, never spin, between ops (workers.cpp).
     openblas_set_num_threads(n);
     return xylem_framework_s{n, hw};
 }
@@ -91,9 +108,9 @@ void probe(xylem_probe_info* out) {
     const char* corename = openblas_get_corename();
     std::snprintf(out->detail, sizeof out->detail,
                   "%s; core %s (%s); BLAS threads %d (XYLEM_NUM_THREADS=%.16s), %d hardware threads; "
-                  "own kernels single-threaded",
+                  "own kernels single-threaded but fused_elementwise (%d threads)",
                   openblas_get_config(), corename, forced, configured_threads(hw),
-                  xylem_threads ? xylem_threads : "unset", hw);
+                  xylem_threads ? xylem_threads : "unset", hw, kernel_threads());
 
     out->available = 1;
     out->device_count = 1;

@@ -134,6 +134,22 @@ inline double lane_sum(int64_t n, F f) {
 
 using plugin_kit::overlap;  // true when two operands share any byte
 
+// ---- threads for the plugin's own kernels ------------------------------------------------------
+// Most kernels run on the calling thread; fused_elementwise spreads its tiles over workers.
+constexpr int kMaxKernelThreads = 64;
+// Workers a parallel kernel may use: XYLEM_NUM_THREADS when set, else the CPUs this process may
+// run on (device.cpp), at most kMaxKernelThreads.
+int kernel_threads();
+// fn(ctx, worker, item) for every item in [0, n_items), on the calling thread (worker 0) and up to
+// workers - 1 pool threads (workers.cpp); worker < workers. Returns when all have run. fn must
+// not throw; items are claimed in order, one at a time, so an item should be some microseconds.
+void run_items(int64_t n_items, int workers, void (*fn)(void* ctx, int worker, int64_t item), void* ctx);
+template <class F>  // f(worker, item)
+void parallel_items(int64_t n_items, int workers, const F& f) {
+    run_items(n_items, workers, [](void* ctx, int w, int64_t i) { (*static_cast<const F*>(ctx))(w, i); },
+              const_cast<F*>(&f));
+}
+
 // y = act(x) over n elements (y may alias x).
 void activate(int act, const float* x, float* y, int64_t n);
 // y[r,:] = act(y[r,:] + b) for each of rows rows (b may be null).
@@ -151,7 +167,7 @@ void channel_bias_activate(int act, const float* b, const float* x, int64_t ldx,
     X(softmax_bwd) X(xent_fwd) X(xent_bwd) X(nll_fwd) X(nll_bwd) X(mse_fwd) X(mse_bwd) X(dropout_fwd)       \
     X(sgd_update) X(adam_update) X(accuracy) X(conv2d_fwd) X(conv2d_bwd_data) X(conv2d_bwd_filter)          \
     X(pool2d_fwd) X(pool2d_bwd) X(batchnorm_fwd) X(batchnorm_bwd) X(gather_rows) X(rmsprop_update)          \
-    X(adamw_update) X(clamp) X(sum_squares) X(clip_by_norm) X(add)
+    X(adamw_update) X(clamp) X(sum_squares) X(clip_by_norm) X(add) X(fused_elementwise)
 using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&);
 #define XYLEM_DECLARE_OP(name) void op_##name(const xylem_op_desc&, xylem_stream_s&);
 XYLEM_NATIVE_OPS(XYLEM_DECLARE_OP)

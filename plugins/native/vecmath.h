@@ -1,0 +1,83 @@
+// Float exp, tanh and log that GCC vectorises: straight-line arithmetic and selects, no calls, where
+// libm's stay one call per element (measured on the 2-vCPU Xeon: expf 1.7 ns, tanhf 8.1 ns and
+// logf 2.2 ns per element, an add 0.08 ns). Cephes' single-precision polynomials; within 1e-6
+// relative of std::exp, std::tanh and std::log for every normal result, the same infinities,
+// zeros and NaNs (native_fused_exec_test sweeps them). Results in the subnormal range differ from
+// std::exp by at most one unit of the last place there. Compile the loops that use them
+// with -fno-trapping-math: without it GCC threads the selects into branches (a branch whose
+// constants could overflow may not be made unconditional) and keeps the loop scalar.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <limits>
+
+namespace xylem::native::vecmath {
+
+inline float exp(float x) {
+    constexpr float kMax = 88.72283935546875f;        // the largest x whose e^x is finite in float
+    constexpr float kMin = -103.97208404541015625f;   // below it e^x rounds to 0
+    const bool nan = x != x, over = x > kMax, under = x < kMin;
+    const float xc = nan ? 0.0f : over ? kMax : under ? kMin : x;  // NaN: any value, replaced below
+    // x = n ln2 + r with |r| <= ln2/2; n rounded to nearest by the 1.5 * 2^23 trick (no libm call).
+    const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;  // ln2 in two parts (Cody-Waite)
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    // 2^n as two normal powers of two: n spans [-150, 128], past either end of one float's exponent.
+    const int32_t ni = static_cast<int32_t>(n), n1 = ni / 2, n2 = ni - n1;
+    const float s1 = std::bit_cast<float>((n1 + 127) << 23), s2 = std::bit_cast<float>((n2 + 127) << 23);
+    const float y = p * s1 * s2;
+    return nan ? x : over ? std::numeric_limits<float>::infinity() : under ? 0.0f : y;
+}
+
+inline float tanh(float x) {
+    const bool negative = x < 0.0f;
+    const float ax = negative ? -x : x;
+    // |x| > 0.625: 1 - 2/(e^2|x| + 1), which loses little to cancellation there (tanh > 0.55);
+    // e^2|x| = inf past 44 gives exactly 1.
+    const float big = 1.0f - 2.0f / (exp(2.0f * ax) + 1.0f);
+    // |x| <= 0.625: an odd polynomial (exact at 0, keeps -0).
+    const float z = x * x;
+    const float small =
+        ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z + 1.33314422036e-1f) * z -
+         3.33332819422e-1f) * z * x + x;
+    return ax > 0.625f ? (negative ? -big : big) : small;  // NaN takes the polynomial: NaN
+}
+
+inline float log(float x) {
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    const bool invalid = !(x >= 0.0f), zero = x == 0.0f, inf = x == kInf;  // invalid: below 0 or NaN
+    const bool subnormal = x < std::numeric_limits<float>::min();
+    // x = m 2^e with m in [0.5, 1) (frexp by bits; a subnormal scaled by 2^23 first). Special
+    // inputs take x = 1 here and their own result below.
+    const float xs = invalid || zero || inf ? 1.0f : subnormal ? x * 8388608.0f : x;
+    const int32_t bits = std::bit_cast<int32_t>(xs);
+    const int32_t e = (bits >> 23) - 126 - (subnormal ? 23 : 0);
+    float m = std::bit_cast<float>((bits & 0x007fffff) | 0x3f000000);
+    // m in [sqrt(1/2), sqrt 2) around 1, so log(m) = log(1 + f) with |f| < 0.42.
+    const bool below = m < 0.707106781186547524f;
+    const float ef = static_cast<float>(below ? e - 1 : e);
+    const float f = below ? m + m - 1.0f : m - 1.0f;
+    const float z = f * f;
+    float y = 7.0376836292e-2f;
+    y = y * f - 1.1514610310e-1f;
+    y = y * f + 1.1676998740e-1f;
+    y = y * f - 1.2420140846e-1f;
+    y = y * f + 1.4249322787e-1f;
+    y = y * f - 1.6668057665e-1f;
+    y = y * f + 2.0000714765e-1f;
+    y = y * f - 2.4999993993e-1f;
+    y = y * f + 3.3333331174e-1f;
+    y = y * f * z + ef * -2.12194440e-4f - 0.5f * z;
+    const float r = (f + y) + ef * 0.693359375f;  // + e ln2, ln2 in two parts (Cody-Waite)
+    // (A select between more results stops GCC's if-conversion: the loop would stay scalar.)
+    return invalid ? std::numeric_limits<float>::quiet_NaN() : zero ? -kInf : inf ? kInf : r;
+}
+
+}  // namespace xylem::native::vecmath

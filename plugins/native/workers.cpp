@@ -1,0 +1,103 @@
+// The plugin's worker threads: a pool, started on first use, that runs the items of one parallel
+// kernel at a time (fused_elementwise's tiles). Workers sleep on a condition variable between
+// jobs, never spin, so they take no CPU from OpenBLAS or the caller while idle; waking them costs
+// microseconds where starting threads per op (conv.cpp) costs tens.
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "native.h"
+
+namespace xylem::native {
+
+namespace {
+
+struct Job {
+    void (*fn)(void* ctx, int worker, int64_t item);
+    void* ctx;
+    int64_t n_items;
+    std::atomic<int64_t> next{0};
+
+    // Claims items until none is left: faster threads take more, so a slow CPU delays no one.
+    void work(int worker) {
+        for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) fn(ctx, worker, i);
+    }
+};
+
+class Pool {
+public:
+    // Runs `job` on the calling thread (worker 0) and up to workers - 1 pool threads; returns
+    // when every item has run. A second caller while a job runs (ops on two streams at once) runs
+    // its items alone rather than wait; so does a child after fork(), which has none of the threads.
+    void run(int workers, Job& job) {
+        std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
+        if (!busy.owns_lock() || getpid() != pid_) return job.work(0);
+        while (static_cast<int>(threads_.size()) < workers - 1) {
+            try {
+                // The thread waits for the generation after this one: the job about to be posted.
+                threads_.emplace_back(&Pool::loop, this, static_cast<int>(threads_.size()) + 1, generation_);
+            } catch (const std::system_error&) {
+                break;  // run with the threads we have
+            }
+        }
+        const int helpers = std::min(workers - 1, static_cast<int>(threads_.size()));
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            job_ = &job;
+            helpers_ = running_ = helpers;
+            ++generation_;
+        }
+        wake_.notify_all();
+        job.work(0);
+        std::unique_lock<std::mutex> lock(mutex_);
+        done_.wait(lock, [this] { return running_ == 0; });
+        job_ = nullptr;
+    }
+
+private:
+    void loop(int index, uint64_t seen) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (;;) {
+            wake_.wait(lock, [&] { return generation_ != seen; });
+            seen = generation_;
+            if (index > helpers_) continue;  // not needed for this job
+            // run() waits for every helper before it returns, so this job and its generation
+            // are current until this thread has finished its part.
+            Job* job = job_;
+            lock.unlock();
+            job->work(index);
+            lock.lock();
+            if (--running_ == 0) done_.notify_one();
+        }
+    }
+
+    std::mutex busy_;  // held by the caller whose job runs
+    std::mutex mutex_;
+    std::condition_variable wake_, done_;
+    std::vector<std::thread> threads_;  // grown under busy_
+    Job* job_ = nullptr;
+    uint64_t generation_ = 0;  // one more per job: what wakes the helpers (written under busy_ and mutex_)
+    int helpers_ = 0;          // pool threads 1..helpers_ take part in the current job
+    int running_ = 0;          // of those, the ones not finished
+    const pid_t pid_ = getpid();
+};
+
+}  // namespace
+
+void run_items(int64_t n_items, int workers, void (*fn)(void*, int, int64_t), void* ctx) {
+    Job job{fn, ctx, n_items};
+    if (workers <= 1 || n_items <= 1) return job.work(0);
+    // Never destroyed: its threads wait on its condition variable until the process ends (the
+    // core never unloads a plugin), so no exit-time join can hang.
+    static Pool* pool = new Pool;
+    pool->run(workers, job);
+}
+
+}  // namespace xylem::native
