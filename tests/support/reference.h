@@ -367,7 +367,8 @@ inline Vec reduce(const Vec& x, const Dims& dims, int mode, int axis, double bet
                 else acc = std::max(acc, v);
             }
             if (nan) acc = std::numeric_limits<double>::quiet_NaN();
-            if (mode == XYLEM_REDUCE_MEAN) acc = n ? acc / static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN();
+            if (mode == XYLEM_REDUCE_MEAN)
+                acc = n ? acc / static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN();
             const size_t t = static_cast<size_t>(o * inner + j);
             out[t] = beta == 0.0 ? acc : beta * old[t] + acc;
         }
