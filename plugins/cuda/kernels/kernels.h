@@ -113,10 +113,10 @@ void bn_backward(const BnGeom& b, const float* dy, const float* x, const float* 
 void gather_rows(const uint32_t* src, const int32_t* idx, uint32_t* out, int64_t n_idx, int64_t rows,
                  int64_t row_words, uint32_t poison, unsigned* flags, unsigned bit, cudaStream_t s);
 // SCATTER_ADD_ROWS: out[idx[i], :] += src[i, :], each row's sources added in position order (no
-// float atomics); a bad index flags and its source row is skipped. words: scratch for
-// scatter_words(rows) 64-bit words.
-int64_t scatter_words(int64_t rows);
+// float atomics); a bad index flags and its source row is skipped. keys: scratch for
+// scatter_keys(n) 64-bit keys (n < 2^32).
+int64_t scatter_keys(int64_t n);
 void scatter_add_rows(const float* src, const int32_t* idx, float* out, int64_t n, int64_t rows, int64_t row_len,
-                      unsigned long long* words, unsigned* flags, unsigned bit, cudaStream_t s);
+                      unsigned long long* keys, unsigned* flags, unsigned bit, cudaStream_t s);
 
 }  // namespace xylem::cuda::kernels

@@ -1,7 +1,7 @@
 // GATHER_ROWS: picks rows of a device-resident dataset by index. Indices are range-checked by the
 // kernel (a bad row becomes NaN for f32, INT32_MIN for i32, and stream_sync reports it).
-// SCATTER_ADD_ROWS: its gradient, deterministic (kernels/gather.cu); a bad index's row is skipped
-// and stream_sync reports it.
+// SCATTER_ADD_ROWS: its gradient, deterministic (sorted by index, then each row added in position
+// order: kernels/gather.cu); a bad index's row is skipped and stream_sync reports it.
 #include "cuda_plugin.h"
 #include "kernels/kernels.h"
 
@@ -27,8 +27,9 @@ void op_scatter_add_rows(const xylem_op_desc& desc, xylem_stream_s& s, xylem_fra
     const auto sh = plugin_kit::scatter_add_rows_shape(a, src, idx, out);
     if (overlap(out, src) || overlap(out, idx)) a.fail("out overlaps src or idx");
     if (!sh.n) return;
-    auto* words = s.scratch_.alloc<unsigned long long>(kernels::scatter_words(sh.rows));
-    kernels::scatter_add_rows(src.f32(), idx.i32(), out.f32(), sh.n, sh.rows, sh.row_len, words, s.flag_word(desc.op),
+    if (sh.n > INT32_MAX) a.fail("%lld indices: this plugin sorts at most 2^31 - 1", static_cast<long long>(sh.n));
+    auto* keys = s.scratch_.alloc<unsigned long long>(kernels::scatter_keys(sh.n));
+    kernels::scatter_add_rows(src.f32(), idx.i32(), out.f32(), sh.n, sh.rows, sh.row_len, keys, s.flag_word(desc.op),
                               s.flag_bit(desc.op), s.stream_);
     a.check_launch();
 }

@@ -330,7 +330,7 @@ XYLEM_CLONES void fwd_direct_images(const Conv& v, const float* x, const float* 
 
 void fwd_direct(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y) {
     split_work(v.n, fwd_workers(v),
-                 [&](int64_t lo, int64_t hi, int) { fwd_direct_images(v, x, wt, b, act, y, lo, hi); });
+               [&](int64_t lo, int64_t hi, int) { fwd_direct_images(v, x, wt, b, act, y, lo, hi); });
 }
 
 // Images [n_lo, n_hi) in chunks of nb; col and tmp hold one chunk (tmp is null when nb = 1).

@@ -39,7 +39,7 @@ void op_scatter_add_rows(const xylem_op_desc& desc, xylem_stream_s&) {
     const float* s = src.f32();
     float* o = out.f32();
     const int64_t len = sh.row_len;
-    constexpr int64_t kBlock = 16;  // columns per slice unit: a cache line of floats, so slices rarely share one
+    constexpr int64_t kBlock = 16;  // columns per slice unit (a cache line of floats)
     const int64_t blocks = (len + kBlock - 1) / kBlock;
     const int workers =
         static_cast<int>(std::clamp<int64_t>(std::min(sh.n * len / kMinSplitElements, blocks), 1, split_cpus()));

@@ -1,6 +1,7 @@
 // Reductions whose result stays in a device buffer: BIAS_GRAD, ACCURACY and REDUCE.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "native.h"
@@ -88,22 +89,41 @@ constexpr int64_t kCols = 256;
 // max that propagates NaN (a NaN on either side wins), as torch.amax; fmax would drop it.
 inline double max_nan(double a, double b) { return a > b || a != a ? a : b; }
 
-// The largest of x[0, n), NaN if any is NaN, -inf when n == 0. Float lanes with a NaN flag per
-// lane, so GCC vectorizes it (the flag keeps a NaN that a plain compare would skip).
+// A running max over 8 float lanes, each with a NaN flag. Written with GCC's vector extension:
+// GCC leaves the plain-array form of this compare-and-select scalar (measured 4x slower than
+// the sum over 16M floats; as vectors it streams as fast as the sum).
+using F8 = float __attribute__((vector_size(32)));
+using I8 = int32_t __attribute__((vector_size(32)));
+struct Max8 {
+    F8 m;
+    I8 nan;
+
+    static Max8 start() {
+        const float inf = std::numeric_limits<float>::infinity();
+        return {F8{-inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf}, I8{}};
+    }
+    void add(const float* x) {
+        F8 v;
+        std::memcpy(&v, x, sizeof v);  // unaligned load
+        m = v > m ? v : m;
+        nan |= v != v;
+    }
+    double result() const {
+        double best = -std::numeric_limits<double>::infinity();
+        for (int l = 0; l < 8; ++l) best = max_nan(best, nan[l] ? std::nan("") : m[l]);
+        return best;
+    }
+};
+
+// The largest of x[0, n), NaN if any is NaN, -inf when n == 0.
 XYLEM_CLONES float run_max(const float* __restrict x, int64_t n) {
-    constexpr int64_t kLanes = 16;
-    float m[kLanes];
-    int nan[kLanes] = {};
-    std::fill_n(m, kLanes, -std::numeric_limits<float>::infinity());
+    Max8 a = Max8::start(), b = Max8::start();
     int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-        for (int64_t l = 0; l < kLanes; ++l) {
-            const float v = x[i + l];
-            m[l] = v > m[l] ? v : m[l];
-            nan[l] |= v != v;
-        }
-    double best = -std::numeric_limits<double>::infinity();
-    for (int64_t l = 0; l < kLanes; ++l) best = max_nan(best, nan[l] ? std::nan("") : m[l]);
+    for (; i + 16 <= n; i += 16) {
+        a.add(x + i);
+        b.add(x + i + 8);
+    }
+    double best = max_nan(a.result(), b.result());
     for (; i < n; ++i) best = max_nan(best, x[i]);
     return static_cast<float>(best);
 }
@@ -159,17 +179,27 @@ void reduce_runs(const Reduce& rd, const float* x, float* out, int64_t numel, Ar
 // inner > 1: item (o, column block) walks the n rows of its block in order, each row contiguous.
 XYLEM_CLONES void reduce_columns(const Reduce& rd, const float* x, float* out, int64_t o, int64_t j0, int64_t w) {
     const int64_t n = rd.r.n, inner = rd.r.inner;
-    double acc[kCols];
-    std::fill_n(acc, w, rd.identity());
     const float* base = x + o * n * inner + j0;
+    float* dst = out + o * inner + j0;
     if (rd.max) {
+        Max8 acc[kCols / 8];
+        const int64_t vecs = w / 8;  // whole lanes; the rest of the block column by column
+        std::fill_n(acc, vecs, Max8::start());
         for (int64_t k = 0; k < n; ++k)
-            for (int64_t j = 0; j < w; ++j) acc[j] = max_nan(acc[j], base[k * inner + j]);
-    } else {
-        for (int64_t k = 0; k < n; ++k)
-            for (int64_t j = 0; j < w; ++j) acc[j] += base[k * inner + j];
+            for (int64_t v = 0; v < vecs; ++v) acc[v].add(base + k * inner + v * 8);
+        for (int64_t v = 0; v < vecs; ++v)
+            for (int l = 0; l < 8; ++l) rd.store(dst + v * 8 + l, acc[v].nan[l] ? std::nan("") : acc[v].m[l]);
+        for (int64_t j = vecs * 8; j < w; ++j) {
+            double m = rd.identity();
+            for (int64_t k = 0; k < n; ++k) m = max_nan(m, base[k * inner + j]);
+            rd.store(dst + j, m);
+        }
+        return;
     }
-    for (int64_t j = 0; j < w; ++j) rd.store(out + o * inner + j0 + j, acc[j]);
+    double acc[kCols] = {};
+    for (int64_t k = 0; k < n; ++k)
+        for (int64_t j = 0; j < w; ++j) acc[j] += base[k * inner + j];
+    for (int64_t j = 0; j < w; ++j) rd.store(dst + j, acc[j]);
 }
 
 }  // namespace
