@@ -91,12 +91,16 @@ struct xylem_stream_s {
     cublasHandle_t cublas_ = nullptr;
     cudnnHandle_t cudnn_ = nullptr;
     std::shared_ptr<xylem::cuda::DeviceBlock> cublas_workspace_;  // set explicitly: no cuBLAS allocation in capture
-    // Bit (1 << op) is set by a kernel that met an out-of-range label or index; stream_sync reports it.
+    // One bit per op, set by a kernel that met an out-of-range label or index; stream_sync reports
+    // it. ops.h has more than 32 ops, so op's bit is flag_bit(op) of the word at flag_word(op).
     std::shared_ptr<xylem::cuda::DeviceBlock> flags_;
     xylem::cuda::Arena scratch_;
     std::unique_ptr<xylem::cuda::CaptureState> capture_;  // non-null between capture_begin and capture_end
 
+    static constexpr uint32_t kFlagWords = (XYLEM_OP_COUNT_ + 31) / 32;
     unsigned* flags() const { return static_cast<unsigned*>(flags_->ptr()); }
+    unsigned* flag_word(uint32_t op) const { return flags() + op / 32; }
+    static unsigned flag_bit(uint32_t op) { return 1u << (op % 32); }
 };
 
 struct xylem_graph_s {
@@ -178,7 +182,7 @@ using plugin_kit::overlap;  // true when two operands share any byte
     X(softmax_bwd) X(xent_fwd) X(xent_bwd) X(nll_fwd) X(nll_bwd) X(mse_fwd) X(mse_bwd) X(dropout_fwd)       \
     X(sgd_update) X(adam_update) X(accuracy) X(conv2d_fwd) X(conv2d_bwd_data) X(conv2d_bwd_filter)          \
     X(pool2d_fwd) X(pool2d_bwd) X(batchnorm_fwd) X(batchnorm_bwd) X(gather_rows) X(rmsprop_update)          \
-    X(adamw_update) X(clamp) X(sum_squares) X(clip_by_norm) X(fused_elementwise)
+    X(adamw_update) X(clamp) X(sum_squares) X(clip_by_norm) X(fused_elementwise) X(reduce) X(scatter_add_rows)
 using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&, xylem_framework_s&);
 #define XYLEM_DECLARE_OP(name) void op_##name(const xylem_op_desc&, xylem_stream_s&, xylem_framework_s&);
 XYLEM_CUDA_OPS(XYLEM_DECLARE_OP)

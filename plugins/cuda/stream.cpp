@@ -18,10 +18,10 @@ void destroy_handles(xylem_stream_s* s) {
 }
 
 // Names of the ops whose bits are set, for the stream_sync message.
-std::string flagged_ops(unsigned bits) {
+std::string flagged_ops(const unsigned* words) {
     std::string s;
-    for (uint32_t op = 0; op < 32; ++op)
-        if (bits & (1u << op)) s += (s.empty() ? "" : ", ") + std::string(op_name(op));
+    for (uint32_t op = 0; op < XYLEM_OP_COUNT_; ++op)
+        if (words[op / 32] & xylem_stream_s::flag_bit(op)) s += (s.empty() ? "" : ", ") + std::string(op_name(op));
     return s;
 }
 }  // namespace
@@ -87,9 +87,9 @@ xylem_status stream_create(xylem_framework_t fw, uint32_t device, xylem_stream_t
         if (!text && d == CUDNN_STATUS_SUCCESS) step = "cudnnSetStream", d = cudnnSetStream(s->cudnn_, s->stream_);
         if (!text && d != CUDNN_STATUS_SUCCESS) text = cudnnGetErrorString(d);
         if (!text) {
-            s->flags_ = DeviceBlock::make(sizeof(unsigned));
+            s->flags_ = DeviceBlock::make(xylem_stream_s::kFlagWords * sizeof(unsigned));
             step = "cudaMemsetAsync";
-            e = cudaMemsetAsync(s->flags(), 0, sizeof(unsigned), s->stream_);
+            e = cudaMemsetAsync(s->flags(), 0, xylem_stream_s::kFlagWords * sizeof(unsigned), s->stream_);
             if (e != cudaSuccess) text = cudaGetErrorString(e);
         }
     } catch (const std::bad_alloc&) {
@@ -125,19 +125,22 @@ xylem_status stream_sync(xylem_framework_t fw, xylem_stream_t stream) {
     if (stream->capture_)
         return set_error(XYLEM_E_INVALID, "cuda: stream_sync: the stream is capturing (call capture_end first)");
     cudaError_t e = cudaStreamSynchronize(stream->stream_);
-    unsigned bits = 0;
-    if (e == cudaSuccess) e = cudaMemcpyAsync(&bits, stream->flags(), sizeof bits, cudaMemcpyDeviceToHost, stream->stream_);
+    unsigned words[xylem_stream_s::kFlagWords] = {};
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(words, stream->flags(), sizeof words, cudaMemcpyDeviceToHost, stream->stream_);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream->stream_);
     if (e != cudaSuccess) {
         cudaGetLastError();
         return set_error(XYLEM_E_DEVICE, "cuda: stream_sync: %s", cudaGetErrorString(e));
     }
-    if (bits) {
-        cudaMemsetAsync(stream->flags(), 0, sizeof(unsigned), stream->stream_);
+    unsigned any = 0;
+    for (unsigned w : words) any |= w;
+    if (any) {
+        cudaMemsetAsync(stream->flags(), 0, sizeof words, stream->stream_);
         return set_error(XYLEM_E_INVALID,
                          "cuda: stream_sync: %s met a label or index out of range on the device (the affected rows "
-                         "hold NaN or zeros; the CPU backend names the row)",
-                         flagged_ops(bits).c_str());
+                         "hold NaN or zeros, or were skipped; the CPU backend names the row)",
+                         flagged_ops(words).c_str());
     }
     return XYLEM_OK;
 }

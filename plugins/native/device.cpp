@@ -94,6 +94,17 @@ const char* isa_level() {
 
 }  // namespace
 
+int split_cpus() {
+    static const int cpus = [] {
+        const char* env = std::getenv("XYLEM_NUM_THREADS");
+        if (env && *env) return 1;
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+        return std::clamp(CPU_COUNT(&set), 1, kMaxSplit);
+    }();
+    return openblas_get_num_threads() > 1 ? 1 : cpus;
+}
+
 void probe(xylem_probe_info* out) {
     if (!out) return;
     std::memset(out, 0, sizeof *out);

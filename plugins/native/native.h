@@ -1,8 +1,11 @@
 // Internal declarations shared by the native plugin's files: handles, errors, operand access, ops.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstring>
+#include <system_error>
+#include <thread>
 
 #include "xylem/plugin_api.h"
 #include "xylem/plugin_kit/entry.h"
@@ -148,6 +151,40 @@ template <class F>  // f(worker, item)
 void parallel_items(int64_t n_items, int workers, const F& f) {
     run_items(n_items, workers, [](void* ctx, int w, int64_t i) { (*static_cast<const F*>(ctx))(w, i); },
               const_cast<F*>(&f));
+
+// ---- splitting an op over threads ----------------------------------------------------------
+// Big forward convolutions (ops/conv.cpp) and big reductions (ops/reduce.cpp, ops/gather.cpp)
+// split their work into slices, one thread per CPU; the threads share nothing and never spin.
+// At most this many slices: a conv slice takes two scratch blocks, and the arena keeps 32 per op.
+constexpr int kMaxSplit = 8;
+
+// Elements streamed per extra thread below which starting it costs more than it saves (a thread
+// start is ~20-50 us; 2^18 floats take about as long to stream): for the memory-bound ops.
+constexpr int64_t kMinSplitElements = int64_t{1} << 18;
+
+// CPUs for a split (device.cpp): 1 when XYLEM_NUM_THREADS is set (the user chose the GEMM threads)
+// or OpenBLAS already runs more than one thread per GEMM; else the CPUs this process may run on.
+int split_cpus();
+
+// body(lo, hi, w) for the workers slices [lo, hi) of [0, n); the last slice on the calling thread
+// (and any slice whose thread could not start). body must not throw.
+template <class F>
+void split_work(int64_t n, int workers, const F& body) {
+    std::array<std::thread, kMaxSplit> threads;  // no heap allocation per op beyond the threads themselves
+    for (int w = 0; w < workers; ++w) {
+        const int64_t lo = n * w / workers, hi = n * (w + 1) / workers;
+        if (w + 1 == workers) {
+            body(lo, hi, w);
+            break;
+        }
+        try {
+            threads[w] = std::thread([&body, lo, hi, w] { body(lo, hi, w); });
+        } catch (const std::system_error&) {
+            body(lo, hi, w);
+        }
+    }
+    for (std::thread& t : threads)
+        if (t.joinable()) t.join();
 }
 
 // y = act(x) over n elements (y may alias x).
@@ -162,12 +199,7 @@ void channel_bias_activate(int act, const float* b, const float* x, int64_t ldx,
 // ---- op kernels (ops/<family>.cpp); each validates its descriptor and throws OpError --------
 // The reference backend implements every op of ops.h (a new op fails to link here until it has
 // its kernel). The stream gives the kernel its scratch arena (reset before each op).
-#define XYLEM_NATIVE_OPS(X) \
-    X(fill) X(copy) X(axpby) X(mul) X(gemm) X(linear_fwd) X(bias_grad) X(act_fwd) X(act_bwd) X(softmax_fwd) \
-    X(softmax_bwd) X(xent_fwd) X(xent_bwd) X(nll_fwd) X(nll_bwd) X(mse_fwd) X(mse_bwd) X(dropout_fwd)       \
-    X(sgd_update) X(adam_update) X(accuracy) X(conv2d_fwd) X(conv2d_bwd_data) X(conv2d_bwd_filter)          \
-    X(pool2d_fwd) X(pool2d_bwd) X(batchnorm_fwd) X(batchnorm_bwd) X(gather_rows) X(rmsprop_update)          \
-    X(adamw_update) X(clamp) X(sum_squares) X(clip_by_norm) X(add) X(fused_elementwise)
+#define XYLEM_NATIVE_OPS(X) XYLEM_PLUGIN_KIT_OPS(X)
 using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&);
 #define XYLEM_DECLARE_OP(name) void op_##name(const xylem_op_desc&, xylem_stream_s&);
 XYLEM_NATIVE_OPS(XYLEM_DECLARE_OP)

@@ -226,13 +226,7 @@ void scale(xylem_stream_s& s, float factor, cl_mem y, int32_t y_off, int32_t n);
 
 // ---- op kernels (ops/<family>.cpp); each validates its descriptor and throws OpError -------
 // Every op of ops.h: the kit's cases run this plugin on PoCL in CI, so a new op comes with its kernel.
-#define XYLEM_OPENCL_OPS(X) \
-    X(fill) X(copy) X(axpby) X(mul) X(gemm) X(linear_fwd) X(bias_grad) X(act_fwd) X(act_bwd) X(softmax_fwd) \
-    X(softmax_bwd) X(xent_fwd) X(xent_bwd) X(nll_fwd) X(nll_bwd) X(mse_fwd) X(mse_bwd) X(dropout_fwd)       \
-    X(sgd_update) X(adam_update) X(accuracy) X(conv2d_fwd) X(conv2d_bwd_data) X(conv2d_bwd_filter)          \
-    X(pool2d_fwd) X(pool2d_bwd) X(batchnorm_fwd) X(batchnorm_bwd) X(gather_rows) X(rmsprop_update)          \
-    X(adamw_update) X(clamp) X(sum_squares) X(clip_by_norm) X(add)    \
-    X(fused_elementwise)
+#define XYLEM_OPENCL_OPS(X) XYLEM_PLUGIN_KIT_OPS(X)
 using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&);
 #define XYLEM_DECLARE_OP(name) void op_##name(const xylem_op_desc&, xylem_stream_s&);
 XYLEM_OPENCL_OPS(XYLEM_DECLARE_OP)

@@ -20,7 +20,9 @@ namespace {
 // Error word layout, written by kernels (kernels/*.cl: record_error) for the first bad value.
 enum ErrorWord { kFlag, kOp, kPosition, kValue, kBound, kWords };
 
-const char* what_of(int op) { return op == XYLEM_OP_GATHER_ROWS ? "index" : "label"; }
+const char* what_of(int op) {
+    return op == XYLEM_OP_GATHER_ROWS || op == XYLEM_OP_SCATTER_ADD_ROWS ? "index" : "label";
+}
 
 cl_mem grow(xylem_stream_s& s, cl_mem& block, size_t& have, size_t need, const char* what) {
     if (need <= have && block) return block;

@@ -37,6 +37,11 @@ constexpr double kClip = 1e-6;
 inline double sum_squares(int64_t r) {
     return 1e-5 * std::max(1.0, std::sqrt(static_cast<double>(r) / 1024.0));
 }
+// REDUCE: r values per output, as sum_squares (scatter_add_rows uses reduction(r), r = the most
+// repeats of one index).
+inline double reduce(int64_t r) {
+    return sum_squares(r);
+}
 constexpr double kCount = 1e-7;
 // fused_elementwise: a whole program of up to 192 instructions per element, run in float32 (the
 // reference runs it in float64), per output.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "xylem/ops.h"
@@ -341,6 +342,44 @@ std::vector<T> gather_rows(const std::vector<T>& src, int64_t rows, const std::v
     std::vector<T> out;
     for (int32_t r : idx)
         for (int64_t j = 0; j < width; ++j) out.push_back(src[static_cast<size_t>(r * width + j)]);
+    return out;
+}
+
+// REDUCE: x of `dims` seen as [outer, n, inner] around `axis` (-1: every element); each output is
+// beta*old + the sum, mean or max over n. Max: a NaN wins, -inf over nothing; mean over nothing is
+// NaN. old is not read when beta == 0.
+inline Vec reduce(const Vec& x, const Dims& dims, int mode, int axis, double beta, const Vec& old) {
+    int64_t outer = 1, n = count(dims), inner = 1;
+    if (axis >= 0) {
+        n = dims[static_cast<size_t>(axis)];
+        for (int d = 0; d < axis; ++d) outer *= dims[static_cast<size_t>(d)];
+        for (size_t d = static_cast<size_t>(axis) + 1; d < dims.size(); ++d) inner *= dims[d];
+    }
+    Vec out(static_cast<size_t>(outer * inner));
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < inner; ++j) {
+            double acc = mode == XYLEM_REDUCE_MAX ? -std::numeric_limits<double>::infinity() : 0.0;
+            bool nan = false;
+            for (int64_t k = 0; k < n; ++k) {
+                const double v = x[static_cast<size_t>((o * n + k) * inner + j)];
+                if (mode != XYLEM_REDUCE_MAX) acc += v;
+                else if (std::isnan(v)) nan = true;
+                else acc = std::max(acc, v);
+            }
+            if (nan) acc = std::numeric_limits<double>::quiet_NaN();
+            if (mode == XYLEM_REDUCE_MEAN)
+                acc = n ? acc / static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN();
+            const size_t t = static_cast<size_t>(o * inner + j);
+            out[t] = beta == 0.0 ? acc : beta * old[t] + acc;
+        }
+    return out;
+}
+
+// SCATTER_ADD_ROWS: row idx[i] of out gains row i of src; rows no index names keep their value.
+inline Vec scatter_add_rows(const Vec& src, const std::vector<int32_t>& idx, Vec out) {
+    const size_t width = idx.empty() ? 0 : src.size() / idx.size();
+    for (size_t i = 0; i < idx.size(); ++i)
+        for (size_t j = 0; j < width; ++j) out[static_cast<size_t>(idx[i]) * width + j] += src[i * width + j];
     return out;
 }
 

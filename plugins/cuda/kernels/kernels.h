@@ -36,9 +36,20 @@ void row_bias_act(int act, const float* b, float* y, int64_t rows, int64_t cols,
 void channel_bias_act(int act, const float* b, float* y, int64_t n, int64_t c, int64_t inner, cudaStream_t s);
 
 // ---- reduce.cu ----
+// BIAS_GRAD and ACCURACY.
 void bias_grad(const float* dy, float* db, int64_t n, int64_t c, int64_t inner, float beta, cudaStream_t s);
 void accuracy(const float* logits, const int32_t* labels, float* correct, int64_t n, int64_t c, unsigned* flags,
               unsigned bit, cudaStream_t s);
+
+// REDUCE: x seen as [outer, n, inner] (the kit's ReduceShape); mode and beta as xylem_reduce_attrs.
+struct ReduceGeom {
+    int64_t outputs, n, inner;
+    int mode;
+    float beta;
+};
+// Doubles of scratch reduce() needs: 0 unless a few long runs are cut into slices.
+int64_t reduce_partials(const ReduceGeom& g);
+void reduce(const float* x, float* out, const ReduceGeom& g, double* partials, cudaStream_t s);
 
 // ---- softmax.cu ----
 void softmax_fwd(const float* x, float* y, int64_t rows, int64_t c, bool log, cudaStream_t s);
@@ -110,5 +121,11 @@ void bn_backward(const BnGeom& b, const float* dy, const float* x, const float* 
 // out[i, :] = src[idx[i], :] on 32-bit words; a bad index flags and writes `poison` into the row.
 void gather_rows(const uint32_t* src, const int32_t* idx, uint32_t* out, int64_t n_idx, int64_t rows,
                  int64_t row_words, uint32_t poison, unsigned* flags, unsigned bit, cudaStream_t s);
+// SCATTER_ADD_ROWS: out[idx[i], :] += src[i, :], each row's sources added in position order (no
+// float atomics); a bad index flags and its source row is skipped. keys: scratch for
+// scatter_keys(n) 64-bit keys (n < 2^32).
+int64_t scatter_keys(int64_t n);
+void scatter_add_rows(const float* src, const int32_t* idx, float* out, int64_t n, int64_t rows, int64_t row_len,
+                      unsigned long long* keys, unsigned* flags, unsigned bit, cudaStream_t s);
 
 }  // namespace xylem::cuda::kernels

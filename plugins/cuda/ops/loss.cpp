@@ -13,8 +13,8 @@ void op_xent_fwd(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s
     const Tensor tx = a.in(0, "logits"), tl = a.in(1, "labels", XYLEM_I32), tloss = a.out(0, "loss");
     a.check_classification(tx, tl);
     a.check_scalar(tloss, "loss");
-    kernels::xent_fwd(tx.f32(), tl.i32(), tloss.f32(), tx.dims[0], tx.dims[1], attrs.scale, attrs.acc, s.flags(),
-                      1u << desc.op, s.stream_);
+    kernels::xent_fwd(tx.f32(), tl.i32(), tloss.f32(), tx.dims[0], tx.dims[1], attrs.scale, attrs.acc,
+                      s.flag_word(desc.op), s.flag_bit(desc.op), s.stream_);
     a.check_launch();
 }
 
@@ -24,8 +24,8 @@ void op_xent_bwd(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s
     const Tensor tx = a.in(0, "logits"), tl = a.in(1, "labels", XYLEM_I32), tdx = a.out(0, "dlogits");
     a.check_classification(tx, tl);
     a.same_numel(tx, "logits", tdx, "dlogits");
-    kernels::xent_bwd(tx.f32(), tl.i32(), tdx.f32(), tx.dims[0], tx.dims[1], scale, s.flags(), 1u << desc.op,
-                      s.stream_);
+    kernels::xent_bwd(tx.f32(), tl.i32(), tdx.f32(), tx.dims[0], tx.dims[1], scale, s.flag_word(desc.op),
+                      s.flag_bit(desc.op), s.stream_);
     a.check_launch();
 }
 
@@ -36,7 +36,7 @@ void op_nll_fwd(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&
     a.check_classification(tlogp, tl);
     a.check_scalar(tloss, "loss");
     kernels::nll_fwd(tlogp.f32(), tl.i32(), tloss.f32(), tlogp.dims[0], tlogp.dims[1], attrs.scale, attrs.acc,
-                     s.flags(), 1u << desc.op, s.stream_);
+                     s.flag_word(desc.op), s.flag_bit(desc.op), s.stream_);
     a.check_launch();
 }
 
@@ -46,7 +46,8 @@ void op_nll_bwd(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&
     const Tensor tlogp = a.in(0, "logp"), tl = a.in(1, "labels", XYLEM_I32), tdx = a.out(0, "dlogp");
     a.check_classification(tlogp, tl);
     a.same_numel(tlogp, "logp", tdx, "dlogp");
-    kernels::nll_bwd(tl.i32(), tdx.f32(), tlogp.dims[0], tlogp.dims[1], scale, s.flags(), 1u << desc.op, s.stream_);
+    kernels::nll_bwd(tl.i32(), tdx.f32(), tlogp.dims[0], tlogp.dims[1], scale, s.flag_word(desc.op),
+                     s.flag_bit(desc.op), s.stream_);
     a.check_launch();
 }
 

@@ -1,15 +1,11 @@
 // CONV2D_FWD / BWD_DATA / BWD_FILTER, NCHW f32. Whole-input and 1x1 kernels go straight to sgemm
 // (MXNet #2011); the rest is im2col over a chunk of images, then one big sgemm per group.
 #include <cblas.h>
-#include <sched.h>
 
 #include <algorithm>
-#include <climits>
-#include <cstdlib>
-#include <cstring>
-#include <system_error>
 #include <array>
-#include <thread>
+#include <climits>
+#include <cstring>
 
 #include "native.h"
 
@@ -233,52 +229,17 @@ void finish_filters(float* dw, const double* acc, int64_t n, float beta) {
 // direct kernel) on its own scratch. Unlike OpenBLAS's second thread (bimodal runs, see
 // docs/benchmarks.md) these threads share nothing and never spin: on the 2-vCPU VM two
 // single-threaded sgemm processes at LeNet conv2's shape each kept their ~58 GFLOP/s, and LeNet
-// inference went from ~8k to ~12.5k img/s. Backward passes stay on the calling thread.
+// inference went from ~8k to ~12.5k img/s. Backward passes stay on the calling thread. The split
+// itself (split_cpus, split_work) is native.h's, shared with the reductions.
 
 // Work per extra thread below which starting it costs more than it saves (a thread start is
 // ~20-50 us; 2 MFLOP is ~40 us of GEMM here).
 constexpr double kMinSplitFlops = 2e6;
-// At most this many slices: each takes two scratch blocks, and the arena keeps 32 per op.
-constexpr int kMaxSplit = 8;
-
-// CPUs for the split: 1 when XYLEM_NUM_THREADS is set (the user chose the GEMM threads) or
-// OpenBLAS already runs more than one thread per GEMM; else the CPUs this process may run on.
-int split_cpus() {
-    static const int cpus = [] {
-        const char* env = std::getenv("XYLEM_NUM_THREADS");
-        if (env && *env) return 1;
-        cpu_set_t set;
-        if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-        return std::clamp(CPU_COUNT(&set), 1, kMaxSplit);
-    }();
-    return openblas_get_num_threads() > 1 ? 1 : cpus;
-}
 
 int fwd_workers(const Conv& v) {
     const double flops = 2.0 * static_cast<double>(v.n) * v.k * v.p() * v.crs();
     const int64_t by_work = static_cast<int64_t>(flops / kMinSplitFlops);
     return static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(by_work, v.n), 1, split_cpus()));
-}
-
-// body(lo, hi, w) for the workers slices [lo, hi) of [0, n); the last slice on the calling thread
-// (and any slice whose thread could not start). body must not throw.
-template <class F>
-void split_images(int64_t n, int workers, const F& body) {
-    std::array<std::thread, kMaxSplit> threads;  // no heap allocation per op beyond the threads themselves
-    for (int w = 0; w < workers; ++w) {
-        const int64_t lo = n * w / workers, hi = n * (w + 1) / workers;
-        if (w + 1 == workers) {
-            body(lo, hi, w);
-            break;
-        }
-        try {
-            threads[w] = std::thread([&body, lo, hi, w] { body(lo, hi, w); });
-        } catch (const std::system_error&) {
-            body(lo, hi, w);
-        }
-    }
-    for (std::thread& t : threads)
-        if (t.joinable()) t.join();
 }
 
 // ---- forward --------------------------------------------------------------------------------
@@ -368,8 +329,8 @@ XYLEM_CLONES void fwd_direct_images(const Conv& v, const float* x, const float* 
 }
 
 void fwd_direct(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y) {
-    split_images(v.n, fwd_workers(v),
-                 [&](int64_t lo, int64_t hi, int) { fwd_direct_images(v, x, wt, b, act, y, lo, hi); });
+    split_work(v.n, fwd_workers(v),
+               [&](int64_t lo, int64_t hi, int) { fwd_direct_images(v, x, wt, b, act, y, lo, hi); });
 }
 
 // Images [n_lo, n_hi) in chunks of nb; col and tmp hold one chunk (tmp is null when nb = 1).
@@ -402,7 +363,7 @@ void fwd_im2col(const Conv& v, const float* x, const float* wt, const float* b, 
         col[w] = scratch.alloc<float>(rows * nb * P);
         tmp[w] = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
     }
-    split_images(v.n, workers, [&](int64_t lo, int64_t hi, int w) {
+    split_work(v.n, workers, [&](int64_t lo, int64_t hi, int w) {
         fwd_im2col_images(v, x, wt, b, act, y, lo, hi, nb, col[w], tmp[w]);
     });
 }

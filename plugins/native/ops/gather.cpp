@@ -1,4 +1,6 @@
 // GATHER_ROWS: picks rows of a device-resident dataset by index (the "shared variable" input path).
+// SCATTER_ADD_ROWS: its gradient, rows added back by index.
+#include <algorithm>
 #include <cstring>
 
 #include "native.h"
@@ -19,6 +21,36 @@ void op_gather_rows(const xylem_op_desc& desc, xylem_stream_s&) {
     const char* s = static_cast<const char*>(src.data);
     char* o = static_cast<char*>(out.data);
     for (int64_t i = 0; i < idx.numel; ++i) std::memcpy(o + i * row_bytes, s + ix[i] * row_bytes, row_bytes);
+}
+
+// out[idx[i], :] += src[i, :] for i in order, so repeated indices add in index order (the order
+// every plugin uses: the same bits on each). Every index is checked before anything is written.
+// A big one splits the columns between threads, each adding its columns of every row in order.
+void op_scatter_add_rows(const xylem_op_desc& desc, xylem_stream_s&) {
+    OpArgs a(desc, 2, 2, 1);
+    const Tensor src = a.in(0, "src"), idx = a.in(1, "idx", XYLEM_I32), out = a.out(0, "out");
+    const auto sh = plugin_kit::scatter_add_rows_shape(a, src, idx, out);
+    if (overlap(out, src) || overlap(out, idx)) a.fail("out overlaps src or idx");
+    const int32_t* ix = idx.i32();
+    for (int64_t i = 0; i < sh.n; ++i)
+        if (ix[i] < 0 || ix[i] >= sh.rows)
+            a.fail("index %d at position %lld is out of range [0, %lld)", ix[i], static_cast<long long>(i),
+                   static_cast<long long>(sh.rows));
+    const float* s = src.f32();
+    float* o = out.f32();
+    const int64_t len = sh.row_len;
+    constexpr int64_t kBlock = 16;  // columns per slice unit (a cache line of floats)
+    const int64_t blocks = (len + kBlock - 1) / kBlock;
+    const int workers =
+        static_cast<int>(std::clamp<int64_t>(std::min(sh.n * len / kMinSplitElements, blocks), 1, split_cpus()));
+    split_work(blocks, workers, [&](int64_t lo, int64_t hi, int) {
+        const int64_t j0 = lo * kBlock, j1 = std::min(hi * kBlock, len);
+        for (int64_t i = 0; i < sh.n; ++i) {
+            const float* row = s + i * len;
+            float* dst = o + ix[i] * len;
+            for (int64_t j = j0; j < j1; ++j) dst[j] += row[j];
+        }
+    });
 }
 
 }  // namespace xylem::native

@@ -1,5 +1,5 @@
 /* Reductions whose result stays on the device: BIAS_GRAD (sum over N and the spatial axes, one
- * work-group per channel: the Flux #558 fix) and ACCURACY. */
+ * work-group per channel: the Flux #558 fix), ACCURACY and REDUCE (sum, mean or max over an axis). */
 
 /* db[c] = beta*db[c] + sum over n, j of dy[(n*C + c)*inner + j]. */
 __kernel void bias_grad(__global const float* dy, int dy_off, int n, int c, int inner, float beta,
@@ -36,4 +36,95 @@ __kernel void accuracy(__global const float* x, int x_off, __global const int* l
     }
     const float total = group_sum(buf, hits);
     if (get_local_id(0) == 0) correct[correct_off] += total;
+}
+
+/* REDUCE: x viewed as [outer, n, inner]; output t = o*inner + j reduces x[(o*n + k)*inner + j]
+ * over k < n (the kit's reduce_shape). Three kernels, chosen by the host from the shape alone, so
+ * the same tensor always reduces in the same order (no atomics): reduce_each (one item per output,
+ * for many outputs or short runs), reduce_groups (one work-group per output, or per slice of a long
+ * run whose slices reduce_finish then combines in slice order). */
+#define REDUCE_SUM 0
+#define REDUCE_MEAN 1
+#define REDUCE_MAX 2
+
+/* max that propagates NaN (a NaN on either side wins), as torch.amax; fmax would drop it. */
+inline float max_nan(float a, float b) { return a > b || isnan(a) ? a : b; }
+
+/* The work-group's NaN-propagating max of v (local size: a power of two <= 256), to every item. */
+inline float group_max_nan(__local float* buf, float v) {
+    const int lid = (int)get_local_id(0);
+    buf[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = (int)get_local_size(0) / 2; s > 0; s >>= 1) {
+        if (lid < s) buf[lid] = max_nan(buf[lid], buf[lid + s]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float total = buf[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return total;
+}
+
+/* out[t] = beta*out[t] + v (a mean divides v by n first: 0/0 is NaN); out not read when beta == 0. */
+inline void reduce_store(__global float* out, int t, int mode, int n, float beta, float v) {
+    if (mode == REDUCE_MEAN) v /= (float)n;
+    out[t] = beta == 0.0f ? v : beta * out[t] + v;
+}
+
+/* One item per output, its run in order; sums add blocks of 256 first (a bounded rounding error). */
+__kernel void reduce_each(__global const float* x, int x_off, int n, int inner, int outputs, int mode,
+                          __global float* out, int out_off, float beta) {
+    FOR_EACH(t, outputs) {
+        const int o = t / inner, j = t - o * inner;
+        __global const float* p = x + x_off + o * n * inner + j;
+        float v;
+        if (mode == REDUCE_MAX) {
+            v = -INFINITY;
+            for (int k = 0; k < n; ++k) v = max_nan(v, p[k * inner]);
+        } else {
+            v = 0.0f;
+            for (int k0 = 0; k0 < n; k0 += 256) {
+                const int k1 = min(k0 + 256, n);
+                float block = 0.0f;
+                for (int k = k0; k < k1; ++k) block += p[k * inner];
+                v += block;
+            }
+        }
+        reduce_store(out, out_off + t, mode, n, beta, v);
+    }
+}
+
+/* Work-group g reduces slice g % slices of output g / slices. With one slice it stores the output
+ * (final != 0); else it writes its partial to dst[g] for reduce_finish. */
+__kernel void reduce_groups(__global const float* x, int x_off, int n, int inner, int slices, int mode,
+                            __global float* dst, int dst_off, float beta, int final) {
+    __local float buf[256];
+    const int g = (int)get_group_id(0), t = g / slices, slice = g - t * slices;
+    const int o = t / inner, j = t - o * inner;
+    const int lo = (int)((long)slice * n / slices), hi = (int)((long)(slice + 1) * n / slices);
+    const int lid = (int)get_local_id(0), size = (int)get_local_size(0);
+    __global const float* p = x + x_off + o * n * inner + j;
+    float v;
+    if (mode == REDUCE_MAX) {
+        v = -INFINITY;
+        for (int k = lo + lid; k < hi; k += size) v = max_nan(v, p[k * inner]);
+        v = group_max_nan(buf, v);
+    } else {
+        v = 0.0f;
+        for (int k = lo + lid; k < hi; k += size) v += p[k * inner];
+        v = group_sum(buf, v);
+    }
+    if (lid != 0) return;
+    if (final) reduce_store(dst, dst_off + t, mode, n, beta, v);
+    else dst[g] = v;
+}
+
+/* Each output's slices combined in slice order. */
+__kernel void reduce_finish(__global const float* partial, int slices, int n, int mode, int outputs,
+                            __global float* out, int out_off, float beta) {
+    FOR_EACH(t, outputs) {
+        __global const float* p = partial + t * slices;
+        float v = p[0];
+        for (int s = 1; s < slices; ++s) v = mode == REDUCE_MAX ? max_nan(v, p[s]) : v + p[s];
+        reduce_store(out, out_off + t, mode, n, beta, v);
+    }
 }

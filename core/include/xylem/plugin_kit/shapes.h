@@ -1,5 +1,6 @@
 // Plugin kit: the one home of the ops' shape and attribute rules (conv2d, pool2d, batch norm,
-// gather_rows, gemm, linear_fwd, adam/adamw, add), with the messages every backend gives.
+// gather_rows, gemm, linear_fwd, adam/adamw, add, reduce, scatter_add_rows), with the messages every
+// backend gives.
 // Header-only C++17. Each rule takes an Args with fail(fmt, ...) (a plugin's OpArgs, op_args.h, or
 // the core's own, core/src/op_call_util.h) and tensors with ndim, dims and numel, and returns a
 // plain struct. The core runs the same rule before it builds a descriptor, every plugin when the
@@ -402,6 +403,56 @@ AddShape add_shape(const Args& a, const T& ta, const T& tb, const T& out) {
     if (column) return {s.rows, s.cols, Broadcast::column};
     a.fail("b %s broadcasts over a %s neither as a's shape, a row [%lld] nor a column [...,1]", DimStr(tb).s,
            DimStr(ta).s, static_cast<long long>(s.cols));
+}
+
+// ---- reduce ----------------------------------------------------------------------------------
+// x viewed as [outer, n, inner] around attrs.axis (axis -1: every element, outer = inner = 1);
+// out holds outer*inner elements, in any shape. Output t = o*inner + j reduces
+// x[(o*n + k)*inner + j] over k < n.
+struct ReduceShape {
+    int64_t outer, n, inner;
+    int64_t outputs() const { return outer * inner; }
+};
+
+template <class Args, class T>
+ReduceShape reduce_shape(const Args& a, const xylem_reduce_attrs& at, const T& x, const T& out) {
+    using ll = long long;
+    if (at.mode != XYLEM_REDUCE_SUM && at.mode != XYLEM_REDUCE_MEAN && at.mode != XYLEM_REDUCE_MAX)
+        a.fail("unknown reduce mode %d (sum 0, mean 1, max 2)", at.mode);
+    ReduceShape r{1, static_cast<int64_t>(x.numel), 1};
+    if (at.axis != -1) {
+        if (at.axis < 0 || static_cast<uint32_t>(at.axis) >= x.ndim)
+            a.fail("axis %d is out of range for x %s of rank %u (-1 reduces every element)", at.axis, DimStr(x).s,
+                   x.ndim);
+        r.n = x.dims[at.axis];
+        for (int32_t d = 0; d < at.axis; ++d) r.outer *= x.dims[d];
+        for (uint32_t d = static_cast<uint32_t>(at.axis) + 1; d < x.ndim; ++d) r.inner *= x.dims[d];
+    }
+    if (static_cast<int64_t>(out.numel) != r.outputs())
+        a.fail("out %s holds %lld elements but x %s reduced over axis %d leaves %lld", DimStr(out).s,
+               ll(out.numel), DimStr(x).s, at.axis, ll(r.outputs()));
+    return r;
+}
+
+// ---- scatter_add_rows ------------------------------------------------------------------------
+// src [N, ...], idx [N], out [R, ...] with src's trailing dims: out[idx[i], ...] += src[i, ...].
+// Index values are the plugin's to check.
+struct ScatterRowsShape {
+    int64_t n, rows, row_len;  // source rows, out's rows, elements per row (from the trailing dims)
+};
+
+template <class Args, class T>
+ScatterRowsShape scatter_add_rows_shape(const Args& a, const T& src, const T& idx, const T& out) {
+    using ll = long long;
+    if (src.ndim < 1) a.fail("src %s must have rank >= 1 ([N, ...])", DimStr(src).s);
+    if (idx.ndim != 1 || idx.dims[0] != src.dims[0])
+        a.fail("idx %s must be [%lld]: one index per row of src %s", DimStr(idx).s, ll(src.dims[0]), DimStr(src).s);
+    bool fits = out.ndim == src.ndim;
+    for (uint32_t d = 1; fits && d < src.ndim; ++d) fits = out.dims[d] == src.dims[d];
+    if (!fits) a.fail("out %s must be [R, ...] with the trailing dims of src %s", DimStr(out).s, DimStr(src).s);
+    ScatterRowsShape s{src.dims[0], out.dims[0], 1};
+    for (uint32_t d = 1; d < src.ndim; ++d) s.row_len *= src.dims[d];
+    return s;
 }
 
 }  // namespace xylem::plugin_kit
