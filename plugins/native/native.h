@@ -151,6 +151,7 @@ template <class F>  // f(worker, item)
 void parallel_items(int64_t n_items, int workers, const F& f) {
     run_items(n_items, workers, [](void* ctx, int w, int64_t i) { (*static_cast<const F*>(ctx))(w, i); },
               const_cast<F*>(&f));
+}
 
 // ---- splitting an op over threads ----------------------------------------------------------
 // Big forward convolutions (ops/conv.cpp) and big reductions (ops/reduce.cpp, ops/gather.cpp)
