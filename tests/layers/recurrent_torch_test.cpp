@@ -59,7 +59,7 @@ const std::vector<std::vector<double>> kGruDparams = {
     std::vector<float> got_scaled(got.size());
     for (size_t i = 0; i < want.size(); ++i) scaled[i] = want[i] / scale;
     for (size_t i = 0; i < got.size(); ++i) got_scaled[i] = static_cast<float>(got[i] / scale);
-    return near(got_scaled, scaled, 1e-4);
+    return near(got_scaled, scaled, 1e-5);
 }
 
 class RecurrentTorch : public BackendTest {
