@@ -144,6 +144,8 @@ void Recurrent::reset_state() {
 const Tensor& Recurrent::forward(Device& dev, const Tensor& x, bool train) {
     if (x.shape().size() != 3 || x.dim(0) <= 0 || x.dim(1) <= 0 || x.dim(2) != in_)
         shape_error("input", x.shape(), {x.shape().empty() ? -1 : x.dim(0), x.shape().size() > 1 ? x.dim(1) : -1, in_});
+    if (x.dtype() != DType::F32)
+        throw Error(label() + ": expects float features [batch, time, features] (token ids need an embedding layer first)");
     const int64_t batch = x.dim(0), time = x.dim(1), h = h_, g = gates_ * h_;
     dev_ = &dev;
     Workspace& ws = workspace(dev, batch, time);

@@ -246,6 +246,12 @@ TEST_P(RecurrentLayer, WrongInputsAreErrorsNamingTheLayer) {
         EXPECT_TRUE(contains(e.what(), "model layer 1 (lstm): input: got [2, 5, 4], expected [2, 5, 3]")) << e.what();
     }
     try {
+        layer->forward(dev(), Tensor({2, 5, 3}, DType::I32, dev()), true);
+        ADD_FAILURE() << "int32 inputs were accepted";
+    } catch (const Error& e) {
+        EXPECT_TRUE(contains(e.what(), "model layer 1 (lstm): expects float features")) << e.what();
+    }
+    try {
         layer->backward(dev(), Tensor({2, 5, 4}, DType::F32, dev()), true);
         ADD_FAILURE() << "backward before forward";
     } catch (const Error& e) {
