@@ -139,7 +139,7 @@ TEST_P(LayerRegistryTest, ATestOnlyTypeBuildsAndRuns) {
 
 TEST(LayerRegistry, EveryBuiltInTypeBuildsTheLayerItNames) {
     const std::vector<std::string> types{"linear", "conv2d", "maxpool2d", "avgpool2d", "batchnorm", "relu", "sigmoid",
-                                         "tanh",   "softmax", "log_softmax", "flatten", "reshape", "dropout"};
+                                         "tanh",   "softmax", "log_softmax", "flatten", "reshape", "dropout", "lstm", "gru"};
     std::string text;
     for (const std::string& t : types) {
         EXPECT_NE(find_layer_type(t), nullptr) << t;
@@ -147,6 +147,7 @@ TEST(LayerRegistry, EveryBuiltInTypeBuildsTheLayerItNames) {
         if (t == "linear" || t == "conv2d") text += "out = 4\n";
         if (t == "conv2d" || t == "maxpool2d" || t == "avgpool2d") text += "kernel = 2\n";
         if (t == "reshape") text += "shape = [-1]\n";
+        if (t == "lstm" || t == "gru") text += "hidden = 4\n";
     }
     const RunConfig c = parse_config(text, "t.toml");
     ASSERT_EQ(c.layers.size(), types.size());

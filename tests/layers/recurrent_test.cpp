@@ -1,0 +1,312 @@
+// lstm and gru over every available backend: outputs and carried state against a float64
+// reference (tests/support/reference_rnn.h), truncated back-propagation through time (state kept
+// between batches of one shape, dropped by reset_state and by another batch shape), sampling one
+// step at a time, PyTorch's parameter names and init, the config keys, the ops a step issues
+// (one GEMM and one run of elementwise ops per time step) and no transfers in a steady step.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "support/backends.h"
+#include "support/gradcheck.h"
+#include "support/reference_rnn.h"
+#include "xylem/config.h"
+#include "xylem/error.h"
+#include "xylem/layers/gru.h"
+#include "xylem/layers/lstm.h"
+#include "xylem/layers/registry.h"
+#include "xylem/transfer.h"
+
+namespace xylem::test {
+namespace {
+
+using Vec = std::vector<double>;
+
+std::unique_ptr<Recurrent> make(bool lstm, int64_t hidden, int64_t layers, float dropout = 0.0f,
+                                float forget_bias = 0.0f, float init = 0.0f) {
+    RecurrentOptions o;
+    o.hidden = hidden;
+    o.layers = layers;
+    o.dropout = dropout;
+    o.forget_bias = forget_bias;
+    o.init = init;
+    if (lstm) return std::make_unique<Lstm>(o, 77);
+    return std::make_unique<Gru>(o, 77);
+}
+
+std::vector<ref::RnnWeights> host_weights(Recurrent& layer) {
+    const std::vector<Param*> p = layer.params();
+    std::vector<ref::RnnWeights> w(p.size() / 4);
+    for (size_t l = 0; l < w.size(); ++l)
+        w[l] = {to_double(p[4 * l]->value.to_vector()), to_double(p[4 * l + 1]->value.to_vector()),
+                to_double(p[4 * l + 2]->value.to_vector()), to_double(p[4 * l + 3]->value.to_vector())};
+    return w;
+}
+
+// The layer's carried state ([H, B], unit-major) in the reference's [B, H].
+Vec state_of(Recurrent& layer, int64_t level, int cell, int64_t batch) {
+    const std::vector<float> s = layer.state(level, cell).to_vector();
+    const int64_t h = layer.hidden();
+    Vec out(s.size());
+    for (int64_t u = 0; u < h; ++u)
+        for (int64_t b = 0; b < batch; ++b) out[b * h + u] = s[u * batch + b];
+    return out;
+}
+
+// A reference run's state: [level][B*H], zero.
+struct RefState {
+    std::vector<Vec> h, c;
+    RefState(int64_t levels, int64_t batch, int64_t hidden)
+        : h(levels, Vec(batch * hidden, 0.0)), c(levels, Vec(batch * hidden, 0.0)) {}
+};
+
+class RecurrentLayer : public BackendTest {
+protected:
+    void require(const Recurrent& layer) {
+        for (uint32_t op : layer.ops_needed(true)) XYLEM_REQUIRE_OP(op);
+    }
+    Rng rng_;
+};
+XYLEM_INSTANTIATE_OVER_BACKENDS(RecurrentLayer);
+
+// Two consecutive batches: the second starts where the first ended, in training and evaluation,
+// with one and two levels (dropout only acts in training, so evaluation is checked with it on).
+TEST_P(RecurrentLayer, OutputsAndCarriedStateMatchTheReference) {
+    for (bool lstm : {true, false})
+        for (int64_t levels : {1, 2})
+            for (bool train : {true, false}) {
+                SCOPED_TRACE(std::string(lstm ? "lstm" : "gru") + " levels " + std::to_string(levels) +
+                             (train ? " training" : " evaluation"));
+                const int64_t batch = 3, time = 4, features = 5, hidden = 6;
+                auto layer = make(lstm, hidden, levels, train ? 0.0f : 0.5f, lstm ? 1.0f : 0.0f);
+                require(*layer);
+                layer->bind(dev(), {time, features}, rng_.engine());
+                const auto w = host_weights(*layer);
+                RefState st(levels, batch, hidden);
+                for (int round = 0; round < 2; ++round) {
+                    const Vec xv = to_double(rng_.uniform(batch * time * features, -2.0f, 2.0f));
+                    Tensor x = upload(dev(), {batch, time, features}, to_float(xv));
+                    const std::vector<float> y = layer->forward(dev(), x, train).to_vector();
+                    const Vec want = ref::rnn_forward(lstm, w, hidden, xv, batch, time, features, st.h, st.c);
+                    EXPECT_TRUE(near(y, want, 1e-5)) << "output of batch " << round;
+                    for (int64_t l = 0; l < levels; ++l) {
+                        EXPECT_TRUE(near(to_float(state_of(*layer, l, 0, batch)), st.h[l], 1e-5)) << "h, level " << l;
+                        if (lstm) {
+                            EXPECT_TRUE(near(to_float(state_of(*layer, l, 1, batch)), st.c[l], 1e-5)) << "c, level " << l;
+                        }
+                    }
+                }
+            }
+}
+
+// reset_state starts the next batch from zero; so does a batch of another shape (a tail batch),
+// and the full batch after it.
+TEST_P(RecurrentLayer, ResetAndAnotherBatchShapeStartFromZero) {
+    for (bool lstm : {true, false}) {
+        SCOPED_TRACE(lstm ? "lstm" : "gru");
+        const int64_t time = 3, features = 2, hidden = 4, levels = 2;
+        auto layer = make(lstm, hidden, levels);
+        require(*layer);
+        layer->bind(dev(), {time, features}, rng_.engine());
+        const auto w = host_weights(*layer);
+        auto batch_of = [&](int64_t n) {
+            const Vec xv = to_double(rng_.uniform(n * time * features, -2.0f, 2.0f));
+            return std::make_pair(xv, upload(dev(), {n, time, features}, to_float(xv)));
+        };
+        auto from_zero = [&](const Vec& xv, int64_t n) {
+            RefState st(levels, n, hidden);
+            return ref::rnn_forward(lstm, w, hidden, xv, n, time, features, st.h, st.c);
+        };
+        auto [x4, t4] = batch_of(4);
+        auto [x2, t2] = batch_of(2);
+        layer->forward(dev(), t4, true);
+        EXPECT_FALSE(near(layer->forward(dev(), t4, true).to_vector(), from_zero(x4, 4), 1e-3)) << "state not carried";
+        EXPECT_TRUE(near(layer->forward(dev(), t2, true).to_vector(), from_zero(x2, 2), 1e-5)) << "tail batch";
+        EXPECT_TRUE(near(layer->forward(dev(), t4, true).to_vector(), from_zero(x4, 4), 1e-5)) << "after the tail";
+        layer->reset_state();
+        EXPECT_TRUE(near(layer->forward(dev(), t4, false).to_vector(), from_zero(x4, 4), 1e-5)) << "after reset_state";
+    }
+}
+
+// Sampling feeds one character at a time: T = 1 steps chain into the whole sequence's outputs.
+TEST_P(RecurrentLayer, OneStepAtATimeEqualsTheWholeSequence) {
+    for (bool lstm : {true, false}) {
+        SCOPED_TRACE(lstm ? "lstm" : "gru");
+        const int64_t time = 6, features = 3, hidden = 5, levels = 2;
+        auto layer = make(lstm, hidden, levels, 0.3f);
+        require(*layer);
+        layer->bind(dev(), {time, features}, rng_.engine());
+        const Vec xv = to_double(rng_.uniform(time * features, -2.0f, 2.0f));
+        Tensor whole = upload(dev(), {1, time, features}, to_float(xv));
+        layer->forward(dev(), upload(dev(), {2, time, features}, rng_.uniform(2 * time * features)), true);  // training
+        layer->reset_state();
+        const std::vector<float> want = layer->forward(dev(), whole, false).to_vector();
+        layer->reset_state();
+        std::vector<float> got;
+        for (int64_t t = 0; t < time; ++t) {
+            Tensor xt = upload(dev(), {1, 1, features}, to_float(Vec(xv.begin() + t * features, xv.begin() + (t + 1) * features)));
+            const std::vector<float> y = layer->forward(dev(), xt, false).to_vector();
+            got.insert(got.end(), y.begin(), y.end());
+        }
+        EXPECT_TRUE(near(got, to_double(want), 1e-6));
+    }
+}
+
+TEST_P(RecurrentLayer, ParametersAreNamedShapedAndDrawnAsPyTorchs) {
+    const int64_t features = 3, hidden = 4;
+    for (bool lstm : {true, false}) {
+        SCOPED_TRACE(lstm ? "lstm" : "gru");
+        const int64_t g = (lstm ? 4 : 3) * hidden;
+        auto layer = make(lstm, hidden, 2);
+        layer->set_param_prefix("2.");
+        std::mt19937_64 rng(5);
+        layer->bind(dev(), {7, features}, rng);
+        const std::vector<Param*> p = layer->params();
+        ASSERT_EQ(p.size(), 8u);
+        const std::pair<std::string, Shape> want[] = {
+            {"2.weight_ih_l0", {g, features}}, {"2.weight_hh_l0", {g, hidden}}, {"2.bias_ih_l0", {g}},
+            {"2.bias_hh_l0", {g}},             {"2.weight_ih_l1", {g, hidden}}, {"2.weight_hh_l1", {g, hidden}},
+            {"2.bias_ih_l1", {g}},             {"2.bias_hh_l1", {g}}};
+        for (size_t i = 0; i < p.size(); ++i) {
+            EXPECT_EQ(p[i]->name, want[i].first);
+            EXPECT_EQ(p[i]->value.shape(), want[i].second) << p[i]->name;
+            EXPECT_EQ(p[i]->grad.shape(), want[i].second) << p[i]->name;
+            const std::vector<float> v = p[i]->value.to_vector();
+            const float worst = std::fabs(*std::max_element(v.begin(), v.end(), [](float a, float b) {
+                return std::fabs(a) < std::fabs(b);
+            }));
+            EXPECT_LE(worst, 0.5f) << "U(-1/sqrt(hidden), 1/sqrt(hidden)) for " << p[i]->name;
+            EXPECT_GT(worst, 0.3f) << p[i]->name;
+        }
+    }
+    // init = 0.08: char-rnn's U(-0.08, 0.08); forget_bias adds to bias_ih's f rows only, after the same draw.
+    auto plain = make(true, hidden, 1, 0.0f, 0.0f, 0.08f), biased = make(true, hidden, 1, 0.0f, 1.0f, 0.08f);
+    std::mt19937_64 r1(9), r2(9);
+    plain->bind(dev(), {2, features}, r1);
+    biased->bind(dev(), {2, features}, r2);
+    for (size_t i = 0; i < 4; ++i) {
+        const std::vector<float> a = plain->params()[i]->value.to_vector(), b = biased->params()[i]->value.to_vector();
+        for (size_t j = 0; j < a.size(); ++j) {
+            EXPECT_LE(std::fabs(a[j]), 0.08f);
+            const bool forget = i == 2 && j >= static_cast<size_t>(hidden) && j < static_cast<size_t>(2 * hidden);
+            EXPECT_FLOAT_EQ(b[j], a[j] + (forget ? 1.0f : 0.0f)) << plain->params()[i]->name << "[" << j << "]";
+        }
+    }
+}
+
+// Per time step the forward issues one GEMM and one run of elementwise ops (lstm 9, gru 11), and
+// the backward one run (lstm 12, gru 10) and one GEMM: what the step fusion pass turns into 2 + 2
+// launches. A steady step moves nothing between host and device.
+TEST_P(RecurrentLayer, OpsPerTimeStepAndNoTransfersInASteadyStep) {
+    for (bool lstm : {true, false}) {
+        SCOPED_TRACE(lstm ? "lstm" : "gru");
+        const int64_t batch = 2, features = 3, hidden = 4, levels = 2;
+        auto launches = [&](int64_t time) {
+            auto layer = make(lstm, hidden, levels, 0.2f);
+            require(*layer);
+            layer->bind(dev(), {time, features}, rng_.engine());
+            Tensor x = upload(dev(), {batch, time, features}, rng_.uniform(batch * time * features));
+            Tensor dy = upload(dev(), {batch, time, hidden}, rng_.uniform(batch * time * hidden));
+            x.upload(dev());
+            dy.upload(dev());
+            layer->forward(dev(), x, true);
+            layer->backward(dev(), dy, true);  // the first step allocates and uploads its gather indices
+            StrictTransfers strict;
+            const TransferCounts t0 = transfer_counts();
+            const uint64_t l0 = dev().launches();
+            layer->forward(dev(), x, true);
+            const uint64_t l1 = dev().launches();
+            layer->backward(dev(), dy, true);
+            dev().sync();
+            EXPECT_EQ((transfer_counts() - t0).count(), 0u) << "time " << time;
+            return std::make_pair(l1 - l0, dev().launches() - l1);
+        };
+        const auto [f5, b5] = launches(5);
+        const auto [f4, b4] = launches(4);
+        EXPECT_EQ(f5 - f4, static_cast<uint64_t>(levels * (1 + (lstm ? 9 : 11)))) << "forward launches per step";
+        EXPECT_EQ(b5 - b4, static_cast<uint64_t>(levels * (1 + (lstm ? 12 : 10)))) << "backward launches per step";
+    }
+}
+
+TEST_P(RecurrentLayer, WrongInputsAreErrorsNamingTheLayer) {
+    auto layer = make(true, 4, 1);
+    layer->set_label("model layer 1 (lstm)");
+    try {
+        layer->bind(dev(), {12}, rng_.engine());
+        ADD_FAILURE() << "a flat input was accepted";
+    } catch (const Error& e) {
+        EXPECT_TRUE(contains(e.what(), "model layer 1 (lstm): expects [time, features] per sample")) << e.what();
+    }
+    layer->bind(dev(), {5, 3}, rng_.engine());
+    EXPECT_EQ(layer->output_shape({9, 3}), (Shape{9, 4}));
+    try {
+        layer->forward(dev(), Tensor({2, 5, 4}, DType::F32, dev()), true);
+        ADD_FAILURE() << "4 features were accepted by a layer bound to 3";
+    } catch (const Error& e) {
+        EXPECT_TRUE(contains(e.what(), "model layer 1 (lstm): input: got [2, 5, 4], expected [2, 5, 3]")) << e.what();
+    }
+    try {
+        layer->forward(dev(), Tensor({2, 5, 3}, DType::I32, dev()), true);
+        ADD_FAILURE() << "int32 inputs were accepted";
+    } catch (const Error& e) {
+        EXPECT_TRUE(contains(e.what(), "model layer 1 (lstm): expects float features")) << e.what();
+    }
+    try {
+        layer->backward(dev(), Tensor({2, 5, 4}, DType::F32, dev()), true);
+        ADD_FAILURE() << "backward before forward";
+    } catch (const Error& e) {
+        EXPECT_TRUE(contains(e.what(), "backward before any forward")) << e.what();
+    }
+}
+
+// ---- config ----------------------------------------------------------------------------------
+
+std::string error_of(const std::string& text) {
+    try {
+        parse_config(text, "test.toml");
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+TEST(RecurrentConfig, KeysAreReadIntoTheOptions) {
+    const RunConfig c = parse_config(
+        "[[model.layers]]\ntype = \"lstm\"\nhidden = 128\nlayers = 2\ndropout = 0.5\nforget_bias = 1.0\ninit = 0.08\n"
+        "[[model.layers]]\ntype = \"gru\"\nhidden = 7\n",
+        "t.toml");
+    const RecurrentOptions& l = layer_options<RecurrentOptions>(c.layers[0]);
+    EXPECT_EQ(l.hidden, 128);
+    EXPECT_EQ(l.layers, 2);
+    EXPECT_FLOAT_EQ(l.dropout, 0.5f);
+    EXPECT_FLOAT_EQ(l.forget_bias, 1.0f);
+    EXPECT_FLOAT_EQ(l.init, 0.08f);
+    const RecurrentOptions& g = layer_options<RecurrentOptions>(c.layers[1]);
+    EXPECT_EQ(g.hidden, 7);
+    EXPECT_EQ(g.layers, 1);
+    EXPECT_EQ(g.dropout, 0.0f);
+    EXPECT_EQ(g.init, 0.0f);
+    LayerContext context(c.source, c.seed);
+    EXPECT_EQ(build_layer(c.layers[0], context)->kind(), "lstm");
+    EXPECT_EQ(build_layer(c.layers[1], context)->kind(), "gru");
+}
+
+TEST(RecurrentConfig, BadValuesNameTheirKey) {
+    const std::string lstm = "[[model.layers]]\ntype = \"lstm\"\n", gru = "[[model.layers]]\ntype = \"gru\"\n";
+    EXPECT_EQ(error_of(lstm), "test.toml: key 'model.layers[0].hidden' is required for a lstm layer");
+    EXPECT_EQ(error_of(gru), "test.toml: key 'model.layers[0].hidden' is required for a gru layer");
+    EXPECT_EQ(error_of(lstm + "hidden = 0\n"),
+              "test.toml: key 'model.layers[0].hidden' must be in [1, 2147483647], got 0");
+    EXPECT_EQ(error_of(lstm + "hidden = 8\nlayers = 0\n"),
+              "test.toml: key 'model.layers[0].layers' must be in [1, 1024], got 0");
+    EXPECT_EQ(error_of(lstm + "hidden = 8\ndropout = 1.0\n"), "test.toml: key 'model.layers[0].dropout' must be in [0, 1)");
+    EXPECT_EQ(error_of(gru + "hidden = 8\ninit = 0\n"),
+              "test.toml: key 'model.layers[0].init' must be positive (the bound of U(-init, init)); leave it out for "
+              "PyTorch's 1/sqrt(hidden)");
+    EXPECT_EQ(error_of(gru + "hidden = 8\nforget_bias = 1\n"),
+              "test.toml: unknown key 'model.layers[0].forget_bias' (known keys here: dropout, hidden, init, layers, "
+              "type)");
+}
+
+}  // namespace
+}  // namespace xylem::test
