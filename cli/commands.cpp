@@ -17,7 +17,9 @@
 #include "app/backend_select.h"
 #include "app/checkpoint.h"
 #include "app/interrupt.h"
+#include "app/evaluate.h"
 #include "app/model_builder.h"
+#include "app/run_data.h"
 #include "app/trainer.h"
 #include "xylem/error.h"
 #include "xylem/io/idx.h"
@@ -168,6 +170,9 @@ void parse_flags(Args& a, int argc, char** argv) {
         else if (f == "--seed") a.seed = parse_int<uint64_t>(f, value(), 0, UINT64_MAX);
         else if (f == "--top") a.top = parse_int<int>(f, value(), IntRange{1, ranges::kInt32Max});
         else if (f == "--lr") a.lr = parse_float(f, value());
+        else if (f == "--temperature") a.temperature = parse_float(f, value());
+        else if (f == "--prime") a.prime = value();
+        else if (f == "--length") a.length = parse_int<int64_t>(f, value(), IntRange{0, ranges::kInt32Max});
         else if (f == "--profile") a.profile = true;
         else if (f == "--resume") {
             a.resume = true;
@@ -292,15 +297,52 @@ int run_train(const Args& a) {
         std::fflush(stdout);
         return 128 + r.stopped_by_signal;
     }
-    const app::EpochMetrics& last = r.epochs.back();  // the run's last epoch always scores the test set
-    std::printf("test accuracy %.2f%% after %d epoch(s)%s\ncheckpoint: %s\nlast (resumable): %s\n",
-                100 * last.test_accuracy, last.epoch, r.finish_reason.empty() ? "" : (" (" + r.finish_reason + ")").c_str(),
-                r.checkpoint_path.c_str(), r.last_checkpoint.c_str());
+    const app::EpochMetrics& last = r.epochs.back();  // the run's last epoch always scores the test set (images)
+    const std::string why = r.finish_reason.empty() ? "" : " (" + r.finish_reason + ")";
+    if (!r.text)
+        std::printf("test accuracy %.2f%% after %d epoch(s)%s\n", 100 * last.test_accuracy, last.epoch, why.c_str());
+    else if (last.has_validation)  // text: no test set; the held-out end of the text
+        std::printf("validation loss %.4f nats/char (%.4f bits/char), accuracy %.2f%% after %d epoch(s)%s\n",
+                    last.val_loss, app::bits_per_char(last.val_loss), 100 * last.val_accuracy, last.epoch, why.c_str());
+    else
+        std::printf("train loss %.4f nats/char (%.4f bits/char) after %d epoch(s)%s\n", last.train_loss,
+                    app::bits_per_char(last.train_loss), last.epoch, why.c_str());
+    std::printf("checkpoint: %s\nlast (resumable): %s\n", r.checkpoint_path.c_str(), r.last_checkpoint.c_str());
     if (const fs::path best = fs::path(c.out_dir) / "best.safetensors"; fs::exists(best))
         std::printf("best (by %s): %s\n", c.best_metric.c_str(), best.string().c_str());
     std::printf("metrics: %s\nlog: %s\n", r.metrics_path.c_str(), r.log_path.c_str());
     return 0;
 }
+
+namespace {
+
+// Text data has no test set: eval scores the held-out end of the text, in the training layout.
+int run_eval_text(const Args& a, const RunConfig& c, Backend& backend, Device& dev) {
+    const app::RunData data = app::load_run_data(c);
+    if (!data.validation.count)
+        throw Error(c.source + ": key 'data.validation' holds out no text: there is nothing to evaluate");
+    app::check_resumed_vocabulary(a.checkpoint, data);
+    auto model = app::build_model(c, data.vocabulary.size());
+    model->build(dev, app::input_sample_shape(data.validation), c.seed);
+    app::check_model_fits_data(c, *model, data);
+    app::load_checkpoint(a.checkpoint, *model);
+    auto loss = make_loss(c.loss);
+    const int64_t classes = model->output_sample_shape().back();
+    profiler::enable(a.profile);
+    const auto t0 = std::chrono::steady_clock::now();
+    model->reset_state();
+    const app::Scores s = app::score(*model, *loss, dev, data.validation, classes, data.eval_batch(c.batch_size));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    profiler::enable(false);
+    const double chars = static_cast<double>(data.validation.labels.size());
+    std::printf("validation loss %.4f nats/char (%.4f bits/char), accuracy %.2f%% (%.0f characters, backend %s, %.3f s, "
+                "%.0f char/s)\n", s.loss, app::bits_per_char(s.loss), 100 * s.accuracy, chars, backend.name().c_str(),
+                seconds, chars / seconds);
+    if (a.profile) profiler::print(std::cout);
+    return 0;
+}
+
+}  // namespace
 
 int run_eval(const Args& a) {
     if (a.checkpoint.empty()) throw UsageError{"eval needs --checkpoint FILE"};
@@ -309,6 +351,7 @@ int run_eval(const Args& a) {
     const BackendChoice choice = app::select_backend(registry, c, a.backend, a.plugin_dirs);
     auto backend = choice.backend;
     auto dev = backend->device(choice.device);
+    if (c.is_text()) return run_eval_text(a, c, *backend, *dev);
     io::Dataset test = io::load_mnist_dir(c.data_dir, false);
     auto model = app::build_model(c);
     model->build(*dev, {1, test.rows, test.cols}, c.seed);

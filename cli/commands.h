@@ -17,8 +17,10 @@ struct Args {
     std::vector<std::string> plugin_dirs;
     std::optional<int> epochs, batch_size, top;  // set: the flag was given (and is in its range)
     std::optional<int64_t> max_steps;
-    std::optional<double> lr;
+    std::optional<double> lr, temperature;
     std::optional<uint64_t> seed;
+    std::optional<std::string> prime;  // sample's --prime TEXT
+    std::optional<int64_t> length;     // sample's --length N
     bool profile = false;
     bool resume = false;     // --resume [RUN_DIR]
     std::string resume_dir;  // "" = the config's out dir
@@ -50,6 +52,7 @@ int run_backends(const Args& args);
 int run_train(const Args& args);
 int run_eval(const Args& args);
 int run_predict(const Args& args);  // predict.cpp
+int run_sample(const Args& args);   // sample.cpp
 int run_plot(const Args& args);     // plot.cpp
 
 }  // namespace xylem::cli

@@ -75,7 +75,7 @@ const std::vector<Command>& commands() {
          0},
         {"eval",
          {"eval --config FILE --checkpoint FILE [OPTIONS]"},
-         "the test set accuracy of a checkpoint, and how fast the model runs",
+         "the test set accuracy of a checkpoint (text: its validation loss per character), and how fast it runs",
          {kConfig, kCheckpoint, kBackend, kProfile, kPluginPath},
          "",
          0},
@@ -93,6 +93,22 @@ const std::vector<Command>& commands() {
          "model ends in softmax, their exp when it ends in log_softmax). The terminal shows the first\n"
          "10 images; the CSV holds all of them: image, label (when known), then top1_class,\n"
          "top1_name, top1_prob, ... for each of the K classes.",
+         0},
+        {"sample",
+         {"sample --config FILE --checkpoint FILE [OPTIONS]"},
+         "generate text with a character model trained on text data ([data] text)",
+         {kConfig,
+          kCheckpoint,
+          {"--prime", "TEXT", "text fed to the model first; the output starts with it (default: none)"},
+          {"--length", "N", "characters to generate after the prime (default: 500)"},
+          {"--temperature", "T", "divides the outputs before the softmax: below 1 safer, above 1 more varied (default: 1)"},
+          {"--seed", "N", "seed of the draws (default: the config's train.seed)"},
+          kBackend,
+          kPluginPath},
+         "The model runs one character at a time (batch 1, one step), carrying its recurrent state;\n"
+         "each next character is drawn on the host from softmax(output / T). Without --prime the first\n"
+         "character is drawn uniformly from the vocabulary. The vocabulary is the checkpoint's (the bytes\n"
+         "of the text it was trained on); the generated text alone goes to stdout.",
          0},
         {"plot",
          {"plot RUN_DIR [OPTIONS]"},

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
         if (args.command == "train") return run_train(args);
         if (args.command == "eval") return run_eval(args);
         if (args.command == "predict") return run_predict(args);
+        if (args.command == "sample") return run_sample(args);
         if (args.command == "plot") return run_plot(args);
         throw UsageError{"unknown command '" + args.command + "'", ""};  // in the table, not dispatched here: a bug
     } catch (const UsageError& e) {

@@ -9,48 +9,63 @@
 
 namespace xylem {
 
-Linear::Linear(int64_t out_features, bool bias) : out_(out_features), has_bias_(bias) {
+Linear::Linear(int64_t out_features, bool bias, float init_uniform)
+    : out_(out_features), has_bias_(bias), init_uniform_(init_uniform) {
     if (out_features <= 0) throw Error("linear layer: out must be positive, got " + std::to_string(out_features));
 }
 
 Shape Linear::output_shape(const Shape& input) const {
-    if (input.size() != 1)
+    // Rank 3 and more are images: they need a flatten first (a sequence is [time, features]).
+    if (input.empty() || input.size() > 2)
         shape_error("expects a flat feature vector per sample (add a flatten layer)", input,
                     {in_ ? in_ : numel(input)});
-    if (in_ && input[0] != in_) shape_error("input features do not match the weight", input, {in_});
-    return {out_};
+    if (in_ && input.back() != in_) shape_error("input features do not match the weight", input, {in_});
+    Shape out = input;
+    out.back() = out_;
+    return out;
 }
 
 void Linear::bind(Device& dev, const Shape& input, std::mt19937_64& rng) {
     output_shape(input);
-    in_ = input[0];
+    in_ = input.back();
     // PyTorch's default: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
-    const float k = 1.0f / std::sqrt(static_cast<float>(in_));
+    const float k = init_uniform_ > 0 ? init_uniform_ : 1.0f / std::sqrt(static_cast<float>(in_));
     weight_ = uniform_param(dev, "weight", {out_, in_}, k, rng);
     if (has_bias_) bias_ = uniform_param(dev, "bias", {out_}, k, rng);
 }
 
 const Tensor& Linear::forward(Device& dev, const Tensor& x, bool) {
-    if (x.shape().size() != 2 || x.dim(1) != in_) shape_error("input", x.shape(), {x.dim(0), in_});
-    x_ = x;
-    ensure(y_, {x.dim(0), out_}, dev);
-    ops::linear_fwd(dev, x, weight_.value, has_bias_ ? &bias_.value : nullptr, y_, act_);
+    const size_t rank = x.shape().size();
+    if ((rank != 2 && rank != 3) || x.shape().back() != in_)
+        shape_error("input", x.shape(), rank == 3 ? Shape{x.dim(0), x.dim(1), in_} : Shape{rank ? x.dim(0) : 0, in_});
+    // A batch of sequences [N, T, in] is N*T rows of one GEMM.
+    const int64_t rows = x.numel() / in_;
+    x_ = x.reshaped({rows, in_});
+    Shape y_shape = x.shape();
+    y_shape.back() = out_;
+    ensure(y_, y_shape, dev);
+    y_rows_ = y_.reshaped({rows, out_});
+    ops::linear_fwd(dev, x_, weight_.value, has_bias_ ? &bias_.value : nullptr, y_rows_, act_);
     return y_;
 }
 
 const Tensor& Linear::backward(Device& dev, const Tensor& dy, bool need_dx) {
     if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
-    const Tensor* dz = &dy;
+    const Tensor dy_rows = dy.reshaped(y_rows_.shape());
+    const Tensor* dz = &dy_rows;
     if (act_ != XYLEM_ACT_NONE) {
-        ensure(dz_, dy.shape(), dev);
-        ops::act_bwd(dev, act_, dy, y_, dz_);
+        ensure(dz_, y_rows_.shape(), dev);
+        ops::act_bwd(dev, act_, dy_rows, y_rows_, dz_);
         dz = &dz_;
     }
     ops::gemm(dev, true, false, 1.0f, *dz, x_, 0.0f, weight_.grad);  // dW = dz^T x
     if (has_bias_) ops::bias_grad(dev, *dz, bias_.grad);
     if (!need_dx) return dx_;
-    ensure(dx_, x_.shape(), dev);
-    ops::gemm(dev, false, false, 1.0f, *dz, weight_.value, 0.0f, dx_);  // dx = dz W
+    Shape x_shape = y_.shape();
+    x_shape.back() = in_;
+    ensure(dx_, x_shape, dev);
+    Tensor dx_rows = dx_.reshaped(x_.shape());
+    ops::gemm(dev, false, false, 1.0f, *dz, weight_.value, 0.0f, dx_rows);  // dx = dz W
     return dx_;
 }
 
@@ -75,15 +90,27 @@ std::vector<Param*> Linear::params() {
 
 namespace {
 const LayerRegistration<LinearOptions> kLinear{
-    "linear", {"out", "bias"},
+    "linear", {"out", "bias", "init_uniform"},
     [](const ConfigSection& s) {
         LinearOptions o;
         if (!s.has("out")) s.fail("out", "is required for a linear layer");
-        s.get("out", o.out, ranges::features);
+        if (s.is_string("out")) {
+            std::string v;
+            s.get("out", v);
+            if (v != "vocab") s.fail("out", "must be a count of features or \"vocab\" (the data's vocabulary size), got '" + v + "'");
+            o.out_from_vocabulary = true;
+        } else {
+            s.get("out", o.out, ranges::features);
+        }
         s.get("bias", o.bias);
+        s.get("init_uniform", o.init_uniform);
+        if (s.has("init_uniform") && !(o.init_uniform > 0)) s.fail("init_uniform", "must be positive (> 0)");
         return o;
     },
-    [](const LinearOptions& o, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Linear>(o.out, o.bias); }};
+    [](const LinearOptions& o, LayerContext& c) -> std::unique_ptr<Layer> {
+        const int64_t out = o.out_from_vocabulary ? c.vocabulary("linear out = \"vocab\"") : o.out;
+        return std::make_unique<Linear>(out, o.bias, o.init_uniform);
+    }};
 }  // namespace
 
 }  // namespace xylem

@@ -42,6 +42,11 @@ void Sequential::build(Device& dev, const Shape& input_sample, uint64_t seed) {
     }
 }
 
+DType Sequential::input_dtype() const {
+    if (layers_.empty()) throw Error("model has no layers");
+    return layers_.front()->input_dtype();
+}
+
 void Sequential::check_ops(Backend& backend, bool backward) const {
     for (size_t i = 0; i < layers_.size(); ++i)
         if (!fused_[i])
@@ -54,6 +59,9 @@ const Tensor& Sequential::forward(Device& dev, const Tensor& x, bool train) {
     if (x.shape().empty() || sample != input_)
         throw Error("model input: got batch shape " + to_string(x.shape()) + ", expected [N" +
                     (input_.empty() ? "" : ", ") + to_string(input_).substr(1));
+    if (x.dtype() != input_dtype())
+        throw Error("model input: got " + std::string(dtype_name(x.dtype())) + " values, " + layers_.front()->label() +
+                    " takes " + dtype_name(input_dtype()));
     const Tensor* cur = &x;
     for (size_t i = 0; i < layers_.size(); ++i) {
         if (fused_[i]) continue;

@@ -11,6 +11,7 @@ packages=(
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev
   dataset-fashion-mnist
   python3-matplotlib   # xylem plot draws with it (scripts/xylem-plot.py)
+  fortunes             # the char-rnn example's corpus (examples/char_rnn.toml): /usr/share/games/fortunes
 )
 # Fuzzing is optional (not part of CI): its compiler is installed only when asked for.
 [ "${1:-}" = fuzz ] && packages+=(clang libclang-rt-dev)

@@ -6,16 +6,34 @@
 #include <numeric>
 
 #include "xylem/error.h"
+#include "xylem/layers/layer.h"
 #include "xylem/op_calls.h"
 
 namespace xylem::app {
 
-void gather_host(const io::Dataset& d, const std::vector<int64_t>& order, int64_t first, int64_t n, float* x,
+Shape input_sample_shape(const io::Dataset& d) { return d.is_tokens() ? Shape{d.steps} : Shape{1, d.rows, d.cols}; }
+
+DType input_dtype(const io::Dataset& d) { return d.is_tokens() ? DType::I32 : DType::F32; }
+
+Shape target_sample_shape(const io::Dataset& d) { return d.is_tokens() ? Shape{d.steps} : Shape{}; }
+
+void gather_host(const io::Dataset& d, const std::vector<int64_t>& order, int64_t first, int64_t n, void* x,
                  void* targets, DType target_dtype, int64_t classes) {
-    const int64_t pixels = d.rows * d.cols;
     auto row = [&](int64_t i) { return order[static_cast<size_t>(first + i)]; };
+    if (d.is_tokens()) {  // a sequence of tokens and one label per token
+        if (target_dtype != DType::I32) throw Error("a token set's targets are int32 labels, not one-hot rows");
+        const size_t steps = static_cast<size_t>(d.steps);
+        for (int64_t i = 0; i < n; ++i) {
+            const size_t from = static_cast<size_t>(row(i)) * steps, to = static_cast<size_t>(i) * steps;
+            if (x) std::memcpy(static_cast<int32_t*>(x) + to, d.tokens.data() + from, steps * sizeof(int32_t));
+            std::memcpy(static_cast<int32_t*>(targets) + to, d.labels.data() + from, steps * sizeof(int32_t));
+        }
+        return;
+    }
+    const int64_t pixels = d.rows * d.cols;
     for (int64_t i = 0; x && i < n; ++i)
-        std::memcpy(x + i * pixels, d.images.data() + row(i) * pixels, static_cast<size_t>(pixels) * sizeof(float));
+        std::memcpy(static_cast<float*>(x) + i * pixels, d.images.data() + row(i) * pixels,
+                    static_cast<size_t>(pixels) * sizeof(float));
     if (target_dtype == DType::I32) {
         auto* y = static_cast<int32_t*>(targets);
         for (int64_t i = 0; i < n; ++i) y[i] = d.labels[static_cast<size_t>(row(i))];
@@ -26,19 +44,23 @@ void gather_host(const io::Dataset& d, const std::vector<int64_t>& order, int64_
     }
 }
 
-void fill_batch(const io::Dataset& d, const std::vector<int64_t>& order, int64_t first, Tensor& images, Tensor& labels) {
-    float* x = images.host_write<float>();
-    void* y = labels.dtype() == DType::I32 ? static_cast<void*>(labels.host_write<int32_t>())
-                                           : static_cast<void*>(labels.host_write<float>());
-    gather_host(d, order, first, images.dim(0), x, y, labels.dtype(), labels.dtype() == DType::I32 ? 0 : labels.dim(1));
+namespace {
+void* host_write_any(Tensor& t) {  // f32 or int32: both fill 4-byte elements
+    return t.dtype() == DType::I32 ? static_cast<void*>(t.host_write<int32_t>()) : static_cast<void*>(t.host_write<float>());
+}
+}  // namespace
+
+void fill_batch(const io::Dataset& d, const std::vector<int64_t>& order, int64_t first, Tensor& inputs, Tensor& labels) {
+    gather_host(d, order, first, inputs.dim(0), host_write_any(inputs), host_write_any(labels), labels.dtype(),
+                labels.dtype() == DType::I32 ? 0 : labels.dim(1));
 }
 
 ResidentData upload_dataset(const io::Dataset& d, Device& dev, DType target_dtype, int64_t classes) {
-    ResidentData r{Tensor({d.count, 1, d.rows, d.cols}, DType::F32, dev), Tensor()};
-    r.images.upload_from(dev, d.images.data());
+    ResidentData r{Tensor(batched(d.count, input_sample_shape(d)), input_dtype(d), dev), Tensor()};
+    r.images.upload_from(dev, d.is_tokens() ? static_cast<const void*>(d.tokens.data()) : d.images.data());
     std::vector<float> onehot;
     if (target_dtype == DType::I32) {
-        r.targets = Tensor({d.count}, DType::I32, dev);
+        r.targets = Tensor(batched(d.count, target_sample_shape(d)), DType::I32, dev);
         r.targets.upload_from(dev, d.labels.data());
     } else {  // one-hot targets for regression losses, built once, the same way a batch builds them
         std::vector<int64_t> all(static_cast<size_t>(d.count));
@@ -65,8 +87,9 @@ BatchFeed::Slot& BatchFeed::slot(int64_t n) {
     auto it = slots_.find(n);
     if (it != slots_.end()) return it->second;
     Slot s;
-    s.x = Tensor({n, 1, data_.rows, data_.cols}, DType::F32, dev_);
-    s.y = target_dtype_ == DType::I32 ? Tensor({n}, DType::I32, dev_) : Tensor({n, classes_}, DType::F32, dev_);
+    s.x = Tensor(batched(n, input_sample_shape(data_)), input_dtype(data_), dev_);
+    s.y = target_dtype_ == DType::I32 ? Tensor(batched(n, target_sample_shape(data_)), DType::I32, dev_)
+                                      : Tensor({n, classes_}, DType::F32, dev_);
     if (resident_ && staged_) s.idx = Tensor({n}, DType::I32, dev_);
     if (!resident_ && staged_) {
         s.x_stage.resize(static_cast<size_t>(s.x.numel()));

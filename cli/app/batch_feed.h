@@ -13,18 +13,26 @@
 
 namespace xylem::app {
 
-// Copies images [first, first+count) in `order` into a batch tensor laid out [count, 1, rows, cols].
-void fill_batch(const io::Dataset& data, const std::vector<int64_t>& order, int64_t first, Tensor& images,
+// What one sample of a data set gives the model: its input shape and type (an image [1, rows,
+// cols] f32, or a token set's [steps] int32 tokens) and its target's shape (a label [], or one
+// label per token [steps]).
+Shape input_sample_shape(const io::Dataset& data);
+DType input_dtype(const io::Dataset& data);
+Shape target_sample_shape(const io::Dataset& data);
+
+// Copies samples [first, first+count) in `order` into batch tensors [count, input sample shape]
+// and [count, target sample shape].
+void fill_batch(const io::Dataset& data, const std::vector<int64_t>& order, int64_t first, Tensor& inputs,
                 Tensor& labels);
-// The same into raw host memory: n images (none if `images` is null), and n int32 labels or n
-// one-hot rows of `classes` floats.
-void gather_host(const io::Dataset& data, const std::vector<int64_t>& order, int64_t first, int64_t n, float* images,
+// The same into raw host memory: n inputs (f32 images or int32 tokens; none if `inputs` is null),
+// and their int32 labels or n one-hot rows of `classes` floats (images only).
+void gather_host(const io::Dataset& data, const std::vector<int64_t>& order, int64_t first, int64_t n, void* inputs,
                  void* targets, DType target_dtype, int64_t classes);
 
-// A dataset's images [count, 1, rows, cols] f32 and targets on one device, uploaded once:
-// int32 labels [count], or one-hot f32 [count, classes] for regression losses.
+// A dataset's inputs [count, input sample shape] and targets on one device, uploaded once: int32
+// labels [count, target sample shape], or one-hot f32 [count, classes] for regression losses.
 struct ResidentData {
-    Tensor images, targets;
+    Tensor images, targets;  // `images`: the inputs, images or tokens
 };
 ResidentData upload_dataset(const io::Dataset& d, Device& dev, DType target_dtype, int64_t classes);
 
@@ -46,7 +54,7 @@ public:
 private:
     struct Slot {
         Tensor x, y, idx;                   // batch tensors and (resident, staged) fixed indices
-        std::vector<float> x_stage, y_stage;  // staged host path (y_stage holds i32 bits for labels)
+        std::vector<float> x_stage, y_stage;  // staged host path (holding i32 bits for tokens and labels)
     };
     Slot& slot(int64_t n);
 

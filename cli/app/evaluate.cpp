@@ -28,6 +28,11 @@ namespace {
 void require_scoring_ops(Device& dev) {
     for (uint32_t op : {XYLEM_OP_FILL, XYLEM_OP_ACCURACY}) dev.backend().require(op, "evaluation");
 }
+// One count per label: per sample, or per time step of a sequence (loss.h's class rows).
+void count_correct(Device& dev, const Tensor& output, const Tensor& labels, Tensor& correct) {
+    const ClassRows r = class_rows(output, labels, "accuracy");
+    ops::accuracy(dev, r.scores, r.labels, correct);
+}
 }  // namespace
 
 double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size) {
@@ -35,8 +40,8 @@ double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t
     Tensor correct({1}, DType::F32, dev);
     ops::fill(dev, correct, 0.0f);
     for_each_batch(model, dev, data, batch_size,
-                   [&](int64_t, int64_t, const Tensor& y, const Tensor& output) { ops::accuracy(dev, output, y, correct); });
-    return data.count ? correct.to_vector()[0] / static_cast<double>(data.count) : 0.0;
+                   [&](int64_t, int64_t, const Tensor& y, const Tensor& output) { count_correct(dev, output, y, correct); });
+    return data.labels.empty() ? 0.0 : correct.to_vector()[0] / static_cast<double>(data.labels.size());
 }
 
 double evaluate(Sequential& model, Device& dev, const ResidentData& data, int64_t batch_size) {
@@ -47,9 +52,9 @@ double evaluate(Sequential& model, Device& dev, const ResidentData& data, int64_
     for (int64_t first = 0; first < count; first += batch_size) {
         const int64_t n = std::min(batch_size, count - first);
         const Tensor x = data.images.rows(first, n), y = data.targets.rows(first, n);
-        ops::accuracy(dev, model.forward(dev, x, false), y, correct);
+        count_correct(dev, model.forward(dev, x, false), y, correct);
     }
-    return count ? correct.to_vector()[0] / static_cast<double>(count) : 0.0;
+    return count ? correct.to_vector()[0] / static_cast<double>(data.targets.numel()) : 0.0;
 }
 
 Scores score(Sequential& model, Loss& loss, Device& dev, const io::Dataset& data, int64_t classes, int64_t batch_size) {
@@ -70,10 +75,11 @@ Scores score(Sequential& model, Loss& loss, Device& dev, const io::Dataset& data
             it->second.upload(dev);
             loss.forward(dev, output, it->second, loss_sum);
         }
-        ops::accuracy(dev, output, y, correct);
+        count_correct(dev, output, y, correct);
     });
-    const double count = static_cast<double>(data.count);
-    return {loss_sum.to_vector()[0] / count, correct.to_vector()[0] / count};
+    // Each sample's loss is already its mean per label (per character of a sequence).
+    const double count = static_cast<double>(data.count), labels = static_cast<double>(data.labels.size());
+    return {loss_sum.to_vector()[0] / count, correct.to_vector()[0] / labels};
 }
 
 }  // namespace xylem::app

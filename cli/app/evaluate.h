@@ -11,19 +11,21 @@
 
 namespace xylem::app {
 
-// Runs the model over `data` in order, `batch_size` images at a time (the last batch may be
+// Runs the model over `data` in order, `batch_size` samples at a time (the last batch may be
 // shorter), in inference mode: fn(first, n, labels, output) for each batch, with the batch's int32
-// labels and the model's output [n, classes] on the device. The one batching loop over a host
+// labels and the model's output [n, classes] (a token set's: [n, steps, classes]) on the device. The one batching loop over a host
 // data set that evaluate, score and predict share.
 using BatchFn = std::function<void(int64_t first, int64_t n, const Tensor& labels, const Tensor& output)>;
 void for_each_batch(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size, const BatchFn& fn);
 
-// Fraction of `data` the model classifies correctly; counts accumulate on the device.
+// Fraction of `data`'s labels (a token set: of its tokens) the model predicts; counts accumulate on
+// the device.
 double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size = 1000);
 // The same over a device-resident set (int32 targets): batches are row views, nothing moves.
 double evaluate(Sequential& model, Device& dev, const ResidentData& data, int64_t batch_size = 1000);
 
-// Mean loss and accuracy over a held-out set (the validation set).
+// Mean loss (per sample; a token set's: per token) and accuracy over a held-out set (the
+// validation set). A recurrent model carries its state along a token set's batches: reset it first.
 struct Scores {
     double loss = 0, accuracy = 0;
 };

@@ -6,10 +6,10 @@
 
 namespace xylem::app {
 
-std::unique_ptr<Sequential> build_model(const RunConfig& c) {
+std::unique_ptr<Sequential> build_model(const RunConfig& c, int64_t vocabulary) {
     if (c.layers.empty()) throw Error(c.source + ": the model has no layers ([[model.layers]])");
     auto model = std::make_unique<Sequential>();
-    LayerContext context(c.source, c.seed);
+    LayerContext context(c.source, c.seed, vocabulary);
     for (const LayerSpec& l : c.layers) model->add(build_layer(l, context));
     return model;
 }

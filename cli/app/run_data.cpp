@@ -8,6 +8,7 @@
 #include <random>
 
 #include "xylem/error.h"
+#include "xylem/layers/embedding.h"
 
 namespace xylem::app {
 namespace {
@@ -31,7 +32,27 @@ io::Dataset take_rows(const io::Dataset& from, const std::vector<int64_t>& rows)
 
 }  // namespace
 
+namespace {
+
+RunData load_text_run_data(const RunConfig& c) {
+    TextData t = load_text_data(c);
+    RunData data;
+    data.train = std::move(t.train);
+    data.validation = std::move(t.validation);
+    data.vocabulary = std::move(t.vocabulary);
+    data.description = std::to_string(t.chars) + " characters of text from " + std::to_string(t.files.size()) +
+                       " file(s), a vocabulary of " + std::to_string(data.vocabulary.size()) + "; " +
+                       std::to_string(c.batch_size) + " streams of " + std::to_string(data.train.count / c.batch_size) +
+                       " sequences of " + std::to_string(c.seq_len) + " characters";
+    if (data.validation.count)
+        data.description += ", the last " + std::to_string(t.validation_chars) + " characters held out for validation";
+    return data;
+}
+
+}  // namespace
+
 RunData load_run_data(const RunConfig& c) {
+    if (c.is_text()) return load_text_run_data(c);
     RunData data;
     io::Dataset all = io::load_mnist_dir(c.data_dir, true);
     data.test = io::load_mnist_dir(c.data_dir, false);
@@ -58,6 +79,40 @@ RunData load_run_data(const RunConfig& c) {
     data.validation = take_rows(all, val);
     data.train = take_rows(all, train);
     return data;
+}
+
+void check_model_fits_data(const RunConfig& c, Sequential& model, const RunData& data) {
+    if (data.is_text()) return check_text_model(c, model, data.vocabulary, "the text");
+    if (model.input_dtype() == DType::I32)
+        throw Error(c.source + ": model.layers[0] (" + model.layer(0).kind() +
+                    ") takes token indices, which only text data gives: set [data] text");
+}
+
+void check_text_model(const RunConfig& c, Sequential& model, const Vocabulary& vocabulary, const std::string& whose) {
+    const std::string first = "model.layers[0] (" + model.layer(0).kind() + ")";
+    if (model.input_dtype() != DType::I32)
+        throw Error(c.source + ": a text model starts with an embedding or one_hot layer (token indices in), but " + first +
+                    " takes float32 inputs");
+    const auto* lookup = dynamic_cast<const TokenLookup*>(&model.layer(0));
+    const int64_t vocab = vocabulary.size();
+    if (lookup && lookup->vocab() < vocab)
+        throw Error(c.source + ": key 'model.layers[0].vocab' is " + std::to_string(lookup->vocab()) + " but " + whose +
+                    " has a vocabulary of " + std::to_string(vocab) + " characters (leave vocab out to take it from the data)");
+    const Shape& out = model.output_sample_shape();
+    if (out.size() != 2 || out.back() != vocab)
+        throw Error(c.source + ": the model outputs " + to_string(out) + " per sequence, but a character model of " + whose +
+                    " outputs [steps, " + std::to_string(vocab) + "]: one score per vocabulary entry per step (the last "
+                    "layer's out = \"vocab\" sizes it to the data)");
+}
+
+void check_resumed_vocabulary(const std::string& checkpoint, const RunData& data) {
+    const Vocabulary saved = read_vocabulary(checkpoint);
+    if (saved == data.vocabulary) return;
+    auto what = [](const Vocabulary& v) {
+        return v.empty() ? std::string("no vocabulary (images)") : "a vocabulary of " + std::to_string(v.size()) + " characters";
+    };
+    throw Error(checkpoint + ": the run trained with " + what(saved) + ", the data now gives " + what(data.vocabulary) +
+                " (data.text changed?)");
 }
 
 }  // namespace xylem::app

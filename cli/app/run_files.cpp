@@ -1,6 +1,7 @@
 // Out dir preparation and the live CSV log.
 #include "app/run_files.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include "xylem/error.h"
@@ -8,6 +9,8 @@
 
 namespace xylem::app {
 namespace fs = std::filesystem;
+
+double bits_per_char(double nats) { return nats / std::log(2.0); }
 
 RunFiles prepare_run_dir(const std::string& out_dir, std::vector<std::string>* removed) {
     std::error_code ec;
@@ -52,7 +55,9 @@ void RunLog::open() {
     const bool header = !(has_rows && append_);
     out_.open(path_, std::ios::app);
     if (!out_) throw Error(path_ + ": cannot write the training log");
-    if (header) out_ << "epoch,step,loss,images_per_second,elapsed_seconds,lr,val_loss,val_accuracy,kind\n";
+    if (header)
+        out_ << "epoch,step,loss,images_per_second,elapsed_seconds,lr,val_loss,val_accuracy,kind"
+             << (bits_per_char_ ? ",loss_bpc,val_loss_bpc" : "") << "\n";
 }
 
 void RunLog::row(const LogRow& r) {
@@ -61,7 +66,12 @@ void RunLog::row(const LogRow& r) {
          << r.lr << ",";
     if (r.has_validation) out_ << r.val_loss << "," << r.val_accuracy;
     else out_ << ",";
-    out_ << "," << r.kind << "\n" << std::flush;
+    out_ << "," << r.kind;
+    if (bits_per_char_) {
+        out_ << "," << bits_per_char(r.loss) << ",";
+        if (r.has_validation) out_ << bits_per_char(r.val_loss);
+    }
+    out_ << "\n" << std::flush;
     if (!out_) throw Error(path_ + ": cannot write the training log (disk full?)");
 }
 

@@ -21,6 +21,9 @@ struct RunFiles {
 // `removed` receives the stale temp files deleted.
 RunFiles prepare_run_dir(const std::string& out_dir, std::vector<std::string>* removed = nullptr);
 
+// A loss in nats (per character) as bits per character: nats / ln 2.
+double bits_per_char(double nats);
+
 // One row of log.csv. "interval" rows come every train.print_every steps (the loss of those
 // steps, img/s and time since the epoch began); an "epoch" row closes each epoch (its mean train
 // loss, img/s and time, and the validation scores).
@@ -33,20 +36,22 @@ struct LogRow {
     const char* kind = "interval";
 };
 
-// log.csv, columns epoch,step,loss,images_per_second,elapsed_seconds,lr,val_loss,val_accuracy,kind:
-// flushed as written so it can be watched live. A resumed run appends; a new run moves an earlier
-// run's log aside (log.1.csv, log.2.csv, ...) only when it has its first row to write, so a run
-// that fails before then leaves the old log as it was.
+// log.csv, columns epoch,step,loss,images_per_second,elapsed_seconds,lr,val_loss,val_accuracy,kind
+// and, for a text run (`bits_per_char`: its losses are nats per character), loss_bpc,val_loss_bpc,
+// the same losses in bits per character: flushed as written so it can be watched live. A resumed
+// run appends; a new run moves an earlier run's log aside (log.1.csv, log.2.csv, ...) only when it
+// has its first row to write, so a run that fails before then leaves the old log as it was.
 class RunLog {
 public:
-    RunLog(std::string path, bool append) : path_(std::move(path)), append_(append) {}
+    RunLog(std::string path, bool append, bool bits_per_char = false)
+        : path_(std::move(path)), append_(append), bits_per_char_(bits_per_char) {}
     void row(const LogRow& r);
     const std::string& path() const { return path_; }
 
 private:
     void open();
     std::string path_;
-    bool append_;
+    bool append_, bits_per_char_;
     std::ofstream out_;
 };
 

@@ -92,19 +92,25 @@ double now_seconds() {
 }
 }  // namespace
 
-RunReport::RunReport(std::ostream& out, bool show, const RunFiles& files, bool resuming)
-    : out_(out), show_(show), tty_(show && isatty(STDOUT_FILENO)), log_(files.log, resuming), metrics_path_(files.metrics),
-      last_shown_(now_seconds()) {}
+RunReport::RunReport(std::ostream& out, bool show, const RunFiles& files, bool resuming, int64_t chars_per_sample)
+    : out_(out), show_(show), tty_(show && isatty(STDOUT_FILENO)), chars_per_sample_(chars_per_sample),
+      log_(files.log, resuming, chars_per_sample > 0), metrics_path_(files.metrics), last_shown_(now_seconds()) {}
 
 double RunReport::seconds_since_shown() const { return now_seconds() - last_shown_; }
 
 void RunReport::progress(const Progress& p) {
     if (!show_) return;
-    char line[256];
-    std::snprintf(line, sizeof line, "epoch %d/%d  step %lld/%lld  loss %.4f  lr %.3g  %.0f img/s  ETA epoch %s, run %s",
-                  p.epoch, p.epochs, static_cast<long long>(p.step), static_cast<long long>(p.steps_per_epoch), p.loss,
-                  p.lr, p.images_per_second, format_duration(p.eta_epoch_seconds).c_str(),
-                  format_duration(p.eta_run_seconds).c_str());
+    char line[256], loss[64], rate[64];
+    if (chars_per_sample_) {
+        std::snprintf(loss, sizeof loss, "%.4f (%.3f bpc)", p.loss, bits_per_char(p.loss));
+        std::snprintf(rate, sizeof rate, "%.0f char/s", p.images_per_second * static_cast<double>(chars_per_sample_));
+    } else {
+        std::snprintf(loss, sizeof loss, "%.4f", p.loss);
+        std::snprintf(rate, sizeof rate, "%.0f img/s", p.images_per_second);
+    }
+    std::snprintf(line, sizeof line, "epoch %d/%d  step %lld/%lld  loss %s  lr %.3g  %s  ETA epoch %s, run %s", p.epoch,
+                  p.epochs, static_cast<long long>(p.step), static_cast<long long>(p.steps_per_epoch), loss, p.lr, rate,
+                  format_duration(p.eta_epoch_seconds).c_str(), format_duration(p.eta_run_seconds).c_str());
     out_ << (tty_ ? "\r" : "") << line << (tty_ && !p.last_of_epoch ? "" : "\n") << std::flush;
     last_shown_ = now_seconds();
 }
@@ -124,17 +130,25 @@ void RunReport::epoch(const EpochMetrics& m, const std::string& best_metric, boo
     log_.row(r);
     if (!show_) return;
     char buf[160];
-    std::snprintf(buf, sizeof buf, "epoch %d: train loss %.4f", m.epoch, m.train_loss);
+    const bool text = chars_per_sample_ > 0;
+    if (text) std::snprintf(buf, sizeof buf, "epoch %d: train loss %.4f nats/char (%.3f bpc)", m.epoch, m.train_loss, bits_per_char(m.train_loss));
+    else std::snprintf(buf, sizeof buf, "epoch %d: train loss %.4f", m.epoch, m.train_loss);
     std::string line = buf;
     if (m.has_validation) {
-        std::snprintf(buf, sizeof buf, ", val loss %.4f, val accuracy %.2f%%", m.val_loss, 100 * m.val_accuracy);
+        if (text)
+            std::snprintf(buf, sizeof buf, ", val loss %.4f (%.3f bpc), val accuracy %.2f%%", m.val_loss,
+                          bits_per_char(m.val_loss), 100 * m.val_accuracy);
+        else std::snprintf(buf, sizeof buf, ", val loss %.4f, val accuracy %.2f%%", m.val_loss, 100 * m.val_accuracy);
         line += buf;
     }
     if (m.has_test) {
         std::snprintf(buf, sizeof buf, ", test accuracy %.2f%%", 100 * m.test_accuracy);
         line += buf;
     }
-    std::snprintf(buf, sizeof buf, ", %.2f s, %.0f img/s", m.seconds, m.images_per_second);
+    if (text)
+        std::snprintf(buf, sizeof buf, ", %.2f s, %.0f char/s", m.seconds,
+                      m.images_per_second * static_cast<double>(chars_per_sample_));
+    else std::snprintf(buf, sizeof buf, ", %.2f s, %.0f img/s", m.seconds, m.images_per_second);
     line += buf;
     if (best) line += " (best " + best_metric + " so far)";
     out_ << line << "\n";
@@ -150,7 +164,19 @@ void RunReport::metrics(const std::vector<EpochMetrics>& epochs, const RunSummar
     j["batch_size"] = s.batch_size;
     j["seed"] = s.seed;
     j["epochs"] = nlohmann::json::array();
-    for (const EpochMetrics& m : epochs) j["epochs"].push_back(to_json(m));
+    for (const EpochMetrics& m : epochs) {
+        nlohmann::json e = to_json(m);
+        if (chars_per_sample_) {  // losses are nats per character: the same in bits, and the rate in characters
+            e["train_bpc"] = bits_per_char(m.train_loss);
+            if (m.has_validation) e["val_bpc"] = bits_per_char(m.val_loss);
+            e["chars_per_second"] = m.images_per_second * static_cast<double>(chars_per_sample_);
+        }
+        j["epochs"].push_back(e);
+    }
+    if (chars_per_sample_) {
+        j["loss_unit"] = "nats per character";
+        j["seq_len"] = chars_per_sample_;
+    }
     for (auto it = epochs.rbegin(); it != epochs.rend(); ++it)
         if (it->has_test) {
             j["final_test_accuracy"] = it->test_accuracy;

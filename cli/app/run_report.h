@@ -71,7 +71,10 @@ struct Progress {
 class RunReport {
 public:
     // `show`: print progress to `out` (a terminal gets one line rewritten in place).
-    RunReport(std::ostream& out, bool show, const RunFiles& files, bool resuming);
+    // `chars_per_sample` > 0: a text run, whose samples are sequences of that many characters and
+    // whose losses are nats per character: lines show bits per character and characters per
+    // second too, log.csv and metrics.json add the bits.
+    RunReport(std::ostream& out, bool show, const RunFiles& files, bool resuming, int64_t chars_per_sample = 0);
     bool showing() const { return show_; }
     bool terminal() const { return tty_; }
     double seconds_since_shown() const;
@@ -85,6 +88,7 @@ public:
 private:
     std::ostream& out_;
     bool show_, tty_;
+    int64_t chars_per_sample_;
     RunLog log_;
     std::string metrics_path_;
     double last_shown_ = 0;  // seconds on a steady clock

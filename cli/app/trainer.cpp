@@ -25,6 +25,7 @@
 #include "app/run_data.h"
 #include "app/run_files.h"
 #include "app/run_report.h"
+#include "app/text_data.h"
 #include "xylem/solvers/schedule.h"
 #include "xylem/error.h"
 #include "xylem/fusion.h"
@@ -42,7 +43,7 @@ const std::string kLossScope = "loss (forward + backward)", kSolverScope = "solv
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 void check_labels(const io::Dataset& d, int64_t classes, const std::string& what) {
-    for (int64_t i = 0; i < d.count; ++i)
+    for (int64_t i = 0; i < static_cast<int64_t>(d.labels.size()); ++i)  // a token set has one per token
         if (d.labels[static_cast<size_t>(i)] >= classes)
             throw Error(what + " label " + std::to_string(d.labels[static_cast<size_t>(i)]) + " at index " +
                         std::to_string(i) + " is out of range for a model with " + std::to_string(classes) +
@@ -135,10 +136,11 @@ Run::Run(const RunConfig& c, Device& dev, std::ostream& out, const TrainOptions&
     : c_(c), dev_(dev), out_(out), opt_(opt), resuming_(!opt.resume_from.empty()),
       // The out dir must take files before any work is done, not after an epoch of training.
       files_(prepare_run_dir(c.out_dir, &stale_)), data_(load_run_data(c)), shuffle_rng_(c.seed),
-      report_(out, opt.progress, files_, resuming_), loss_sum_({1}, DType::F32, dev),
+      report_(out, opt.progress, files_, resuming_, data_.is_text() ? c.seq_len : 0), loss_sum_({1}, DType::F32, dev),
       fusion_(dev, fusion::enabled(c.fusion)) {
-    model_ = build_model(c);
-    model_->build(dev, {1, data_.train.rows, data_.train.cols}, c.seed);
+    model_ = build_model(c, data_.vocabulary.size());
+    model_->build(dev, input_sample_shape(data_.train), c.seed);
+    check_model_fits_data(c, *model_, data_);
     loss_ = make_loss(c.loss);
     loss_->check_output(model_->output_sample_shape());
     classes_ = model_->output_sample_shape().back();
@@ -154,6 +156,8 @@ Run::Run(const RunConfig& c, Device& dev, std::ostream& out, const TrainOptions&
     result_.metrics_path = files_.metrics;
     result_.log_path = files_.log;
     meta_ = {{"format", "pt"}, {"producer", "xylem"}, {"config", c.source}, {"backend", dev.backend().name()}};
+    result_.text = data_.is_text();
+    if (data_.is_text()) meta_[kVocabularyKey] = vocabulary_metadata(data_.vocabulary);  // eval, sample, resume read it
 }
 
 // Every op training will run is checked before any work is done: the layers' forward and backward
@@ -171,6 +175,7 @@ void Run::check_ops() {
 // Everything from the checkpoint: parameters, solver state, counters, order, RNG, metrics.
 void Run::restore() {
     const std::string& from = opt_.resume_from;
+    check_resumed_vocabulary(from, data_);
     TrainingState saved = load_training_checkpoint(from, *model_, *solver_, dev_);
     if (saved.order.size() != static_cast<size_t>(data_.train.count))
         throw Error(from + ": the run trained on " + std::to_string(saved.order.size()) + " images, the data now gives " +
@@ -227,10 +232,13 @@ int64_t Run::steps_left_in_run() const {
 void Run::banner() {
     if (!opt_.progress) return;
     out_ << opt_.backend_choice << "backend " << dev_.backend().name() << ", device " << dev_.name() << "\nmodel:\n" << model_->summary();
-    out_ << "data: " << data_.train.count << " training images";
-    if (data_.validation.count) out_ << ", " << data_.validation.count << " held out for validation";
-    out_ << ", " << data_.test.count << " test images; " << steps_per_epoch_ << " steps per epoch of batch "
-         << c_.batch_size << "\n";
+    if (data_.is_text()) out_ << "data: " << data_.description;
+    else {
+        out_ << "data: " << data_.train.count << " training images";
+        if (data_.validation.count) out_ << ", " << data_.validation.count << " held out for validation";
+        out_ << ", " << data_.test.count << " test images";
+    }
+    out_ << "; " << steps_per_epoch_ << " steps per epoch of batch " << c_.batch_size << "\n";
     for (const std::string& f : stale_) out_ << "removed a temp file left by a killed run: " << f << "\n";
     if (resuming_)
         out_ << "resuming " << opt_.resume_from << " at " << where(st_.epoch, st_.step) << " of " << c_.epochs
@@ -348,8 +356,9 @@ TrainResult Run::go() {
 
 // One step: the batch's upload or gathers, forward, loss, backward, update. Recordable.
 bool Run::run_steps(int epoch) {
+    model_->reset_state();  // recurrent state carries over between batches, not from the last epoch or a validation
     if (st_.step == 0) {  // a fresh epoch: shuffle, and note the generator's state for the next one
-        std::shuffle(order_.begin(), order_.end(), shuffle_rng_);
+        if (data_.shuffled()) std::shuffle(order_.begin(), order_.end(), shuffle_rng_);
         st_.order.assign(order_.begin(), order_.end());
         std::ostringstream rng_text;
         rng_text << shuffle_rng_;
@@ -462,7 +471,8 @@ void Run::end_epoch(int epoch) {
     const bool was_profiling = profiler::enabled();
     profiler::enable(false);  // the profile covers training steps only
     if (data_.validation.count) {
-        const Scores v = score(*model_, *loss_, dev_, data_.validation, classes_);
+        model_->reset_state();
+        const Scores v = score(*model_, *loss_, dev_, data_.validation, classes_, data_.eval_batch(c_.batch_size));
         m.has_validation = true;
         m.val_loss = v.loss;
         m.val_accuracy = v.accuracy;
@@ -484,7 +494,7 @@ void Run::end_epoch(int epoch) {
     if (run_done && epoch < c_.epochs && result_.finish_reason.empty())
         result_.finish_reason = "train.max_steps: " + std::to_string(c_.max_steps) + " steps done";
     const bool final_epoch = epoch == c_.epochs || !result_.finish_reason.empty();
-    if (c_.test_every_epoch || final_epoch) {
+    if ((c_.test_every_epoch || final_epoch) && data_.test.count) {  // text data has no test set
         m.has_test = true;
         m.test_accuracy = test_resident_ ? evaluate(*model_, dev_, *test_resident_) : evaluate(*model_, dev_, data_.test);
     }

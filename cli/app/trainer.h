@@ -28,6 +28,7 @@ struct TrainResult {
     int64_t next_step = 0;
     bool already_complete = false;  // a resumed run had nothing left to train
     std::string finish_reason;      // why the run ended before its last epoch ("early stopping: ...", "train.max_steps ...")
+    bool text = false;  // a text run: losses are nats per character, and there is no test set
 };
 
 struct TrainOptions {

@@ -100,9 +100,19 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     top.get("threads", c.threads, ranges::threads);
 
     Section data = top.sub("data");
-    data.allow({"dir", "resident", "validation"});
+    data.allow({"dir", "resident", "validation", "text", "text_exclude", "seq_len"});
     data.get("dir", c.data_dir);
     data.get("resident", c.data_resident);
+    data.get_list("text", c.text_paths);
+    data.get_list("text_exclude", c.text_exclude);
+    data.get("seq_len", c.seq_len, ranges::seq_len);
+    if (data.node("text")) {
+        if (c.text_paths.empty()) data.fail("text", "must name at least one file or folder");
+        if (data.node("dir")) data.fail("text", "cannot be combined with data.dir (text or images, not both)");
+    } else {
+        for (const char* k : {"text_exclude", "seq_len"})
+            if (data.node(k)) data.fail(k, "applies to text data only (set data.text)");
+    }
     if (const toml::node* n = data.node("validation")) {
         if (n->is_integer()) {
             data.get("validation", c.validation_count, ranges::validation_count);
@@ -113,6 +123,8 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
         } else {
             data.fail("validation", "must be a fraction in [0, 1) or a count of images");
         }
+    } else if (c.is_text()) {
+        c.validation_fraction = 0.05;  // the end of the text: char-rnn's held-out share
     }
 
     Section model = top.sub("model");
@@ -131,6 +143,8 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     loss.get("type", c.loss);
     if (c.loss != "cross_entropy" && c.loss != "nll" && c.loss != "mse")
         loss.fail("type", "must be one of cross_entropy, nll, mse (got '" + c.loss + "')");
+    if (c.is_text() && c.loss == "mse")
+        loss.fail("type", "is mse, which does not apply to text data: a character model predicts classes (cross_entropy or nll)");
 
     Section solver = top.sub("solver");
     solver.allow({"type", "lr", "momentum", "dampening", "weight_decay", "nesterov", "beta1", "beta2", "eps", "alpha",

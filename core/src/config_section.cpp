@@ -64,6 +64,11 @@ bool ConfigSection::is_array(const std::string& key) const {
     return n && n->is_array();
 }
 
+bool ConfigSection::is_string(const std::string& key) const {
+    const toml::node* n = node_of(table_, key);
+    return n && n->is_string();
+}
+
 void ConfigSection::get(const std::string& key, bool& out) const {
     const toml::node* n = node_of(table_, key);
     if (!n) return;

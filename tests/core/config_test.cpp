@@ -259,3 +259,34 @@ TEST(Config, EarlyStoppingAndStepLimits) {
     EXPECT_EQ(c.early_stopping.patience, 3);
     EXPECT_DOUBLE_EQ(c.early_stopping.min_delta, 0.01);
 }
+
+// [data] text: files or folders, exclusions, seq_len; the validation share defaults to the text's
+// last 5%, and text keys without text (or text with data.dir or mse) are errors naming the key.
+TEST(Config, TextDataKeys) {
+    RunConfig c = parse_config("[data]\ntext = [\"/a\", \"/b\"]\ntext_exclude = [\"*.dat\", \"*.u8\"]\nseq_len = 20\n",
+                               "test.toml");
+    EXPECT_TRUE(c.is_text());
+    EXPECT_EQ(c.text_paths, (std::vector<std::string>{"/a", "/b"}));
+    EXPECT_EQ(c.text_exclude, (std::vector<std::string>{"*.dat", "*.u8"}));
+    EXPECT_EQ(c.seq_len, 20);
+    EXPECT_DOUBLE_EQ(c.validation_fraction, 0.05);
+    EXPECT_EQ(c.best_metric, "val_loss");  // a validation set, by default
+    RunConfig one = parse_config("[data]\ntext = \"/a\"\nvalidation = 0\n", "test.toml");
+    EXPECT_EQ(one.text_paths, std::vector<std::string>{"/a"});
+    EXPECT_EQ(one.seq_len, 50);
+    EXPECT_EQ(one.validation_fraction, 0.0);
+    EXPECT_EQ(one.validation_count, 0);
+    EXPECT_EQ(parse_config("[data]\ntext = \"/a\"\nvalidation = 1000\n", "test.toml").validation_count, 1000);
+    EXPECT_FALSE(parse_config("", "test.toml").is_text());
+
+    EXPECT_EQ(error_of("[data]\ntext = []\n"), "test.toml: key 'data.text' must name at least one file or folder");
+    EXPECT_EQ(error_of("[data]\ntext = \"/a\"\ndir = \"/d\"\n"),
+              "test.toml: key 'data.text' cannot be combined with data.dir (text or images, not both)");
+    EXPECT_EQ(error_of("[data]\nseq_len = 10\n"), "test.toml: key 'data.seq_len' applies to text data only (set data.text)");
+    EXPECT_EQ(error_of("[data]\ntext_exclude = [\"*\"]\n"),
+              "test.toml: key 'data.text_exclude' applies to text data only (set data.text)");
+    EXPECT_EQ(error_of("[data]\ntext = \"/a\"\nseq_len = 0\n"), "test.toml: key 'data.seq_len' must be in [1, 2147483647], got 0");
+    EXPECT_EQ(error_of("[data]\ntext = \"/a\"\n[loss]\ntype = \"mse\"\n"),
+              "test.toml: key 'loss.type' is mse, which does not apply to text data: a character model predicts classes "
+              "(cross_entropy or nll)");
+}

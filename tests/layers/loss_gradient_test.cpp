@@ -127,6 +127,55 @@ TEST_P(LossGradient, NllOfLogSoftmaxEqualsCrossEntropy) {
     EXPECT_NEAR(a, b, 1e-5 * std::max(1.0, std::fabs(a)));
 }
 
+// Sequences [N, T, C] with one label per step [N, T]: each sample's loss is the mean over its T
+// steps (a character model's loss per character), so forward adds sum/T of the N*T rows' losses and
+// backward is the gradient of their mean.
+TEST_P(LossGradient, ClassLossesOverSequences) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_XENT_FWD);
+    XYLEM_REQUIRE_OP(XYLEM_OP_XENT_BWD);
+    XYLEM_REQUIRE_OP(XYLEM_OP_NLL_FWD);
+    XYLEM_REQUIRE_OP(XYLEM_OP_NLL_BWD);
+    CrossEntropyLoss ce;
+    NllLoss nll;
+    for (const Shape& s : {Shape{3, 4, 5}, Shape{1, 2, 3}, Shape{2, 1, 6}}) {
+        SCOPED_TRACE("outputs " + to_string(s));
+        const int64_t rows = s[0] * s[1];
+        const auto xv = rng_.uniform(numel(s), -2.0f, 2.0f);
+        const auto lv = rng_.labels(rows, s[2]);
+        Tensor x = upload(dev(), s, xv), labels = upload_i32(dev(), {s[0], s[1]}, lv);
+        for (Loss* loss : {static_cast<Loss*>(&ce), static_cast<Loss*>(&nll)}) {
+            SCOPED_TRACE(loss->kind());
+            loss->check_output({s[1], s[2]});  // [time, classes] per sample is a class loss's shape
+            const double want = (loss == &ce ? ref::xent_sum(to_double(xv), rows, s[2], lv)
+                                             : ref::nll_sum(to_double(xv), rows, s[2], lv)) /
+                                static_cast<double>(s[1]);
+            Tensor sum = upload(dev(), {1}, {0.0f});
+            loss->forward(dev(), x, labels, sum);
+            EXPECT_TRUE(near(sum.to_vector(), {want}, 1e-6)) << "the batch sum of per-sample means";
+            const std::vector<float> analytic = loss->backward(dev(), x, labels).to_vector();
+            EXPECT_EQ(loss->backward(dev(), x, labels).shape(), s);
+            EXPECT_TRUE(near(analytic, numeric_gradient(x, [&] { return mean_loss(*loss, x, labels); }, kGradEps), kGradTol));
+        }
+    }
+}
+
+TEST_P(LossGradient, SequenceTargetsMustMatchTheOutputs) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_XENT_FWD);
+    CrossEntropyLoss ce;
+    Tensor x = upload(dev(), {2, 3, 4}, rng_.uniform(24));
+    Tensor flat = upload_i32(dev(), {6}, rng_.labels(6, 4));
+    Tensor sum = upload(dev(), {1}, {0.0f});
+    try {
+        ce.forward(dev(), x, flat, sum);
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_TRUE(contains(e.what(), "loss cross_entropy: outputs [2, 3, 4] need int32 targets [2, 3] (one class per "
+                                       "time step), got int32 [6]")) << e.what();
+    }
+    EXPECT_THROW(ce.check_output({2, 3, 4}), Error);
+    EXPECT_NO_THROW(ce.check_output({3, 4}));
+}
+
 TEST(LossFactory, UnknownKindIsAnErrorListingTheKnownOnes) {
     try {
         make_loss("hinge");

@@ -10,6 +10,8 @@
 #include "xylem/config.h"
 #include "xylem/error.h"
 #include "xylem/layers/conv.h"
+#include "xylem/layers/embedding.h"
+#include "xylem/layers/linear.h"
 #include "xylem/layers/sequential.h"
 
 namespace xylem::test {
@@ -139,7 +141,8 @@ TEST_P(LayerRegistryTest, ATestOnlyTypeBuildsAndRuns) {
 
 TEST(LayerRegistry, EveryBuiltInTypeBuildsTheLayerItNames) {
     const std::vector<std::string> types{"linear", "conv2d", "maxpool2d", "avgpool2d", "batchnorm", "relu", "sigmoid",
-                                         "tanh",   "softmax", "log_softmax", "flatten", "reshape", "dropout", "lstm", "gru"};
+                                         "tanh",   "softmax", "log_softmax", "flatten", "reshape", "dropout", "lstm", "gru",
+                                         "embedding", "one_hot"};
     std::string text;
     for (const std::string& t : types) {
         EXPECT_NE(find_layer_type(t), nullptr) << t;
@@ -148,6 +151,8 @@ TEST(LayerRegistry, EveryBuiltInTypeBuildsTheLayerItNames) {
         if (t == "conv2d" || t == "maxpool2d" || t == "avgpool2d") text += "kernel = 2\n";
         if (t == "reshape") text += "shape = [-1]\n";
         if (t == "lstm" || t == "gru") text += "hidden = 4\n";
+        if (t == "embedding") text += "dim = 3\nvocab = 5\n";
+        if (t == "one_hot") text += "vocab = 5\n";
     }
     const RunConfig c = parse_config(text, "t.toml");
     ASSERT_EQ(c.layers.size(), types.size());
@@ -156,6 +161,53 @@ TEST(LayerRegistry, EveryBuiltInTypeBuildsTheLayerItNames) {
         EXPECT_EQ(c.layers[i].type, types[i]);
         EXPECT_EQ(build_layer(c.layers[i], context)->kind(), types[i]);
     }
+}
+
+// Text models size their input and output layers from the data's vocabulary unless the config
+// gives the sizes; without a vocabulary (images) that is an error naming what needs one.
+TEST(LayerRegistry, TokenLayersAndLinearTakeTheVocabularyFromTheData) {
+    const RunConfig c = parse_config("[[model.layers]]\ntype = \"embedding\"\ndim = 3\ninit_uniform = 0.08\n"
+                                     "[[model.layers]]\ntype = \"one_hot\"\n"
+                                     "[[model.layers]]\ntype = \"linear\"\nout = \"vocab\"\ninit_uniform = 0.08\n",
+                                     "t.toml");
+    EXPECT_EQ(layer_options<EmbeddingOptions>(c.layers[0]).vocab, 0);
+    EXPECT_FLOAT_EQ(layer_options<EmbeddingOptions>(c.layers[0]).init_uniform, 0.08f);
+    EXPECT_TRUE(layer_options<LinearOptions>(c.layers[2]).out_from_vocabulary);
+    LayerContext with(c.source, c.seed, 9);
+    auto embedding = build_layer(c.layers[0], with);
+    EXPECT_EQ(dynamic_cast<Embedding&>(*embedding).vocab(), 9);
+    EXPECT_EQ(dynamic_cast<OneHot&>(*build_layer(c.layers[1], with)).vocab(), 9);
+    EXPECT_EQ(dynamic_cast<Linear&>(*build_layer(c.layers[2], with)).out_features(), 9);
+    LayerContext without(c.source, c.seed);
+    for (size_t i = 0; i < 3; ++i) {
+        try {
+            build_layer(c.layers[i], without);
+            ADD_FAILURE() << "layer " << i << " was built without a vocabulary";
+        } catch (const Error& e) {
+            EXPECT_TRUE(contains(e.what(), "t.toml: ")) << e.what();
+            EXPECT_TRUE(contains(e.what(), "takes its size from the data's vocabulary, and only text data ([data] text) has one"))
+                << e.what();
+        }
+    }
+}
+
+TEST(LayerRegistry, TokenLayerKeysFollowTheConfigRules) {
+    auto error = [](const std::string& table) {
+        try {
+            parse_config("[[model.layers]]\n" + table, "t.toml");
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("<no error>");
+    };
+    EXPECT_EQ(error("type = \"embedding\"\nvocab = 5\n"), "t.toml: key 'model.layers[0].dim' is required for an embedding layer");
+    EXPECT_TRUE(contains(error("type = \"embedding\"\ndim = 0\n"), "key 'model.layers[0].dim' must be in [1, "));
+    EXPECT_EQ(error("type = \"embedding\"\ndim = 2\ninit_uniform = 0.0\n"),
+              "t.toml: key 'model.layers[0].init_uniform' must be positive (> 0)");
+    EXPECT_TRUE(contains(error("type = \"one_hot\"\ndim = 2\n"), "unknown key 'model.layers[0].dim'"));
+    EXPECT_EQ(error("type = \"linear\"\nout = \"many\"\n"),
+              "t.toml: key 'model.layers[0].out' must be a count of features or \"vocab\" (the data's vocabulary size), "
+              "got 'many'");
 }
 
 TEST(LayerRegistry, PoolsNeedASquareKernelWhenBuilt) {

@@ -93,24 +93,45 @@ std::string build_error(Sequential& model, Device& dev, const Shape& input) {
     return "<no error>";
 }
 
+// An image-like sample (rank 3 and more) needs a flatten; a sequence [time, features] does not.
 TEST_P(SequentialTest, LinearOnNonFlatInputNamesLayerAndShapes) {
     XYLEM_REQUIRE_OP(XYLEM_OP_FILL);
     Sequential model;
     model.add(std::make_unique<Linear>(4));
-    const std::string msg = build_error(model, dev(), {2, 3});
+    const std::string msg = build_error(model, dev(), {1, 2, 3});
     EXPECT_TRUE(contains(msg, "model layer 0 (linear)"));
-    EXPECT_TRUE(contains(msg, "[2, 3]"));
+    EXPECT_TRUE(contains(msg, "add a flatten layer"));
+    EXPECT_TRUE(contains(msg, "[1, 2, 3]"));
     EXPECT_TRUE(contains(msg, "[6]"));
-    // Deeper in the model: a reshape back to 2-D before the second linear layer.
+    // Deeper in the model: a reshape back to 3-D before the second linear layer.
     Sequential deep;
     deep.add(flatten());
     deep.add(std::make_unique<Linear>(6));
-    deep.add(std::make_unique<Reshape>(Shape{2, 3}));
+    deep.add(std::make_unique<Reshape>(Shape{2, 3, 1}));
     deep.add(std::make_unique<Linear>(2));
     const std::string deep_msg = build_error(deep, dev(), {2, 3});
     EXPECT_TRUE(contains(deep_msg, "model layer 3 (linear)"));
-    EXPECT_TRUE(contains(deep_msg, "[2, 3]"));
+    EXPECT_TRUE(contains(deep_msg, "[2, 3, 1]"));
     EXPECT_TRUE(contains(deep_msg, "[6]"));
+}
+
+// Per time step: [time, in] -> [time, out] with the same weights, equal to the flat layer on each row.
+TEST_P(SequentialTest, LinearOverASequenceAppliesToEveryStep) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_FILL);
+    XYLEM_REQUIRE_OP(XYLEM_OP_LINEAR_FWD);
+    Sequential seq;
+    seq.add(std::make_unique<Linear>(4));
+    seq.build(dev(), {3, 5}, 7);
+    EXPECT_EQ(seq.output_sample_shape(), (Shape{3, 4}));
+    Sequential flat;
+    flat.add(std::make_unique<Linear>(4));
+    flat.build(dev(), {5}, 7);  // the same seed: the same weights
+    std::vector<float> xv(2 * 3 * 5);
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 7) * 0.25f - 0.5f;
+    const Tensor x = upload(dev(), {2, 3, 5}, xv), x_rows = upload(dev(), {6, 5}, xv);
+    const std::vector<float> y = seq.forward(dev(), x, false).to_vector();
+    EXPECT_EQ(seq.forward(dev(), x, false).shape(), (Shape{2, 3, 4}));
+    EXPECT_EQ(y, flat.forward(dev(), x_rows, false).to_vector());
 }
 
 TEST_P(SequentialTest, WrongFeatureCountNamesLayerAndShapes) {

@@ -25,7 +25,8 @@ inline constexpr IntRange steps_per_epoch{0, INT64_MAX};   // 0: the whole epoch
 inline constexpr IntRange patience{1, kInt32Max};          // early stopping
 inline constexpr IntRange schedule_period{1, INT64_MAX};   // step_size, milestones, t_max
 inline constexpr IntRange warmup_steps{0, INT64_MAX};
-inline constexpr IntRange validation_count{0, INT64_MAX};  // images held out (or a fraction, as a float)
+inline constexpr IntRange validation_count{0, INT64_MAX};  // images (text: characters) held out, or a fraction as a float
+inline constexpr IntRange seq_len{1, kInt32Max};            // text: time steps per batch
 inline constexpr IntRange checkpoint_every{0, INT64_MAX};  // 0: at epoch ends only
 inline constexpr IntRange seed{0, INT64_MAX};              // as a TOML integer; the --seed flag takes any uint64
 }  // namespace ranges
@@ -93,6 +94,13 @@ struct RunConfig {
     // (0, 1) or a count of images; 0 = none.
     double validation_fraction = 0;
     int64_t validation_count = 0;
+    // data.text: text files and folders (each folder's files in sorted name order, not recursive,
+    // less those whose name matches a data.text_exclude pattern) read as bytes and concatenated: a
+    // character-level language-model corpus instead of data.dir's images (cli/app/text_data.h).
+    // data.validation then holds out the text's end (default 0.05 of it).
+    std::vector<std::string> text_paths, text_exclude;
+    int64_t seq_len = 50;  // data.seq_len: characters (time steps) per training sequence
+    bool is_text() const { return !text_paths.empty(); }
 
     std::vector<LayerSpec> layers;
     std::string loss = "cross_entropy";

@@ -39,6 +39,7 @@ public:
 
     bool has(const std::string& key) const;
     bool is_array(const std::string& key) const;  // present and an array
+    bool is_string(const std::string& key) const;  // present and a string
 
     // Each leaves `out` as it is when the key is absent. Floats must be finite once narrowed:
     // TOML's nan and inf, or 1e300 for a float, are an error naming the key, not a NaN in training.

@@ -23,10 +23,15 @@ IdxArray read_idx(const std::string& path);
 IdxArray parse_idx(const uint8_t* data, size_t size, const std::string& name);
 
 // An image classification set: images are count*rows*cols floats in [0, 1], row-major per image.
+// Or a token set (text, cli/app/text_data.h): steps > 0, each sample is `steps` int32 tokens in
+// `tokens` (count*steps) and `labels` holds every token's target (count*steps); images stay empty.
 struct Dataset {
     int64_t count = 0, rows = 0, cols = 0;
     std::vector<float> images;  // count*rows*cols, scaled to [0,1]
     std::vector<int32_t> labels;
+    int64_t steps = 0;             // tokens per sample; 0: an image set
+    std::vector<int32_t> tokens;   // count*steps
+    bool is_tokens() const { return steps > 0; }
 };
 
 // The images of a 3-D IDX file, scaled to [0, 1], at least one image of at least one pixel (else an

@@ -27,6 +27,9 @@ public:
     // The per-sample output shape for a per-sample input shape; throws an Error naming
     // this layer and both shapes when the input does not fit.
     virtual Shape output_shape(const Shape& input) const = 0;
+    // The element type its input must have: f32 for every layer but those that take token
+    // indices (embedding, one_hot: int32). A model's input type is its first layer's.
+    virtual DType input_dtype() const { return DType::F32; }
     // Allocates parameters on `dev` for the given per-sample input shape and initialises them.
     virtual void bind(Device& dev, const Shape& input, std::mt19937_64& rng);
 

@@ -1,20 +1,25 @@
 // Linear: y = act(x W^T + b), one fused op; the activation is set when the model fuses a
-// following activation layer into it.
+// following activation layer into it. Per sample it maps a feature vector [in] to [out], or each
+// time step of a sequence [time, in] to [time, out] (the same weights at every step).
 #pragma once
 
 #include "xylem/layers/layer.h"
 
 namespace xylem {
 
-// [[model.layers]] type = "linear": out (required), bias.
+// [[model.layers]] type = "linear": out (required: a count, or "vocab" for the data's vocabulary
+// size), bias, init_uniform (> 0: weight and bias drawn from U(-x, x) instead of PyTorch's
+// U(-1/sqrt(in), 1/sqrt(in))).
 struct LinearOptions {
     int64_t out = 0;
+    bool out_from_vocabulary = false;  // out = "vocab"
     bool bias = true;
+    float init_uniform = 0;
 };
 
 class Linear : public Layer {
 public:
-    Linear(int64_t out_features, bool bias = true);
+    Linear(int64_t out_features, bool bias = true, float init_uniform = 0);
 
     std::string kind() const override { return "linear"; }
     Shape output_shape(const Shape& input) const override;
@@ -31,9 +36,10 @@ public:
 private:
     int64_t in_ = 0, out_;
     bool has_bias_;
+    float init_uniform_;
     xylem_activation act_ = XYLEM_ACT_NONE;
     Param weight_, bias_;
-    Tensor x_, y_, dz_, dx_;
+    Tensor x_, y_, y_rows_, dz_, dx_;  // x_ and y_rows_: [rows, features] views of the batch
 };
 
 }  // namespace xylem

@@ -32,16 +32,27 @@ inline constexpr IntRange padding{0, kInt32Max / 2};  // the shape rules compute
 // What a factory gets besides its layer's options, the same for every layer of one model.
 class LayerContext {
 public:
-    LayerContext(std::string source, uint64_t run_seed)
-        : source_(std::move(source)), next_seed_(run_seed * 0x9E3779B97F4A7C15ull) {}
+    // `vocabulary`: the size of the data's vocabulary (text data: the distinct bytes of the
+    // corpus, or of a checkpoint's), 0 when the data has none (images).
+    LayerContext(std::string source, uint64_t run_seed, int64_t vocabulary = 0)
+        : source_(std::move(source)), next_seed_(run_seed * 0x9E3779B97F4A7C15ull), vocabulary_(vocabulary) {}
     const std::string& source() const { return source_; }  // the config file, for messages
     // A seed of its own for a layer that draws random numbers while it runs (dropout's masks):
     // the run's seed times the golden ratio for the first such layer of the model, then +1 each.
     uint64_t next_seed() { return next_seed_++; }
+    // The data's vocabulary size, for sizes a config leaves to the data (embedding's `vocab`,
+    // linear's out = "vocab"); an Error naming `what` when the data has none.
+    int64_t vocabulary(const std::string& what) const {
+        if (vocabulary_ <= 0)
+            throw Error(source_ + ": " + what + " takes its size from the data's vocabulary, and only text data " +
+                        "([data] text) has one; give the size in the config");
+        return vocabulary_;
+    }
 
 private:
     std::string source_;
     uint64_t next_seed_;
+    int64_t vocabulary_;
 };
 
 // One layer type, type-erased (register through LayerRegistration<Options> below).

@@ -19,6 +19,9 @@ public:
     // runs the fused op, and allocates and initialises parameters on `dev`.
     void build(Device& dev, const Shape& input_sample, uint64_t seed);
     const Shape& output_sample_shape() const { return output_; }
+    // The element type of the model's input (its first layer's input_dtype: int32 token indices
+    // for a text model, f32 otherwise).
+    DType input_dtype() const;
     // Throws an Error naming the first layer whose forward (and, with `backward`, backward) ops
     // the backend does not support: "model layer 0 (conv2d): op conv2d_fwd is not supported by
     // backend 'tiny'". build() runs it for the forward ops, before any work is done.

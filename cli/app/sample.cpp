@@ -1,0 +1,76 @@
+// Character-by-character generation: a forward step on the device, a draw on the host.
+#include "app/sample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "xylem/error.h"
+
+namespace xylem::app {
+namespace {
+
+// softmax(log p / temperature) in double, shifted by the largest term so that no exp overflows.
+// The outputs are turned into log-probabilities up to a constant first (logits already are one).
+void distribution(const float* out, int64_t n, OutputKind kind, double temperature, std::vector<double>& p,
+                  int64_t step) {
+    double top = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) {
+        const double x = kind == OutputKind::probabilities ? std::log(static_cast<double>(out[j])) : out[j];
+        if (std::isnan(x) || x == INFINITY)
+            throw Error("sample: the model's outputs are not finite at character " + std::to_string(step) +
+                        " (a diverged checkpoint?)");
+        p[static_cast<size_t>(j)] = x / temperature;
+        top = std::max(top, p[static_cast<size_t>(j)]);
+    }
+    double sum = 0;
+    for (double& v : p) sum += v = std::exp(v - top);
+    for (double& v : p) v /= sum;
+}
+
+// Index i with probability p[i]: u uniform in [0, 1) from 53 bits of the generator (the same on
+// every platform, unlike std::discrete_distribution), against the running sum.
+int32_t draw(const std::vector<double>& p, std::mt19937_64& rng) {
+    const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+    double acc = 0;
+    int32_t last = 0;
+    for (size_t i = 0; i < p.size(); ++i) {
+        if (p[i] <= 0) continue;
+        last = static_cast<int32_t>(i);
+        acc += p[i];
+        if (u < acc) return last;
+    }
+    return last;  // rounding left u above the sum: the last possible index
+}
+
+}  // namespace
+
+std::string sample_text(Sequential& model, Device& dev, const Vocabulary& vocab, const SampleOptions& o) {
+    if (!(o.temperature > 0)) throw Error("sample: the temperature must be positive");
+    const std::vector<int32_t> prime = vocab.encode(o.prime, "--prime");
+    const int64_t n = vocab.size();
+    model.reset_state();
+    Tensor x({1, 1}, DType::I32, dev);
+    std::mt19937_64 rng(o.seed);
+    std::vector<double> p(static_cast<size_t>(n), 1.0 / static_cast<double>(n));  // before any input: uniform
+    int64_t steps = 0;
+    auto feed = [&](int32_t token) {
+        x.host_write<int32_t>()[0] = token;
+        const Tensor& y = model.forward(dev, x, false);
+        if (y.numel() != n)
+            throw Error("sample: the model outputs " + to_string(y.shape()) + " for one character, expected [1, 1, " +
+                        std::to_string(n) + "]");
+        distribution(y.host_read<float>(), n, o.output, o.temperature, p, ++steps);
+    };
+    for (int32_t t : prime) feed(t);
+    std::string text = o.prime;
+    for (int64_t i = 0; i < o.length; ++i) {
+        const int32_t t = draw(p, rng);
+        text += vocab.byte(t);
+        if (i + 1 < o.length) feed(t);
+    }
+    return text;
+}
+
+}  // namespace xylem::app

@@ -1,0 +1,30 @@
+// Sampling text from a character-level language model, one character at a time: the model runs
+// on its backend at batch 1, one step per call, carrying its recurrent state from call to call;
+// the draw is on the host, from softmax(output / temperature), with its own seeded generator, so a
+// seed gives the same text on every backend whose outputs agree.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "app/predict.h"
+#include "app/text_data.h"
+#include "xylem/layers/sequential.h"
+
+namespace xylem::app {
+
+struct SampleOptions {
+    std::string prime;         // fed to the model first, and the start of the text
+    int64_t length = 500;      // characters drawn after the prime
+    double temperature = 1.0;  // > 0; below 1 sharpens the distribution, above 1 flattens it
+    uint64_t seed = 1;
+    OutputKind output = OutputKind::logits;  // what the model's last layer gives (predict.h)
+};
+
+// The prime followed by `length` drawn characters. `model` is built for one step per sample
+// (input [1] per sample, output [1, vocab]) and holds the trained weights; its state is reset
+// first. Without a prime the first character is drawn uniformly (char-rnn's rule). An Error names
+// a prime character outside the vocabulary, or the step whose outputs are not finite.
+std::string sample_text(Sequential& model, Device& dev, const Vocabulary& vocabulary, const SampleOptions& options);
+
+}  // namespace xylem::app

@@ -1,0 +1,121 @@
+// Embedding and OneHot: a row lookup forward; the embedding's gradient is a row scatter-add.
+#include "xylem/layers/embedding.h"
+
+#include "xylem/error.h"
+#include "xylem/layers/registry.h"
+#include "xylem/op_calls.h"
+
+namespace xylem {
+
+TokenLookup::TokenLookup(int64_t vocab, int64_t width) : vocab_(vocab), width_(width) {
+    if (vocab <= 0 || width <= 0)
+        throw Error("token layer: vocab and width must be positive, got " + std::to_string(vocab) + " and " +
+                    std::to_string(width));
+}
+
+Shape TokenLookup::output_shape(const Shape& input) const {
+    Shape out = input;
+    out.push_back(width_);
+    return out;
+}
+
+const Tensor& TokenLookup::lookup(Device& dev, const Tensor& table, const Tensor& x) {
+    if (x.dtype() != DType::I32)
+        throw Error(label() + ": takes int32 token indices (text data, [data] text), got " + dtype_name(x.dtype()) +
+                    " input " + to_string(x.shape()));
+    const int64_t tokens = x.numel();
+    idx_ = x.reshaped({tokens});
+    ensure(y_, output_shape(x.shape()), dev);
+    Tensor rows = y_.reshaped({tokens, width_});
+    ops::gather_rows(dev, table, idx_, rows);  // an index outside [0, vocab) is the op's error
+    return y_;
+}
+
+void TokenLookup::refuse_input_gradient(bool need_dx) const {
+    if (need_dx)
+        throw Error(label() + ": its input is token indices, which have no gradient; put it first in the model");
+}
+
+Embedding::Embedding(int64_t vocab, int64_t dim, float init_uniform)
+    : TokenLookup(vocab, dim), init_uniform_(init_uniform) {}
+
+void Embedding::bind(Device& dev, const Shape& input, std::mt19937_64& rng) {
+    output_shape(input);
+    if (init_uniform_ > 0) {
+        weight_ = uniform_param(dev, "weight", {vocab_, width_}, init_uniform_, rng);
+        return;
+    }
+    // PyTorch's nn.Embedding: N(0, 1).
+    dev.backend().require(XYLEM_OP_FILL, label());
+    weight_ = Param{param_prefix() + "weight", Tensor({vocab_, width_}, DType::F32, dev), Tensor({vocab_, width_}, DType::F32, dev)};
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    float* w = weight_.value.host_write<float>();
+    for (int64_t i = 0; i < vocab_ * width_; ++i) w[i] = normal(rng);
+    ops::fill(dev, weight_.grad, 0.0f);
+}
+
+const Tensor& Embedding::forward(Device& dev, const Tensor& x, bool) { return lookup(dev, weight_.value, x); }
+
+const Tensor& Embedding::backward(Device& dev, const Tensor& dy, bool need_dx) {
+    if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
+    refuse_input_gradient(need_dx);
+    // dW[v] = sum of dy over the tokens equal to v: rows no token names get 0.
+    ops::fill(dev, weight_.grad, 0.0f);
+    ops::scatter_add_rows(dev, dy.reshaped({idx_.numel(), width_}), idx_, weight_.grad);
+    return none_;
+}
+
+std::vector<uint32_t> Embedding::ops_needed(bool backward) const {
+    if (!backward) return {XYLEM_OP_GATHER_ROWS};
+    return {XYLEM_OP_GATHER_ROWS, XYLEM_OP_FILL, XYLEM_OP_SCATTER_ADD_ROWS};
+}
+
+OneHot::OneHot(int64_t vocab) : TokenLookup(vocab, vocab) {}
+
+void OneHot::bind(Device& dev, const Shape& input, std::mt19937_64&) {
+    output_shape(input);
+    identity_ = Tensor({vocab_, vocab_}, DType::F32, dev);
+    float* e = identity_.host_write<float>();
+    for (int64_t i = 0; i < vocab_ * vocab_; ++i) e[i] = i / vocab_ == i % vocab_ ? 1.0f : 0.0f;
+    identity_.upload(dev);  // now, not at the first step (where an implicit copy is an error)
+}
+
+const Tensor& OneHot::forward(Device& dev, const Tensor& x, bool) { return lookup(dev, identity_, x); }
+
+const Tensor& OneHot::backward(Device&, const Tensor&, bool need_dx) {
+    refuse_input_gradient(need_dx);
+    return none_;
+}
+
+namespace {
+
+const LayerRegistration<EmbeddingOptions> kEmbedding{
+    "embedding", {"vocab", "dim", "init_uniform"},
+    [](const ConfigSection& s) {
+        EmbeddingOptions o;
+        if (!s.has("dim")) s.fail("dim", "is required for an embedding layer");
+        s.get("dim", o.dim, ranges::features);
+        s.get("vocab", o.vocab, ranges::features);
+        s.get("init_uniform", o.init_uniform);
+        if (s.has("init_uniform") && !(o.init_uniform > 0)) s.fail("init_uniform", "must be positive (> 0)");
+        return o;
+    },
+    [](const EmbeddingOptions& o, LayerContext& c) -> std::unique_ptr<Layer> {
+        const int64_t vocab = o.vocab ? o.vocab : c.vocabulary("an embedding layer without `vocab`");
+        return std::make_unique<Embedding>(vocab, o.dim, o.init_uniform);
+    }};
+
+const LayerRegistration<OneHotOptions> kOneHot{
+    "one_hot", {"vocab"},
+    [](const ConfigSection& s) {
+        OneHotOptions o;
+        s.get("vocab", o.vocab, ranges::features);
+        return o;
+    },
+    [](const OneHotOptions& o, LayerContext& c) -> std::unique_ptr<Layer> {
+        return std::make_unique<OneHot>(o.vocab ? o.vocab : c.vocabulary("a one_hot layer without `vocab`"));
+    }};
+
+}  // namespace
+
+}  // namespace xylem

@@ -1,0 +1,364 @@
+// Text data end to end: the files data.text names, the corpus and its byte vocabulary, char-rnn's
+// stream layout, the batches fed to the model, and training a character model on every available
+// backend (recurrent state reset at each epoch and before validation; losses per character).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+
+#include "app/batch_feed.h"
+#include "app/model_builder.h"
+#include "app/run_data.h"
+#include "app/text_data.h"
+#include "app/trainer.h"
+#include "support/backends.h"
+#include "xylem/error.h"
+#include "xylem/layers/registry.h"
+
+using namespace xylem;
+using namespace xylem::app;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A pass-through layer that logs what the trainer does to a model's recurrent state: "R" for each
+// reset_state(), "T" for a training forward, "E" for an inference one.
+std::string& state_log() {
+    static std::string log;
+    return log;
+}
+
+class StateProbe : public Layer {
+public:
+    std::string kind() const override { return "test_state_probe"; }
+    Shape output_shape(const Shape& input) const override { return input; }
+    const Tensor& forward(Device&, const Tensor& x, bool train) override {
+        state_log() += train ? 'T' : 'E';
+        return y_ = x;
+    }
+    const Tensor& backward(Device&, const Tensor& dy, bool) override { return dx_ = dy; }
+    void reset_state() override { state_log() += 'R'; }
+
+private:
+    Tensor y_, dx_;
+};
+
+const LayerRegistration<NoLayerOptions> kStateProbe{
+    "test_state_probe", {}, nullptr,
+    [](const NoLayerOptions&, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<StateProbe>(); }};
+
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+class TextDataTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = fs::temp_directory_path() / ("xylem_text_" + std::to_string(::getpid()));
+        fs::remove_all(dir_);
+        fs::create_directories(dir_ / "corpus" / "sub");
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    std::string write(const std::string& name, const std::string& bytes) {
+        std::ofstream(dir_ / name, std::ios::binary) << bytes;
+        return (dir_ / name).string();
+    }
+    // A config over `paths` with the keys in `extra` ([data] keys first, then whole tables).
+    RunConfig config(const std::string& data_keys, const std::string& rest = "") {
+        const std::string text = "backend = \"native\"\n[data]\n" + data_keys + "\n" + rest;
+        RunConfig c = parse_config(text, (dir_ / "t.toml").string());
+        c.out_dir = (dir_ / "run").string();
+        return c;
+    }
+    std::string quoted(const std::string& name) const { return "\"" + (dir_ / name).string() + "\""; }
+    fs::path dir_;
+};
+
+TEST_F(TextDataTest, FilesOfAFolderInNameOrderLessTheExcluded) {
+    write("corpus/b.txt", "bb");
+    write("corpus/a.txt", "aa");
+    write("corpus/a.txt.dat", "index");
+    write("corpus/c.u8", "link");
+    write("corpus/sub/deep.txt", "not read: sub-folders are not");
+    write("single.txt", "s");
+    const RunConfig c = config("text = [" + quoted("single.txt") + ", " + quoted("corpus") +
+                               "]\ntext_exclude = [\"*.dat\", \"*.u8\"]");
+    const std::vector<std::string> files = text_files(c);
+    ASSERT_EQ(files.size(), 3u);
+    EXPECT_EQ(files[0], (dir_ / "single.txt").string());
+    EXPECT_EQ(files[1], (dir_ / "corpus" / "a.txt").string());
+    EXPECT_EQ(files[2], (dir_ / "corpus" / "b.txt").string());
+    EXPECT_EQ(read_corpus(c, files), "saabb");
+    EXPECT_EQ(text_files(config("text = " + quoted("corpus"))).size(), 4u);  // no exclusions
+}
+
+TEST_F(TextDataTest, MissingFilesAndEmptyTextAreErrorsNamingTheKey) {
+    write("empty.txt", "");
+    const std::string src = (dir_ / "t.toml").string();
+    EXPECT_EQ(error_of([&] { text_files(config("text = " + quoted("nope.txt"))); }),
+              src + ": key 'data.text': " + (dir_ / "nope.txt").string() + ": no such file or folder");
+    EXPECT_EQ(error_of([&] { text_files(config("text = " + quoted("corpus/sub"))); }),
+              src + ": key 'data.text': " + (dir_ / "corpus/sub").string() + ": the folder has no files");
+    write("corpus/x.dat", "x");
+    EXPECT_EQ(error_of([&] { text_files(config("text = " + quoted("corpus") + "\ntext_exclude = [\"*.dat\"]")); }),
+              src + ": key 'data.text': " + (dir_ / "corpus").string() + ": the folder has no files that data.text_exclude leaves");
+    EXPECT_EQ(error_of([&] { load_text_data(config("text = " + quoted("empty.txt"))); }),
+              src + ": key 'data.text': the text is empty (1 file(s), 0 bytes)");
+}
+
+TEST_F(TextDataTest, VocabularyIsTheSortedBytesAndRoundTripsThroughMetadata) {
+    const std::string text = std::string("hello, world\n") + '\0' + "\xff";
+    const Vocabulary v = Vocabulary::of_text(text);
+    EXPECT_EQ(v.bytes(), (std::vector<uint8_t>{0, '\n', ' ', ',', 'd', 'e', 'h', 'l', 'o', 'r', 'w', 0xff}));
+    EXPECT_EQ(v.token('h'), 6);
+    EXPECT_EQ(v.token('z'), -1);
+    EXPECT_EQ(v.byte(11), '\xff');
+    EXPECT_EQ(v.encode("old", "x"), (std::vector<int32_t>{8, 7, 4}));
+    EXPECT_EQ(error_of([&] { v.encode("hey", "--prime"); }),
+              "--prime: 'y' (0x79) at offset 2 is not in the vocabulary of 12 characters");
+    EXPECT_EQ(vocabulary_metadata(v), "[0,10,32,44,100,101,104,108,111,114,119,255]");
+    EXPECT_THROW(Vocabulary::of_bytes({3, 2}), Error);
+}
+
+// Sample k*streams + b is chunk k of stream b; its labels are the next tokens; the streams are
+// contiguous and each one's last label is the next one's first input.
+TEST_F(TextDataTest, StreamLayoutIsCharRnns) {
+    std::vector<int32_t> tokens(40);
+    std::iota(tokens.begin(), tokens.end(), 0);
+    const int64_t streams = 3, seq_len = 4;
+    const io::Dataset d = stream_layout(tokens, streams, seq_len);  // (40 - 1) / 12 = 3 chunks
+    EXPECT_EQ(d.steps, seq_len);
+    ASSERT_EQ(d.count, 9);
+    const int64_t stream_len = 12;
+    for (int64_t k = 0; k < 3; ++k)
+        for (int64_t b = 0; b < streams; ++b)
+            for (int64_t t = 0; t < seq_len; ++t) {
+                const size_t at = static_cast<size_t>((k * streams + b) * seq_len + t);
+                EXPECT_EQ(d.tokens[at], b * stream_len + k * seq_len + t) << k << " " << b << " " << t;
+                EXPECT_EQ(d.labels[at], d.tokens[at] + 1);
+            }
+    EXPECT_EQ(stream_layout(std::vector<int32_t>(12), 3, 4).count, 0);  // 11 inputs: not one chunk of 12
+    EXPECT_EQ(stream_layout(std::vector<int32_t>(13), 3, 4).count, 3);
+}
+
+TEST_F(TextDataTest, ValidationIsTheEndOfTheTextAndShortTextsAreErrorsNamingTheKeys) {
+    std::string text;
+    for (int i = 0; i < 400; ++i) text += static_cast<char>('a' + i % 7);
+    text += "XYZ";  // the end, held out: in the vocabulary, never in the training text
+    const std::string f = quoted(fs::path(write("t.txt", text)).filename().string());
+    RunConfig c = config("text = " + f + "\nseq_len = 5\nvalidation = 40", "[train]\nbatch_size = 4\n");
+    app::TextData t = load_text_data(c);
+    EXPECT_EQ(t.chars, 403);
+    EXPECT_EQ(t.validation_chars, 40);
+    EXPECT_EQ(t.vocabulary.size(), 10);
+    EXPECT_EQ(t.train.count, (363 - 1) / 20 * 4);
+    EXPECT_EQ(t.validation.count, (40 - 1) / 20 * 4);
+    // Training stops before the held-out end; validation starts there (and, laid out, uses the
+    // first 4 * 5 + 1 of its 40 characters: "XYZ" at the very end is in the vocabulary only).
+    const int32_t x = t.vocabulary.token('X');
+    EXPECT_EQ(std::count(t.train.labels.begin(), t.train.labels.end(), x), 0);
+    EXPECT_EQ(t.validation.tokens[0], t.vocabulary.token(static_cast<uint8_t>(text[363])));
+    EXPECT_EQ(t.validation.labels[0], t.vocabulary.token(static_cast<uint8_t>(text[364])));
+    EXPECT_EQ(t.train.labels.back(), t.vocabulary.token(static_cast<uint8_t>(text[t.train.count * 5])));
+    // The default share: the last 5%.
+    EXPECT_EQ(load_text_data(config("text = " + f + "\nseq_len = 2", "[train]\nbatch_size = 4\n")).validation_chars, 20);
+
+    const std::string src = (dir_ / "t.toml").string();
+    EXPECT_EQ(error_of([&] { load_text_data(config("text = " + f + "\nseq_len = 100", "[train]\nbatch_size = 4\n")); }),
+              src + ": the training text (data.text less data.validation) has 383 characters, too few for one batch of "
+                    "train.batch_size = 4 streams of data.seq_len = 100 steps (it needs 401): lower data.seq_len or "
+                    "train.batch_size, or give more text");
+    EXPECT_EQ(error_of([&] { load_text_data(config("text = " + f + "\nseq_len = 5\nvalidation = 10", "[train]\nbatch_size = 4\n")); }),
+              src + ": key 'data.validation': the held-out text has 10 characters, too few for one batch of "
+                    "train.batch_size = 4 streams of data.seq_len = 5 steps (it needs 21): lower data.seq_len or "
+                    "train.batch_size, or hold out more (data.validation = 0 holds out none)");
+    EXPECT_EQ(error_of([&] { load_text_data(config("text = " + f + "\nvalidation = 403")); }),
+              src + ": key 'data.validation' holds out 403 of the text's 403 characters, leaving none to train on");
+}
+
+// Token batches: [n, steps] int32 inputs and labels, the same from the host and from a resident set.
+TEST_F(TextDataTest, BatchesOfTokensFromTheHostAndFromTheDevice) {
+    std::vector<int32_t> tokens(61);
+    std::iota(tokens.begin(), tokens.end(), 0);
+    const io::Dataset d = stream_layout(tokens, 2, 5);  // 6 chunks of 2 streams
+    EXPECT_EQ(input_sample_shape(d), Shape{5});
+    EXPECT_EQ(input_dtype(d), DType::I32);
+    EXPECT_EQ(target_sample_shape(d), Shape{5});
+    auto dev = test::backend_named("native")->device(0);
+    std::vector<int64_t> order(static_cast<size_t>(d.count));
+    std::iota(order.begin(), order.end(), 0);
+    BatchFeed host(d, *dev, DType::I32, 0, false, false), resident(d, *dev, DType::I32, 0, true, false);
+    host.begin_epoch(order);
+    resident.begin_epoch(order);
+    for (int64_t first = 0; first < d.count; first += 2) {
+        host.stage(first, 2);
+        resident.stage(first, 2);
+        auto [x, y] = host.enqueue(first, 2);
+        auto [rx, ry] = resident.enqueue(first, 2);
+        ASSERT_EQ(x.shape(), (Shape{2, 5}));
+        ASSERT_EQ(x.dtype(), DType::I32);
+        ASSERT_EQ(y.shape(), (Shape{2, 5}));
+        const int32_t* xs = x.host_read<int32_t>();
+        const int32_t* ys = y.host_read<int32_t>();
+        for (int64_t i = 0; i < 10; ++i) {
+            const int64_t b = i / 5, t = i % 5, k = first / 2;
+            EXPECT_EQ(xs[i], b * 30 + k * 5 + t);
+            EXPECT_EQ(ys[i], xs[i] + 1);
+            EXPECT_EQ(rx.host_read<int32_t>()[i], xs[i]);
+            EXPECT_EQ(ry.host_read<int32_t>()[i], ys[i]);
+        }
+    }
+}
+
+// The model must take the data: a text model starts with a token layer and outputs one score per
+// vocabulary entry per step; a token layer on images is refused.
+TEST_F(TextDataTest, ModelsThatDoNotFitTheDataAreErrorsNamingTheKey) {
+    std::string text;
+    for (int i = 0; i < 200; ++i) text += static_cast<char>('a' + i % 5);
+    const std::string f = quoted(fs::path(write("t.txt", text)).filename().string());
+    const std::string data = "text = " + f + "\nseq_len = 4\nvalidation = 0";
+    const std::string train = "[train]\nbatch_size = 2\n";
+    auto dev = test::backend_named("native")->device(0);
+    auto check = [&](const RunConfig& c) {
+        const RunData d = load_run_data(c);
+        auto model = build_model(c, d.vocabulary.size());
+        model->build(*dev, input_sample_shape(d.train), c.seed);
+        check_model_fits_data(c, *model, d);
+    };
+    const std::string src = (dir_ / "t.toml").string();
+    EXPECT_EQ(error_of([&] { check(config(data, train + "[[model.layers]]\ntype = \"linear\"\nout = 5\n")); }),
+              src + ": a text model starts with an embedding or one_hot layer (token indices in), but model.layers[0] "
+                    "(linear) takes float32 inputs");
+    EXPECT_EQ(error_of([&] {
+                  check(config(data, train + "[[model.layers]]\ntype = \"one_hot\"\nvocab = 3\n[[model.layers]]\n"
+                                             "type = \"linear\"\nout = 5\n"));
+              }),
+              src + ": key 'model.layers[0].vocab' is 3 but the text has a vocabulary of 5 characters (leave vocab out "
+                    "to take it from the data)");
+    EXPECT_EQ(error_of([&] {
+                  check(config(data, train + "[[model.layers]]\ntype = \"one_hot\"\n[[model.layers]]\ntype = \"linear\"\n"
+                                             "out = 7\n"));
+              }),
+              src + ": the model outputs [4, 7] per sequence, but a character model of the text outputs [steps, 5]: one "
+                    "score per vocabulary entry per step (the last layer's out = \"vocab\" sizes it to the data)");
+    EXPECT_EQ(error_of([&] {
+                  check(config(data, train + "[[model.layers]]\ntype = \"one_hot\"\n[[model.layers]]\ntype = \"linear\"\n"
+                                             "out = \"vocab\"\n"));
+              }),
+              "(no error)");
+    // A token layer without text data: the data gives no vocabulary to size it.
+    const RunConfig images = parse_config("[[model.layers]]\ntype = \"one_hot\"\nvocab = 4\n", src);
+    RunData d;  // images: what load_run_data gives for data.dir (float inputs, no vocabulary)
+    d.train.count = 1;
+    d.train.rows = d.train.cols = 2;
+    auto model = build_model(images);
+    model->build(*dev, input_sample_shape(d.train), 1);
+    EXPECT_EQ(error_of([&] { check_model_fits_data(images, *model, d); }),
+              src + ": model.layers[0] (one_hot) takes token indices, which only text data gives: set [data] text");
+}
+
+class TextTraining : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override {
+        dir_ = fs::temp_directory_path() / ("xylem_text_train_" + GetParam() + "_" + std::to_string(::getpid()));
+        fs::remove_all(dir_);
+        fs::create_directories(dir_);
+        // Words from a small alphabet: a bigram model learns well below the uniform log(vocab).
+        std::string text;
+        std::mt19937 rng(5);
+        const char* words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat ", "and ", "dog ", "ran\n"};
+        while (text.size() < 6000) text += words[rng() % 9];
+        std::ofstream(dir_ / "corpus.txt", std::ios::binary) << text;
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    RunConfig config(const std::string& extra_train = "") {
+        RunConfig c = parse_config("[data]\ntext = \"" + (dir_ / "corpus.txt").string() +
+                                       "\"\nseq_len = 10\nvalidation = 0.1\n"
+                                       "[[model.layers]]\ntype = \"one_hot\"\n[[model.layers]]\ntype = \"test_state_probe\"\n"
+                                       "[[model.layers]]\ntype = \"linear\"\nout = \"vocab\"\n"
+                                       "[solver]\ntype = \"rmsprop\"\nlr = 0.01\nalpha = 0.95\nclip_value = 5.0\n"
+                                       "[train]\nbatch_size = 8\nepochs = 2\nprint_every = 10\n" + extra_train,
+                                   (dir_ / "t.toml").string());
+        c.out_dir = (dir_ / "run").string();
+        return c;
+    }
+    fs::path dir_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, TextTraining, ::testing::ValuesIn(test::available_backends()),
+                         test::backend_param_name);
+
+TEST_P(TextTraining, LearnsPerCharacterAndResetsStateAtEpochsAndValidation) {
+    auto dev = test::backend_named(GetParam())->device(0);
+    const RunConfig c = config();
+    state_log().clear();
+    const TrainResult r = train(c, *dev, std::cout, TrainOptions::quiet());
+    ASSERT_EQ(r.epochs.size(), 2u);
+    EXPECT_TRUE(r.text);
+    const double uniform = std::log(14.0);  // 14 distinct characters
+    for (const EpochMetrics& m : r.epochs) {
+        EXPECT_TRUE(m.has_validation);
+        EXPECT_FALSE(m.has_test);  // text has no test set
+        EXPECT_LT(m.val_loss, 0.8 * uniform) << "epoch " << m.epoch;
+    }
+    EXPECT_LT(r.epochs[1].train_loss, r.epochs[0].train_loss);
+    // 5400 training characters: (5400 - 1) / 80 = 67 steps of 8 streams; 600 held out: 7 batches.
+    EXPECT_EQ(r.epochs[0].steps, 67);
+    const std::string epoch = "R" + std::string(67, 'T') + "R" + std::string(7, 'E');
+    EXPECT_EQ(state_log(), epoch + epoch);
+
+    // log.csv and metrics.json carry bits per character.
+    std::ifstream log(dir_ / "run" / "log.csv");
+    std::string header;
+    std::getline(log, header);
+    EXPECT_EQ(header, "epoch,step,loss,images_per_second,elapsed_seconds,lr,val_loss,val_accuracy,kind,loss_bpc,val_loss_bpc");
+    nlohmann::json metrics;
+    std::ifstream(dir_ / "run" / "metrics.json") >> metrics;
+    EXPECT_NEAR(metrics["epochs"][1]["val_bpc"].get<double>(), r.epochs[1].val_loss / std::log(2.0), 1e-9);
+    EXPECT_EQ(metrics["loss_unit"], "nats per character");
+}
+
+// Every backend trains the same model to the same losses (the native run is the reference).
+TEST_P(TextTraining, AgreesWithNative) {
+    if (GetParam() == "native") GTEST_SKIP() << "the reference";
+    auto run = [&](const std::string& backend, const std::string& out) {
+        RunConfig c = config("max_steps = 50\n");
+        c.out_dir = (dir_ / out).string();
+        auto dev = test::backend_named(backend)->device(0);
+        return train(c, *dev, std::cout, TrainOptions::quiet());
+    };
+    const TrainResult a = run("native", "native"), b = run(GetParam(), "other");
+    ASSERT_EQ(a.epochs.size(), b.epochs.size());
+    for (size_t i = 0; i < a.epochs.size(); ++i) {
+        EXPECT_NEAR(b.epochs[i].train_loss, a.epochs[i].train_loss, 1e-3 * a.epochs[i].train_loss);
+        EXPECT_NEAR(b.epochs[i].val_loss, a.epochs[i].val_loss, 1e-3 * a.epochs[i].val_loss);
+    }
+}
+
+// A resumed run must see the vocabulary it trained with.
+TEST_P(TextTraining, ResumeRefusesAChangedVocabulary) {
+    if (GetParam() != "native") GTEST_SKIP() << "backend-independent";
+    auto dev = test::backend_named("native")->device(0);
+    RunConfig c = config("max_steps = 5\n");
+    const TrainResult r = train(c, *dev, std::cout, TrainOptions::quiet());
+    std::ofstream(dir_ / "corpus.txt", std::ios::app | std::ios::binary) << "QQQ";
+    c.max_steps = 10;
+    TrainOptions o = TrainOptions::quiet();
+    o.resume_from = r.last_checkpoint;
+    EXPECT_EQ(error_of([&] { train(c, *dev, std::cout, o); }),
+              r.last_checkpoint + ": the run trained with a vocabulary of 14 characters, the data now gives a vocabulary "
+                                  "of 15 characters (data.text changed?)");
+}
+
+}  // namespace
