@@ -41,36 +41,36 @@ public:
         if (!busy.owns_lock() || getpid() != pid_) return job.work(0);
         while (static_cast<int>(threads_.size()) < workers - 1) {
             try {
-                // The thread waits for the generation after this one: the job about to be posted.
-                threads_.emplace_back(&Pool::loop, this, static_cast<int>(threads_.size()) + 1, generation_);
+                threads_.emplace_back(&Pool::loop, this, static_cast<int>(threads_.size()) + 1);
             } catch (const std::system_error&) {
                 break;  // run with the threads we have
             }
         }
-        const int helpers = std::min(workers - 1, static_cast<int>(threads_.size()));
         {
             std::lock_guard<std::mutex> lock(mutex_);
             job_ = &job;
-            helpers_ = running_ = helpers;
+            helpers_ = std::min(workers - 1, static_cast<int>(threads_.size()));
             ++generation_;
         }
         wake_.notify_all();
         job.work(0);
+        // Withdraw the job, then wait only for the helpers that joined it: one the scheduler has
+        // not woken yet (a busy machine) costs nothing, its items taken here instead.
         std::unique_lock<std::mutex> lock(mutex_);
-        done_.wait(lock, [this] { return running_ == 0; });
         job_ = nullptr;
+        done_.wait(lock, [this] { return running_ == 0; });
     }
 
 private:
-    void loop(int index, uint64_t seen) {
+    void loop(int index) {
         std::unique_lock<std::mutex> lock(mutex_);
+        uint64_t seen = 0;
         for (;;) {
             wake_.wait(lock, [&] { return generation_ != seen; });
             seen = generation_;
-            if (index > helpers_) continue;  // not needed for this job
-            // run() waits for every helper before it returns, so this job and its generation
-            // are current until this thread has finished its part.
-            Job* job = job_;
+            if (!job_ || index > helpers_) continue;  // withdrawn already, or not needed
+            Job* job = job_;  // stays alive: run() waits for running_ to drop back to 0
+            ++running_;
             lock.unlock();
             job->work(index);
             lock.lock();
@@ -79,13 +79,13 @@ private:
     }
 
     std::mutex busy_;  // held by the caller whose job runs
-    std::mutex mutex_;
+    std::mutex mutex_;  // guards what follows but threads_
     std::condition_variable wake_, done_;
     std::vector<std::thread> threads_;  // grown under busy_
-    Job* job_ = nullptr;
-    uint64_t generation_ = 0;  // one more per job: what wakes the helpers (written under busy_ and mutex_)
-    int helpers_ = 0;          // pool threads 1..helpers_ take part in the current job
-    int running_ = 0;          // of those, the ones not finished
+    Job* job_ = nullptr;       // the job helpers may join; null once its caller has done its part
+    uint64_t generation_ = 0;  // one more per job: what wakes the helpers
+    int helpers_ = 0;          // pool threads 1..helpers_ may join the current job
+    int running_ = 0;          // helpers inside the current job
     const pid_t pid_ = getpid();
 };
 

@@ -99,13 +99,14 @@ xylem_fused_attrs broadcast_program() {
 }
 
 // Column counts around and across the 512-element tile, so tiles start mid-row and hold many rows
-// (cols 3), a row's end (511, 513) or part of one row (1537); one row and one column make ROW and
-// COL read as FULL or SCALAR.
+// (cols 3 and 33, either side of the executor's element-by-element broadcast of short rows), a
+// row's end (511, 513) or part of one row (1537); one row and one column make ROW and COL read as
+// FULL or SCALAR.
 TEST_F(NativeFused, BroadcastModesOnTileAndRowBoundaries) {
     Rng rng;
     const xylem_fused_attrs at = broadcast_program();
     for (int64_t rows : {1, 2, 7, 700})
-        for (int64_t cols : {1, 3, 511, 512, 513, 1537}) {
+        for (int64_t cols : {1, 3, 33, 511, 512, 513, 1537}) {
             SCOPED_TRACE("rows " + std::to_string(rows) + " cols " + std::to_string(cols));
             check(at, {{rows, cols}, {cols}, {rows, 1}, {}},
                   {rng.uniform(rows * cols), rng.uniform(cols), rng.uniform(rows), rng.uniform(1)}, {rows, cols}, 2);

@@ -25,6 +25,10 @@ constexpr int64_t kTile = 512;
 // about what one thread takes for this many elements of a short program.
 constexpr int64_t kMinPerWorker = 32 * 1024;
 
+// Rows shorter than this are broadcast element by element: a memcpy or fill call per row
+// would cost more than the row.
+constexpr int64_t kShortRow = 32;
+
 // The validated descriptor: where each operand is, and how each input is read.
 struct Program {
     xylem_fused_attrs at;
@@ -48,8 +52,7 @@ __attribute__((always_inline)) inline float apply(float a, float b, float c) {
 }
 
 // d[i] = OP over the tile. OP is a constant, so the kit's switch folds away and the loop
-// vectorises. The movers (INPUT, PARAM, CONST, OUTPUT) are
-// instantiated too but never reach here.
+// vectorises. The movers (INPUT, PARAM, CONST, OUTPUT) are instantiated too but never get here.
 template <uint32_t OP, int ARITY>
 __attribute__((always_inline)) inline void elementwise(float* d, const float* a, const float* b, const float* c,
                                                        int64_t n) {
@@ -84,6 +87,10 @@ const float* load_input(const Program& p, uint32_t i, int64_t start, int64_t n, 
         break;
     case XYLEM_FUSED_SCALAR: std::fill_n(d, n, src[0]); break;
     case XYLEM_FUSED_ROW:  // the tile may start mid-row and span several rows
+        if (cols < kShortRow) {
+            for (int64_t k = 0, col = start % cols; k < n; ++k, col = col + 1 == cols ? 0 : col + 1) d[k] = src[col];
+            break;
+        }
         for (int64_t k = 0, col = start % cols; k < n; col = 0) {
             const int64_t len = std::min(n - k, cols - col);
             std::memcpy(d + k, src + col, static_cast<size_t>(len) * sizeof(float));
@@ -91,6 +98,14 @@ const float* load_input(const Program& p, uint32_t i, int64_t start, int64_t n, 
         }
         break;
     case XYLEM_FUSED_COL:
+        if (cols < kShortRow) {
+            int64_t row = start / cols, col = start % cols;
+            for (int64_t k = 0; k < n; ++k) {
+                d[k] = src[row];
+                if (++col == cols) col = 0, ++row;
+            }
+            break;
+        }
         for (int64_t k = 0, row = start / cols, col = start % cols; k < n; ++row, col = 0) {
             const int64_t len = std::min(n - k, cols - col);
             std::fill_n(d + k, len, src[row]);
