@@ -125,6 +125,7 @@ std::string resume_conflict(const RunConfig& was, const RunConfig& now) {
     check("train.batch_size", was.batch_size, now.batch_size);
     check("train.seed", was.seed, now.seed);
     check("train.steps_per_epoch", was.steps_per_epoch, now.steps_per_epoch);
+    check("data.seq_len", was.seq_len, now.seq_len);  // text: the stream layout
     check("data.validation", was.validation_fraction + static_cast<double>(was.validation_count),
           now.validation_fraction + static_cast<double>(now.validation_count));
     check("loss.type", was.loss, now.loss);

@@ -50,6 +50,9 @@ int run_predict(const Args& a) {
     if (a.config.empty()) throw UsageError{"predict needs --config FILE", "predict"};
     if (a.checkpoint.empty()) throw UsageError{"predict needs --checkpoint FILE", "predict"};
     const RunConfig c = load_config(a.config);
+    if (c.is_text())
+        throw Error(c.source + ": a character model ([data] text) predicts text, not image classes: use xylem sample "
+                    "to generate text, or xylem eval for its validation loss");
     Registry registry;
     const BackendChoice choice = app::select_backend(registry, c, a.backend, a.plugin_dirs);
     auto backend = choice.backend;

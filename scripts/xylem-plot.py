@@ -137,7 +137,9 @@ def plot(run_dir, out):
     if validated:
         loss_ax.plot([x(r) for r in validated], [r["val_loss"] for r in validated], "s-", color="tab:orange",
                      linewidth=2, markersize=5, label="validation loss")
-    loss_ax.set_ylabel("loss (mean per image)")
+    # A text run's losses are per character (metrics.json says so); an image run's per image.
+    per_char = metrics.get("loss_unit") == "nats per character"
+    loss_ax.set_ylabel("loss (nats per character)" if per_char else "loss (mean per image)")
     finite = [v for r in rows for v in (r["loss"], r["val_loss"]) if v is not None and math.isfinite(v)]
     if finite:  # the whole range, unless a few huge values (a diverging step) would flatten the rest
         hi, p90 = max(finite), sorted(finite)[int(0.9 * (len(finite) - 1))]

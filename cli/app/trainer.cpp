@@ -327,7 +327,7 @@ TrainResult Run::go() {
     order_.assign(st_.order.begin(), st_.order.end());
     BatchFeed feed(data_.train, dev_, loss_->target_dtype(), classes_, c_.data_resident, c_.capture);
     feed_ = &feed;
-    if (c_.data_resident) test_resident_ = upload_dataset(data_.test, dev_, DType::I32, classes_);
+    if (c_.data_resident && data_.test.count) test_resident_ = upload_dataset(data_.test, dev_, DType::I32, classes_);
     if (opt_.profile) {
         profiler::reset();
         profiler::enable(true);

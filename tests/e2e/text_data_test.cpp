@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
+#include <sstream>
 
 #include "app/batch_feed.h"
 #include "app/model_builder.h"
@@ -344,6 +345,25 @@ TEST_P(TextTraining, AgreesWithNative) {
         EXPECT_NEAR(b.epochs[i].train_loss, a.epochs[i].train_loss, 1e-3 * a.epochs[i].train_loss);
         EXPECT_NEAR(b.epochs[i].val_loss, a.epochs[i].val_loss, 1e-3 * a.epochs[i].val_loss);
     }
+    // Step by step: the loss of every 10 steps (log.csv's interval rows) within 1e-3 relative.
+    auto losses = [&](const std::string& out) {
+        std::ifstream log(dir_ / out / "log.csv");
+        std::string line;
+        std::vector<double> v;
+        std::getline(log, line);
+        while (std::getline(log, line)) {
+            if (line.find(",interval,") == std::string::npos) continue;
+            std::istringstream cells(line);
+            std::string cell;
+            for (int i = 0; i < 3; ++i) std::getline(cells, cell, ',');  // epoch, step, loss
+            v.push_back(std::stod(cell));
+        }
+        return v;
+    };
+    const std::vector<double> la = losses("native"), lb = losses("other");
+    ASSERT_EQ(la.size(), 5u);
+    ASSERT_EQ(lb.size(), la.size());
+    for (size_t i = 0; i < la.size(); ++i) EXPECT_NEAR(lb[i], la[i], 1e-3 * la[i]) << "steps " << 10 * i + 1 << "-" << 10 * (i + 1);
 }
 
 // A resumed run must see the vocabulary it trained with.
