@@ -101,12 +101,12 @@ void DataParallel::start(const Identity& id, Sequential& model, Solver& solver, 
         char hashes[96];
         std::snprintf(hashes, sizeof hashes, "%016llx against %016llx", static_cast<unsigned long long>(mine[1]),
                       static_cast<unsigned long long>(root[1]));
-        if (mine[0] != root[0])
-            why = who + " loaded another config than rank 0 (its text or command-line overrides differ); every rank "
-                        "must train the same config";
-        else if (mine[1] != root[1] || mine[2] != root[2])
+        if (mine[1] != root[1] || mine[2] != root[2])
             why = who + "'s model differs from rank 0's: " + std::to_string(mine[2]) + " against " +
                   std::to_string(root[2]) + " parameter and buffer values (names and shapes hash " + hashes + ")";
+        else if (mine[0] != root[0])
+            why = who + " loaded another config than rank 0 (its text or command-line overrides differ); every rank "
+                        "must train the same config";
         else if (mine[3] != root[3])
             why = who + " loaded other data than rank 0 (the training, validation or test set sizes differ; data.dir "
                         "must hold the same files on every node)";
@@ -168,13 +168,16 @@ void DataParallel::layout_buckets(Sequential& model) {
     std::vector<std::vector<Param*>> groups;
     int64_t bytes = 0;
     for (Param* p : params) {
-        const int64_t limit = groups.size() == 1 ? std::min(kFirstBucketBytes, cap) : cap;  // the open bucket's
-        if (groups.empty() || bytes >= limit) {
+        // A bucket closes before the parameter that would take it past its size (the first one's
+        // is smaller); a parameter larger than that alone gets a bucket of its own.
+        const int64_t limit = groups.size() == 1 ? std::min(kFirstBucketBytes, cap) : cap;
+        const int64_t more = static_cast<int64_t>(p->grad.bytes());
+        if (groups.empty() || (bytes > 0 && bytes + more > limit)) {
             groups.emplace_back();
             bytes = 0;
         }
         groups.back().push_back(p);
-        bytes += static_cast<int64_t>(p->grad.bytes());
+        bytes += more;
     }
     last_layer_ = SIZE_MAX;
     for (const std::vector<Param*>& g : groups) {

@@ -116,6 +116,9 @@ public:
     [[noreturn]] void abort(int code) override {
         std::fflush(stdout);
         std::fflush(stderr);
+        // mpirun forwards this rank's output through a pipe that MPI_Abort's kill can cut short: a
+        // moment's pause lets the message that says why reach the user.
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
         MPI_Abort(MPI_COMM_WORLD, code);
         ::_exit(code);  // MPI_Abort does not return; this keeps the promise if it ever did
     }
@@ -146,7 +149,7 @@ private:
             if (polls < 2000) continue;
             const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
             if (waited > timeout_)
-                throw Error("rank " + std::to_string(rank_) + ": no answer from the other ranks for " +
+                throw Error("no answer from the other ranks for " +
                             std::to_string(static_cast<long>(waited)) + " s while " + what +
                             " (a rank is hung or stopped; XYLEM_DIST_TIMEOUT sets the limit in seconds)");
             if (waited < 0.002) sched_yield();
@@ -159,7 +162,7 @@ private:
         char text[MPI_MAX_ERROR_STRING] = {};
         int len = 0;
         MPI_Error_string(code, text, &len);
-        throw Error("rank " + std::to_string(rank_) + ": MPI failed while " + what + ": " + text);
+        throw Error(std::string("MPI failed while ") + what + ": " + text);
     }
 
     MPI_Comm comm_ = MPI_COMM_NULL;

@@ -54,6 +54,9 @@ void check_labels(const io::Dataset& d, int64_t classes, const std::string& what
 std::string capture_blocker(const RunConfig& c, Device& dev, const TrainOptions& opt) {
     if (!c.capture) return "";
     const std::string key = "train.capture = true";
+    if (opt.data_parallel)
+        return key + " is not supported in a distributed run (a captured step cannot include the gradient sum over "
+                     "the ranks); set train.capture = false";
     if (!dev.supports_capture())
         return key + ": backend '" + dev.backend().name() +
                "' cannot capture a training step (its plugin has no capture entries); set train.capture = false";
@@ -67,9 +70,6 @@ std::string capture_blocker(const RunConfig& c, Device& dev, const TrainOptions&
             return key + " does not support model.layers[" + std::to_string(i) +
                    "] (dropout): its mask seed changes every step and a captured step would replay one mask";
     if (opt.profile) return key + " cannot be profiled (--profile syncs after every op, which a graph cannot record)";
-    if (opt.data_parallel)
-        return key + " is not supported in a distributed run (a captured step cannot include the gradient sum over "
-                     "the ranks); set train.capture = false";
     return "";
 }
 
