@@ -303,7 +303,8 @@ int train_run(const Args& a, const app::Launch& launch, std::unique_ptr<app::Col
         return 0;
     }
     if (r.stopped_by_signal) {
-        std::string cmd = "xylem train --resume " + shell_quoted(c.out_dir);
+        std::string cmd = (launch.distributed() ? "mpirun -np " + std::to_string(launch.size) + " " : std::string()) +
+                          "xylem train --resume " + shell_quoted(c.out_dir);
         if (!a.backend.empty()) cmd += " --backend " + shell_quoted(a.backend);
         for (const std::string& d : a.plugin_dirs) cmd += " --plugin-path " + shell_quoted(d);
         std::printf("stopped by %s at epoch %d step %lld; checkpoint: %s\nresume with: %s\n",
@@ -329,6 +330,7 @@ int run_train(const Args& a) {
     const app::Launch launch = app::launch_from_environment();
     std::unique_ptr<app::Collectives> ranks;  // outlives train_run's data-parallel state
     if (!launch.distributed()) return train_run(a, launch, ranks);
+    app::require_mpi(launch);  // a build without MPI says so before any work (every rank alike)
     try {
         return train_run(a, launch, ranks);
     } catch (const app::RanksAgreeError& e) {

@@ -52,7 +52,11 @@ public:
     [[noreturn]] virtual void abort(int code) = 0;
 };
 
-// Joins the launch's ranks (MPI_Init). An Error when this build has no MPI, saying how to get it.
+// An Error, saying how to get MPI, when `launch` is distributed and this build has no MPI. Called
+// first thing, before any work.
+void require_mpi(const Launch& launch);
+// Joins the launch's ranks (MPI_Init): after the backend is chosen, since choosing it forks
+// processes (to probe plugins), which must not happen once MPI has started.
 std::unique_ptr<Collectives> join_ranks(const Launch& launch);
 
 // Seconds a collective may wait for the other ranks: XYLEM_DIST_TIMEOUT, else 300.

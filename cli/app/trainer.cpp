@@ -334,7 +334,7 @@ TrainResult Run::go() {
     }
     result_.next_epoch = st_.epoch;
     result_.next_step = st_.step;
-    if (opt_.profile) {
+    if (opt_.profile && (!dp_ || dp_->root())) {  // a distributed run: rank 0's own profile
         profiler::enable(false);
         out_ << "\nprofile (each op timed with a device sync):\n";
         profiler::print(out_);

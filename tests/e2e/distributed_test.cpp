@@ -356,7 +356,7 @@ TEST(DistributedLaunch, BuildWithoutMpiRefusesADistributedLaunch) {
     const Ran r = sh(mpirun(2) + " " + kXylem + " train --config " + std::string(XYLEM_SOURCE_DIR) +
                      "/examples/fashion_mlp.toml --max-steps 1 --out /tmp/xylem_never_written");
     EXPECT_NE(r.code, 0) << r.out;
-    EXPECT_TRUE(has(r.out, "this xylem was built without MPI, but mpirun started it")) << r.out;
+    EXPECT_TRUE(has(r.out, "xylem: error: this xylem was built without MPI, but mpirun started it as rank ")) << r.out;
 }
 
 }  // namespace
