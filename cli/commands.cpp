@@ -276,6 +276,7 @@ int train_run(const Args& a, const app::Launch& launch, std::unique_ptr<app::Col
     } else {
         c = config_with_flags(a);
     }
+    app::share_cores(launch, c.threads);  // a distributed run's ranks on one machine split its cores
     Registry registry;
     const BackendChoice choice = app::select_backend(registry, c, a.backend, a.plugin_dirs);
     options.backend_choice = app::describe_choice(choice);  // the banner says which device runs, what was skipped and why

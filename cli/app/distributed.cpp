@@ -2,6 +2,9 @@
 // with and without MPI.
 #include "app/distributed.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <string>
@@ -34,7 +37,18 @@ Launch launch_from_environment() {
     l.rank = env_int("OMPI_COMM_WORLD_RANK", 0, l.size - 1, -1);
     if (l.rank < 0) throw Error("OMPI_COMM_WORLD_SIZE is set but OMPI_COMM_WORLD_RANK is not");
     l.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, l.size - 1, 0);
+    l.local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, l.size, 1);
     return l;
+}
+
+int share_cores(const Launch& launch, int config_threads) {
+    if (!launch.distributed() || config_threads > 0 || std::getenv("XYLEM_NUM_THREADS")) return 0;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    const int threads = std::max(1, cpus / std::max(1, launch.local_size));
+    setenv("XYLEM_NUM_THREADS", std::to_string(threads).c_str(), 0);
+    return threads;
 }
 
 double collective_timeout_seconds() {

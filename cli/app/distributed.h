@@ -16,10 +16,15 @@ namespace xylem::app {
 // OMPI_COMM_WORLD_SIZE, _RANK and _LOCAL_RANK; a malformed value is an Error naming it).
 struct Launch {
     int rank = 0, size = 1;
-    int local_rank = 0;  // among the ranks on this machine: picks the device on a multi-GPU node
+    int local_rank = 0, local_size = 1;  // among the ranks on this machine (picks the device, shares the cores)
     bool distributed() const { return size > 1; }
 };
 Launch launch_from_environment();
+
+// The ranks on one machine share its cores: unless the config (`threads`) or XYLEM_NUM_THREADS
+// sets the native backend's thread count, each rank gets its part of the CPUs it may use (at
+// least one), as torchrun sets OMP_NUM_THREADS. Returns the count set, or 0 if left alone.
+int share_cores(const Launch& launch, int config_threads);
 
 // Collectives among the ranks of one run. Every rank calls the same ones in the same order with
 // the same sizes. A call that is not answered within timeout_seconds() (a rank hung or stopped)
