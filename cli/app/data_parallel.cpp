@@ -121,18 +121,22 @@ void DataParallel::start(const Identity& id, Sequential& model, Solver& solver, 
 
     // 2. The device communicator, when every rank's plugin sums its own buffers.
     if (device_path_) {
-        std::vector<uint8_t> id_bytes(XYLEM_COMM_ID_MAX + 4, 0);
-        if (root()) {
-            const std::vector<uint8_t> made = device_comm_id(dev_.backend());
-            const uint32_t n = static_cast<uint32_t>(made.size());
-            std::memcpy(id_bytes.data(), &n, 4);
-            std::copy(made.begin(), made.end(), id_bytes.begin() + 4);
+        try {
+            std::vector<uint8_t> id_bytes(XYLEM_COMM_ID_MAX + 4, 0);
+            if (root()) {
+                const std::vector<uint8_t> made = device_comm_id(dev_.backend());
+                const uint32_t n = static_cast<uint32_t>(made.size());
+                std::memcpy(id_bytes.data(), &n, 4);
+                std::copy(made.begin(), made.end(), id_bytes.begin() + 4);
+            }
+            ranks_.broadcast(id_bytes.data(), id_bytes.size(), "sending the device communicator's id");
+            uint32_t n = 0;
+            std::memcpy(&n, id_bytes.data(), 4);
+            device_comm_init(dev_, std::vector<uint8_t>(id_bytes.begin() + 4, id_bytes.begin() + 4 + n), rank(), size());
+            comm_joined_ = true;
+        } catch (const Error& e) {
+            throw Error(std::string(e.what()) + " (XYLEM_DIST_REDUCE=host sums the gradients through host memory instead)");
         }
-        ranks_.broadcast(id_bytes.data(), id_bytes.size(), "sending the device communicator's id");
-        uint32_t n = 0;
-        std::memcpy(&n, id_bytes.data(), 4);
-        device_comm_init(dev_, std::vector<uint8_t>(id_bytes.begin() + 4, id_bytes.begin() + 4 + n), rank(), size());
-        comm_joined_ = true;
     }
 
     // 3. Rank 0's parameters, buffers and solver state everywhere (Caffe's initial broadcast): the

@@ -18,7 +18,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -42,6 +41,12 @@ bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 
 std::string mpirun(int np) {
     std::string s = "mpirun -np " + std::to_string(np) + " --oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none";
     if (geteuid() == 0) s += " --allow-run-as-root";
+#ifdef __SANITIZE_ADDRESS__
+    // Open MPI leaves MPI_Init's allocations behind at MPI_Finalize (tests/sanitizers/lsan.supp says
+    // which); matching them needs whole stacks, which only the slow unwinder gets through its code.
+    s += " -x LSAN_OPTIONS=suppressions=" + std::string(XYLEM_SOURCE_DIR) +
+         "/tests/sanitizers/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0";
+#endif
     return s;
 }
 
@@ -65,6 +70,13 @@ Ran sh(const std::string& cmd) {
 }
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// `text` with every `from` replaced by `to`.
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+        text.replace(at, from.size(), to);
+    return text;
+}
 
 // The first `count` items of an IDX file, uncompressed, at `to`.
 void write_prefix(const std::string& from, const std::string& to, int64_t count) {
@@ -113,13 +125,10 @@ protected:
         std::ifstream in(std::string(XYLEM_SOURCE_DIR) + "/examples/" + example + ".toml");
         std::stringstream text;
         text << in.rdbuf();
-        std::string s = std::regex_replace(text.str(), std::regex("dir = \"[^\"]*\""), "dir = \"" + (root_ / folder).string() + "\"");
-        if (smooth) {
-            s = std::regex_replace(s, std::regex("type = \"relu\""), "type = \"tanh\"");
-            s = std::regex_replace(s, std::regex("type = \"maxpool2d\""), "type = \"avgpool2d\"");
-        }
-        if (!train.empty()) s = std::regex_replace(s, std::regex("\\[train\\]\n"), "[train]\n" + train + "\n");
-        if (!data.empty()) s = std::regex_replace(s, std::regex("\\[data\\]\n"), "[data]\n" + data + "\n");
+        std::string s = replaced(text.str(), "dir = \"" + kFashion + "\"", "dir = \"" + (root_ / folder).string() + "\"");
+        if (smooth) s = replaced(replaced(s, "type = \"relu\"", "type = \"tanh\""), "type = \"maxpool2d\"", "type = \"avgpool2d\"");
+        if (!train.empty()) s = replaced(s, "[train]\n", "[train]\n" + train + "\n");
+        if (!data.empty()) s = replaced(s, "[data]\n", "[data]\n" + data + "\n");
         const fs::path p = root_ / (name + ".toml");
         std::ofstream(p) << s;
         return p.string();
@@ -278,8 +287,8 @@ TEST_F(Distributed, RefusesRanksThatDisagree) {
     std::stringstream s;
     s << std::ifstream(base).rdbuf();
     const std::string wider = (root_ / "wider.toml").string(), other_lr = (root_ / "other_lr.toml").string();
-    std::ofstream(wider) << std::regex_replace(s.str(), std::regex("out = 128"), "out = 100");
-    std::ofstream(other_lr) << std::regex_replace(s.str(), std::regex("lr = 0.01"), "lr = 0.02");
+    std::ofstream(wider) << replaced(s.str(), "out = 128", "out = 100");
+    std::ofstream(other_lr) << replaced(s.str(), "lr = 0.01", "lr = 0.02");
     auto mpmd = [&](const std::string& second) {
         const std::string args = " train --backend native --max-steps 5 --out " + out("agree");
         return sh(mpirun(1) + " " + kXylem + args + " --config " + base + " : -np 1 " + kXylem + args + " --config " + second);
@@ -337,7 +346,8 @@ TEST_F(Distributed, KilledRankEndsTheRunQuickly) {
     const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
     EXPECT_LT(seconds, 30.0);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << text;
-    EXPECT_TRUE(std::regex_search(text, std::regex("rank 1 .*(exited|killed|Killed)"))) << text;
+    // mpirun's own words: "mpirun noticed that process rank 1 with PID ... exited on signal 9 (Killed)".
+    EXPECT_TRUE(has(text, "process rank 1 ") && (has(text, "exited") || has(text, "Killed"))) << text;
 }
 
 // Without mpirun: a malformed launch environment is an error naming the variable.
