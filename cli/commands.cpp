@@ -16,6 +16,8 @@
 
 #include "app/backend_select.h"
 #include "app/checkpoint.h"
+#include "app/data_parallel.h"
+#include "app/distributed.h"
 #include "app/interrupt.h"
 #include "app/evaluate.h"
 #include "app/model_builder.h"
@@ -246,7 +248,12 @@ int run_backends(const Args& a) {
     return 0;
 }
 
-int run_train(const Args& a) {
+namespace {
+
+// `xylem train`, alone or as one rank of `mpirun -np N xylem train` (`launch`). A rank joins the
+// others (`ranks`) once its backend is chosen: plugins are probed in forked children, which must
+// happen before MPI starts. Only rank 0 prints and writes files.
+int train_run(const Args& a, const app::Launch& launch, std::unique_ptr<app::Collectives>& ranks) {
     RunConfig c;
     app::TrainOptions options;
     options.profile = a.profile;
@@ -275,21 +282,36 @@ int run_train(const Args& a) {
     } else {
         c = config_with_flags(a);
     }
+    app::share_cores(launch, c.threads);  // a distributed run's ranks on one machine split its cores
     Registry registry;
     const BackendChoice choice = app::select_backend(registry, c, a.backend, a.plugin_dirs);
     options.backend_choice = app::describe_choice(choice);  // the banner says which device runs, what was skipped and why
-    auto dev = choice.backend->device(choice.device);
+    uint32_t device = choice.device;
+    if (launch.distributed()) {
+        ranks = app::join_ranks(launch);
+        device = app::device_for_rank(registry, choice, launch.local_rank);  // one GPU per rank on a node
+        options.progress = launch.rank == 0;
+    }
+    auto dev = choice.backend->device(device);
+    std::unique_ptr<app::DataParallel> data_parallel;
+    if (ranks) {
+        data_parallel = std::make_unique<app::DataParallel>(*ranks, *dev);
+        options.data_parallel = data_parallel.get();
+    }
     app::TrainResult r;
     {
         app::InterruptGuard interrupts;  // Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130 / 143
         r = app::train(c, *dev, std::cout, options);
     }
+    if (data_parallel && !data_parallel->root())  // rank 0 reports for the run
+        return r.stopped_by_signal ? 128 + r.stopped_by_signal : 0;
     if (r.already_complete) {
         std::printf("%s: nothing to train: %s\n", c.out_dir.c_str(), r.finish_reason.c_str());
         return 0;
     }
     if (r.stopped_by_signal) {
-        std::string cmd = "xylem train --resume " + shell_quoted(c.out_dir);
+        std::string cmd = (launch.distributed() ? "mpirun -np " + std::to_string(launch.size) + " " : std::string()) +
+                          "xylem train --resume " + shell_quoted(c.out_dir);
         if (!a.backend.empty()) cmd += " --backend " + shell_quoted(a.backend);
         for (const std::string& d : a.plugin_dirs) cmd += " --plugin-path " + shell_quoted(d);
         std::printf("stopped by %s at epoch %d step %lld; checkpoint: %s\nresume with: %s\n",
@@ -312,7 +334,35 @@ int run_train(const Args& a) {
     if (const fs::path best = fs::path(c.out_dir) / "best.safetensors"; fs::exists(best))
         std::printf("best (by %s): %s\n", c.best_metric.c_str(), best.string().c_str());
     std::printf("metrics: %s\nlog: %s\n", r.metrics_path.c_str(), r.log_path.c_str());
+    if (data_parallel) std::printf("%s", data_parallel->summary().c_str());
     return 0;
+}
+
+}  // namespace
+
+int run_train(const Args& a) {
+    const app::Launch launch = app::launch_from_environment();
+    std::unique_ptr<app::Collectives> ranks;  // outlives train_run's data-parallel state
+    if (!launch.distributed()) return train_run(a, launch, ranks);
+    app::require_mpi(launch);  // a build without MPI says so before any work (every rank alike)
+    try {
+        return train_run(a, launch, ranks);
+    } catch (const app::RanksAgreeError& e) {
+        // Every rank raised it at the same point: rank 0 says why, and all of them end normally.
+        std::fflush(stdout);
+        if (launch.rank == 0) std::cerr << "xylem: error: " << e.what() << "\n";
+        return 1;
+    } catch (const UsageError&) {
+        if (ranks) ranks->abort(2);
+        throw;  // before joining, as in a single process; mpirun ends the other ranks
+    } catch (const std::exception& e) {
+        std::fflush(stdout);
+        std::cerr << "xylem: error: rank " << launch.rank << " of " << launch.size << ": " << e.what() << std::endl;
+        // The others may be waiting in a collective for this rank: end them all now. Before
+        // joining, exiting non-zero is enough: mpirun ends the job.
+        if (ranks) ranks->abort(1);
+        return 1;
+    }
 }
 
 namespace {

@@ -77,8 +77,11 @@ void Sequential::backward(Device& dev, const Tensor& dy) {
     while (first < layers_.size() && layers_[first]->params().empty()) ++first;  // nothing to learn before it
     for (size_t i = layers_.size(); i-- > first;) {
         if (fused_[i]) continue;
-        profiler::Scope scope(&backward_scopes_[i]);
-        cur = &layers_[i]->backward(dev, *cur, i > first);
+        {
+            profiler::Scope scope(&backward_scopes_[i]);
+            cur = &layers_[i]->backward(dev, *cur, i > first);
+        }
+        if (backward_hook_ && !layers_[i]->params().empty()) backward_hook_(i);
     }
 }
 

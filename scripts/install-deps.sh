@@ -9,6 +9,7 @@ packages=(
   libopenblas-dev libboost-dev libboost-filesystem-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev
   googletest libgtest-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev
+  libopenmpi-dev openmpi-bin   # data-parallel training: mpirun -np N xylem train (optional at build time)
   dataset-fashion-mnist
   python3-matplotlib   # xylem plot draws with it (scripts/xylem-plot.py)
   fortunes             # the char-rnn example's corpus (examples/char_rnn.toml): /usr/share/games/fortunes

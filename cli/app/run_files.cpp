@@ -27,6 +27,12 @@ RunFiles prepare_run_dir(const std::string& out_dir, std::vector<std::string>* r
     } catch (const Error& e) {
         throw Error("out dir " + out_dir + " is not writable: " + e.what());
     }
+    RunFiles f = run_file_names(out_dir);
+    f.write = true;
+    return f;
+}
+
+RunFiles run_file_names(const std::string& out_dir) {
     RunFiles f;
     f.dir = out_dir;
     const fs::path d(out_dir);
@@ -35,6 +41,7 @@ RunFiles prepare_run_dir(const std::string& out_dir, std::vector<std::string>* r
     f.model = (d / "model.safetensors").string();
     f.metrics = (d / "metrics.json").string();
     f.log = (d / "log.csv").string();
+    f.write = false;
     return f;
 }
 

@@ -14,7 +14,13 @@ struct RunFiles {
     std::string model;    // model.safetensors: the final parameters only (a PyTorch state_dict)
     std::string metrics;  // metrics.json
     std::string log;      // log.csv
+    // False on the ranks other than 0 of a distributed run: they write nothing (rank 0 writes the
+    // checkpoints, the log and the metrics for the whole run).
+    bool write = true;
 };
+
+// The file names of a run in `out_dir`, with write = false and the folder untouched.
+RunFiles run_file_names(const std::string& out_dir);
 
 // Creates `out_dir`, proves it writable before any training (a temp file written, synced and
 // removed), and removes temp files that killed runs left there. Error naming the folder if not.

@@ -93,7 +93,7 @@ double now_seconds() {
 }  // namespace
 
 RunReport::RunReport(std::ostream& out, bool show, const RunFiles& files, bool resuming, int64_t chars_per_sample)
-    : out_(out), show_(show), tty_(show && isatty(STDOUT_FILENO)), chars_per_sample_(chars_per_sample),
+    : out_(out), show_(show), tty_(show && isatty(STDOUT_FILENO)), chars_per_sample_(chars_per_sample), write_(files.write),
       log_(files.log, resuming, chars_per_sample > 0), metrics_path_(files.metrics), last_shown_(now_seconds()) {}
 
 double RunReport::seconds_since_shown() const { return now_seconds() - last_shown_; }
@@ -127,7 +127,7 @@ void RunReport::epoch(const EpochMetrics& m, const std::string& best_metric, boo
     r.val_loss = m.val_loss;
     r.val_accuracy = m.val_accuracy;
     r.kind = "epoch";
-    log_.row(r);
+    if (write_) log_.row(r);
     if (!show_) return;
     char buf[160];
     const bool text = chars_per_sample_ > 0;
@@ -157,6 +157,7 @@ void RunReport::epoch(const EpochMetrics& m, const std::string& best_metric, boo
 }
 
 void RunReport::metrics(const std::vector<EpochMetrics>& epochs, const RunSummary& s) {
+    if (!write_) return;
     nlohmann::json j;
     j["config"] = s.config;
     j["backend"] = s.backend;

@@ -80,7 +80,9 @@ public:
     double seconds_since_shown() const;
 
     void progress(const Progress& p);
-    void interval_row(const LogRow& row) { log_.row(row); }  // every print_every steps
+    void interval_row(const LogRow& row) {  // every print_every steps
+        if (write_) log_.row(row);
+    }
     // The epoch's row in log.csv and its line on `out` ("(best ... so far)" when it is).
     void epoch(const EpochMetrics& m, const std::string& best_metric, bool best, const std::string& finish_reason);
     void metrics(const std::vector<EpochMetrics>& epochs, const RunSummary& summary);
@@ -89,6 +91,7 @@ private:
     std::ostream& out_;
     bool show_, tty_;
     int64_t chars_per_sample_;
+    bool write_;  // RunFiles::write: false on the other ranks of a distributed run
     RunLog log_;
     std::string metrics_path_;
     double last_shown_ = 0;  // seconds on a steady clock

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "app/checkpoint.h"
+#include "app/data_parallel.h"
 #include "app/evaluate.h"
 #include "app/interrupt.h"
 #include "app/model_builder.h"
@@ -55,6 +56,9 @@ void check_labels(const io::Dataset& d, int64_t classes, const std::string& what
 std::string capture_blocker(const RunConfig& c, Device& dev, const TrainOptions& opt) {
     if (!c.capture) return "";
     const std::string key = "train.capture = true";
+    if (opt.data_parallel)
+        return key + " is not supported in a distributed run (a captured step cannot include the gradient sum over "
+                     "the ranks); set train.capture = false";
     if (!dev.supports_capture())
         return key + ": backend '" + dev.backend().name() +
                "' cannot capture a training step (its plugin has no capture entries); set train.capture = false";
@@ -96,11 +100,14 @@ private:
     void progress(int epoch, int64_t step, double loss, bool last_of_epoch);
     void apply_schedule(int epoch);
     int64_t steps_left_in_run() const;
+    void start_data_parallel();
+    [[noreturn]] void nonfinite(float total, int epoch, int64_t step);
 
     const RunConfig& c_;
     Device& dev_;
     std::ostream& out_;
     const TrainOptions& opt_;
+    DataParallel* const dp_;  // null unless this process is one rank of a distributed run
     const bool resuming_;
     std::vector<std::string> stale_;  // before files_: preparing the folder fills it
     const RunFiles files_;
@@ -130,14 +137,22 @@ private:
     int64_t eager_full_steps_ = 0;
     // Full-size steps run through the fusion pass (xylem/fusion.h): recorded once, then fused.
     fusion::StepFusion fusion_;
+
+    // A distributed run: this rank's parts of the validation and test sets (it scores only those).
+    io::Dataset validation_shard_, test_shard_;
 };
 
 Run::Run(const RunConfig& c, Device& dev, std::ostream& out, const TrainOptions& opt)
-    : c_(c), dev_(dev), out_(out), opt_(opt), resuming_(!opt.resume_from.empty()),
-      // The out dir must take files before any work is done, not after an epoch of training.
-      files_(prepare_run_dir(c.out_dir, &stale_)), data_(load_run_data(c)), shuffle_rng_(c.seed),
+    : c_(c), dev_(dev), out_(out), opt_(opt), dp_(opt.data_parallel), resuming_(!opt.resume_from.empty()),
+      // The out dir must take files before any work is done, not after an epoch of training; in a
+      // distributed run only rank 0 writes there.
+      files_(dp_ && !dp_->root() ? run_file_names(c.out_dir) : prepare_run_dir(c.out_dir, &stale_)),
+      data_(load_run_data(c)), shuffle_rng_(c.seed),
       report_(out, opt.progress, files_, resuming_, data_.is_text() ? c.seq_len : 0), loss_sum_({1}, DType::F32, dev),
       fusion_(dev, fusion::enabled(c.fusion)) {
+    if (dp_ && data_.is_text())
+        throw Error(c.source + ": data-parallel training (mpirun) does not shard text streams yet; run text models "
+                               "in one process");
     model_ = build_model(c, data_.vocabulary.size());
     model_->build(dev, input_sample_shape(data_.train), c.seed);
     check_model_fits_data(c, *model_, data_);
@@ -239,6 +254,7 @@ void Run::banner() {
         out_ << ", " << data_.test.count << " test images";
     }
     out_ << "; " << steps_per_epoch_ << " steps per epoch of batch " << c_.batch_size << "\n";
+    if (dp_) out_ << dp_->describe(c_.batch_size);
     for (const std::string& f : stale_) out_ << "removed a temp file left by a killed run: " << f << "\n";
     if (resuming_)
         out_ << "resuming " << opt_.resume_from << " at " << where(st_.epoch, st_.step) << " of " << c_.epochs
@@ -256,6 +272,8 @@ void Run::apply_schedule(int epoch) {
 }
 
 void Run::save_last() {
+    if (dp_) dp_->average_buffers(*model_);  // every rank: a collective
+    if (!files_.write) return;
     save_training_checkpoint(files_.last, *model_, *solver_, dev_, st_, meta_);
     result_.last_checkpoint = files_.last;
 }
@@ -322,12 +340,14 @@ TrainResult Run::go() {
     }
     // Parameters live on the host until now (initialised or loaded): move them to the device once.
     for (Param* p : model_->state()) p->value.upload(dev_);
+    if (dp_) start_data_parallel();
     banner();
 
     order_.assign(st_.order.begin(), st_.order.end());
     BatchFeed feed(data_.train, dev_, loss_->target_dtype(), classes_, c_.data_resident, c_.capture);
     feed_ = &feed;
-    if (c_.data_resident && data_.test.count) test_resident_ = upload_dataset(data_.test, dev_, DType::I32, classes_);
+    if (c_.data_resident && data_.test.count)
+        test_resident_ = upload_dataset(dp_ ? test_shard_ : data_.test, dev_, DType::I32, classes_);
     if (opt_.profile) {
         profiler::reset();
         profiler::enable(true);
@@ -343,15 +363,41 @@ TrainResult Run::go() {
     }
     result_.next_epoch = st_.epoch;
     result_.next_step = st_.step;
-    if (opt_.profile) {
+    if (opt_.profile && (!dp_ || dp_->root())) {  // a distributed run: rank 0's own profile
         profiler::enable(false);
         out_ << "\nprofile (each op timed with a device sync):\n";
         profiler::print(out_);
         print_fusion_profile();
     }
+    if (dp_) dp_->check_identical(*model_);
     write_metrics();
-    if (!result_.stopped_by_signal) save_checkpoint(result_.checkpoint_path, *model_, meta_);
+    if (!result_.stopped_by_signal && files_.write) save_checkpoint(result_.checkpoint_path, *model_, meta_);
     return std::move(result_);
+}
+
+// Every rank built the same model from the same config: check that, share rank 0's state, and
+// take this rank's parts of the evaluation sets.
+void Run::start_data_parallel() {
+    DataParallel::Identity id;
+    id.config = fingerprint(c_.text + opt_.overrides.dump());
+    const int64_t sizes[3] = {data_.train.count, data_.validation.count, data_.test.count};
+    id.data = fingerprint(sizes, sizeof sizes);
+    const int64_t where[3] = {st_.epoch, st_.step, static_cast<int64_t>(st_.global_step)};
+    id.position = fingerprint(st_.shuffle_rng, fingerprint(where, sizeof where));
+    dp_->start(id, *model_, *solver_, c_.batch_size);
+    validation_shard_ = dp_->shard_of(data_.validation);
+    test_shard_ = dp_->shard_of(data_.test);
+}
+
+void Run::nonfinite(float total, int epoch, int64_t step) {
+    const std::string why =
+        "training stopped: the loss became " + std::string(std::isnan(total) ? "NaN" : "infinite") + " by " +
+        where(epoch, step) + " (train.on_nonfinite = \"stop\"); " +
+        (result_.last_checkpoint.empty() ? std::string("no checkpoint had been written yet")
+                                         : "last good checkpoint: " + result_.last_checkpoint) +
+        ". A lower solver.lr usually helps.";
+    if (dp_) throw RanksAgreeError(why);  // the global loss: every rank stops here
+    throw Error(why);
 }
 
 // One step: the batch's upload or gathers, forward, loss, backward, update. Recordable.
@@ -369,12 +415,17 @@ bool Run::run_steps(int epoch) {
     }
     st_.epoch = epoch;
     feed_->begin_epoch(order_);  // resident data: the epoch's one upload (the order), before the count
-    ops::fill(dev_, loss_sum_, st_.loss_sum);
+    ops::fill(dev_, loss_sum_, dp_ ? dp_->share_of(st_.loss_sum) : st_.loss_sum);
     transfers0_ = transfer_counts();
     epoch_t0_ = Clock::now();
     first_step_ = st_.step;
     const int64_t batch = c_.batch_size;
     auto run_step = [&](int64_t first, int64_t n) {
+        if (n == 0) {  // a rank whose shard of a short tail batch is empty
+            dp_->step_without_samples();
+            solver_->step(dev_, params_);
+            return;
+        }
         auto [x, y] = feed_->enqueue(first, n);
         const Tensor& logits = model_->forward(dev_, x, true);
         const Tensor* dlogits = nullptr;
@@ -392,8 +443,10 @@ bool Run::run_steps(int epoch) {
     constexpr int64_t kWarmupSteps = 1;
     for (int64_t step = st_.step; step < steps_per_epoch_; ++step) {
         const int64_t first = step * batch, n = std::min(batch, data_.train.count - first);
+        // A distributed run's rank trains on its part of the global batch.
+        const DataParallel::Shard mine = dp_ ? dp_->begin_step(first, n) : DataParallel::Shard{first, n};
         apply_schedule(epoch);
-        feed_->stage(first, n);
+        if (mine.count > 0) feed_->stage(mine.first, mine.count);
         {
             StrictTransfers strict;  // anything but the batch's explicit upload crossing the bus is a bug
             if (graph_.defined() && n == batch) {
@@ -403,10 +456,10 @@ bool Run::run_steps(int epoch) {
                 graph_ = Graph::capture(dev_, [&] { fusion_.run([&] { run_step(first, n); }); });
                 graph_.launch();
             } else if (n == batch) {
-                fusion_.run([&] { run_step(first, n); });
+                fusion_.run([&] { run_step(mine.first, mine.count); });
                 ++eager_full_steps_;
             } else {
-                run_step(first, n);  // a tail batch: other shapes than the recorded step
+                run_step(mine.first, mine.count);  // a tail batch: other shapes than the recorded step
             }
         }
         st_.seen += n;
@@ -417,19 +470,16 @@ bool Run::run_steps(int epoch) {
         const bool last = step + 1 == steps_per_epoch_ || run_done;
         const bool log_row = (step + 1) % c_.print_every == 0 || last;
         // The first line comes after the first step, then at least every second on a terminal.
-        const bool show =
+        bool show =
             log_row || (report_.showing() && (steps_this_process_ == 1 || (report_.terminal() && report_.seconds_since_shown() >= 1.0)));
-        const bool stop = stop_signal() != 0 && !last;  // the epoch's end writes its own checkpoint
+        bool stop = stop_signal() != 0 && !last;  // the epoch's end writes its own checkpoint
+        if (dp_) dp_->agree(show, stop);  // every rank takes the same branches below
         const bool checkpoint =
             !last && (stop || (c_.checkpoint_every > 0 && st_.global_step % static_cast<uint64_t>(c_.checkpoint_every) == 0));
         if (!show && !checkpoint) continue;
-        const float total = loss_sum_.to_vector()[0];  // the host's only read of the loss
-        if (!std::isfinite(total) && c_.on_nonfinite == "stop")
-            throw Error("training stopped: the loss became " + std::string(std::isnan(total) ? "NaN" : "infinite") +
-                        " by " + where(epoch, step + 1) + " (train.on_nonfinite = \"stop\"); " +
-                        (result_.last_checkpoint.empty() ? std::string("no checkpoint had been written yet")
-                                                         : "last good checkpoint: " + result_.last_checkpoint) +
-                        ". A lower solver.lr usually helps.");
+        // The host's only read of the loss (summed over the ranks of a distributed run).
+        const float total = dp_ ? dp_->global_sum(loss_sum_) : loss_sum_.to_vector()[0];
+        if (!std::isfinite(total) && c_.on_nonfinite == "stop") nonfinite(total, epoch, step + 1);
         st_.loss_sum = total;
         const double recent = (total - st_.loss_at_print) / static_cast<double>(std::max<int64_t>(st_.seen - st_.seen_at_print, 1));
         if (log_row) {
@@ -470,9 +520,11 @@ void Run::end_epoch(int epoch) {
     m.h2d_bytes_per_step = static_cast<double>(t.h2d_bytes) / steps_run;
     const bool was_profiling = profiler::enabled();
     profiler::enable(false);  // the profile covers training steps only
+    if (dp_) dp_->average_buffers(*model_);  // every rank scores with the same running statistics
     if (data_.validation.count) {
         model_->reset_state();
-        const Scores v = score(*model_, *loss_, dev_, data_.validation, classes_, data_.eval_batch(c_.batch_size));
+        const Scores v = dp_ ? dp_->score(*model_, *loss_, dev_, validation_shard_, data_.validation.count, classes_)
+                             : score(*model_, *loss_, dev_, data_.validation, classes_, data_.eval_batch(c_.batch_size));
         m.has_validation = true;
         m.val_loss = v.loss;
         m.val_accuracy = v.accuracy;
@@ -496,7 +548,11 @@ void Run::end_epoch(int epoch) {
     const bool final_epoch = epoch == c_.epochs || !result_.finish_reason.empty();
     if ((c_.test_every_epoch || final_epoch) && data_.test.count) {  // text data has no test set
         m.has_test = true;
-        m.test_accuracy = test_resident_ ? evaluate(*model_, dev_, *test_resident_) : evaluate(*model_, dev_, data_.test);
+        if (dp_)
+            m.test_accuracy = test_resident_ ? dp_->accuracy(*model_, dev_, *test_resident_, data_.test.count)
+                                             : dp_->accuracy(*model_, dev_, test_shard_, data_.test.count);
+        else
+            m.test_accuracy = test_resident_ ? evaluate(*model_, dev_, *test_resident_) : evaluate(*model_, dev_, data_.test);
     }
     profiler::enable(was_profiling);
     result_.epochs.push_back(m);
@@ -512,7 +568,7 @@ void Run::end_epoch(int epoch) {
         st_.best_value = value;
     }
     save_last();
-    if (best) {
+    if (best && files_.write) {
         save_training_checkpoint(files_.best, *model_, *solver_, dev_, st_, meta_);
         result_.best_checkpoint = files_.best;
     }

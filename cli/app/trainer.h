@@ -19,6 +19,8 @@
 
 namespace xylem::app {
 
+class DataParallel;  // app/data_parallel.h
+
 struct TrainResult {
     std::vector<EpochMetrics> epochs;  // every epoch of the run, the resumed ones included
     std::string checkpoint_path, metrics_path, log_path;
@@ -39,6 +41,8 @@ struct TrainOptions {
     // The command-line overrides this run was started with, kept in its checkpoints so that a
     // resume re-applies them (train.batch_size from --batch-size, ...).
     nlohmann::json overrides = nlohmann::json::object();
+    // This process is one rank of a data-parallel run (`mpirun -np N xylem train`); null: alone.
+    DataParallel* data_parallel = nullptr;
 
     static TrainOptions quiet() {  // no progress output (tests, benchmarks)
         TrainOptions o;

@@ -114,6 +114,11 @@ void* Tensor::host_access(Access access) const {
     return static_cast<char*>(s.host) + offset_ * static_cast<int64_t>(dtype_size(dtype_));
 }
 
+void Tensor::download() const {
+    if (!storage_) throw Error("download of an undefined tensor");
+    storage_->pull_to_host(true);
+}
+
 std::vector<float> Tensor::to_vector() const {
     storage_->note_host_read();
     storage_->pull_to_host(true);

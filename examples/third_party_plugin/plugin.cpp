@@ -73,6 +73,10 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         nullptr,  // graph_launch
         nullptr,  // graph_destroy
         tiny::device_kinds,  // ABI 1.3 (optional): NULL would make its device "unknown kind", ranked last
+        nullptr,  // comm_unique_id (optional, ABI 1.6): data-parallel runs reduce tiny's host buffers with MPI
+        nullptr,  // comm_init
+        nullptr,  // comm_allreduce_sum
+        nullptr,  // comm_destroy
     };
     return &table;
 }

@@ -198,5 +198,9 @@ xylem_status capture_begin(xylem_framework_t, xylem_stream_t stream);
 xylem_status capture_end(xylem_framework_t, xylem_stream_t stream, xylem_graph_t* out);
 xylem_status graph_launch(xylem_framework_t, xylem_stream_t stream, xylem_graph_t graph);
 void graph_destroy(xylem_framework_t, xylem_graph_t graph);
+#ifdef XYLEM_CUDA_NCCL
+// ABI 1.6 collectives with NCCL (collective.cpp): sets the table's comm_* members.
+void set_collectives(xylem_plugin& table);
+#endif
 
 }  // namespace xylem::cuda

@@ -84,6 +84,60 @@ TEST_P(SequentialTest, MlpParameterGradients) {
             << "gradient of " << ps[i]->name;
 }
 
+// The backward hook (data-parallel training starts a bucket's sum from it): called once per layer
+// with parameters, last layer first, when that layer's gradients are final. Gradients that are views
+// into one contiguous buffer (how data-parallel training lays them out) come out bit for bit the same.
+TEST_P(SequentialTest, BackwardHookAndGradientsInOneBuffer) {
+    for (uint32_t op : {XYLEM_OP_FILL, XYLEM_OP_LINEAR_FWD, XYLEM_OP_GEMM, XYLEM_OP_BIAS_GRAD, XYLEM_OP_ACT_FWD,
+                        XYLEM_OP_ACT_BWD, XYLEM_OP_XENT_FWD, XYLEM_OP_XENT_BWD})
+        XYLEM_REQUIRE_OP(op);
+    auto make = [&] {
+        auto m = std::make_unique<Sequential>();
+        m->add(flatten());
+        m->add(std::make_unique<Linear>(5));
+        m->add(std::make_unique<Activation>(XYLEM_ACT_RELU));
+        m->add(std::make_unique<Linear>(3));
+        m->build(dev(), {2, 3}, 7);
+        return m;
+    };
+    std::unique_ptr<Sequential> own = make(), flat = make();
+    // flat's gradients: slices of one buffer, in reverse parameter order.
+    std::vector<Param*> fp = flat->params();
+    int64_t total = 0;
+    for (Param* p : fp) total += p->grad.numel();
+    Tensor buffer({total}, DType::F32, dev());
+    int64_t at = 0;
+    for (auto it = fp.rbegin(); it != fp.rend(); ++it) {
+        const Shape shape = (*it)->grad.shape();
+        (*it)->grad = buffer.rows(at, (*it)->grad.numel()).reshaped(shape);
+        at += (*it)->grad.numel();
+    }
+    std::vector<size_t> order;
+    std::vector<std::vector<float>> at_hook;
+    flat->set_backward_hook([&](size_t layer) {
+        order.push_back(layer);
+        for (Param* p : flat->layer(layer).params()) at_hook.push_back(p->grad.to_vector());
+    });
+
+    const int64_t n = 4;
+    Tensor x = upload(dev(), {n, 2, 3}, rng_.uniform(n * 6, -1.0f, 1.0f));
+    Tensor labels = upload_i32(dev(), {n}, rng_.labels(n, 3));
+    CrossEntropyLoss loss;
+    for (Sequential* m : {own.get(), flat.get()}) {
+        const Tensor& y = m->forward(dev(), x, true);
+        m->backward(dev(), loss.backward(dev(), y, labels));
+    }
+    EXPECT_EQ(order, (std::vector<size_t>{3, 1}));
+    const std::vector<Param*> op = own->params();
+    ASSERT_EQ(at_hook.size(), 4u);
+    // At the hooks: 3.weight, 3.bias (layer 3), then 1.weight, 1.bias, each already final.
+    const size_t hook_index[4] = {2, 3, 0, 1};
+    for (size_t i = 0; i < op.size(); ++i) {
+        EXPECT_EQ(fp[i]->grad.to_vector(), op[i]->grad.to_vector()) << op[i]->name;
+        EXPECT_EQ(at_hook[hook_index[i]], op[i]->grad.to_vector()) << op[i]->name << " at its hook";
+    }
+}
+
 std::string build_error(Sequential& model, Device& dev, const Shape& input) {
     try {
         model.build(dev, input, 1);

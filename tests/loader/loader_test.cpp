@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "xylem/collective.h"
 #include "xylem/error.h"
 #include "xylem/graph.h"
 #include "xylem/op_calls.h"
@@ -152,6 +153,33 @@ TEST_F(ScannedRegistry, OlderMinorVersionLoadsAndIsNeverReadPastStructSize) {
     // Whole-step capture is ABI 1.2: refused for this plugin from its struct_size alone.
     EXPECT_THROW(Graph::capture(dev, [&] { ops::fill(dev, big, 1.0f); }), Error);
     EXPECT_EQ(fixture_counter(*old.backend, "past_end_calls"), 0);
+}
+
+// ABI 1.6: the collective members are read only when struct_size covers them. A plugin built
+// against ABI 1.5 (counting traps set past its end) has none, asking for them is an Error naming
+// the backend, and a data-parallel run reduces its buffers through host memory instead.
+TEST_F(ScannedRegistry, CollectivesPastStructSizeAreNeverRead) {
+    const PluginRecord& old = record_of(registry_, "abi_1_5");
+    ASSERT_TRUE(old.loaded) << old.reason;
+    EXPECT_EQ(old.abi, std::to_string(XYLEM_ABI_MAJOR) + ".5");
+    const xylem_plugin& api = old.backend->api();
+    EXPECT_EQ(api.struct_size, offsetof(xylem_plugin, comm_unique_id));
+    EXPECT_TRUE(XYLEM_TABLE_HAS(&api, op_run));
+    EXPECT_NE(api.comm_init, nullptr) << "test bug: the fixture must set its trap members";
+    EXPECT_FALSE(has_device_collectives(*old.backend));
+    try {
+        device_comm_id(*old.backend);
+        ADD_FAILURE() << "device_comm_id read a member past struct_size";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("backend 'abi_1_5' has no device collectives"), std::string::npos) << e.what();
+    }
+    device_comm_destroy(*old.backend);  // nothing to leave: never calls the trap
+    expect_fill_runs(*old.backend, 1.5f);
+    EXPECT_EQ(fixture_counter(*old.backend, "past_end_calls"), 0);
+    // Built against 1.6 with the members NULL: no collectives either.
+    const PluginRecord& current = record_of(registry_, "fixture");
+    ASSERT_TRUE(current.backend);
+    EXPECT_FALSE(has_device_collectives(*current.backend));
 }
 
 TEST_F(ScannedRegistry, GoodPluginsLoadAndRunOps) {

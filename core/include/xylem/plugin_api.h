@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 #define XYLEM_ABI_MAJOR 1
-#define XYLEM_ABI_MINOR 5
+#define XYLEM_ABI_MINOR 6
 
 /* The one symbol a plugin exports: returns its static table (never NULL). */
 #define XYLEM_PLUGIN_ENTRY_NAME "xylem_plugin_entry"
@@ -157,7 +157,35 @@ typedef struct xylem_plugin {
     void (*device_kinds)(uint32_t* kinds, uint32_t count);
     /* end of ABI 1.3 (ABI 1.4 added the op add only; ABI 1.5 the ops fused_elementwise, reduce and
      * scatter_add_rows) */
+
+    /* ABI 1.6: collectives on the plugin's own device buffers, optional: all four or none (NULL:
+     * a data-parallel run reduces this backend's gradients through host memory, one counted copy
+     * each way). `mpirun -np N xylem train` uses them when every rank's backend has them (the CUDA
+     * plugin: NCCL). One communicator per framework. The processes exchange its id themselves
+     * (xylem over MPI); the core opens no connection, and a plugin needs none for the id.
+     * Sequence: comm_unique_id on one rank; that id carried to every rank; comm_init on every rank
+     * (a collective: it returns when all `size` ranks have joined); then comm_allreduce_sum calls,
+     * in the same order with the same counts on every rank; comm_destroy at the end. */
+    /* Writes a new communicator id (at most `capacity` bytes; XYLEM_COMM_ID_MAX is enough) and its
+     * size in bytes to *size. */
+    xylem_status (*comm_unique_id)(xylem_framework_t, void* id, uint32_t capacity, uint32_t* size);
+    /* Joins the framework's communicator of `size` ranks as `rank` (0 <= rank < size), reducing
+     * buffers of `device`. A second comm_init without comm_destroy is XYLEM_E_INVALID. */
+    xylem_status (*comm_init)(xylem_framework_t, uint32_t device, const void* id, uint32_t id_size, int32_t rank,
+                              int32_t size);
+    /* Enqueues on the stream an in-place sum over the ranks of the operand `data` (f32, dense;
+     * XYLEM_E_UNSUPPORTED for another dtype): afterwards every rank holds sum over r of
+     * scale_r * data_r, with each rank passing its own `scale` (1/N averages; a rank's share of
+     * the global batch weighs uneven shards), the same bits on every rank. Like an op: it runs in
+     * stream order, and its failure may surface at the next stream_sync. */
+    xylem_status (*comm_allreduce_sum)(xylem_framework_t, xylem_stream_t, const xylem_tensor_arg* data, float scale);
+    /* Leaves the communicator and frees it; a no-op when there is none. */
+    void (*comm_destroy)(xylem_framework_t);
+    /* end of ABI 1.6 */
 } xylem_plugin;
+
+/* Capacity of a communicator id that the core reserves for comm_unique_id (NCCL's is 128 bytes). */
+#define XYLEM_COMM_ID_MAX 512
 
 #ifdef __cplusplus
 }

@@ -52,6 +52,9 @@ public:
     // afterwards only the device copy is current. The copy is asynchronous: keep `src` unchanged
     // until dev.sync(). Under capture the copy reads `src` again at every launch (a staging area).
     void upload_from(Device& dev, const void* src);
+    // Brings the host copy current with an explicit, counted device->host copy (allowed in strict
+    // mode; a no-op when the host copy is current, always on a host-memory backend). Waits for it.
+    void download() const;
     std::vector<float> to_vector() const;  // copy of the contents as floats (host read)
 
     // Residency queries for tests and the profiler.

@@ -197,7 +197,8 @@ void graph_destroy(xylem_framework_t, xylem_graph_t g) { delete reinterpret_cast
 const xylem_plugin kTable = {
     XYLEM_ABI_MAJOR, XYLEM_ABI_MINOR, sizeof(xylem_plugin), 0, "fake_discrete", "0.0.2", probe, framework_get,
     last_error, buffer_alloc, buffer_free, nullptr, stream_create, stream_destroy, stream_sync, copy_h2d, copy_d2h,
-    op_supported, op_run, capture_begin, capture_end, graph_launch, graph_destroy, nullptr /* device_kinds */};
+    op_supported, op_run, capture_begin, capture_end, graph_launch, graph_destroy, nullptr /* device_kinds */,
+    nullptr, nullptr, nullptr, nullptr /* ABI 1.6 collectives: reduced through host memory */};
 
 }  // namespace
 

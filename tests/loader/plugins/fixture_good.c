@@ -27,7 +27,9 @@
  * struct_size is caught (counter past_end_calls). FIXTURE_ABI_MINOR == 2: a table that ends before
  * the ABI 1.3 device_kinds member, which is set past the end the same way (and would report
  * discrete GPUs). FIXTURE_KIND0 / FIXTURE_KIND1: the current table's device_kinds reports these
- * values for devices 0 and 1; without them device_kinds is NULL (every device of unknown kind). */
+ * values for devices 0 and 1; without them device_kinds is NULL (every device of unknown kind).
+ * FIXTURE_ABI_MINOR < 6: the ABI 1.6 collective members lie past struct_size, set to counting
+ * traps (a core that reads them would also believe this plugin reduces device buffers). */
 #ifdef FIXTURE_NEEDS_DEP
 int xylem_fixture_dep_answer(void);
 #endif
@@ -291,6 +293,29 @@ static void past_end_destroy(xylem_framework_t fw, xylem_graph_t g) {
 }
 #endif
 
+#if FIXTURE_ABI_MINOR < 6
+/* Stand-ins for the ABI 1.6 members, placed past this table's struct_size: never to be called. */
+static xylem_status past_end_comm_unique_id(xylem_framework_t fw, void* id, uint32_t capacity, uint32_t* size) {
+    (void)fw, (void)id, (void)capacity, (void)size;
+    atomic_fetch_add(&g_past_end_calls, 1);
+    return fail(XYLEM_E_UNSUPPORTED, FIXTURE_NAME ": the core called a member past struct_size");
+}
+static xylem_status past_end_comm_init(xylem_framework_t fw, uint32_t device, const void* id, uint32_t id_size,
+                                       int32_t rank, int32_t size) {
+    (void)device, (void)id_size, (void)rank, (void)size;
+    return past_end_comm_unique_id(fw, (void*)id, 0, NULL);
+}
+static xylem_status past_end_comm_allreduce(xylem_framework_t fw, xylem_stream_t s, const xylem_tensor_arg* data,
+                                            float scale) {
+    (void)s, (void)data, (void)scale;
+    return past_end_comm_unique_id(fw, NULL, 0, NULL);
+}
+static void past_end_comm_destroy(xylem_framework_t fw) {
+    (void)fw;
+    atomic_fetch_add(&g_past_end_calls, 1);
+}
+#endif
+
 XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
     static const xylem_plugin table = {
         FIXTURE_ABI_MAJOR,
@@ -303,6 +328,8 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         offsetof(xylem_plugin, capture_begin), /* sizeof(xylem_plugin) in the ABI 1.1 header */
 #elif FIXTURE_ABI_MINOR < 3
         offsetof(xylem_plugin, device_kinds), /* sizeof(xylem_plugin) in the ABI 1.2 header */
+#elif FIXTURE_ABI_MINOR < 6
+        offsetof(xylem_plugin, comm_unique_id), /* sizeof(xylem_plugin) in the ABI 1.3 to 1.5 headers */
 #else
         sizeof(xylem_plugin),
 #endif
@@ -339,6 +366,17 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         device_kinds,
 #else
         NULL, /* device_kinds: every device of unknown kind */
+#endif
+#if FIXTURE_ABI_MINOR < 6
+        past_end_comm_unique_id,
+        past_end_comm_init,
+        past_end_comm_allreduce,
+        past_end_comm_destroy,
+#else
+        NULL, /* comm_*: no device collectives (a data-parallel run reduces through host memory) */
+        NULL,
+        NULL,
+        NULL,
 #endif
     };
     return &table;

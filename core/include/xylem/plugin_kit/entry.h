@@ -38,15 +38,33 @@
 
 // Defines the exported xylem_plugin_entry() over the functions of namespace NS. HOST_PTR is
 // NS::buffer_host_ptr for host-memory plugins, else nullptr; DEVICE_KINDS the ABI 1.3 member or
-// nullptr; the rest are the ABI 1.2 capture members.
-#define XYLEM_PLUGIN_KIT_ENTRY(NS, NAME, VERSION, FLAGS, HOST_PTR, DEVICE_KINDS, ...)                                            \
+// nullptr; the rest are the ABI 1.2 capture members. Members after device_kinds (the ABI 1.6
+// collectives) stay NULL.
+#define XYLEM_PLUGIN_KIT_ENTRY(NS, NAME, VERSION, FLAGS, HOST_PTR, DEVICE_KINDS, ...)                            \
+    XYLEM_PLUGIN_KIT_ENTRY_WITH(::xylem::plugin_kit::no_later_members, NS, NAME, VERSION, FLAGS, HOST_PTR,       \
+                                DEVICE_KINDS, __VA_ARGS__)
+
+// The same, then SET_LATER(table) sets the members after device_kinds that the plugin has (the
+// ABI 1.6 collectives, ...), by name:
+//   void set_collectives(xylem_plugin& t) { t.comm_unique_id = comm_unique_id; ... }
+//   XYLEM_PLUGIN_KIT_ENTRY_WITH(mine::set_collectives, mine, "mine", ...)
+#define XYLEM_PLUGIN_KIT_ENTRY_WITH(SET_LATER, NS, NAME, VERSION, FLAGS, HOST_PTR, DEVICE_KINDS, ...)            \
     XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {                                             \
-        static const xylem_plugin table = {XYLEM_ABI_MAJOR,   XYLEM_ABI_MINOR,  sizeof(xylem_plugin),              \
-                                           FLAGS,             NAME,             VERSION,                           \
-                                           NS::probe,         NS::framework_get, NS::last_error,                   \
-                                           NS::buffer_alloc,  NS::buffer_free,  HOST_PTR,                          \
-                                           NS::stream_create, NS::stream_destroy, NS::stream_sync,                 \
-                                           NS::copy_h2d,      NS::copy_d2h,     NS::op_supported,                  \
-                                           NS::op_run,        __VA_ARGS__,      DEVICE_KINDS};                                        \
+        static const xylem_plugin table = [] {                                                                     \
+            xylem_plugin t = {XYLEM_ABI_MAJOR,   XYLEM_ABI_MINOR,   sizeof(xylem_plugin),                          \
+                              FLAGS,             NAME,              VERSION,                                       \
+                              NS::probe,         NS::framework_get, NS::last_error,                                \
+                              NS::buffer_alloc,  NS::buffer_free,   HOST_PTR,                                      \
+                              NS::stream_create, NS::stream_destroy, NS::stream_sync,                              \
+                              NS::copy_h2d,      NS::copy_d2h,      NS::op_supported,                              \
+                              NS::op_run,        __VA_ARGS__,       DEVICE_KINDS,                                  \
+                              nullptr,           nullptr,           nullptr,            nullptr};                  \
+            SET_LATER(t);                                                                                          \
+            return t;                                                                                              \
+        }();                                                                                                       \
         return &table;                                                                                             \
     }
+
+namespace xylem::plugin_kit {
+inline void no_later_members(xylem_plugin&) {}
+}  // namespace xylem::plugin_kit

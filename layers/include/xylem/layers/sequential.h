@@ -1,6 +1,7 @@
 // Sequential: a chain of layers, checked and fused once at build time.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -30,6 +31,12 @@ public:
     const Tensor& forward(Device& dev, const Tensor& x, bool train);
     // Backward from dL/doutput; fills every parameter's gradient.
     void backward(Device& dev, const Tensor& dy);
+    // Called during backward right after layer i's backward pass has enqueued the writes of its
+    // parameter gradients, for every layer that has parameters, last layer first; the call for
+    // the first such layer ends the pass. Data-parallel training starts reducing a bucket of
+    // gradients as soon as the layers that write it are done (PyTorch DDP's autograd hooks).
+    using BackwardHook = std::function<void(size_t layer)>;
+    void set_backward_hook(BackwardHook hook) { backward_hook_ = std::move(hook); }
 
     std::vector<Param*> params();
     std::vector<Param*> state();  // params, then buffers: every tensor a checkpoint holds
@@ -45,6 +52,7 @@ private:
     std::vector<Shape> shapes_;   // per-sample output shape of each layer
     Shape input_, output_;
     std::vector<std::string> forward_scopes_, backward_scopes_;  // profiler names per layer pass
+    BackwardHook backward_hook_;
 };
 
 }  // namespace xylem
