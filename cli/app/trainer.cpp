@@ -284,10 +284,21 @@ void Run::print_fusion_profile() {
          << "; launches per training step: " << fusion_.last_step_launches() << " (" << fusion_.last_step_ops()
          << " ops issued)\n";
     if (const std::string note = fusion_.note(); !note.empty() && fusion_.enabled()) out_ << "  note: " << note << "\n";
-    size_t k = 0;
-    for (const fusion::ProgramInfo& p : fusion_.programs())
-        out_ << "  program " << k++ << ": " << p.ops_replaced << " ops -> 1 launch over " << p.elements
-             << " elements: " << p.members << "\n      " << p.text << "\n";
+    // Programs with the same members (one per time step of a recurrent layer, one per parameter's
+    // update) are listed once, with their count and one program's expressions.
+    std::vector<std::pair<std::string, std::vector<const fusion::ProgramInfo*>>> kinds;
+    for (const fusion::ProgramInfo& p : fusion_.programs()) {
+        auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == p.members; });
+        if (it == kinds.end()) kinds.push_back({p.members, {&p}});
+        else it->second.push_back(&p);
+    }
+    for (const auto& [members, list] : kinds) {
+        int64_t lo = list.front()->elements, hi = lo;
+        for (const fusion::ProgramInfo* p : list) lo = std::min(lo, p->elements), hi = std::max(hi, p->elements);
+        out_ << "  " << list.size() << " program(s) of " << list.front()->ops_replaced << " ops -> 1 launch each, over "
+             << (lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi)) << " elements: " << members
+             << "\n      e.g. " << list.front()->text << "\n";
+    }
 }
 
 void Run::write_metrics() {
