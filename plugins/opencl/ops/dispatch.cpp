@@ -11,10 +11,14 @@ namespace {
 
 constexpr auto kOps = plugin_kit::op_table<OpFn>({XYLEM_OPENCL_OPS(XYLEM_PLUGIN_KIT_OP_ENTRY)});
 
-// Items per work-group for 1-D launches, and how many groups per compute unit before the
-// kernels' grid-stride loops take over.
+// Items per work-group for 1-D launches, and the grid: at least kGroupsPerUnit groups per compute
+// unit, and enough that each item's grid-stride loop runs at most kItemsPerThread times. A fixed
+// cap alone made every item stride across the whole tensor on large ones: on PoCL (CPU) an 8-op
+// chain over 1M floats took 115 ms that way against 20 ms with this grid, while small tensors keep
+// the few groups that suit them.
 constexpr size_t kGroup = 64;
 constexpr size_t kGroupsPerUnit = 16;
+constexpr size_t kItemsPerThread = 8;
 
 }  // namespace
 
@@ -76,7 +80,7 @@ void Kernel::run(int64_t n) {
     if (n <= 0) return;
     const size_t group = std::min(kGroup, s_.dev_->max_work_group);
     const size_t want = (static_cast<size_t>(n) + group - 1) / group;
-    const size_t groups = std::min(want, s_.dev_->compute_units * kGroupsPerUnit);
+    const size_t groups = std::min(want, std::max(s_.dev_->compute_units * kGroupsPerUnit, want / kItemsPerThread));
     enqueue(groups * group, group);
 }
 
