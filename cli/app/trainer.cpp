@@ -156,6 +156,13 @@ Run::Run(const RunConfig& c, Device& dev, std::ostream& out, const TrainOptions&
     model_ = build_model(c, data_.vocabulary.size());
     model_->build(dev, input_sample_shape(data_.train), c.seed);
     check_model_fits_data(c, *model_, data_);
+    if (c.capture)  // any layer drawing dropout masks (a dropout layer, a stacked lstm/gru with dropout)
+        for (size_t i = 0; i < model_->size(); ++i) {
+            const auto ops = model_->layer(i).ops_needed(true);
+            if (std::find(ops.begin(), ops.end(), uint32_t{XYLEM_OP_DROPOUT_FWD}) != ops.end())
+                throw Error(c.source + ": train.capture = true does not support " + model_->layer(i).label() +
+                            ": it draws a new dropout mask every step and a captured step would replay one mask");
+        }
     loss_ = make_loss(c.loss);
     loss_->check_output(model_->output_sample_shape());
     classes_ = model_->output_sample_shape().back();

@@ -198,6 +198,20 @@ TEST_F(ResidentCapture, CaptureRejectsWhatItCannotReplay) {
     msg = message(dropout, fake_discrete());
     EXPECT_TRUE(test::contains(msg, "model.layers[2] (dropout)")) << msg;
 
+    // A layer that draws masks without being a dropout layer: a stacked lstm with dropout between
+    // its levels (rows of the image as time steps).
+    RunConfig stacked = parse_config("[data]\ndir = \"x\"\n[[model.layers]]\ntype = \"reshape\"\nshape = [28, 28]\n"
+                                     "[[model.layers]]\ntype = \"lstm\"\nhidden = 4\nlayers = 2\ndropout = 0.5\n"
+                                     "[[model.layers]]\ntype = \"flatten\"\n[[model.layers]]\ntype = \"linear\"\nout = 10\n",
+                                     "stacked.toml");
+    RunConfig lstm = c;
+    lstm.layers = stacked.layers;
+    msg = message(lstm, native());  // native has no capture: the backend is named first
+    EXPECT_TRUE(test::contains(msg, "backend 'native'")) << msg;
+    msg = message(lstm, fake_discrete());
+    EXPECT_TRUE(test::contains(msg, "train.capture")) << msg;
+    EXPECT_TRUE(test::contains(msg, "dropout mask")) << msg;
+
     msg = message(c, fake_discrete(), true);
     EXPECT_TRUE(test::contains(msg, "--profile")) << msg;
 
