@@ -11,10 +11,10 @@
 # (xylem) and the script's JSON lines (PyTorch, bench/torch_char_rnn.py) hold two rows: the full
 # first epoch (979 steps on fortunes 1.99.1: the validation loss after a full epoch) and the run's
 # end at --steps (the validation loss after N iterations). ms per iteration is each row's training
-# time over its steps (validation excluded). Then `xylem sample` prints text from the native run's
-# checkpoint. --fusion-off ARGS, given, repeats the native run with those extra arguments (or
-# NAME=VALUE environment words) that turn step fusion off, and the table gets both rows with their
-# kernel launches per step when metrics.json reports them ("launches_per_step").
+# time over its steps (validation excluded). The native run is repeated with step fusion off
+# (--fusion-off: extra arguments or NAME=VALUE environment words, default XYLEM_FUSION=0; "" skips
+# it), and two 3-step --profile runs on native give the kernel launches per training step with
+# fusion on and off. Then `xylem sample` prints text from the native run's checkpoint.
 # Results: a markdown summary on stdout and in OUT/summary.md (default build/bench/char-rnn-<date>).
 set -euo pipefail
 
@@ -24,7 +24,7 @@ OPENCL_STEPS=""
 THREADS="$(nproc)"
 XYLEM="$ROOT/build/bin/xylem"
 BACKENDS="native opencl"
-FUSION_OFF=""
+FUSION_OFF="XYLEM_FUSION=0"
 OUT=""
 CONFIG="$ROOT/examples/char_rnn.toml"
 while [[ $# -gt 0 ]]; do
@@ -77,6 +77,20 @@ if [[ -n "$FUSION_OFF" ]]; then
     # shellcheck disable=SC2086
     xylem_run "xylem-native-fusion-off" native "$STEPS" $FUSION_OFF
 fi
+# launches_of NAME [EXTRA...]: a 3-step --profile run on native; prints its launches per training step.
+launches_of() {
+    local name="$1" envs=() flags=()
+    shift
+    for w in "$@"; do [[ "$w" == *=* && "$w" != -* ]] && envs+=("$w") || flags+=("$w"); done
+    env "${envs[@]}" "$XYLEM" train --config "$CONFIG" --backend native --epochs 1 --max-steps 3 --profile \
+        --out "$OUT/$name" "${flags[@]}" > "$OUT/$name.log" 2>&1 || true
+    sed -n 's/.*launches per training step: \([0-9]*\).*/\1/p' "$OUT/$name.log" | tail -1
+}
+if [[ -n "$FUSION_OFF" ]]; then
+    echo "counting launches per step (fusion on, off) ..." >&2
+    # shellcheck disable=SC2086
+    echo "{\"on\": \"$(launches_of launches-on)\", \"off\": \"$(launches_of launches-off $FUSION_OFF)\"}" > "$OUT/launches.json"
+fi
 echo "running torch ($STEPS steps, $THREADS threads) ..." >&2
 "$PY" "$ROOT/bench/torch_char_rnn.py" --epochs 2 --max-steps "$STEPS" --threads "$THREADS" --seed 123 \
     > "$OUT/torch.jsonl" 2> "$OUT/torch.log" || echo "  torch failed: see $OUT/torch.log" >&2
@@ -89,6 +103,10 @@ echo "loadavg_end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"
 "$PY" - "$OUT" "$BACKENDS" "$FUSION_OFF" <<'PYEOF' | tee "$OUT/summary.md"
 import json, math, os, sys
 out, backends, fusion_off = sys.argv[1], sys.argv[2].split(), sys.argv[3]
+try:
+    launch_counts = json.load(open(os.path.join(out, "launches.json")))
+except Exception:
+    launch_counts = {}
 def xylem_rows(name):
     try:
         return json.load(open(os.path.join(out, name, "metrics.json")))["epochs"]
@@ -119,7 +137,7 @@ for name, rows in variants:
     f = lambda r: f"{r['val_loss']:.4f} ({r['val_loss'] / math.log(2):.3f})" if "val_loss" in r else "n/a"
     ratio = f"{ms(first) / ref_ms:.2f}x" if ref_ms else "n/a"
     steps = last.get("global_step", sum(r["steps"] for r in rows))
-    launches = first.get("launches_per_step", "")
+    launches = launch_counts.get("off" if "fusion off" in name else "on", "") if name == "xylem native" or "fusion off" in name else ""
     print(f"| {name} | {ms(first):.1f} | {ratio} | {f(first) if first.get('complete', not first.get('partial')) else 'n/a (run ended first)'} "
           f"| {steps} | {f(last)} | {launches} |")
 x = dict(variants).get("xylem native")
@@ -129,6 +147,10 @@ if x and ref:
     if "val_loss" in x[-1] and "val_loss" in ref[-1]:
         d = x[-1]["val_loss"] - ref[-1]["val_loss"]
         print(f"loss goal (within 0.05 nats/char of PyTorch after the run's steps): {d:+.4f} {'PASS' if abs(d) <= 0.05 else 'FAIL'}")
+on, off = launch_counts.get("on", ""), launch_counts.get("off", "")
+if on and off:
+    print(f"\nlaunches per training step (native, --profile): fusion on {on}, off {off}: {int(off) / int(on):.1f}x fewer "
+          f"with it on (goal >= 3x: {'PASS' if int(off) >= 3 * int(on) else 'FAIL'})")
 sample = os.path.join(out, "sample.txt")
 if os.path.exists(sample):
     print("\nsample (xylem native, --prime \"The \" --length 400 --seed 1):\n\n```\n" + open(sample, errors="replace").read().rstrip() + "\n```")
