@@ -3,7 +3,7 @@
 # the recipe of examples/char_rnn.toml (2-layer LSTM of 128, one-hot input, seq 50, batch 50,
 # RMSprop lr 2e-3 alpha 0.95, clip by value 5, U(-0.08, 0.08), forget bias 1), in one run.
 #
-#   bench/run_char_rnn_bench.sh [--steps N] [--opencl-steps N] [--threads N] [--xylem PATH]
+#   bench/run_char_rnn_bench.sh [--steps N] [--opencl-steps N] [--threads "1 2"] [--xylem PATH]
 #                               [--backends "native opencl"] [--fusion-off ARGS] [--out DIR]
 #                               [--config FILE]   (default examples/char_rnn.toml; PyTorch's recipe is fixed)
 #
@@ -14,14 +14,18 @@
 # time over its steps (validation excluded). The native run is repeated with step fusion off
 # (--fusion-off: extra arguments or NAME=VALUE environment words, default XYLEM_FUSION=0; "" skips
 # it), and two 3-step --profile runs on native give the kernel launches per training step with
-# fusion on and off. Then `xylem sample` prints text from the native run's checkpoint.
+# fusion on and off. PyTorch runs once per --threads count (default "1 $(nproc)"): on a machine
+# that others use, its OpenMP threads spin against them (1.2 s per iteration with 2 threads at
+# load 4 on 2 CPUs, against 79 ms with one), so the reference for the ratios is the fastest
+# PyTorch run, and its losses are those of the first. Then `xylem sample` prints text from the
+# native run's checkpoint.
 # Results: a markdown summary on stdout and in OUT/summary.md (default build/bench/char-rnn-<date>).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STEPS=1000
 OPENCL_STEPS=""
-THREADS="$(nproc)"
+THREADS="1 $(nproc)"
 XYLEM="$ROOT/build/bin/xylem"
 BACKENDS="native opencl"
 FUSION_OFF="XYLEM_FUSION=0"
@@ -37,7 +41,7 @@ while [[ $# -gt 0 ]]; do
         --fusion-off) FUSION_OFF="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
         --config) CONFIG="$(realpath "$2")"; shift 2 ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -54,7 +58,7 @@ cd "$ROOT"
     echo "date_utc: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "repo_rev: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty tree)')"
     echo "cpu: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1), nproc $(nproc)"
-    echo "torch: $("$PY" -c 'import torch; print(torch.__version__)'), threads $THREADS"
+    echo "torch: $("$PY" -c 'import torch; print(torch.__version__)'), thread counts $THREADS"
     echo "fortunes: $(dpkg-query -W -f='${Version}' fortunes 2>/dev/null || echo unknown)"
     echo "loadavg_start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/machine.txt"
@@ -91,18 +95,20 @@ if [[ -n "$FUSION_OFF" ]]; then
     # shellcheck disable=SC2086
     echo "{\"on\": \"$(launches_of launches-on)\", \"off\": \"$(launches_of launches-off $FUSION_OFF)\"}" > "$OUT/launches.json"
 fi
-echo "running torch ($STEPS steps, $THREADS threads) ..." >&2
-"$PY" "$ROOT/bench/torch_char_rnn.py" --epochs 2 --max-steps "$STEPS" --threads "$THREADS" --seed 123 \
-    > "$OUT/torch.jsonl" 2> "$OUT/torch.log" || echo "  torch failed: see $OUT/torch.log" >&2
+for t in $THREADS; do
+    echo "running torch ($STEPS steps, $t threads) ..." >&2
+    "$PY" "$ROOT/bench/torch_char_rnn.py" --epochs 2 --max-steps "$STEPS" --threads "$t" --seed 123 \
+        > "$OUT/torch-t$t.jsonl" 2> "$OUT/torch-t$t.log" || echo "  torch failed: see $OUT/torch-t$t.log" >&2
+done
 if [[ -f "$OUT/xylem-native/model.safetensors" ]]; then
     "$XYLEM" sample --config "$CONFIG" --checkpoint "$OUT/xylem-native/model.safetensors" --backend native \
         --prime "The " --length 400 --seed 1 > "$OUT/sample.txt" 2>&1 || true
 fi
 echo "loadavg_end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"
 
-"$PY" - "$OUT" "$BACKENDS" "$FUSION_OFF" <<'PYEOF' | tee "$OUT/summary.md"
+"$PY" - "$OUT" "$BACKENDS" "$FUSION_OFF" "$THREADS" <<'PYEOF' | tee "$OUT/summary.md"
 import json, math, os, sys
-out, backends, fusion_off = sys.argv[1], sys.argv[2].split(), sys.argv[3]
+out, backends, fusion_off, threads = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.argv[4].split()
 try:
     launch_counts = json.load(open(os.path.join(out, "launches.json")))
 except Exception:
@@ -112,21 +118,24 @@ def xylem_rows(name):
         return json.load(open(os.path.join(out, name, "metrics.json")))["epochs"]
     except Exception:
         return None
-def torch_rows():
+def torch_rows(t):
     try:
-        return [json.loads(l) for l in open(os.path.join(out, "torch.jsonl")) if '"kind": "epoch"' in l]
+        return [json.loads(l) for l in open(os.path.join(out, f"torch-t{t}.jsonl")) if '"kind": "epoch"' in l] or None
     except Exception:
         return None
 variants = [(f"xylem {b}", xylem_rows(f"xylem-{b}")) for b in backends]
 if fusion_off:
     variants.append(("xylem native, fusion off", xylem_rows("xylem-native-fusion-off")))
-variants.append(("pytorch cpu", torch_rows()))
+torch_runs = [(f"pytorch cpu, {t} thread(s)", torch_rows(t)) for t in threads]
+variants += torch_runs
 def ms(r):
     if "ms_per_iteration" in r:
         return r["ms_per_iteration"]
     return 1000 * r["seconds"] / r["steps"]
-ref = dict(variants).get("pytorch cpu")
-ref_ms = ms(ref[0]) if ref else None
+timed = [(ms(rows[0]), name) for name, rows in torch_runs if rows]
+ref_ms, ref_name = min(timed) if timed else (None, None)
+ref = next((rows for name, rows in torch_runs if rows), None)  # losses: the first PyTorch run
+print(f"reference for the ratios: {ref_name or 'none'} (the fastest PyTorch run)\n")
 print("| variant | ms/iteration (epoch 1) | vs PyTorch | val loss, full epoch (nats/char, bpc) | steps | val loss at the last step (nats/char, bpc) | launches/step |")
 print("|---|---:|---:|---|---:|---|---:|")
 for name, rows in variants:
@@ -142,7 +151,7 @@ for name, rows in variants:
           f"| {steps} | {f(last)} | {launches} |")
 x = dict(variants).get("xylem native")
 if x and ref:
-    r = ms(x[0]) / ms(ref[0])
+    r = ms(x[0]) / ref_ms
     print(f"\nspeed goal (native <= 0.5x PyTorch): {r:.2f}x {'PASS' if r <= 0.5 else 'FAIL'}")
     if "val_loss" in x[-1] and "val_loss" in ref[-1]:
         d = x[-1]["val_loss"] - ref[-1]["val_loss"]
