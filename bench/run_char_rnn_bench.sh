@@ -6,6 +6,7 @@
 #   bench/run_char_rnn_bench.sh [--steps N] [--opencl-steps N] [--threads "1 2"] [--xylem PATH]
 #                               [--backends "native opencl"] [--fusion-off ARGS] [--out DIR]
 #                               [--config FILE]   (default examples/char_rnn.toml; PyTorch's recipe is fixed)
+#                               [--summary-only]  (the table again from an earlier --out DIR's results)
 #
 # Each variant trains --steps iterations (default 1000) with --epochs 2, so that metrics.json
 # (xylem) and the script's JSON lines (PyTorch, bench/torch_char_rnn.py) hold two rows: the full
@@ -30,6 +31,7 @@ XYLEM="$ROOT/build/bin/xylem"
 BACKENDS="native opencl"
 FUSION_OFF="XYLEM_FUSION=0"
 OUT=""
+SUMMARY_ONLY=0
 CONFIG="$ROOT/examples/char_rnn.toml"
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -41,7 +43,8 @@ while [[ $# -gt 0 ]]; do
         --fusion-off) FUSION_OFF="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
         --config) CONFIG="$(realpath "$2")"; shift 2 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        --summary-only) SUMMARY_ONLY=1; shift ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -54,6 +57,7 @@ export POCL_CACHE_DIR="${POCL_CACHE_DIR:-$HOME/.cache/xylem/pocl}"
 [[ -x "$XYLEM" ]] || { echo "no xylem at $XYLEM (build it, or pass --xylem)" >&2; exit 1; }
 cd "$ROOT"
 
+if [[ $SUMMARY_ONLY -eq 0 ]]; then
 {
     echo "date_utc: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "repo_rev: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty tree)')"
@@ -105,6 +109,7 @@ if [[ -f "$OUT/xylem-native/model.safetensors" ]]; then
         --prime "The " --length 400 --seed 1 > "$OUT/sample.txt" 2>&1 || true
 fi
 echo "loadavg_end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"
+fi
 
 "$PY" - "$OUT" "$BACKENDS" "$FUSION_OFF" "$THREADS" <<'PYEOF' | tee "$OUT/summary.md"
 import json, math, os, sys
