@@ -12,8 +12,9 @@ The same data, laid out the same way as xylem's [data] text (cli/app/text_data.h
     of every stream, the targets the next characters. Validation is laid out the same way.
 The model: one-hot (or --input embedding) characters, nn.LSTM(--hidden, --layers, batch_first,
 --dropout between layers), nn.Linear to the vocabulary; every parameter drawn from
-U(-init, init), then the input-to-hidden bias of each layer's forget gate set to --forget-bias
-(char-rnn sets its i2h bias there; the h2h bias keeps its uniform draw). Cross-entropy, mean per
+U(-init, init), then --forget-bias added to the input-to-hidden bias of each layer's forget
+gate, as xylem's lstm layer does (char-rnn sets its i2h forget bias to 1; the h2h bias keeps its
+uniform draw either way). Cross-entropy, mean per
 character; gradients clamped to +-clip (clip by value); torch.optim.RMSprop(lr, alpha, eps). The
 hidden and cell state carry over between consecutive batches (detached: truncated BPTT) and are
 zeroed at each epoch's start and before validation, which carries them along its own batches.
@@ -75,7 +76,7 @@ class CharRnn(nn.Module):
         h = args.hidden
         with torch.no_grad():  # gates in PyTorch's order i, f, g, o: f is the second block
             for k in range(args.layers):
-                getattr(self.lstm, f"bias_ih_l{k}")[h:2 * h].fill_(args.forget_bias)
+                getattr(self.lstm, f"bias_ih_l{k}")[h:2 * h] += args.forget_bias
 
     def forward(self, x, state):
         inp = self.embedding(x) if self.embedding is not None else F.one_hot(x, self.vocab).float()

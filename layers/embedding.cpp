@@ -36,13 +36,13 @@ void TokenLookup::refuse_input_gradient(bool need_dx) const {
         throw Error(label() + ": its input is token indices, which have no gradient; put it first in the model");
 }
 
-Embedding::Embedding(int64_t vocab, int64_t dim, float init_uniform)
-    : TokenLookup(vocab, dim), init_uniform_(init_uniform) {}
+Embedding::Embedding(int64_t vocab, int64_t dim, float init)
+    : TokenLookup(vocab, dim), init_(init) {}
 
 void Embedding::bind(Device& dev, const Shape& input, std::mt19937_64& rng) {
     output_shape(input);
-    if (init_uniform_ > 0) {
-        weight_ = uniform_param(dev, "weight", {vocab_, width_}, init_uniform_, rng);
+    if (init_ > 0) {
+        weight_ = uniform_param(dev, "weight", {vocab_, width_}, init_, rng);
         return;
     }
     // PyTorch's nn.Embedding: N(0, 1).
@@ -90,19 +90,20 @@ const Tensor& OneHot::backward(Device&, const Tensor&, bool need_dx) {
 namespace {
 
 const LayerRegistration<EmbeddingOptions> kEmbedding{
-    "embedding", {"vocab", "dim", "init_uniform"},
+    "embedding", {"vocab", "dim", "init"},
     [](const ConfigSection& s) {
         EmbeddingOptions o;
         if (!s.has("dim")) s.fail("dim", "is required for an embedding layer");
         s.get("dim", o.dim, ranges::features);
         s.get("vocab", o.vocab, ranges::features);
-        s.get("init_uniform", o.init_uniform);
-        if (s.has("init_uniform") && !(o.init_uniform > 0)) s.fail("init_uniform", "must be positive (> 0)");
+        s.get("init", o.init);
+        if (s.has("init") && !(o.init > 0))
+            s.fail("init", "must be positive (the bound of U(-init, init)); leave it out for PyTorch's N(0, 1)");
         return o;
     },
     [](const EmbeddingOptions& o, LayerContext& c) -> std::unique_ptr<Layer> {
         const int64_t vocab = o.vocab ? o.vocab : c.vocabulary("an embedding layer without `vocab`");
-        return std::make_unique<Embedding>(vocab, o.dim, o.init_uniform);
+        return std::make_unique<Embedding>(vocab, o.dim, o.init);
     }};
 
 const LayerRegistration<OneHotOptions> kOneHot{

@@ -9,8 +9,8 @@
 
 namespace xylem {
 
-Linear::Linear(int64_t out_features, bool bias, float init_uniform)
-    : out_(out_features), has_bias_(bias), init_uniform_(init_uniform) {
+Linear::Linear(int64_t out_features, bool bias, float init)
+    : out_(out_features), has_bias_(bias), init_(init) {
     if (out_features <= 0) throw Error("linear layer: out must be positive, got " + std::to_string(out_features));
 }
 
@@ -29,7 +29,7 @@ void Linear::bind(Device& dev, const Shape& input, std::mt19937_64& rng) {
     output_shape(input);
     in_ = input.back();
     // PyTorch's default: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
-    const float k = init_uniform_ > 0 ? init_uniform_ : 1.0f / std::sqrt(static_cast<float>(in_));
+    const float k = init_ > 0 ? init_ : 1.0f / std::sqrt(static_cast<float>(in_));
     weight_ = uniform_param(dev, "weight", {out_, in_}, k, rng);
     if (has_bias_) bias_ = uniform_param(dev, "bias", {out_}, k, rng);
 }
@@ -90,7 +90,7 @@ std::vector<Param*> Linear::params() {
 
 namespace {
 const LayerRegistration<LinearOptions> kLinear{
-    "linear", {"out", "bias", "init_uniform"},
+    "linear", {"out", "bias", "init"},
     [](const ConfigSection& s) {
         LinearOptions o;
         if (!s.has("out")) s.fail("out", "is required for a linear layer");
@@ -103,13 +103,14 @@ const LayerRegistration<LinearOptions> kLinear{
             s.get("out", o.out, ranges::features);
         }
         s.get("bias", o.bias);
-        s.get("init_uniform", o.init_uniform);
-        if (s.has("init_uniform") && !(o.init_uniform > 0)) s.fail("init_uniform", "must be positive (> 0)");
+        s.get("init", o.init);
+        if (s.has("init") && !(o.init > 0))
+            s.fail("init", "must be positive (the bound of U(-init, init)); leave it out for PyTorch's U(+-1/sqrt(in))");
         return o;
     },
     [](const LinearOptions& o, LayerContext& c) -> std::unique_ptr<Layer> {
         const int64_t out = o.out_from_vocabulary ? c.vocabulary("linear out = \"vocab\"") : o.out;
-        return std::make_unique<Linear>(out, o.bias, o.init_uniform);
+        return std::make_unique<Linear>(out, o.bias, o.init);
     }};
 }  // namespace
 

@@ -36,7 +36,7 @@ TEST_P(TokenLayers, EmbeddingLooksRowsUp) {
         for (int64_t d = 0; d < dim; ++d)
             EXPECT_EQ(got[i * dim + static_cast<size_t>(d)], w[static_cast<size_t>(tokens[i] * dim + d)])
                 << "token " << i << " dim " << d;
-    for (float v : w) EXPECT_LE(std::fabs(v), 0.5f) << "init_uniform bounds the weights";
+    for (float v : w) EXPECT_LE(std::fabs(v), 0.5f) << "init bounds the weights";
 }
 
 // dJ/dW for J = sum(r * y) by central differences, with tokens that repeat (their rows add up)

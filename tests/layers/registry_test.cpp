@@ -166,12 +166,12 @@ TEST(LayerRegistry, EveryBuiltInTypeBuildsTheLayerItNames) {
 // Text models size their input and output layers from the data's vocabulary unless the config
 // gives the sizes; without a vocabulary (images) that is an error naming what needs one.
 TEST(LayerRegistry, TokenLayersAndLinearTakeTheVocabularyFromTheData) {
-    const RunConfig c = parse_config("[[model.layers]]\ntype = \"embedding\"\ndim = 3\ninit_uniform = 0.08\n"
+    const RunConfig c = parse_config("[[model.layers]]\ntype = \"embedding\"\ndim = 3\ninit = 0.08\n"
                                      "[[model.layers]]\ntype = \"one_hot\"\n"
-                                     "[[model.layers]]\ntype = \"linear\"\nout = \"vocab\"\ninit_uniform = 0.08\n",
+                                     "[[model.layers]]\ntype = \"linear\"\nout = \"vocab\"\ninit = 0.08\n",
                                      "t.toml");
     EXPECT_EQ(layer_options<EmbeddingOptions>(c.layers[0]).vocab, 0);
-    EXPECT_FLOAT_EQ(layer_options<EmbeddingOptions>(c.layers[0]).init_uniform, 0.08f);
+    EXPECT_FLOAT_EQ(layer_options<EmbeddingOptions>(c.layers[0]).init, 0.08f);
     EXPECT_TRUE(layer_options<LinearOptions>(c.layers[2]).out_from_vocabulary);
     LayerContext with(c.source, c.seed, 9);
     auto embedding = build_layer(c.layers[0], with);
@@ -202,8 +202,9 @@ TEST(LayerRegistry, TokenLayerKeysFollowTheConfigRules) {
     };
     EXPECT_EQ(error("type = \"embedding\"\nvocab = 5\n"), "t.toml: key 'model.layers[0].dim' is required for an embedding layer");
     EXPECT_TRUE(contains(error("type = \"embedding\"\ndim = 0\n"), "key 'model.layers[0].dim' must be in [1, "));
-    EXPECT_EQ(error("type = \"embedding\"\ndim = 2\ninit_uniform = 0.0\n"),
-              "t.toml: key 'model.layers[0].init_uniform' must be positive (> 0)");
+    EXPECT_EQ(error("type = \"embedding\"\ndim = 2\ninit = 0.0\n"),
+              "t.toml: key 'model.layers[0].init' must be positive (the bound of U(-init, init)); leave it out for "
+              "PyTorch's N(0, 1)");
     EXPECT_TRUE(contains(error("type = \"one_hot\"\ndim = 2\n"), "unknown key 'model.layers[0].dim'"));
     EXPECT_EQ(error("type = \"linear\"\nout = \"many\"\n"),
               "t.toml: key 'model.layers[0].out' must be a count of features or \"vocab\" (the data's vocabulary size), "

@@ -10,11 +10,11 @@
 namespace xylem {
 
 // [[model.layers]] type = "embedding": dim (required), vocab (default: the data's vocabulary size),
-// init_uniform (> 0: U(-x, x) instead of PyTorch's N(0, 1)).
+// init (> 0: U(-x, x) instead of PyTorch's N(0, 1)).
 struct EmbeddingOptions {
     int64_t vocab = 0;  // 0: the data's
     int64_t dim = 0;
-    float init_uniform = 0;
+    float init = 0;
 };
 // [[model.layers]] type = "one_hot": vocab (default: the data's vocabulary size).
 struct OneHotOptions {
@@ -41,7 +41,7 @@ protected:
 
 class Embedding : public TokenLookup {
 public:
-    Embedding(int64_t vocab, int64_t dim, float init_uniform = 0);
+    Embedding(int64_t vocab, int64_t dim, float init = 0);
     std::string kind() const override { return "embedding"; }
     void bind(Device& dev, const Shape& input, std::mt19937_64& rng) override;
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
@@ -50,7 +50,7 @@ public:
     std::vector<uint32_t> ops_needed(bool backward) const override;
 
 private:
-    float init_uniform_;
+    float init_;
     Param weight_;  // [vocab, dim]
 };
 

@@ -8,18 +8,18 @@
 namespace xylem {
 
 // [[model.layers]] type = "linear": out (required: a count, or "vocab" for the data's vocabulary
-// size), bias, init_uniform (> 0: weight and bias drawn from U(-x, x) instead of PyTorch's
+// size), bias, init (> 0: weight and bias drawn from U(-x, x) instead of PyTorch's
 // U(-1/sqrt(in), 1/sqrt(in))).
 struct LinearOptions {
     int64_t out = 0;
     bool out_from_vocabulary = false;  // out = "vocab"
     bool bias = true;
-    float init_uniform = 0;
+    float init = 0;
 };
 
 class Linear : public Layer {
 public:
-    Linear(int64_t out_features, bool bias = true, float init_uniform = 0);
+    Linear(int64_t out_features, bool bias = true, float init = 0);
 
     std::string kind() const override { return "linear"; }
     Shape output_shape(const Shape& input) const override;
@@ -36,7 +36,7 @@ public:
 private:
     int64_t in_ = 0, out_;
     bool has_bias_;
-    float init_uniform_;
+    float init_;
     xylem_activation act_ = XYLEM_ACT_NONE;
     Param weight_, bias_;
     Tensor x_, y_, y_rows_, dz_, dx_;  // x_ and y_rows_: [rows, features] views of the batch
