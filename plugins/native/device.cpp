@@ -119,7 +119,7 @@ void probe(xylem_probe_info* out) {
     const char* corename = openblas_get_corename();
     std::snprintf(out->detail, sizeof out->detail,
                   "%s; core %s (%s); BLAS threads %d (XYLEM_NUM_THREADS=%.16s), %d hardware threads; "
-                  "own kernels single-threaded but fused_elementwise (%d threads)",
+                  "own kernels' worker pool %d threads (fused_elementwise, big convolutions and reductions)",
                   openblas_get_config(), corename, forced, configured_threads(hw),
                   xylem_threads ? xylem_threads : "unset", hw, kernel_threads());
 

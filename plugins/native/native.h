@@ -155,7 +155,7 @@ void parallel_items(int64_t n_items, int workers, const F& f) {
 
 // ---- splitting an op over threads ----------------------------------------------------------
 // Big forward convolutions (ops/conv.cpp) and big reductions (ops/reduce.cpp, ops/gather.cpp)
-// split their work into slices, one thread per CPU; the threads share nothing and never spin.
+// split their work into slices, one per CPU, run by the same worker pool as fused_elementwise.
 // At most this many slices: a conv slice takes two scratch blocks, and the arena keeps 32 per op.
 constexpr int kMaxSplit = 8;
 
@@ -167,25 +167,15 @@ constexpr int64_t kMinSplitElements = int64_t{1} << 18;
 // or OpenBLAS already runs more than one thread per GEMM; else the CPUs this process may run on.
 int split_cpus();
 
-// body(lo, hi, w) for the workers slices [lo, hi) of [0, n); the last slice on the calling thread
-// (and any slice whose thread could not start). body must not throw.
+// body(lo, hi, w) for the workers slices [lo, hi) of [0, n), slice w on the calling thread or a
+// worker of the pool (parallel_items: one set of threads for every parallel kernel). body must
+// not throw.
 template <class F>
 void split_work(int64_t n, int workers, const F& body) {
-    std::array<std::thread, kMaxSplit> threads;  // no heap allocation per op beyond the threads themselves
-    for (int w = 0; w < workers; ++w) {
-        const int64_t lo = n * w / workers, hi = n * (w + 1) / workers;
-        if (w + 1 == workers) {
-            body(lo, hi, w);
-            break;
-        }
-        try {
-            threads[w] = std::thread([&body, lo, hi, w] { body(lo, hi, w); });
-        } catch (const std::system_error&) {
-            body(lo, hi, w);
-        }
-    }
-    for (std::thread& t : threads)
-        if (t.joinable()) t.join();
+    if (workers <= 1) return body(0, n, 0);
+    parallel_items(workers, workers, [&](int, int64_t w) {
+        body(n * w / workers, n * (w + 1) / workers, static_cast<int>(w));
+    });
 }
 
 // y = act(x) over n elements (y may alias x).
