@@ -18,6 +18,12 @@ void op_gather_rows(const xylem_op_desc& desc, xylem_stream_s&) {
         if (ix[i] < 0 || ix[i] >= rows)
             a.fail("index %d at position %lld is out of range [0, %lld)", ix[i], static_cast<long long>(i),
                    static_cast<long long>(rows));
+    if (g.row_len == 1) {  // one element per row (the recurrent layers' transposes): a plain gather
+        const uint32_t* s = static_cast<const uint32_t*>(src.data);  // f32 or i32: moved as bits
+        uint32_t* o = static_cast<uint32_t*>(out.data);
+        for (int64_t i = 0; i < idx.numel; ++i) o[i] = s[ix[i]];
+        return;
+    }
     const char* s = static_cast<const char*>(src.data);
     char* o = static_cast<char*>(out.data);
     for (int64_t i = 0; i < idx.numel; ++i) std::memcpy(o + i * row_bytes, s + ix[i] * row_bytes, row_bytes);
