@@ -187,18 +187,8 @@ void op_fused_elementwise(const xylem_op_desc& desc, xylem_stream_s& s, xylem_fr
     for (uint32_t i = 0; i < n_in; ++i) ins[i] = a.in(i, pk::fused_mode_name(at.input_modes[i]));
     for (uint32_t o = 0; o < n_out; ++o) outs[o] = a.out(o, "output");
     const pk::FusedShape shape = pk::fused_check(a, at, ins, n_in, outs, n_out);
-    // One thread reads an element's inputs before it writes its outputs, so an input may be an
-    // output exactly; any other sharing would let one thread's write reach another's read.
-    for (uint32_t i = 0; i < n_in; ++i)
-        for (uint32_t o = 0; o < n_out; ++o)
-            if (overlap(ins[i], outs[o]) &&
-                !(ins[i].data == outs[o].data && at.input_modes[i] == XYLEM_FUSED_FULL))
-                a.fail("input %u (%s) shares memory with output %u but is not that output exactly (only a full input "
-                       "may alias an output, at the same offset)",
-                       i, pk::fused_mode_name(at.input_modes[i]), o);
-    for (uint32_t o = 0; o < n_out; ++o)
-        for (uint32_t p = o + 1; p < n_out; ++p)
-            if (overlap(outs[o], outs[p])) a.fail("outputs %u and %u share memory", o, p);
+    pk::fused_check_sharing(a, at, ins, n_in, outs, n_out, overlap,
+                            [](const Tensor& x, const Tensor& y) { return x.data == y.data; });
     if (shape.numel() == 0) return;
 
     const cudaKernel_t kernel = kernel_for(a, at, n_in, n_out, static_cast<int>(s.device_));

@@ -136,21 +136,6 @@ void run_tile(const Program& p, float* regs, int64_t start, int64_t n) {
     }
 }
 
-// Checks the operands' memory: an input may share an output's only exactly (same address, FULL,
-// the op's rule), and outputs may not overlap one another.
-void check_memory(const OpArgs& a, const xylem_fused_attrs& at, const Tensor* ins, uint32_t n_in, const Tensor* outs,
-                  uint32_t n_out) {
-    for (uint32_t o = 0; o < n_out; ++o)
-        for (uint32_t o2 = o + 1; o2 < n_out; ++o2)
-            if (overlap(outs[o], outs[o2])) a.fail("output %u overlaps output %u", o, o2);
-    for (uint32_t i = 0; i < n_in; ++i)
-        for (uint32_t o = 0; o < n_out; ++o)
-            if (overlap(ins[i], outs[o]) && (ins[i].data != outs[o].data || at.input_modes[i] != XYLEM_FUSED_FULL))
-                a.fail("input %u (%s) overlaps output %u; an input may share an output's memory only exactly "
-                       "(same offset, full mode)",
-                       i, plugin_kit::fused_mode_name(at.input_modes[i]), o);
-}
-
 // A ROW or COL input that is the same as FULL or SCALAR for this shape is read as such (no
 // per-row pieces): [rows, 1] makes a column every element and a row one value; [1, cols] the reverse.
 uint8_t effective_mode(uint8_t mode, const FusedShape& s) {
@@ -199,7 +184,8 @@ void op_fused_elementwise(const xylem_op_desc& desc, xylem_stream_s& stream) {
     for (uint32_t i = 0; i < n_in; ++i) ins[i] = a.in(i, "x");
     for (uint32_t o = 0; o < n_out; ++o) outs[o] = a.out(o, "y");
     const FusedShape shape = plugin_kit::fused_check(a, at, ins, n_in, outs, n_out);
-    check_memory(a, at, ins, n_in, outs, n_out);
+    plugin_kit::fused_check_sharing(a, at, ins, n_in, outs, n_out, overlap,
+                                    [](const Tensor& x, const Tensor& y) { return x.data == y.data; });
     const Program p = prepare(at, shape, ins, n_in, outs, n_out);
 
     const int64_t numel = p.shape.numel();

@@ -51,17 +51,9 @@ void op_fused_elementwise(const xylem_op_desc& desc, xylem_stream_s& s) {
     for (uint32_t o = 0; o < n_out; ++o) out[o] = a.out(o, "output");
     const plugin_kit::FusedShape shape = plugin_kit::fused_check(a, at, in, n_in, out, n_out);
 
-    // Memory sharing: every element's inputs are read before its outputs are written, so an input
-    // may be an output's exact range (then it reads element i at element i); any other overlap
-    // would read another work-item's result.
-    for (uint32_t o = 0; o < n_out; ++o) {
-        for (uint32_t i = 0; i < n_in; ++i)
-            if (overlap(in[i], out[o]) &&
-                !(in[i].mem == out[o].mem && in[i].off == out[o].off && in[i].numel == out[o].numel))
-                a.fail("input %u overlaps output %u without being its exact range (the only sharing allowed)", i, o);
-        for (uint32_t p = 0; p < o; ++p)
-            if (overlap(out[p], out[o])) a.fail("outputs %u and %u overlap", p, o);
-    }
+    plugin_kit::fused_check_sharing(a, at, in, n_in, out, n_out, overlap, [](const Tensor& x, const Tensor& y) {
+        return x.mem == y.mem && x.off == y.off;
+    });
     if (shape.numel() == 0) return;
 
     const uint64_t key = plugin_kit::fused_program_key(at, n_in, n_out);

@@ -137,6 +137,27 @@ FusedShape fused_check(const Args& a, const xylem_fused_attrs& at, const T* inpu
     return s;
 }
 
+// The memory-sharing rule, checked by each plugin on its own tensors (the core cannot see
+// addresses): every element's inputs are read before its outputs are written, so an input may be
+// an output's exact elements read in FULL mode (an in-place update); any other overlap would read
+// another element's result, and outputs share nothing. `overlap(a, b)` says whether two operands
+// share any byte and `same_start(a, b)` whether they begin at the same element (the plugin's notions
+// of both); fused_check has already made a FULL input as long as the outputs.
+template <class Args, class T, class Overlap, class SameStart>
+void fused_check_sharing(const Args& a, const xylem_fused_attrs& at, const T* inputs, uint32_t n_inputs,
+                         const T* outputs, uint32_t n_outputs, Overlap overlap, SameStart same_start) {
+    for (uint32_t o = 0; o < n_outputs; ++o)
+        for (uint32_t p = o + 1; p < n_outputs; ++p)
+            if (overlap(outputs[o], outputs[p])) a.fail("output %u overlaps output %u", o, p);
+    for (uint32_t i = 0; i < n_inputs; ++i)
+        for (uint32_t o = 0; o < n_outputs; ++o)
+            if (overlap(inputs[i], outputs[o]) &&
+                !(at.input_modes[i] == XYLEM_FUSED_FULL && same_start(inputs[i], outputs[o])))
+                a.fail("input %u (%s) overlaps output %u; an input may share an output's memory only exactly "
+                       "(same offset, full mode)",
+                       i, fused_mode_name(at.input_modes[i]), o);
+}
+
 // One opcode's arithmetic (not INPUT, PARAM, CONST or OUTPUT, which move values).
 template <class V>
 inline V fused_apply(uint32_t op, V a, V b, V c) {
