@@ -12,11 +12,20 @@
 #include "xylem/error.h"
 #include "xylem/plugin_kit/shapes.h"
 #include "xylem/shape.h"
+#include "xylem/tensor.h"
 
 namespace xylem::ops::detail {
 
 [[noreturn]] inline void shape_error(uint32_t op, const std::string& what) {
     throw Error(std::string("op ") + op_name(op) + ": " + what);
+}
+
+// The attrs argument of run() for ops without attributes.
+struct NoAttrs {};
+constexpr const NoAttrs* kNone = nullptr;
+
+inline void expect_dtype(uint32_t op, const Tensor& t, const char* name, DType dtype) {
+    if (t.dtype() != dtype) shape_error(op, std::string(name) + " must be " + dtype_name(dtype));
 }
 
 // The kit's Args for the core: a failed rule throws Error("op <name>: <the kit's message>"), the

@@ -10,6 +10,8 @@
 namespace xylem::ops {
 namespace {
 
+using detail::expect_dtype;
+using detail::kNone;
 using detail::Rule;
 using detail::run;
 using detail::shape_error;
@@ -27,10 +29,6 @@ void expect_rank(uint32_t op, const Tensor& t, const char* name, size_t rank) {
         shape_error(op, std::string(name) + " " + to_string(t.shape()) + " must have rank " + std::to_string(rank));
 }
 
-void expect_dtype(uint32_t op, const Tensor& t, const char* name, DType dtype) {
-    if (t.dtype() != dtype) shape_error(op, std::string(name) + " must be " + dtype_name(dtype));
-}
-
 void expect_scalar(uint32_t op, const Tensor& t, const char* name) {
     if (t.numel() != 1) shape_error(op, std::string(name) + " " + to_string(t.shape()) + " must hold one element");
 }
@@ -44,8 +42,6 @@ void expect_labels(uint32_t op, const Tensor& x, const Tensor& labels) {
         shape_error(op, "labels " + to_string(labels.shape()) + " do not match input " + to_string(x.shape()));
 }
 
-struct NoAttrs {};
-constexpr const NoAttrs* kNone = nullptr;
 
 }  // namespace
 

@@ -6,16 +6,11 @@
 namespace xylem::ops {
 namespace {
 
+using detail::expect_dtype;
 using detail::Rule;
 using detail::run;
 using detail::shape_error;
 using detail::View;
-
-void expect_dtype(uint32_t op, const Tensor& t, const char* name, DType dtype) {
-    if (t.dtype() != dtype) shape_error(op, std::string(name) + " must be " + dtype_name(dtype));
-}
-
-struct NoAttrs {};
 
 }  // namespace
 
@@ -36,7 +31,7 @@ void scatter_add_rows(Device& dev, const Tensor& src, const Tensor& idx, Tensor&
     expect_dtype(op, out, "out", DType::F32);
     plugin_kit::scatter_add_rows_shape(Rule{op}, View(op, src.shape()), View(op, idx.shape()), View(op, out.shape()));
     auto s = src.read(dev), i = idx.read(dev);
-    run<2, 1>(dev, op, {s, i}, {out.read_write(dev)}, static_cast<const NoAttrs*>(nullptr));
+    run<2, 1>(dev, op, {s, i}, {out.read_write(dev)}, detail::kNone);
 }
 
 }  // namespace xylem::ops
