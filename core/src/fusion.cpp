@@ -167,10 +167,12 @@ bool all_f32(const OpCall& c) {
 }
 
 // Writes op `c` into the emitter; false when the op is not elementwise or cannot join the chain.
-// The formulas follow ops.h and the native kernels' evaluation order.
-bool expand(const OpCall& c, Emitter& e) {
+// `attrs`, given, replaces the recorded attribute bytes (the values of the step being run). The
+// formulas follow ops.h and the native kernels' evaluation order.
+bool expand(const OpCall& c, Emitter& e, const void* attrs = nullptr) {
     using V = FusedBuilder::Value;
-    const xylem_op_desc d = c.desc();
+    xylem_op_desc d = c.desc();
+    if (attrs) d.attrs = attrs;
     if (c.out.empty() || !all_f32(c)) return false;
     auto rd = [&](size_t i, V& v) { return e.read(c.in[i], XYLEM_FUSED_FULL, v); };
     V a = 0, b = 0, x = 0;
@@ -421,7 +423,15 @@ struct StepState {
     // the step being run
     size_t pos = 0;
     bool diverged = false;
-    std::vector<OpCall> held;  // members of the current chain, held back
+    // Members of the current chain, held back: their recorded position and this step's attribute
+    // bytes (the operands are the recording's: the op matched it). Slots are reused step after step,
+    // so holding an op allocates nothing once the first fused step has run.
+    struct Held {
+        size_t pos = 0;
+        std::vector<unsigned char> attrs;
+    };
+    std::vector<Held> held;
+    size_t n_held = 0;
     uint64_t step_ops = 0, step_launches = 0, launches_at_start = 0;
     uint32_t diverged_steps = 0, unfused_chains = 0;
     std::vector<ProgramInfo> programs;
@@ -547,12 +557,22 @@ void plan(StepState& s) {
     s.planned = true;
 }
 
+void hold(StepState& s, size_t pos, const xylem_op_desc& d) {
+    if (s.n_held == s.held.size()) s.held.emplace_back();
+    StepState::Held& h = s.held[s.n_held++];
+    h.pos = pos;
+    const auto* bytes = static_cast<const unsigned char*>(d.attrs);
+    h.attrs.assign(bytes, bytes + (d.attrs ? d.attrs_size : 0));
+}
+
 // Runs the held-back members of a chain as issued (the plan no longer applies, or no fused op).
 void launch_held(StepState& s) {
-    std::vector<OpCall> held;
-    held.swap(s.held);  // a launch may sync (profiling), which flushes: nothing is held by then
-    for (const OpCall& c : held) {
-        const xylem_op_desc d = c.desc();
+    const size_t n = s.n_held;
+    s.n_held = 0;  // a launch may sync (profiling), which flushes: nothing is held by then
+    for (size_t k = 0; k < n; ++k) {
+        const StepState::Held& h = s.held[k];
+        xylem_op_desc d = s.recorded[h.pos].desc();
+        d.attrs = h.attrs.empty() ? nullptr : h.attrs.data();
         s.dev->launch(d);
     }
 }
@@ -564,11 +584,11 @@ void launch_chain(StepState& s, const Chain& chain) {
     }
     xylem_fused_attrs program = chain.program;
     Binder binder(program.params);
-    for (const OpCall& c : s.held) expand(c, binder);
+    for (size_t k = 0; k < s.n_held; ++k) expand(s.recorded[s.held[k].pos], binder, s.held[k].attrs.data());
     const xylem_op_desc d{XYLEM_OP_FUSED_ELEMENTWISE, static_cast<uint32_t>(chain.inputs.size()),
                           static_cast<uint32_t>(chain.outputs.size()), static_cast<uint32_t>(sizeof program),
                           chain.inputs.data(), chain.outputs.data(), &program};
-    s.held.clear();
+    s.n_held = 0;
     s.dev->launch(d);
 }
 
@@ -595,12 +615,12 @@ void submit(StepState& s, Device& dev, const xylem_op_desc& desc) {
     }
     const int chain = s.chain_of[pos];
     if (chain < 0) return dev.launch(desc);
-    s.held.emplace_back(desc);
+    hold(s, pos, desc);
     if (pos == s.chains[static_cast<size_t>(chain)].last) launch_chain(s, s.chains[static_cast<size_t>(chain)]);
 }
 
 void flush(StepState& s) {
-    if (!s.held.empty()) diverge(s);  // a chain cut in the middle by a host wait: run it as issued
+    if (s.n_held) diverge(s);  // a chain cut in the middle by a host wait: run it as issued
 }
 
 void note_host_read(StepState& s, xylem_buffer_t buffer) {
@@ -640,14 +660,14 @@ void StepFusion::run(const std::function<void()>& step) {
     if (record) s.recorded.clear();
     s.pos = 0;
     s.diverged = false;
-    s.held.clear();
+    s.n_held = 0;
     s.running = true;
     try {
         step();
         flush(s);
     } catch (...) {
         s.running = s.recording = false;
-        s.held.clear();
+        s.n_held = 0;
         throw;
     }
     s.running = false;
