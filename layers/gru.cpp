@@ -79,7 +79,7 @@ std::vector<Recurrent::InputGrad> Gru::gate_grads(Device& dev, Level& lv) {
     swap_rows(dev, lv.z, time, 3 * h, lv.p);   // rows (t, gate unit) -> (gate unit, t)
     swap_rows(dev, lv.dzn, time, h, lv.dzn_t);  // rows (t, unit) -> (unit, t)
     // r and z: the same gradient on both sides; n: the input side's own.
-    return {{0, 2 * h, lv.p.rows(0, 2 * h)}, {2 * h, h, lv.dzn_t}};
+    return {{0, 2 * h, lv.p.rows(0, 2 * h), true}, {2 * h, h, lv.dzn_t, false}};
 }
 
 namespace {

@@ -81,7 +81,7 @@ void Lstm::backward_step(Device& dev, const Weights& w, Level& lv, int64_t t) co
 std::vector<Recurrent::InputGrad> Lstm::gate_grads(Device& dev, Level& lv) {
     const int64_t g = 4 * hidden_units(), time = lv.tc.dim(0) / hidden_units();
     swap_rows(dev, lv.z, time, g, lv.p);  // rows (t, gate unit) -> (gate unit, t)
-    return {{0, g, lv.p}};                // both sides see the same pre-activation gradient
+    return {{0, g, lv.p, true}};          // both sides see the same pre-activation gradient
 }
 
 namespace {

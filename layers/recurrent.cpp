@@ -214,7 +214,8 @@ const Tensor& Recurrent::backward(Device& dev, const Tensor& dy, bool need_dx) {
         for (const InputGrad& ig : grads) {
             Tensor gw = w.w_ih->grad.rows(ig.first, ig.count), gb = w.b_ih->grad.rows(ig.first, ig.count);
             ops::gemm(dev, false, l > 0, 1.0f, ig.grad, lv.x, 0.0f, gw);
-            ops::bias_grad(dev, ig.grad.reshaped({1, ig.count, tb}), gb);
+            if (ig.same_as_hidden) ops::copy(dev, w.b_hh->grad.rows(ig.first, ig.count), gb);  // summed once
+            else ops::bias_grad(dev, ig.grad.reshaped({1, ig.count, tb}), gb);
         }
         if (l == 0 && !need_dx) break;
         for (size_t i = 0; i < grads.size(); ++i) {

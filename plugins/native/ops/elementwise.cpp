@@ -4,12 +4,16 @@
 #include <cstring>
 
 #include "native.h"
+#include "vecmath.h"
 
 namespace xylem::native {
 
 namespace {
 
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }  // exp(-x)=inf gives 0, no NaN
+// vecmath's exp and tanh, as fused_elementwise computes them (ops/fused.cpp): the loops vectorise,
+// and an activation gives the same bits fused or not.
+inline float sigmoid(float x) { return 1.0f / (1.0f + vecmath::exp(-x)); }  // exp(-x)=inf gives 0, no NaN
+inline float tanh(float x) { return vecmath::tanh(x); }
 inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
 
 // y[r,:] = f(y[r,:] + b) row by row; a separate instantiation per activation keeps loops branch-free.
@@ -35,7 +39,7 @@ void channel_rows(const float* b, const float* x, int64_t ldx, float* y, int64_t
 
 }  // namespace
 
-void activate(int act, const float* x, float* y, int64_t n) {
+XYLEM_CLONES void activate(int act, const float* x, float* y, int64_t n) {
     switch (act) {
     case XYLEM_ACT_NONE:
         if (x != y) std::memmove(y, x, static_cast<size_t>(n) * sizeof(float));
@@ -47,28 +51,28 @@ void activate(int act, const float* x, float* y, int64_t n) {
         for (int64_t i = 0; i < n; ++i) y[i] = sigmoid(x[i]);
         break;
     case XYLEM_ACT_TANH:
-        for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+        for (int64_t i = 0; i < n; ++i) y[i] = tanh(x[i]);
         break;
     }
 }
 
-void bias_activate(int act, const float* b, float* y, int64_t rows, int64_t cols) {
+XYLEM_CLONES void bias_activate(int act, const float* b, float* y, int64_t rows, int64_t cols) {
     if (!b) return activate(act, y, y, rows * cols);
     switch (act) {
     case XYLEM_ACT_NONE: bias_rows(b, y, rows, cols, [](float v) { return v; }); break;
     case XYLEM_ACT_RELU: bias_rows(b, y, rows, cols, [](float v) { return relu(v); }); break;
     case XYLEM_ACT_SIGMOID: bias_rows(b, y, rows, cols, [](float v) { return sigmoid(v); }); break;
-    case XYLEM_ACT_TANH: bias_rows(b, y, rows, cols, [](float v) { return std::tanh(v); }); break;
+    case XYLEM_ACT_TANH: bias_rows(b, y, rows, cols, [](float v) { return tanh(v); }); break;
     }
 }
 
-void channel_bias_activate(int act, const float* b, const float* x, int64_t ldx, float* y, int64_t ldy,
+XYLEM_CLONES void channel_bias_activate(int act, const float* b, const float* x, int64_t ldx, float* y, int64_t ldy,
                            int64_t rows, int64_t cols) {
     switch (act) {
     case XYLEM_ACT_NONE: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return v; }); break;
     case XYLEM_ACT_RELU: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return relu(v); }); break;
     case XYLEM_ACT_SIGMOID: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return sigmoid(v); }); break;
-    case XYLEM_ACT_TANH: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return std::tanh(v); }); break;
+    case XYLEM_ACT_TANH: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return tanh(v); }); break;
     }
 }
 

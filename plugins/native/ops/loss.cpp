@@ -22,11 +22,8 @@ struct RowLse {
 };
 
 RowLse row_lse(const float* x, int64_t c) {
-    float m = x[0];
-    for (int64_t j = 1; j < c; ++j) m = x[j] > m ? x[j] : m;
-    double s = 0.0;
-    for (int64_t j = 0; j < c; ++j) s += std::exp(x[j] - m);
-    return {m, s};
+    const float m = row_max(x, c);
+    return {m, sum_exp(x, c, m, nullptr)};
 }
 
 }  // namespace
@@ -58,14 +55,7 @@ void op_xent_bwd(const xylem_op_desc& desc, xylem_stream_s&) {
     for (int64_t i = 0; i < n; ++i) {
         const float* x = tx.f32() + i * c;
         float* dx = tdx.f32() + i * c;  // may alias x: each dx[j] is written after x[j] is read
-        float m = x[0];
-        for (int64_t j = 1; j < c; ++j) m = x[j] > m ? x[j] : m;
-        double sum = 0.0;
-        for (int64_t j = 0; j < c; ++j) {
-            const float e = std::exp(x[j] - m);  // one exp per element: keep it in dx
-            dx[j] = e;
-            sum += e;
-        }
+        const double sum = sum_exp(x, c, row_max(x, c), dx);  // one exp per element: kept in dx
         const float k = static_cast<float>(scale / sum);
         for (int64_t j = 0; j < c; ++j) dx[j] *= k;
         dx[tl.i32()[i]] -= scale;

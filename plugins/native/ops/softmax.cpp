@@ -2,18 +2,33 @@
 #include <cmath>
 
 #include "native.h"
+#include "vecmath.h"
 
 namespace xylem::native {
 
-namespace {
+// sum of exp(x[j] - m) over a row, each exp also stored in e[j] when e is given (e may be x: each
+// e[j] is written after x[j] is read). vecmath's exp over chunks, so the loop vectorises (libm's
+// expf is one call per element: most of xent's time at char-rnn's 114 classes). Rows of softmax
+// and xent (loss.cpp) both go through here.
+XYLEM_CLONES double sum_exp(const float* x, int64_t c, float m, float* e) {
+    constexpr int64_t kChunk = 256;
+    float buf[kChunk];
+    double s = 0.0;
+    for (int64_t j = 0; j < c; j += kChunk) {
+        const int64_t n = std::min(kChunk, c - j);
+        float* d = e ? e + j : buf;
+        const float* xj = x + j;
+        for (int64_t k = 0; k < n; ++k) d[k] = vecmath::exp(xj[k] - m);
+        s += lane_sum(n, [d](int64_t k) { return d[k]; });
+    }
+    return s;
+}
 
 float row_max(const float* x, int64_t c) {
     float m = x[0];
     for (int64_t j = 1; j < c; ++j) m = x[j] > m ? x[j] : m;
     return m;
 }
-
-}  // namespace
 
 void op_softmax_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 1, 1, 1);
@@ -26,20 +41,13 @@ void op_softmax_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
         const float* x = tx.f32() + r * c;
         float* y = ty.f32() + r * c;  // may alias x: each y[j] is written after x[j] is read
         const float m = row_max(x, c);
-        double sum = 0.0;
         if (log) {
-            for (int64_t j = 0; j < c; ++j) sum += std::exp(x[j] - m);
             // (x - m) - log(sum), never x - (m + log(sum)): m + log(sum) would round at the size of m
             // (an error of 4e-3 for logits near 1e5), while x - m is exact for the values that matter.
-            const float lse = static_cast<float>(std::log(sum));
+            const float lse = static_cast<float>(std::log(sum_exp(x, c, m, nullptr)));
             for (int64_t j = 0; j < c; ++j) y[j] = (x[j] - m) - lse;
         } else {
-            for (int64_t j = 0; j < c; ++j) {
-                const float e = std::exp(x[j] - m);
-                y[j] = e;
-                sum += e;
-            }
-            const float inv = static_cast<float>(1.0 / sum);
+            const float inv = static_cast<float>(1.0 / sum_exp(x, c, m, y));
             for (int64_t j = 0; j < c; ++j) y[j] *= inv;
         }
     }
@@ -59,7 +67,7 @@ void op_softmax_bwd(const xylem_op_desc& desc, xylem_stream_s&) {
         float* dx = tdx.f32() + r * c;
         if (log) {
             const float s = static_cast<float>(lane_sum(c, [dy](int64_t j) { return dy[j]; }));
-            for (int64_t j = 0; j < c; ++j) dx[j] = dy[j] - std::exp(y[j]) * s;
+            for (int64_t j = 0; j < c; ++j) dx[j] = dy[j] - vecmath::exp(y[j]) * s;
         } else {
             const float dot = static_cast<float>(lane_sum(c, [dy, y](int64_t j) { return dy[j] * y[j]; }));
             for (int64_t j = 0; j < c; ++j) dx[j] = y[j] * (dy[j] - dot);

@@ -111,7 +111,8 @@ protected:
     // and the row blocks of W_ih's gradient: {first row, count, dL/d(W_ih x + b_ih) rows}.
     struct InputGrad {
         int64_t first, count;
-        Tensor grad;  // [count, T*B]
+        Tensor grad;               // [count, T*B]
+        bool same_as_hidden;       // grad is lv.p's rows [first, first + count): b_ih's gradient there is b_hh's
     };
     virtual std::vector<InputGrad> gate_grads(Device& dev, Level& lv) = 0;
 
