@@ -12,6 +12,12 @@ void Layer::shape_error(const std::string& what, const Shape& got, const Shape& 
     throw Error(label_ + ": " + what + ": got " + to_string(got) + ", expected " + to_string(expected));
 }
 
+void Layer::restore_carried_state(const std::map<std::string, SavedTensor>& saved) {
+    if (!saved.empty())
+        throw Error(label_ + ": carries no state between batches, but the checkpoint holds '" + saved.begin()->first +
+                    "' for it");
+}
+
 Param Layer::uniform_param(Device& dev, const std::string& name, const Shape& shape, float bound,
                            std::mt19937_64& rng) const {
     dev.backend().require(XYLEM_OP_FILL, label_);  // zeroes the gradient: say which layer needs it

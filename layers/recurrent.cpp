@@ -137,8 +137,53 @@ void Recurrent::zero_state(Device& dev, Workspace& ws) {
 }
 
 void Recurrent::reset_state() {
+    restore_pending_ = false;
     if (!dev_) return;
     for (auto& [key, ws] : spaces_) zero_state(*dev_, ws);
+}
+
+std::string Recurrent::carried_name(int64_t level, int cell) const {
+    return (cell == 0 ? "h_l" : "c_l") + std::to_string(level);
+}
+
+std::vector<std::pair<std::string, const Tensor*>> Recurrent::carried_state() {
+    std::vector<std::pair<std::string, const Tensor*>> out;
+    if (!last_ || !trained_) return out;
+    for (int64_t l = 0; l < opt_.layers; ++l)
+        for (int i = 0; i < carried_; ++i)
+            out.emplace_back(carried_name(l, i), &last_->levels[static_cast<size_t>(l)].carry[static_cast<size_t>(i)]);
+    return out;
+}
+
+void Recurrent::restore_carried_state(const std::map<std::string, SavedTensor>& saved) {
+    if (saved.empty()) return;  // nothing was carried (a checkpoint at an epoch's end, or an older one)
+    std::vector<std::vector<float>> values;
+    int64_t batch = 0;
+    for (int64_t l = 0; l < opt_.layers; ++l)
+        for (int i = 0; i < carried_; ++i) {
+            const std::string name = carried_name(l, i);
+            auto it = saved.find(name);
+            if (it == saved.end()) throw Error(label() + ": the checkpoint's carried state has no '" + name + "'");
+            const SavedTensor& t = it->second;
+            if (batch == 0 && t.shape.size() == 2) batch = t.shape[1];
+            if (t.shape != Shape{h_, batch} || batch <= 0 || t.values.size() % static_cast<size_t>(h_) != 0 ||
+                t.values.size() / static_cast<size_t>(h_) != static_cast<size_t>(batch))
+                throw Error(label() + ": carried state '" + name + "' is " + to_string(t.shape) + ", expected [" +
+                            std::to_string(h_) + ", batch]" + (batch > 0 ? " with the batch of the others, " + std::to_string(batch) : ""));
+            values.push_back(t.values);
+        }
+    if (values.size() != saved.size())  // every expected name was found, so some other name is there too
+        for (const auto& [name, t] : saved) {
+            bool known = false;
+            for (int64_t l = 0; l < opt_.layers; ++l)
+                for (int i = 0; i < carried_; ++i) known = known || name == carried_name(l, i);
+            if (!known)
+                throw Error(label() + ": the checkpoint's carried state has '" + name + "', which this layer does not carry (" +
+                            std::to_string(opt_.layers) + " level(s) of h_l<k>" + (carried_ > 1 ? " and c_l<k>" : "") + ")");
+        }
+    restored_ = std::move(values);
+    restored_batch_ = batch;
+    restore_pending_ = true;
 }
 
 const Tensor& Recurrent::forward(Device& dev, const Tensor& x, bool train) {
@@ -153,6 +198,13 @@ const Tensor& Recurrent::forward(Device& dev, const Tensor& x, bool train) {
     // and so does the next full batch after it).
     if (&ws != last_ && last_) zero_state(dev, ws);
     last_ = &ws;
+    if (restore_pending_) {  // a resumed run's first batch continues from the checkpoint's state
+        restore_pending_ = false;
+        if (batch == restored_batch_)
+            for (int64_t l = 0, k = 0; l < opt_.layers; ++l)
+                for (int i = 0; i < carried_; ++i, ++k)
+                    ws.levels[static_cast<size_t>(l)].carry[static_cast<size_t>(i)].upload_from(dev, restored_[static_cast<size_t>(k)].data());
+    }
     trained_ = train;
     dropped_ = train && opt_.dropout > 0.0f && opt_.layers > 1;
 

@@ -161,4 +161,27 @@ void Sequential::reset_state() {
     for (auto& l : layers_) l->reset_state();
 }
 
+std::vector<std::pair<std::string, const Tensor*>> Sequential::carried_state() {
+    std::vector<std::pair<std::string, const Tensor*>> out;
+    for (size_t i = 0; i < layers_.size(); ++i)
+        for (auto& [name, t] : layers_[i]->carried_state()) out.emplace_back(std::to_string(i) + "." + name, t);
+    return out;
+}
+
+void Sequential::restore_carried_state(const std::map<std::string, SavedTensor>& saved) {
+    std::vector<std::map<std::string, SavedTensor>> per_layer(layers_.size());
+    for (const auto& [name, t] : saved) {
+        const size_t dot = name.find('.');
+        size_t i = layers_.size();
+        if (dot != std::string::npos && dot > 0 && dot <= 4 &&
+            name.find_first_not_of("0123456789") == dot)
+            i = static_cast<size_t>(std::stoul(name.substr(0, dot)));
+        if (i >= layers_.size())
+            throw Error("carried state '" + name + "' names no layer of the model (" + std::to_string(layers_.size()) +
+                        " layers)");
+        per_layer[i].emplace(name.substr(dot + 1), t);
+    }
+    for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->restore_carried_state(per_layer[i]);
+}
+
 }  // namespace xylem

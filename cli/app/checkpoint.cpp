@@ -11,7 +11,7 @@ namespace xylem::app {
 namespace {
 
 const std::string kStatePrefix = "xylem.", kSolverPrefix = "xylem.solver.", kOrderName = "xylem.train.order",
-                  kStateKey = "xylem.training_state";
+                  kCarriedPrefix = "xylem.carried.", kStateKey = "xylem.training_state";
 constexpr int kStateVersion = 1;
 
 bool is_training_state(const std::string& name) { return name.rfind(kStatePrefix, 0) == 0; }
@@ -84,6 +84,15 @@ void apply_model_tensors(const std::string& path, const io::Safetensors& file, S
 
 void load_checkpoint(const std::string& path, Sequential& model) { apply_model_tensors(path, io::read_safetensors(path), model); }
 
+std::map<std::string, SavedTensor> carried_snapshot(Sequential& model) {
+    std::map<std::string, SavedTensor> out;
+    for (const auto& [name, t] : model.carried_state()) {
+        const float* v = t->host_read<float>();
+        out[name] = SavedTensor{t->shape(), std::vector<float>(v, v + t->numel())};
+    }
+    return out;
+}
+
 void save_training_checkpoint(const std::string& path, Sequential& model, Solver& solver, Device& dev,
                               const TrainingState& st, const std::map<std::string, std::string>& metadata) {
     std::vector<Param*> params = model.params();
@@ -97,6 +106,8 @@ void save_training_checkpoint(const std::string& path, Sequential& model, Solver
         }
     views.push_back({kOrderName, "I32", {static_cast<int64_t>(st.order.size())}, st.order.data(),
                      st.order.size() * sizeof(int32_t)});
+    for (const auto& [name, t] : st.carried)
+        views.push_back({kCarriedPrefix + name, "F32", t.shape, t.values.data(), t.values.size() * sizeof(float)});
 
     nlohmann::json j;
     j["version"] = kStateVersion;
@@ -164,6 +175,15 @@ TrainingState read_training_state(const std::string& path, const io::Safetensors
         throw Error(path + ": corrupt training state: tensor '" + kOrderName + "' missing or not a 1-d I32 tensor");
     st.order.resize(static_cast<size_t>(order->second.shape[0]));
     if (!st.order.empty()) std::memcpy(st.order.data(), order->second.data.data(), order->second.data.size());
+    for (const auto& [name, t] : file.tensors) {
+        if (name.rfind(kCarriedPrefix, 0) != 0) continue;
+        if (t.dtype != "F32")
+            throw Error(path + ": corrupt training state: carried state tensor '" + name + "' is " + t.dtype + ", not F32");
+        SavedTensor& s = st.carried[name.substr(kCarriedPrefix.size())];
+        s.shape = t.shape;
+        s.values.resize(t.data.size() / sizeof(float));
+        if (!s.values.empty()) std::memcpy(s.values.data(), t.data.data(), s.values.size() * sizeof(float));
+    }
     return st;
 }
 
@@ -194,6 +214,11 @@ TrainingState load_training_checkpoint(const std::string& path, Sequential& mode
     for (auto& [name, value] : model.counters())
         if (!counters.contains(name) || !counters.at(name).is_number_unsigned())
             throw Error(path + ": training checkpoint has no counter '" + name + "' that the model needs");
+    try {  // checks the names and shapes; installs them for the next forward (the trainer re-installs after its reset)
+        model.restore_carried_state(st.carried);
+    } catch (const Error& e) {
+        throw Error(path + ": " + e.what());
+    }
     apply_model_tensors(path, file, model);  // validates the model's tensors before writing them
     for (const Solver::StateSlot& slot : slots)
         for (size_t i = 0; i < params.size(); ++i) {

@@ -2,7 +2,8 @@
 // PyTorch nn.Sequential state_dict. A training checkpoint is the same file plus what a resumed run
 // needs to continue exactly: solver state as extra tensors ("xylem.solver.<slot>.<param>", e.g.
 // "xylem.solver.momentum_buffer.1.weight"), the epoch's shuffled order ("xylem.train.order"),
-// and the rest (position, RNG, counters, metrics so far, the config) as JSON in the metadata
+// mid-epoch the recurrent layers' carried state ("xylem.carried.<layer>.<name>", e.g.
+// "xylem.carried.1.h_l0"), and the rest (position, RNG, counters, metrics so far, the config) as JSON in the metadata
 // key "xylem.training_state". Other tools read it as a state_dict with a few extra keys.
 #pragma once
 
@@ -41,7 +42,13 @@ struct TrainingState {
     bool has_best = false;
     std::string config_text, config_source;   // the run's config, as first given
     nlohmann::json overrides = nlohmann::json::object();  // command-line overrides it ran with
+    // The recurrent layers' state at this position (Sequential::carried_state, host copies): a run
+    // resumed mid-epoch continues its text streams from it. Empty at an epoch's start.
+    std::map<std::string, SavedTensor> carried;
 };
+
+// Host copies of the model's carried state (reads device tensors: call it between steps).
+std::map<std::string, SavedTensor> carried_snapshot(Sequential& model);
 
 // Saves the model, the solver's state and `state`. Reads device tensors (a sync): call it
 // between steps.

@@ -421,6 +421,7 @@ void Run::nonfinite(float total, int epoch, int64_t step) {
 // One step: the batch's upload or gathers, forward, loss, backward, update. Recordable.
 bool Run::run_steps(int epoch) {
     model_->reset_state();  // recurrent state carries over between batches, not from the last epoch or a validation
+    if (st_.step > 0 && !st_.carried.empty()) model_->restore_carried_state(st_.carried);  // resumed mid-epoch
     if (st_.step == 0) {  // a fresh epoch: shuffle, and note the generator's state for the next one
         if (data_.shuffled()) std::shuffle(order_.begin(), order_.end(), shuffle_rng_);
         st_.order.assign(order_.begin(), order_.end());
@@ -513,7 +514,10 @@ bool Run::run_steps(int epoch) {
             report_.interval_row(r);
         }
         if (show) progress(epoch, step + 1, recent, last);
-        if (checkpoint) save_last();
+        if (checkpoint) {
+            st_.carried = carried_snapshot(*model_);
+            save_last();
+        }
         if (stop) {
             result_.stopped_by_signal = stop_signal();
             return false;
@@ -536,6 +540,9 @@ void Run::end_epoch(int epoch) {
     const TransferCounts t = transfer_counts() - transfers0_;
     m.transfers_per_step = static_cast<double>(t.count()) / steps_run;
     m.h2d_bytes_per_step = static_cast<double>(t.h2d_bytes) / steps_run;
+    // An epoch that max_steps cut short resumes mid-stream: keep the recurrent state before
+    // validation resets it. A complete epoch's successor starts from zero.
+    st_.carried = m.complete ? std::map<std::string, SavedTensor>{} : carried_snapshot(*model_);
     const bool was_profiling = profiler::enabled();
     profiler::enable(false);  // the profile covers training steps only
     if (dp_) dp_->average_buffers(*model_);  // every rank scores with the same running statistics

@@ -128,6 +128,67 @@ TEST_P(RecurrentLayer, ResetAndAnotherBatchShapeStartFromZero) {
     }
 }
 
+// A mid-epoch checkpoint keeps the carried state (carried_state); a new layer given it
+// (restore_carried_state) continues the sequence exactly as the layer that never stopped. Bad
+// saved state is an Error naming the layer and the tensor, and changes nothing.
+TEST_P(RecurrentLayer, SavedCarriedStateContinuesTheSequence) {
+    for (bool lstm : {true, false}) {
+        SCOPED_TRACE(lstm ? "lstm" : "gru");
+        const int64_t time = 3, features = 2, hidden = 4, levels = 2, batch = 3;
+        auto a = make(lstm, hidden, levels), b = make(lstm, hidden, levels);
+        require(*a);
+        std::mt19937_64 ra(5), rb(5);
+        a->bind(dev(), {time, features}, ra);
+        b->bind(dev(), {time, features}, rb);
+        a->set_label("model.layers[1] (" + a->kind() + ")");
+        b->set_label(a->label());
+        EXPECT_TRUE(a->carried_state().empty()) << "no forward yet";
+        const Tensor x1 = upload(dev(), {batch, time, features}, rng_.uniform(batch * time * features, -2.0f, 2.0f));
+        const Tensor x2 = upload(dev(), {batch, time, features}, rng_.uniform(batch * time * features, -2.0f, 2.0f));
+        a->forward(dev(), x1, true);
+        std::map<std::string, SavedTensor> saved;
+        std::vector<std::string> names;
+        for (const auto& [name, t] : a->carried_state()) {
+            names.push_back(name);
+            saved[name] = SavedTensor{t->shape(), t->to_vector()};
+            EXPECT_EQ(t->shape(), (Shape{hidden, batch})) << name;
+        }
+        const std::vector<std::string> want =
+            lstm ? std::vector<std::string>{"h_l0", "c_l0", "h_l1", "c_l1"} : std::vector<std::string>{"h_l0", "h_l1"};
+        EXPECT_EQ(names, want);
+        const std::vector<float> continued = a->forward(dev(), x2, true).to_vector();
+
+        auto refused = [&](std::map<std::string, SavedTensor> bad) {
+            try {
+                b->restore_carried_state(bad);
+            } catch (const Error& e) {
+                return std::string(e.what());
+            }
+            return std::string("(no error)");
+        };
+        auto without = saved;
+        without.erase("h_l1");
+        EXPECT_EQ(refused(without), b->label() + ": the checkpoint's carried state has no 'h_l1'");
+        auto wrong = saved;
+        wrong["h_l1"].shape = {hidden + 1, batch};
+        EXPECT_EQ(refused(wrong), b->label() + ": carried state 'h_l1' is [" + std::to_string(hidden + 1) + ", 3], expected [4, batch] with the batch of the others, 3");
+        auto extra = saved;
+        extra["h_l2"] = saved["h_l0"];
+        EXPECT_TRUE(refused(extra).find("has 'h_l2', which this layer does not carry") != std::string::npos) << refused(extra);
+
+        // From zero, b's second batch differs from a's; restored, it is a's.
+        b->forward(dev(), x1, true);  // b's own state after x1 (the same as a's): replaced by the restore
+        b->reset_state();
+        EXPECT_FALSE(near(b->forward(dev(), x2, true).to_vector(), to_double(continued), 1e-4)) << "zero state";
+        b->reset_state();
+        b->restore_carried_state(saved);
+        EXPECT_TRUE(near(b->forward(dev(), x2, true).to_vector(), to_double(continued), 1e-6));
+        b->restore_carried_state(saved);
+        b->reset_state();  // a reset drops a pending restore
+        EXPECT_FALSE(near(b->forward(dev(), x2, true).to_vector(), to_double(continued), 1e-4));
+    }
+}
+
 // Sampling feeds one character at a time: T = 1 steps chain into the whole sequence's outputs.
 TEST_P(RecurrentLayer, OneStepAtATimeEqualsTheWholeSequence) {
     for (bool lstm : {true, false}) {

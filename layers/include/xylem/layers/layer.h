@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <random>
 #include <string>
 #include <utility>
@@ -17,6 +18,12 @@ struct Param {
     std::string name;
     Tensor value;
     Tensor grad;
+};
+
+// A tensor's shape and values on the host, as a checkpoint holds them (carried state).
+struct SavedTensor {
+    Shape shape;
+    std::vector<float> values;
 };
 
 class Layer {
@@ -49,6 +56,14 @@ public:
     // back-propagation through time); this drops it (zero state), at each epoch's start and before
     // validation or sampling. Other layers have no state to drop.
     virtual void reset_state() {}
+    // That carried state, for a mid-epoch training checkpoint (a resumed run continues its streams
+    // where they were, as an uninterrupted run would): named tensors, empty when the layer carries
+    // nothing or its last forward was not a training one.
+    virtual std::vector<std::pair<std::string, const Tensor*>> carried_state() { return {}; }
+    // Installs saved carried state (names and shapes as carried_state() gave them) as the state the
+    // next forward starts from, until reset_state(). Checks everything first: an Error naming
+    // the tensor when one is missing, unknown or of the wrong shape, and then nothing changes.
+    virtual void restore_carried_state(const std::map<std::string, SavedTensor>& saved);
     // Takes over a following activation layer (one fused op) when this layer and the backend
     // can; returns whether it did.
     virtual bool fuse_activation(xylem_activation, Backend&) { return false; }

@@ -54,6 +54,11 @@ public:
     std::vector<Param*> params() override;
     std::vector<std::pair<std::string, uint64_t*>> counters() override { return {{"mask_calls", &calls_}}; }
     void reset_state() override;
+    // h_l<k> (and an LSTM's c_l<k>) of every level, [hidden, batch] (unit-major), after the last
+    // training forward. Restored state is installed by the next forward of a batch of that size
+    // (another size starts from zero, as it would have).
+    std::vector<std::pair<std::string, const Tensor*>> carried_state() override;
+    void restore_carried_state(const std::map<std::string, SavedTensor>& saved) override;
     std::vector<uint32_t> ops_needed(bool backward) const override;
 
     int64_t hidden() const { return opt_.hidden; }
@@ -137,7 +142,13 @@ private:
     std::vector<Param> params_;  // 4 per level: weight_ih, weight_hh, bias_ih, bias_hh
     std::map<std::pair<int64_t, int64_t>, Workspace> spaces_;  // by (batch, time)
     std::map<std::pair<int64_t, int64_t>, Tensor> indices_;    // swap_rows indices by (a, b)
+    std::string carried_name(int64_t level, int cell) const;
     Workspace* last_ = nullptr;  // the workspace of the last forward
+    // restore_carried_state's values, in carried order (level, cell); kept until the next restore,
+    // since uploads read them asynchronously.
+    std::vector<std::vector<float>> restored_;
+    int64_t restored_batch_ = 0;
+    bool restore_pending_ = false;
     Device* dev_ = nullptr;      // where the state lives (reset_state zeroes it there)
     bool trained_ = false, dropped_ = false;
 };

@@ -44,6 +44,10 @@ public:
     std::vector<std::pair<std::string, uint64_t*>> counters();
     // Every layer's reset_state(): drops recurrent state carried between batches.
     void reset_state();
+    // Every layer's carried state, named "<layer index>.<name>" ("1.h_l0"), and its inverse: each
+    // layer gets the entries of its index (an Error for a name of no layer, or one a layer refuses).
+    std::vector<std::pair<std::string, const Tensor*>> carried_state();
+    void restore_carried_state(const std::map<std::string, SavedTensor>& saved);
     std::string summary() const;  // one line per layer, with shapes and fusion
 
 private:
