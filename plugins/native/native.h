@@ -188,6 +188,14 @@ void split_work(int64_t n, int workers, const F& body) {
     });
 }
 
+// Row-major C = alpha*op(A)*op(B) + beta*C on OpenBLAS (sizes checked against INT_MAX by the
+// caller; ops/gemm.cpp). When OpenBLAS runs one thread (split_cpus() > 1: the default on small
+// machines, device.cpp) and there are the FLOPs to pay for waking the pool, C is cut into row
+// blocks (column blocks when it is wider than tall), one single-threaded sgemm per worker. K is
+// never cut, so each element sums in the same order: the same bits however many blocks.
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+           int64_t ldb, float beta, float* c, int64_t ldc);
+
 // y = act(x) over n elements (y may alias x).
 void activate(int act, const float* x, float* y, int64_t n);
 // y[r,:] = act(y[r,:] + b) for each of rows rows (b may be null).

@@ -137,21 +137,25 @@ void op_add(const xylem_op_desc& desc, xylem_stream_s&) {
     if (sh.b != plugin_kit::Broadcast::elementwise && overlap(tout, tb)) a.fail("out overlaps the broadcast b");
     const float *x = ta.f32(), *y = tb.f32();
     float* out = tout.f32();
-    for (int64_t r = 0; r < sh.rows; ++r) {
-        const float* xr = x + r * sh.cols;
-        float* o = out + r * sh.cols;
-        switch (sh.b) {
-        case plugin_kit::Broadcast::elementwise:
-            for (int64_t c = 0; c < sh.cols; ++c) o[c] = at.alpha * xr[c] + at.beta * y[r * sh.cols + c];
-            break;
-        case plugin_kit::Broadcast::row:
-            for (int64_t c = 0; c < sh.cols; ++c) o[c] = at.alpha * xr[c] + at.beta * y[c];
-            break;
-        case plugin_kit::Broadcast::column:
-            for (int64_t c = 0; c < sh.cols; ++c) o[c] = at.alpha * xr[c] + at.beta * y[r];
-            break;
+    const int workers = static_cast<int>(
+        std::clamp<int64_t>(sh.rows * sh.cols / kMinSplitElements, 1, std::min<int64_t>(split_cpus(), sh.rows)));
+    split_work(sh.rows, workers, [&](int64_t lo, int64_t hi, int) {  // rows split between threads when big
+        for (int64_t r = lo; r < hi; ++r) {
+            const float* xr = x + r * sh.cols;
+            float* o = out + r * sh.cols;
+            switch (sh.b) {
+            case plugin_kit::Broadcast::elementwise:
+                for (int64_t c = 0; c < sh.cols; ++c) o[c] = at.alpha * xr[c] + at.beta * y[r * sh.cols + c];
+                break;
+            case plugin_kit::Broadcast::row:
+                for (int64_t c = 0; c < sh.cols; ++c) o[c] = at.alpha * xr[c] + at.beta * y[c];
+                break;
+            case plugin_kit::Broadcast::column:
+                for (int64_t c = 0; c < sh.cols; ++c) o[c] = at.alpha * xr[c] + at.beta * y[r];
+                break;
+            }
         }
-    }
+    });
 }
 
 void op_act_fwd(const xylem_op_desc& desc, xylem_stream_s&) {

@@ -36,20 +36,23 @@ void op_gather_rows(const xylem_op_desc& desc, xylem_stream_s&) {
         if (ix[i] < 0 || ix[i] >= rows)
             a.fail("index %d at position %lld is out of range [0, %lld)", ix[i], static_cast<long long>(i),
                    static_cast<long long>(rows));
-    if (g.row_len == 1) {  // one element per row (the recurrent layers' transposes): a plain gather
-        const uint32_t* s = static_cast<const uint32_t*>(src.data);  // f32 or i32: moved as bits
-        uint32_t* o = static_cast<uint32_t*>(out.data);
-        for (int64_t i = 0; i < idx.numel; ++i) o[i] = s[ix[i]];
-        return;
-    }
-    if (g.row_len <= kShortGatherRow) {  // a memcpy call per short row costs more than the copy
-        copy_short_rows(static_cast<const uint32_t*>(src.data), ix, idx.numel, g.row_len,
-                        static_cast<uint32_t*>(out.data));
-        return;
-    }
-    const char* s = static_cast<const char*>(src.data);
-    char* o = static_cast<char*>(out.data);
-    for (int64_t i = 0; i < idx.numel; ++i) std::memcpy(o + i * row_bytes, s + ix[i] * row_bytes, row_bytes);
+    // Big gathers (the recurrent layers' permutations of a whole sequence) split their rows.
+    const int workers = static_cast<int>(
+        std::clamp<int64_t>(idx.numel * g.row_len / kMinSplitElements, 1, std::min<int64_t>(split_cpus(), idx.numel)));
+    split_work(idx.numel, workers, [&](int64_t lo, int64_t hi, int) {
+        if (g.row_len == 1) {  // one element per row (the recurrent layers' transposes): a plain gather
+            const uint32_t* s = static_cast<const uint32_t*>(src.data);  // f32 or i32: moved as bits
+            uint32_t* o = static_cast<uint32_t*>(out.data);
+            for (int64_t i = lo; i < hi; ++i) o[i] = s[ix[i]];
+        } else if (g.row_len <= kShortGatherRow) {  // a memcpy call per short row costs more than the copy
+            copy_short_rows(static_cast<const uint32_t*>(src.data), ix + lo, hi - lo, g.row_len,
+                            static_cast<uint32_t*>(out.data) + lo * g.row_len);
+        } else {
+            const char* s = static_cast<const char*>(src.data);
+            char* o = static_cast<char*>(out.data);
+            for (int64_t i = lo; i < hi; ++i) std::memcpy(o + i * row_bytes, s + ix[i] * row_bytes, row_bytes);
+        }
+    });
 }
 
 // out[idx[i], :] += src[i, :] for i in order, so repeated indices add in index order (the order

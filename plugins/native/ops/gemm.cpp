@@ -14,7 +14,43 @@ void check_int(const OpArgs& a, int64_t v, const char* what) {
     if (v > INT_MAX) a.fail("%s = %lld exceeds the BLAS limit of %d", what, static_cast<long long>(v), INT_MAX);
 }
 
+// Work per extra worker below which waking it costs more than it saves (a wake is some
+// microseconds; 1 MFLOP is ~10 us of one thread's GEMM here).
+constexpr double kMinSplitGemmFlops = 5e7;
+// Blocks of C start at multiples of this many rows or columns (OpenBLAS's kernels work in 16s).
+constexpr int64_t kSplitAlign = 16;
+
+// C block [lo, hi) of the dimension being cut (rows when by_rows, else columns).
+void sgemm_block(bool ta, bool tb, bool by_rows, int64_t lo, int64_t hi, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+    if (by_rows) {
+        a += ta ? lo : lo * lda;
+        c += lo * ldc;
+        m = hi - lo;
+    } else {
+        b += tb ? lo * ldb : lo;
+        c += lo;
+        n = hi - lo;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+                static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+                c, static_cast<int>(ldc));
+}
+
 }  // namespace
+
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+           int64_t ldb, float beta, float* c, int64_t ldc) {
+    const bool by_rows = m >= n;
+    const int64_t cut = by_rows ? m : n, units = (cut + kSplitAlign - 1) / kSplitAlign;
+    const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    const int workers = static_cast<int>(
+        std::clamp<double>(std::min<double>(flops / kMinSplitGemmFlops, static_cast<double>(units)), 1.0, split_cpus()));
+    split_work(units, workers, [&](int64_t lo, int64_t hi, int) {
+        sgemm_block(ta, tb, by_rows, lo * kSplitAlign, std::min(hi * kSplitAlign, cut), m, n, k, alpha, a, lda, b, ldb,
+                    beta, c, ldc);
+    });
+}
 
 void op_gemm(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 2, 1);
@@ -34,10 +70,7 @@ void op_gemm(const xylem_op_desc& desc, xylem_stream_s&) {
         else if (attrs.beta != 1.0f) for (int64_t i = 0; i < m * n; ++i) c[i] *= attrs.beta;
         return;
     }
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), attrs.alpha, ta.f32(),
-                static_cast<int>(ta.dims[1]), tb.f32(), static_cast<int>(tb.dims[1]), attrs.beta, c,
-                static_cast<int>(n));
+    sgemm(trans_a, trans_b, m, n, k, attrs.alpha, ta.f32(), ta.dims[1], tb.f32(), tb.dims[1], attrs.beta, c, n);
 }
 
 // Y = X*W^T with beta = 0 (nothing to read), then one pass for bias + activation: that touches Y
@@ -58,9 +91,7 @@ void op_linear_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     float* y = ty.f32();
     if (in_f == 0) std::fill_n(y, rows * out_f, 0.0f);
     else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(out_f),
-                    static_cast<int>(in_f), 1.0f, tx.f32(), static_cast<int>(in_f), tw.f32(),
-                    static_cast<int>(in_f), 0.0f, y, static_cast<int>(out_f));
+        sgemm(false, true, rows, out_f, in_f, 1.0f, tx.f32(), in_f, tw.f32(), in_f, 0.0f, y, out_f);
     if (b || act != XYLEM_ACT_NONE) bias_activate(act, b, y, rows, out_f);
 }
 

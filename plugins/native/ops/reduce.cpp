@@ -47,13 +47,18 @@ void op_bias_grad(const xylem_op_desc& desc, xylem_stream_s& stream) {
     }
     // [N,C,H,W...]: each (n,c) plane is contiguous; sum the planes in memory order (one
     // sequential pass, which the prefetcher follows) into per-channel accumulators.
+    // Big ones split the channels between threads: each channel still sums in the same order.
     double* acc = stream.scratch_.alloc<double>(c);
     std::fill_n(acc, c, 0.0);
-    for (int64_t r = 0; r < n; ++r)
-        for (int64_t ch = 0; ch < c; ++ch) {
-            const float* plane = dy + (r * c + ch) * inner;
-            acc[ch] += lane_sum(inner, [plane](int64_t i) { return plane[i]; });
-        }
+    const int workers =
+        static_cast<int>(std::clamp<int64_t>(n * c * inner / kMinSplitElements, 1, std::min<int64_t>(split_cpus(), c)));
+    split_work(c, workers, [&](int64_t lo, int64_t hi, int) {
+        for (int64_t r = 0; r < n; ++r)
+            for (int64_t ch = lo; ch < hi; ++ch) {
+                const float* plane = dy + (r * c + ch) * inner;
+                acc[ch] += lane_sum(inner, [plane](int64_t i) { return plane[i]; });
+            }
+    });
     for (int64_t ch = 0; ch < c; ++ch) db[ch] = blend(beta, db[ch], acc[ch]);
 }
 
