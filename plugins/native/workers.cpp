@@ -1,12 +1,15 @@
 // The plugin's worker threads: a pool, started on first use, that runs the items of one parallel
-// kernel at a time (fused_elementwise's tiles). Workers sleep on a condition variable between
-// jobs, never spin, so they take no CPU from OpenBLAS or the caller while idle; waking them costs
-// microseconds where starting threads per op (conv.cpp) costs tens.
+// kernel at a time (fused programs' tiles, GEMM blocks, conv slices). After a job a worker spins
+// for kSpin on an atomic for the next one, then sleeps on a condition variable: an LSTM step
+// issues a small GEMM or fused program every ~30 us, and a condition-variable wake-up costs tens
+// of microseconds on a VM, while 50 us of spinning after the last op is all an idle pool costs.
+// (OpenMP runtimes spin for 200 ms by default.)
 #include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <system_error>
@@ -18,6 +21,11 @@
 namespace xylem::native {
 
 namespace {
+
+// How long an idle helper spins for the next job before sleeping, and the caller for a helper's
+// last item: a wake-up through the condition variable costs tens of microseconds on a VM, the
+// length of the small GEMMs and fused programs an LSTM step issues back to back.
+constexpr std::chrono::microseconds kSpin{50};
 
 struct Job {
     void (*fn)(void* ctx, int worker, int64_t item);
@@ -46,35 +54,62 @@ public:
                 break;  // run with the threads we have
             }
         }
+        bool sleepers;
         {
             std::lock_guard<std::mutex> lock(mutex_);
             job_ = &job;
             helpers_ = std::min(workers - 1, static_cast<int>(threads_.size()));
-            ++generation_;
+            published_.store(++generation_, std::memory_order_release);
+            sleepers = sleepers_ > 0;
         }
-        wake_.notify_all();
+        if (sleepers) wake_.notify_all();  // the others are still spinning on published_
         job.work(0);
         // Withdraw the job, then wait only for the helpers that joined it: one the scheduler has
-        // not woken yet (a busy machine) costs nothing, its items taken here instead.
+        // not woken yet (a busy machine) costs nothing, its items taken here instead. A helper
+        // still inside is waited for by spinning a little first (its last item is short).
         std::unique_lock<std::mutex> lock(mutex_);
         job_ = nullptr;
+        if (running_ > 0) {
+            lock.unlock();
+            const auto until = std::chrono::steady_clock::now() + kSpin;
+            while (running_atomic_.load(std::memory_order_acquire) > 0 && std::chrono::steady_clock::now() < until)
+                pause();
+            lock.lock();
+        }
         done_.wait(lock, [this] { return running_ == 0; });
     }
 
 private:
+    static void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+
     void loop(int index) {
         std::unique_lock<std::mutex> lock(mutex_);
         uint64_t seen = 0;
         for (;;) {
-            wake_.wait(lock, [&] { return generation_ != seen; });
+            if (generation_ == seen) {  // spin a little for the next job before sleeping
+                lock.unlock();
+                const auto until = std::chrono::steady_clock::now() + kSpin;
+                while (published_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until)
+                    pause();
+                lock.lock();
+                ++sleepers_;
+                wake_.wait(lock, [&] { return generation_ != seen; });
+                --sleepers_;
+            }
             seen = generation_;
             if (!job_ || index > helpers_) continue;  // withdrawn already, or not needed
             Job* job = job_;  // stays alive: run() waits for running_ to drop back to 0
             ++running_;
+            running_atomic_.store(running_, std::memory_order_release);
             lock.unlock();
             job->work(index);
             lock.lock();
-            if (--running_ == 0) done_.notify_one();
+            running_atomic_.store(--running_, std::memory_order_release);
+            if (running_ == 0) done_.notify_one();
         }
     }
 
@@ -86,6 +121,9 @@ private:
     uint64_t generation_ = 0;  // one more per job: what wakes the helpers
     int helpers_ = 0;          // pool threads 1..helpers_ may join the current job
     int running_ = 0;          // helpers inside the current job
+    int sleepers_ = 0;         // helpers asleep on wake_ (the others spin on published_)
+    std::atomic<uint64_t> published_{0};  // generation_, for spinning helpers (no lock)
+    std::atomic<int> running_atomic_{0};  // running_, for the spinning caller
     const pid_t pid_ = getpid();
 };
 

@@ -23,9 +23,10 @@ using plugin_kit::FusedShape;
 // char-rnn (native, one thread): 512 -> 128 took the step from 56.4 to 54.5 ms; 64 and 256 were
 // slower than 128.
 constexpr int64_t kTile = 128;
-// Elements below which one thread does everything: waking a worker costs some microseconds,
-// about what one thread takes for this many elements of a short program.
-constexpr int64_t kMinPerWorker = 32 * 1024;
+// Elements below which one thread does everything: handing a worker items costs about a
+// microsecond while it spins (workers.cpp), tens once it sleeps; 2k elements of an LSTM cell's
+// program take ~10 us. char-rnn's 6,400-element cell programs run on two workers.
+constexpr int64_t kMinPerWorker = 2 * 1024;
 
 // Rows shorter than this are broadcast element by element: a memcpy or fill call per row
 // would cost more than the row.
