@@ -1,5 +1,7 @@
 // Conformance, gather_rows: rows picked by index from a device-resident table (f32 and i32),
-// repeated and out-of-order indices, trailing dims of rank 0 to 2.
+// repeated and out-of-order indices, trailing dims of rank 0 to 2; indices that transpose a grid
+// of rows (the recurrent layers' changes of layout, which a plugin may recognise) and ones that
+// almost do.
 #include "ops/conformance.h"
 #include "support/backends.h"
 #include "xylem/op_calls.h"
@@ -38,6 +40,36 @@ TEST_P(GatherConformance, RowsByIndex) {
         for (size_t i = 0; i < idx.size(); ++i)
             for (int64_t j = 0; j < width; ++j)
                 EXPECT_EQ(got[i * width + j], isrc[static_cast<size_t>(idx[i] * width + j)]) << "row " << i;
+    }
+}
+
+// idx[j*a + i] = i*b + j (an [a, b] grid of rows to [b, a]) for sizes around any tiling, big
+// enough to be split over threads, then the same index with one entry changed: exact copies.
+TEST_P(GatherConformance, TransposingIndices) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_GATHER_ROWS);
+    Rng rng;
+    struct Grid {
+        int64_t a, b, width;
+    };
+    for (const Grid& g : {Grid{2, 2, 1}, Grid{33, 31, 1}, Grid{6400, 50, 1}, Grid{50, 6400, 1}, Grid{17, 5, 3}}) {
+        SCOPED_TRACE(std::to_string(g.a) + "x" + std::to_string(g.b) + " rows of " + std::to_string(g.width));
+        const int64_t n = g.a * g.b;
+        const auto src = rng.uniform(n * g.width);
+        std::vector<int32_t> idx(static_cast<size_t>(n));
+        for (int64_t j = 0; j < g.b; ++j)
+            for (int64_t i = 0; i < g.a; ++i) idx[static_cast<size_t>(j * g.a + i)] = static_cast<int32_t>(i * g.b + j);
+        for (bool changed : {false, true}) {
+            if (changed) idx[static_cast<size_t>(n - 2)] = idx[static_cast<size_t>(n / 3)];  // no longer a permutation
+            Tensor tsrc = upload(dev(), {n, g.width}, src), tidx = upload_i32(dev(), {n}, idx);
+            Tensor out({n, g.width}, DType::F32, dev());
+            ops::gather_rows(dev(), tsrc, tidx, out);
+            const std::vector<float> got = out.to_vector();
+            int64_t wrong = 0;
+            for (int64_t k = 0; k < n; ++k)
+                for (int64_t w = 0; w < g.width; ++w)
+                    wrong += got[static_cast<size_t>(k * g.width + w)] != src[static_cast<size_t>(idx[static_cast<size_t>(k)] * g.width + w)];
+            EXPECT_EQ(wrong, 0) << (changed ? "one index changed" : "a transpose");
+        }
     }
 }
 

@@ -23,6 +23,35 @@ XYLEM_CLONES __attribute__((optimize("no-tree-loop-distribute-patterns"))) void 
     }
 }
 
+// The number of rows a of the grid when idx is the transpose of an [a, b] grid of elements
+// (idx[j*a + i] = i*b + j: the recurrent layers' (t, unit, b) <-> (b, t, unit) changes of
+// layout), else 0. One sequential pass over idx, far cheaper than the gather it saves.
+int64_t transposed_grid(const int32_t* ix, int64_t n) {
+    if (n < 4 || ix[0] != 0 || ix[1] <= 1 || n % ix[1] != 0) return 0;
+    const int64_t b = ix[1], a = n / b;
+    if (a < 2) return 0;
+    bool ok = true;
+    for (int64_t j = 0; j < b; ++j) {
+        const int32_t* col = ix + j * a;
+        for (int64_t i = 0; i < a; ++i) ok &= col[i] == static_cast<int32_t>(i * b + j);
+        if (!ok) return 0;
+    }
+    return a;
+}
+
+// out[j*a + i] = src[i*b + j] for j in [j0, j1), in square tiles: each tile reads kTile source
+// rows and writes kTile output rows, both in cache, where element order strides b apart.
+XYLEM_CLONES void transpose_elements(const uint32_t* __restrict src, int64_t a, int64_t b, int64_t j0, int64_t j1,
+                                     uint32_t* __restrict out) {
+    constexpr int64_t kTile = 32;
+    for (int64_t jt = j0; jt < j1; jt += kTile)
+        for (int64_t it = 0; it < a; it += kTile) {
+            const int64_t je = std::min(jt + kTile, j1), ie = std::min(it + kTile, a);
+            for (int64_t j = jt; j < je; ++j)
+                for (int64_t i = it; i < ie; ++i) out[j * a + i] = src[i * b + j];
+        }
+}
+
 }  // namespace
 
 void op_gather_rows(const xylem_op_desc& desc, xylem_stream_s&) {
@@ -39,6 +68,13 @@ void op_gather_rows(const xylem_op_desc& desc, xylem_stream_s&) {
     // Big gathers (the recurrent layers' permutations of a whole sequence) split their rows.
     const int workers = static_cast<int>(
         std::clamp<int64_t>(idx.numel * g.row_len / kMinSplitElements, 1, std::min<int64_t>(split_cpus(), idx.numel)));
+    if (const int64_t a = g.row_len == 1 ? transposed_grid(ix, idx.numel) : 0) {  // a transpose: by tiles
+        const int64_t b = idx.numel / a;
+        split_work(b, workers, [&](int64_t lo, int64_t hi, int) {
+            transpose_elements(static_cast<const uint32_t*>(src.data), a, b, lo, hi, static_cast<uint32_t*>(out.data));
+        });
+        return;
+    }
     split_work(idx.numel, workers, [&](int64_t lo, int64_t hi, int) {
         if (g.row_len == 1) {  // one element per row (the recurrent layers' transposes): a plain gather
             const uint32_t* s = static_cast<const uint32_t*>(src.data);  // f32 or i32: moved as bits
