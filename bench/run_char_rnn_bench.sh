@@ -4,7 +4,7 @@
 # RMSprop lr 2e-3 alpha 0.95, clip by value 5, U(-0.08, 0.08), forget bias 1), in one run.
 #
 #   bench/run_char_rnn_bench.sh [--steps N] [--opencl-steps N] [--threads "1 2"] [--xylem PATH]
-#                               [--backends "native opencl"] [--fusion-off ARGS] [--out DIR]
+#                               [--backends "native opencl"] [--fusion-off ARGS] [--one-thread ARGS] [--out DIR]
 #                               [--config FILE]   (default examples/char_rnn.toml; PyTorch's recipe is fixed)
 #                               [--summary-only]  (the table again from an earlier --out DIR's results)
 #
@@ -14,8 +14,10 @@
 # end at --steps (the validation loss after N iterations). ms per iteration is each row's training
 # time over its steps (validation excluded). The native run is repeated with step fusion off
 # (--fusion-off: extra arguments or NAME=VALUE environment words, default XYLEM_FUSION=0; "" skips
-# it), and two 3-step --profile runs on native give the kernel launches per training step with
-# fusion on and off. PyTorch runs once per --threads count (default "1 $(nproc)"): on a machine
+# it), and again on one thread (--one-thread, default XYLEM_NUM_THREADS=1: OpenBLAS and the
+# plugin's pool both at one thread, to compare with PyTorch's one-thread run; "" skips it). Two
+# 3-step --profile runs on native give the kernel launches per training step with fusion on and
+# off. PyTorch runs once per --threads count (default "1 $(nproc)"): on a machine
 # that others use, its OpenMP threads spin against them (1.2 s per iteration with 2 threads at
 # load 4 on 2 CPUs, against 79 ms with one), so the reference for the ratios is the fastest
 # PyTorch run, and its losses are those of the first. Then `xylem sample` prints text from the
@@ -30,6 +32,7 @@ THREADS="1 $(nproc)"
 XYLEM="$ROOT/build/bin/xylem"
 BACKENDS="native opencl"
 FUSION_OFF="XYLEM_FUSION=0"
+ONE_THREAD="XYLEM_NUM_THREADS=1"
 OUT=""
 SUMMARY_ONLY=0
 CONFIG="$ROOT/examples/char_rnn.toml"
@@ -41,10 +44,11 @@ while [[ $# -gt 0 ]]; do
         --xylem) XYLEM="$(realpath "$2")"; shift 2 ;;
         --backends) BACKENDS="$2"; shift 2 ;;
         --fusion-off) FUSION_OFF="$2"; shift 2 ;;
+        --one-thread) ONE_THREAD="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
         --config) CONFIG="$(realpath "$2")"; shift 2 ;;
         --summary-only) SUMMARY_ONLY=1; shift ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -85,6 +89,10 @@ if [[ -n "$FUSION_OFF" ]]; then
     # shellcheck disable=SC2086
     xylem_run "xylem-native-fusion-off" native "$STEPS" $FUSION_OFF
 fi
+if [[ -n "$ONE_THREAD" ]]; then
+    # shellcheck disable=SC2086
+    xylem_run "xylem-native-one-thread" native "$STEPS" $ONE_THREAD
+fi
 # launches_of NAME [EXTRA...]: a 3-step --profile run on native; prints its launches per training step.
 launches_of() {
     local name="$1" envs=() flags=()
@@ -111,9 +119,9 @@ fi
 echo "loadavg_end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"
 fi
 
-"$PY" - "$OUT" "$BACKENDS" "$FUSION_OFF" "$THREADS" <<'PYEOF' | tee "$OUT/summary.md"
+"$PY" - "$OUT" "$BACKENDS" "$FUSION_OFF" "$THREADS" "$ONE_THREAD" <<'PYEOF' | tee "$OUT/summary.md"
 import json, math, os, sys
-out, backends, fusion_off, threads = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.argv[4].split()
+out, backends, fusion_off, threads, one_thread = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.argv[4].split(), sys.argv[5]
 try:
     launch_counts = json.load(open(os.path.join(out, "launches.json")))
 except Exception:
@@ -131,6 +139,8 @@ def torch_rows(t):
 variants = [(f"xylem {b}", xylem_rows(f"xylem-{b}")) for b in backends]
 if fusion_off:
     variants.append(("xylem native, fusion off", xylem_rows("xylem-native-fusion-off")))
+if one_thread:
+    variants.append(("xylem native, one thread", xylem_rows("xylem-native-one-thread")))
 torch_runs = [(f"pytorch cpu, {t} thread(s)", torch_rows(t)) for t in threads]
 variants += torch_runs
 def ms(r):
@@ -158,6 +168,10 @@ x = dict(variants).get("xylem native")
 if x and ref:
     r = ms(x[0]) / ref_ms
     print(f"\nspeed goal (native <= 0.5x PyTorch): {r:.2f}x {'PASS' if r <= 0.5 else 'FAIL'}")
+    one = dict(variants).get("xylem native, one thread")
+    t1 = next((rows for name, rows in torch_runs if name.startswith("pytorch cpu, 1 thread")), None)
+    if one and t1:
+        print(f"one thread each (xylem XYLEM_NUM_THREADS=1 vs PyTorch --threads 1): {ms(one[0]) / ms(t1[0]):.2f}x")
     if "val_loss" in x[-1] and "val_loss" in ref[-1]:
         d = x[-1]["val_loss"] - ref[-1]["val_loss"]
         print(f"loss goal (within 0.05 nats/char of PyTorch after the run's steps): {d:+.4f} {'PASS' if abs(d) <= 0.05 else 'FAIL'}")
