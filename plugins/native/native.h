@@ -115,7 +115,8 @@ public:
 // frequency drop). No clone uses FMA (avx512f and avx2 do not imply it in GCC, and "arch=" clones
 // dispatch on the exact CPU model), and -ffp-contract=off (CMakeLists.txt) keeps every clone's
 // results the same bits.
-#if defined(__x86_64__) && defined(__GNUC__)
+// (None under ThreadSanitizer, which cannot run the ifunc resolvers clones need.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 #define XYLEM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define XYLEM_CLONES
