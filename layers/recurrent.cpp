@@ -2,6 +2,7 @@
 // between levels, carried state, and the parameter gradients (the layouts: recurrent.h).
 #include "xylem/layers/recurrent.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -165,11 +166,15 @@ void Recurrent::restore_carried_state(const std::map<std::string, SavedTensor>& 
             auto it = saved.find(name);
             if (it == saved.end()) throw Error(label() + ": the checkpoint's carried state has no '" + name + "'");
             const SavedTensor& t = it->second;
-            if (batch == 0 && t.shape.size() == 2) batch = t.shape[1];
+            const bool first = values.empty();  // its batch is every other tensor's
+            if (first && t.shape.size() == 2) batch = t.shape[1];
             if (t.shape != Shape{h_, batch} || batch <= 0 || t.values.size() % static_cast<size_t>(h_) != 0 ||
                 t.values.size() / static_cast<size_t>(h_) != static_cast<size_t>(batch))
-                throw Error(label() + ": carried state '" + name + "' is " + to_string(t.shape) + ", expected [" +
-                            std::to_string(h_) + ", batch]" + (batch > 0 ? " with the batch of the others, " + std::to_string(batch) : ""));
+                throw Error(label() + ": carried state '" + name + "' is " + to_string(t.shape) + ", expected " +
+                            (first ? "[" + std::to_string(h_) + ", batch]"
+                                   : to_string(Shape{h_, batch}) + " (the batch of '" + carried_name(0, 0) + "')"));
+            if (!std::all_of(t.values.begin(), t.values.end(), [](float v) { return std::isfinite(v); }))
+                throw Error(label() + ": carried state '" + name + "' holds non-finite values (NaN or inf)");
             values.push_back(t.values);
         }
     if (values.size() != saved.size())  // every expected name was found, so some other name is there too
@@ -200,8 +205,10 @@ const Tensor& Recurrent::forward(Device& dev, const Tensor& x, bool train) {
     last_ = &ws;
     if (restore_pending_) {  // a resumed run's first batch continues from the checkpoint's state
         restore_pending_ = false;
-        if (batch == restored_batch_)
-            for (int64_t l = 0, k = 0; l < opt_.layers; ++l)
+        if (batch != restored_batch_)  // a resume keeps train.batch_size: the file is not this run's
+            throw Error(label() + ": the checkpoint's carried state is for batches of " + std::to_string(restored_batch_) +
+                        ", the resumed run's first batch has " + std::to_string(batch));
+        for (int64_t l = 0, k = 0; l < opt_.layers; ++l)
                 for (int i = 0; i < carried_; ++i, ++k)
                     ws.levels[static_cast<size_t>(l)].carry[static_cast<size_t>(i)].upload_from(dev, restored_[static_cast<size_t>(k)].data());
     }

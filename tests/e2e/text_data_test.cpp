@@ -428,6 +428,48 @@ TEST_P(TextTraining, ResumedMidEpochContinuesTheStreams) {
     EXPECT_GT(from_zero, 100 * std::max(resumed, 1e-7));
 }
 
+// A training checkpoint whose carried state is damaged is refused, naming the file, the layer
+// and the tensor; nothing trains.
+TEST_P(TextTraining, ResumeRefusesDamagedCarriedState) {
+    if (GetParam() != "native") GTEST_SKIP() << "backend-independent";
+    auto dev = test::backend_named("native")->device(0);
+    RunConfig c = parse_config("[data]\ntext = \"" + (dir_ / "corpus.txt").string() +
+                                   "\"\nseq_len = 10\nvalidation = 0.1\n"
+                                   "[[model.layers]]\ntype = \"one_hot\"\n[[model.layers]]\ntype = \"gru\"\nhidden = 8\n"
+                                   "[[model.layers]]\ntype = \"linear\"\nout = \"vocab\"\n"
+                                   "[solver]\ntype = \"sgd\"\nlr = 0.1\n[train]\nbatch_size = 4\nepochs = 1\nmax_steps = 3\n",
+                               (dir_ / "gru.toml").string());
+    c.out_dir = (dir_ / "run").string();
+    const std::string ckpt = train(c, *dev, std::cout, TrainOptions::quiet()).last_checkpoint;
+    const io::Safetensors good = io::read_safetensors(ckpt);
+    ASSERT_TRUE(good.tensors.count("xylem.carried.1.h_l0"));
+    // rewrite(name, dtype, shape, values): the checkpoint with one carried tensor replaced (or added).
+    auto rewrite = [&](const std::string& name, const std::string& dtype, const Shape& shape, const std::vector<float>& v) {
+        std::vector<io::TensorView> views;
+        for (const auto& [n, t] : good.tensors)
+            if (n != name) views.push_back({n, t.dtype, t.shape, t.data.data(), t.data.size()});
+        views.push_back({name, dtype, shape, v.data(), v.size() * sizeof(float)});
+        io::write_safetensors(ckpt, views, good.metadata);
+    };
+    c.max_steps = 6;
+    TrainOptions o = TrainOptions::quiet();
+    o.resume_from = ckpt;
+    const std::string layer = ckpt + ": model layer 1 (gru): ";
+    rewrite("xylem.carried.1.h_l0", "F32", {7, 4}, std::vector<float>(28, 0.0f));
+    EXPECT_EQ(error_of([&] { train(c, *dev, std::cout, o); }),
+              layer + "carried state 'h_l0' is [7, 4], expected [8, batch]");
+    rewrite("xylem.carried.1.h_l0", "F32", {8, 3}, std::vector<float>(24, 0.0f));  // another batch size
+    EXPECT_EQ(error_of([&] { train(c, *dev, std::cout, o); }),
+              "model layer 1 (gru): the checkpoint's carried state is for batches of 3, the resumed run's first batch has 4");
+    std::vector<float> nan(32, 0.0f);
+    nan[5] = std::nanf("");
+    rewrite("xylem.carried.1.h_l0", "F32", {8, 4}, nan);
+    EXPECT_EQ(error_of([&] { train(c, *dev, std::cout, o); }), layer + "carried state 'h_l0' holds non-finite values (NaN or inf)");
+    rewrite("xylem.carried.0.h_l0", "F32", {8, 4}, std::vector<float>(32, 0.0f));
+    EXPECT_EQ(error_of([&] { train(c, *dev, std::cout, o); }),
+              ckpt + ": model layer 0 (one_hot): carries no state between batches, but the checkpoint holds 'h_l0' for it");
+}
+
 // A resumed run must see the vocabulary it trained with.
 TEST_P(TextTraining, ResumeRefusesAChangedVocabulary) {
     if (GetParam() != "native") GTEST_SKIP() << "backend-independent";

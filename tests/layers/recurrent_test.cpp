@@ -171,7 +171,8 @@ TEST_P(RecurrentLayer, SavedCarriedStateContinuesTheSequence) {
         EXPECT_EQ(refused(without), b->label() + ": the checkpoint's carried state has no 'h_l1'");
         auto wrong = saved;
         wrong["h_l1"].shape = {hidden + 1, batch};
-        EXPECT_EQ(refused(wrong), b->label() + ": carried state 'h_l1' is [" + std::to_string(hidden + 1) + ", 3], expected [4, batch] with the batch of the others, 3");
+        EXPECT_EQ(refused(wrong), b->label() + ": carried state 'h_l1' is [" + std::to_string(hidden + 1) +
+                                      ", 3], expected [4, 3] (the batch of 'h_l0')");
         auto extra = saved;
         extra["h_l2"] = saved["h_l0"];
         EXPECT_TRUE(refused(extra).find("has 'h_l2', which this layer does not carry") != std::string::npos) << refused(extra);

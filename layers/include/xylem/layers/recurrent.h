@@ -55,8 +55,8 @@ public:
     std::vector<std::pair<std::string, uint64_t*>> counters() override { return {{"mask_calls", &calls_}}; }
     void reset_state() override;
     // h_l<k> (and an LSTM's c_l<k>) of every level, [hidden, batch] (unit-major), after the last
-    // training forward. Restored state is installed by the next forward of a batch of that size
-    // (another size starts from zero, as it would have).
+    // training forward. Restored state is installed by the next forward, which must have that
+    // batch size (an Error otherwise: a resumed run keeps its batch size).
     std::vector<std::pair<std::string, const Tensor*>> carried_state() override;
     void restore_carried_state(const std::map<std::string, SavedTensor>& saved) override;
     std::vector<uint32_t> ops_needed(bool backward) const override;
