@@ -1,6 +1,7 @@
 // Config parsing: defaults, overrides, and errors that name the key.
 #include <gtest/gtest.h>
 
+#include "support/config_errors.h"
 #include "xylem/config.h"
 #include "xylem/error.h"
 #include "xylem/layers/conv.h"
@@ -10,16 +11,7 @@
 
 using namespace xylem;
 
-namespace {
-std::string error_of(const std::string& text) {
-    try {
-        parse_config(text, "test.toml");
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no error)";
-}
-}  // namespace
+using xylem::test::config_error_of;
 
 TEST(Config, ParsesTheExampleConfigs) {
     for (const char* name : {"fashion_mlp.toml", "leaf_mlp.toml"}) {
@@ -55,33 +47,33 @@ TEST(Config, DefaultsAndScalars) {
 }
 
 TEST(Config, UnknownKeysAreNamed) {
-    EXPECT_NE(error_of("bakend = [\"native\"]").find("unknown key 'bakend'"), std::string::npos);
-    EXPECT_NE(error_of("[train]\nbatchsize = 3").find("unknown key 'train.batchsize'"), std::string::npos);
-    EXPECT_NE(error_of("[[model.layers]]\ntype = \"linear\"\nout = 3\nouts = 4").find("'model.layers[0].outs'"),
+    EXPECT_NE(config_error_of("bakend = [\"native\"]").find("unknown key 'bakend'"), std::string::npos);
+    EXPECT_NE(config_error_of("[train]\nbatchsize = 3").find("unknown key 'train.batchsize'"), std::string::npos);
+    EXPECT_NE(config_error_of("[[model.layers]]\ntype = \"linear\"\nout = 3\nouts = 4").find("'model.layers[0].outs'"),
               std::string::npos);
 }
 
 TEST(Config, WrongTypesAreNamed) {
-    EXPECT_NE(error_of("[train]\nbatch_size = \"64\"").find("key 'train.batch_size' must be an integer"),
+    EXPECT_NE(config_error_of("[train]\nbatch_size = \"64\"").find("key 'train.batch_size' must be an integer"),
               std::string::npos);
-    EXPECT_NE(error_of("[solver]\nlr = \"fast\"").find("key 'solver.lr' must be a number"), std::string::npos);
-    EXPECT_NE(error_of("[solver]\nnesterov = 1").find("key 'solver.nesterov' must be a boolean"), std::string::npos);
-    EXPECT_NE(error_of("backend = 3").find("key 'backend'"), std::string::npos);
-    EXPECT_NE(error_of("train = 3").find("key 'train' must be a table"), std::string::npos);
+    EXPECT_NE(config_error_of("[solver]\nlr = \"fast\"").find("key 'solver.lr' must be a number"), std::string::npos);
+    EXPECT_NE(config_error_of("[solver]\nnesterov = 1").find("key 'solver.nesterov' must be a boolean"), std::string::npos);
+    EXPECT_NE(config_error_of("backend = 3").find("key 'backend'"), std::string::npos);
+    EXPECT_NE(config_error_of("train = 3").find("key 'train' must be a table"), std::string::npos);
 }
 
 TEST(Config, BadValuesAreNamed) {
-    EXPECT_NE(error_of("[train]\nbatch_size = 0").find("train.batch_size"), std::string::npos);
-    EXPECT_NE(error_of("[train]\nepochs = -1").find("train.epochs"), std::string::npos);
-    EXPECT_NE(error_of("[[model.layers]]\ntype = \"linear\"").find("model.layers[0].out"), std::string::npos);
-    EXPECT_NE(error_of("[[model.layers]]\ntype = \"conv9\"").find("unknown layer type 'conv9'"), std::string::npos);
-    EXPECT_NE(error_of("[[model.layers]]\ntype = \"dropout\"\np = 1.5").find("model.layers[0].p"), std::string::npos);
-    EXPECT_NE(error_of("[loss]\ntype = \"hinge\"").find("loss.type"), std::string::npos);
-    EXPECT_NE(error_of("[solver]\ntype = \"lbfgs\"").find("solver.type"), std::string::npos);
+    EXPECT_NE(config_error_of("[train]\nbatch_size = 0").find("train.batch_size"), std::string::npos);
+    EXPECT_NE(config_error_of("[train]\nepochs = -1").find("train.epochs"), std::string::npos);
+    EXPECT_NE(config_error_of("[[model.layers]]\ntype = \"linear\"").find("model.layers[0].out"), std::string::npos);
+    EXPECT_NE(config_error_of("[[model.layers]]\ntype = \"conv9\"").find("unknown layer type 'conv9'"), std::string::npos);
+    EXPECT_NE(config_error_of("[[model.layers]]\ntype = \"dropout\"\np = 1.5").find("model.layers[0].p"), std::string::npos);
+    EXPECT_NE(config_error_of("[loss]\ntype = \"hinge\"").find("loss.type"), std::string::npos);
+    EXPECT_NE(config_error_of("[solver]\ntype = \"lbfgs\"").find("solver.type"), std::string::npos);
 }
 
 TEST(Config, SyntaxErrorsGiveFileLineAndColumn) {
-    std::string e = error_of("[train\nepochs = 1");
+    std::string e = config_error_of("[train\nepochs = 1");
     EXPECT_EQ(e.rfind("test.toml:1:", 0), 0u) << e;
 }
 
@@ -96,32 +88,32 @@ TEST(Config, ResidentDataAndCaptureKeys) {
     c = parse_config("[data]\nresident = true\n[train]\ncapture = true\n", "t.toml");
     EXPECT_TRUE(c.data_resident);
     EXPECT_TRUE(c.capture);
-    EXPECT_EQ(error_of("[data]\nresident = 1\n"), "test.toml: key 'data.resident' must be a boolean (true or false)");
-    EXPECT_EQ(error_of("[train]\ncapture = \"yes\"\n"), "test.toml: key 'train.capture' must be a boolean (true or false)");
+    EXPECT_EQ(config_error_of("[data]\nresident = 1\n"), "test.toml: key 'data.resident' must be a boolean (true or false)");
+    EXPECT_EQ(config_error_of("[train]\ncapture = \"yes\"\n"), "test.toml: key 'train.capture' must be a boolean (true or false)");
 }
 
 // Integer keys are range-checked before they are narrowed to their field: 4294967360 used to
 // train at batch 64, a kernel of 4294967297 became 1, epochs = 0 crashed after the run.
 TEST(Config, IntegerKeysOutsideTheirRangeNameKeyAndRange) {
-    EXPECT_EQ(error_of("[train]\nbatch_size = 4294967360\n"),
+    EXPECT_EQ(config_error_of("[train]\nbatch_size = 4294967360\n"),
               "test.toml: key 'train.batch_size' must be in [1, 2147483647], got 4294967360");
-    EXPECT_EQ(error_of("[train]\nbatch_size = 0\n"),
+    EXPECT_EQ(config_error_of("[train]\nbatch_size = 0\n"),
               "test.toml: key 'train.batch_size' must be in [1, 2147483647], got 0");
-    EXPECT_EQ(error_of("[train]\nepochs = 0\n"), "test.toml: key 'train.epochs' must be in [1, 2147483647], got 0");
-    EXPECT_EQ(error_of("[train]\nepochs = 4294967296\n"),
+    EXPECT_EQ(config_error_of("[train]\nepochs = 0\n"), "test.toml: key 'train.epochs' must be in [1, 2147483647], got 0");
+    EXPECT_EQ(config_error_of("[train]\nepochs = 4294967296\n"),
               "test.toml: key 'train.epochs' must be in [1, 2147483647], got 4294967296");
-    EXPECT_EQ(error_of("[train]\nprint_every = 0\n"),
+    EXPECT_EQ(config_error_of("[train]\nprint_every = 0\n"),
               "test.toml: key 'train.print_every' must be in [1, 2147483647], got 0");
-    EXPECT_EQ(error_of("[train]\nmax_steps = -1\n"),
+    EXPECT_EQ(config_error_of("[train]\nmax_steps = -1\n"),
               "test.toml: key 'train.max_steps' must be in [0, 9223372036854775807], got -1");
-    EXPECT_EQ(error_of("[train]\ncheckpoint_every = -1\n"),
+    EXPECT_EQ(config_error_of("[train]\ncheckpoint_every = -1\n"),
               "test.toml: key 'train.checkpoint_every' must be in [0, 9223372036854775807], got -1");
-    EXPECT_EQ(error_of("[train]\nseed = -1\n"),
+    EXPECT_EQ(config_error_of("[train]\nseed = -1\n"),
               "test.toml: key 'train.seed' must be in [0, 9223372036854775807], got -1");
-    EXPECT_EQ(error_of("threads = -1\n"), "test.toml: key 'threads' must be in [0, 1024], got -1");
-    EXPECT_EQ(error_of("threads = 4294967298\n"), "test.toml: key 'threads' must be in [0, 1024], got 4294967298");
+    EXPECT_EQ(config_error_of("threads = -1\n"), "test.toml: key 'threads' must be in [0, 1024], got -1");
+    EXPECT_EQ(config_error_of("threads = 4294967298\n"), "test.toml: key 'threads' must be in [0, 1024], got 4294967298");
     // A seed past int64 is not a TOML integer at all: the parser names the line.
-    EXPECT_EQ(error_of("[train]\nseed = 18446744073709551615\n").rfind("test.toml:2:", 0), 0u);
+    EXPECT_EQ(config_error_of("[train]\nseed = 18446744073709551615\n").rfind("test.toml:2:", 0), 0u);
 
     // The largest values in range are kept exactly.
     RunConfig c = parse_config(
@@ -137,25 +129,25 @@ TEST(Config, IntegerKeysOutsideTheirRangeNameKeyAndRange) {
 
 TEST(Config, LayerGeometryOutsideItsRangeNamesKeyAndRange) {
     const std::string conv = "[[model.layers]]\ntype = \"conv2d\"\nout = 4\nkernel = 3\n";
-    EXPECT_EQ(error_of("[[model.layers]]\ntype = \"conv2d\"\nout = 4\nkernel = 4294967297\n"),
+    EXPECT_EQ(config_error_of("[[model.layers]]\ntype = \"conv2d\"\nout = 4\nkernel = 4294967297\n"),
               "test.toml: key 'model.layers[0].kernel' must be in [1, 2147483647], got 4294967297");
-    EXPECT_EQ(error_of("[[model.layers]]\ntype = \"conv2d\"\nout = 4\nkernel = [3, 4294967297]\n"),
+    EXPECT_EQ(config_error_of("[[model.layers]]\ntype = \"conv2d\"\nout = 4\nkernel = [3, 4294967297]\n"),
               "test.toml: key 'model.layers[0].kernel' entries must be in [1, 2147483647], got 4294967297");
-    EXPECT_EQ(error_of("[[model.layers]]\ntype = \"maxpool2d\"\nkernel = 0\n"),
+    EXPECT_EQ(config_error_of("[[model.layers]]\ntype = \"maxpool2d\"\nkernel = 0\n"),
               "test.toml: key 'model.layers[0].kernel' must be in [1, 2147483647], got 0");
-    EXPECT_EQ(error_of(conv + "stride = 0\n"),
+    EXPECT_EQ(config_error_of(conv + "stride = 0\n"),
               "test.toml: key 'model.layers[0].stride' must be in [1, 2147483647], got 0");
-    EXPECT_EQ(error_of(conv + "padding = -1\n"),
+    EXPECT_EQ(config_error_of(conv + "padding = -1\n"),
               "test.toml: key 'model.layers[0].padding' must be in [0, 1073741823], got -1");
-    EXPECT_EQ(error_of(conv + "padding = 1073741824\n"),
+    EXPECT_EQ(config_error_of(conv + "padding = 1073741824\n"),
               "test.toml: key 'model.layers[0].padding' must be in [0, 1073741823], got 1073741824");
-    EXPECT_EQ(error_of(conv + "dilation = 0\n"),
+    EXPECT_EQ(config_error_of(conv + "dilation = 0\n"),
               "test.toml: key 'model.layers[0].dilation' must be in [1, 2147483647], got 0");
-    EXPECT_EQ(error_of(conv + "groups = 4294967297\n"),
+    EXPECT_EQ(config_error_of(conv + "groups = 4294967297\n"),
               "test.toml: key 'model.layers[0].groups' must be in [1, 2147483647], got 4294967297");
-    EXPECT_EQ(error_of("[[model.layers]]\ntype = \"conv2d\"\nout = 0\nkernel = 3\n"),
+    EXPECT_EQ(config_error_of("[[model.layers]]\ntype = \"conv2d\"\nout = 0\nkernel = 3\n"),
               "test.toml: key 'model.layers[0].out' must be in [1, 2147483647], got 0");
-    EXPECT_EQ(error_of("[[model.layers]]\ntype = \"linear\"\nout = 4294967306\n"),
+    EXPECT_EQ(config_error_of("[[model.layers]]\ntype = \"linear\"\nout = 4294967306\n"),
               "test.toml: key 'model.layers[0].out' must be in [1, 2147483647], got 4294967306");
     // A stride that is not given is the layer's default: 1 for conv, 0 (the kernel) for pools.
     EXPECT_EQ(layer_options<Conv2dOptions>(parse_config(conv, "t.toml").layers[0]).stride, 1);
@@ -170,29 +162,29 @@ TEST(Config, ReshapeEntriesAreMinusOneOrPositive) {
     const std::string reshape = "[[model.layers]]\ntype = \"reshape\"\nshape = ";
     EXPECT_EQ(layer_options<ReshapeOptions>(parse_config(reshape + "[-1, 4, 7]\n", "t.toml").layers[0]).shape,
               (Shape{-1, 4, 7}));
-    EXPECT_EQ(error_of(reshape + "[0, 4]\n"),
+    EXPECT_EQ(config_error_of(reshape + "[0, 4]\n"),
               "test.toml: key 'model.layers[0].shape' entries must be -1 or in [1, 2147483647], got 0");
-    EXPECT_EQ(error_of(reshape + "[-2, 4]\n"),
+    EXPECT_EQ(config_error_of(reshape + "[-2, 4]\n"),
               "test.toml: key 'model.layers[0].shape' entries must be -1 or in [1, 2147483647], got -2");
-    EXPECT_EQ(error_of(reshape + "[4294967297]\n"),
+    EXPECT_EQ(config_error_of(reshape + "[4294967297]\n"),
               "test.toml: key 'model.layers[0].shape' entries must be -1 or in [1, 2147483647], got 4294967297");
-    EXPECT_EQ(error_of(reshape + "[-1, 4, -1]\n"), "test.toml: key 'model.layers[0].shape' may hold at most one -1");
-    EXPECT_EQ(error_of(reshape + "[2147483647, 2147483647, 2147483647]\n"),
+    EXPECT_EQ(config_error_of(reshape + "[-1, 4, -1]\n"), "test.toml: key 'model.layers[0].shape' may hold at most one -1");
+    EXPECT_EQ(config_error_of(reshape + "[2147483647, 2147483647, 2147483647]\n"),
               "test.toml: key 'model.layers[0].shape' describes more than 2^63 - 1 elements");
 }
 
 // nan and inf are valid TOML floats, and 1e300 is a finite double but inf as a float: all an error.
 TEST(Config, FloatKeysMustBeFinite) {
-    EXPECT_EQ(error_of("[solver]\nlr = nan\n"), "test.toml: key 'solver.lr' must be a finite number, got nan");
-    EXPECT_EQ(error_of("[solver]\nlr = inf\n"), "test.toml: key 'solver.lr' must be a finite number, got inf");
-    EXPECT_EQ(error_of("[solver]\nlr = 1e300\n"), "test.toml: key 'solver.lr' must be a finite number, got 1e+300");
-    EXPECT_EQ(error_of("[solver]\nmomentum = -inf\n"),
+    EXPECT_EQ(config_error_of("[solver]\nlr = nan\n"), "test.toml: key 'solver.lr' must be a finite number, got nan");
+    EXPECT_EQ(config_error_of("[solver]\nlr = inf\n"), "test.toml: key 'solver.lr' must be a finite number, got inf");
+    EXPECT_EQ(config_error_of("[solver]\nlr = 1e300\n"), "test.toml: key 'solver.lr' must be a finite number, got 1e+300");
+    EXPECT_EQ(config_error_of("[solver]\nmomentum = -inf\n"),
               "test.toml: key 'solver.momentum' must be a finite number, got -inf");
-    EXPECT_EQ(error_of("[solver]\nweight_decay = nan\n"),
+    EXPECT_EQ(config_error_of("[solver]\nweight_decay = nan\n"),
               "test.toml: key 'solver.weight_decay' must be a finite number, got nan");
-    EXPECT_EQ(error_of("[[model.layers]]\ntype = \"batchnorm\"\neps = inf\n"),
+    EXPECT_EQ(config_error_of("[[model.layers]]\ntype = \"batchnorm\"\neps = inf\n"),
               "test.toml: key 'model.layers[0].eps' must be a finite number, got inf");
-    EXPECT_EQ(error_of("[[model.layers]]\ntype = \"dropout\"\np = nan\n"),
+    EXPECT_EQ(config_error_of("[[model.layers]]\ntype = \"dropout\"\np = nan\n"),
               "test.toml: key 'model.layers[0].p' must be a finite number, got nan");
     EXPECT_FLOAT_EQ(parse_config("[solver]\nlr = 1e-30\n", "t.toml").solver.lr, 1e-30f);
 }
@@ -219,13 +211,13 @@ TEST(Config, UnknownKeyInEverySectionIsNamed) {
         {"[train]\nearly_stopping = { patience = 2, bogus = 1 }", "'train.early_stopping.bogus'"},
     };
     for (const auto& [text, key] : cases) {
-        const std::string e = error_of(text);
+        const std::string e = config_error_of(text);
         EXPECT_NE(e.find("unknown key " + key), std::string::npos) << text << "\n -> " << e;
     }
 }
 
 TEST(Config, ScheduleKeysAreCheckedNamingTheKey) {
-    auto e = [](const std::string& body) { return error_of("[solver.schedule]\n" + body); };
+    auto e = [](const std::string& body) { return config_error_of("[solver.schedule]\n" + body); };
     EXPECT_NE(e("type = \"linear\"").find("solver.schedule.type"), std::string::npos);
     EXPECT_NE(e("type = \"step\"").find("solver.schedule.step_size' is required"), std::string::npos);
     EXPECT_NE(e("type = \"step\"\nstep_size = 0").find("solver.schedule.step_size' must be in [1,"), std::string::npos);
@@ -247,12 +239,12 @@ TEST(Config, ScheduleKeysAreCheckedNamingTheKey) {
 }
 
 TEST(Config, EarlyStoppingAndStepLimits) {
-    EXPECT_NE(error_of("[train]\nearly_stopping = { patience = 0 }").find("train.early_stopping.patience"),
+    EXPECT_NE(config_error_of("[train]\nearly_stopping = { patience = 0 }").find("train.early_stopping.patience"),
               std::string::npos);
-    EXPECT_NE(error_of("[train]\nearly_stopping = { metric = \"val_loss\", patience = 2 }").find("no validation set"),
+    EXPECT_NE(config_error_of("[train]\nearly_stopping = { metric = \"val_loss\", patience = 2 }").find("no validation set"),
               std::string::npos);
-    EXPECT_NE(error_of("[train]\nearly_stopping = 3").find("train.early_stopping' must be a table"), std::string::npos);
-    EXPECT_NE(error_of("[train]\nsteps_per_epoch = -1").find("train.steps_per_epoch"), std::string::npos);
+    EXPECT_NE(config_error_of("[train]\nearly_stopping = 3").find("train.early_stopping' must be a table"), std::string::npos);
+    EXPECT_NE(config_error_of("[train]\nsteps_per_epoch = -1").find("train.steps_per_epoch"), std::string::npos);
     const RunConfig c =
         parse_config("[data]\nvalidation = 0.2\n[train]\nearly_stopping = { patience = 3, min_delta = 0.01 }", "t.toml");
     EXPECT_EQ(c.early_stopping.metric, "val_loss");  // the best metric's default
@@ -279,14 +271,14 @@ TEST(Config, TextDataKeys) {
     EXPECT_EQ(parse_config("[data]\ntext = \"/a\"\nvalidation = 1000\n", "test.toml").validation_count, 1000);
     EXPECT_FALSE(parse_config("", "test.toml").is_text());
 
-    EXPECT_EQ(error_of("[data]\ntext = []\n"), "test.toml: key 'data.text' must name at least one file or folder");
-    EXPECT_EQ(error_of("[data]\ntext = \"/a\"\ndir = \"/d\"\n"),
+    EXPECT_EQ(config_error_of("[data]\ntext = []\n"), "test.toml: key 'data.text' must name at least one file or folder");
+    EXPECT_EQ(config_error_of("[data]\ntext = \"/a\"\ndir = \"/d\"\n"),
               "test.toml: key 'data.text' cannot be combined with data.dir (text or images, not both)");
-    EXPECT_EQ(error_of("[data]\nseq_len = 10\n"), "test.toml: key 'data.seq_len' applies to text data only (set data.text)");
-    EXPECT_EQ(error_of("[data]\ntext_exclude = [\"*\"]\n"),
+    EXPECT_EQ(config_error_of("[data]\nseq_len = 10\n"), "test.toml: key 'data.seq_len' applies to text data only (set data.text)");
+    EXPECT_EQ(config_error_of("[data]\ntext_exclude = [\"*\"]\n"),
               "test.toml: key 'data.text_exclude' applies to text data only (set data.text)");
-    EXPECT_EQ(error_of("[data]\ntext = \"/a\"\nseq_len = 0\n"), "test.toml: key 'data.seq_len' must be in [1, 2147483647], got 0");
-    EXPECT_EQ(error_of("[data]\ntext = \"/a\"\n[loss]\ntype = \"mse\"\n"),
+    EXPECT_EQ(config_error_of("[data]\ntext = \"/a\"\nseq_len = 0\n"), "test.toml: key 'data.seq_len' must be in [1, 2147483647], got 0");
+    EXPECT_EQ(config_error_of("[data]\ntext = \"/a\"\n[loss]\ntype = \"mse\"\n"),
               "test.toml: key 'loss.type' is mse, which does not apply to text data: a character model predicts classes "
               "(cross_entropy or nll)");
 }

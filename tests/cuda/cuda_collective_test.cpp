@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "cuda/cuda_test_util.h"
 #include "support/backends.h"
 #include "xylem/collective.h"
 #include "xylem/error.h"
@@ -17,25 +18,8 @@
 namespace xylem {
 namespace {
 
-const std::string kPluginFile = std::string(XYLEM_TEST_PLUGIN_DIR) + "/libxylem_cuda.so";
-
-bool have_gpu() {
-    int n = 0;
-    const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-    cudaGetLastError();
-    return ok;
-}
-
-const xylem_plugin& table() {
-    static const xylem_plugin* t = [] {
-        void* lib = dlopen(kPluginFile.c_str(), RTLD_NOW | RTLD_LOCAL);  // pinned for the process
-        if (!lib) throw std::runtime_error(std::string("dlopen: ") + dlerror());
-        auto entry = reinterpret_cast<xylem_plugin_entry_fn>(dlsym(lib, XYLEM_PLUGIN_ENTRY_NAME));
-        if (!entry) throw std::runtime_error("no entry point in " + kPluginFile);
-        return entry();
-    }();
-    return *t;
-}
+using cuda_test::have_gpu;
+using cuda_test::table;
 
 TEST(CudaCollectives, InTheTableExactlyWhenBuiltWithNccl) {
     const xylem_plugin& t = table();

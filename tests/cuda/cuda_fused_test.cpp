@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_test_util.h"
 #include "fused/codegen.h"
 #include "fused/disk_cache.h"
 #include "fused/nvrtc.h"
@@ -119,12 +120,7 @@ const std::string& nvrtc_unusable() {
         if (!nvrtc_unusable().empty()) GTEST_SKIP() << "NVRTC unusable: " << nvrtc_unusable(); \
     } while (0)
 
-bool have_gpu() {
-    int n = 0;
-    const cudaError_t e = cudaGetDeviceCount(&n);
-    cudaGetLastError();
-    return e == cudaSuccess && n > 0;
-}
+using cuda_test::have_gpu;
 
 // A fresh folder under the system's temporary folder, removed with the object.
 struct TempDir {

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cuda/cuda_test_util.h"
 #include "support/backends.h"
 #include "xylem/error.h"
 #include "xylem/plugin_api.h"
@@ -18,32 +19,11 @@
 namespace xylem {
 namespace {
 
-const std::string kPluginFile = std::string(XYLEM_TEST_PLUGIN_DIR) + "/libxylem_cuda.so";
-
-// What the CUDA runtime says in this process: the plugin must report the same.
-struct RuntimeView {
-    cudaError_t error;
-    int devices;
-};
-RuntimeView runtime_view() {
-    int n = 0;
-    const cudaError_t e = cudaGetDeviceCount(&n);
-    cudaGetLastError();
-    return {e, e == cudaSuccess ? n : 0};
-}
-bool have_gpu() { return runtime_view().devices > 0; }
-
-// The plugin's table through a second, direct dlopen (the registry holds the first).
-const xylem_plugin& table() {
-    static const xylem_plugin* t = [] {
-        void* lib = dlopen(kPluginFile.c_str(), RTLD_NOW | RTLD_LOCAL);  // pinned for the process
-        if (!lib) throw std::runtime_error(std::string("dlopen: ") + dlerror());
-        auto entry = reinterpret_cast<xylem_plugin_entry_fn>(dlsym(lib, XYLEM_PLUGIN_ENTRY_NAME));
-        if (!entry) throw std::runtime_error("no entry point in " + kPluginFile);
-        return entry();
-    }();
-    return *t;
-}
+using cuda_test::have_gpu;
+using cuda_test::kPluginFile;
+using cuda_test::runtime_view;
+using cuda_test::RuntimeView;
+using cuda_test::table;
 
 const PluginRecord& cuda_record() {
     const PluginRecord* r = test::test_registry().find("cuda");

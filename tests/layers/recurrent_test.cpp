@@ -7,6 +7,7 @@
 #include <cmath>
 #include <memory>
 
+#include "support/config_errors.h"
 #include "support/backends.h"
 #include "support/gradcheck.h"
 #include "support/reference_rnn.h"
@@ -323,15 +324,6 @@ TEST_P(RecurrentLayer, WrongInputsAreErrorsNamingTheLayer) {
 
 // ---- config ----------------------------------------------------------------------------------
 
-std::string error_of(const std::string& text) {
-    try {
-        parse_config(text, "test.toml");
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no error)";
-}
-
 TEST(RecurrentConfig, KeysAreReadIntoTheOptions) {
     const RunConfig c = parse_config(
         "[[model.layers]]\ntype = \"lstm\"\nhidden = 128\nlayers = 2\ndropout = 0.5\nforget_bias = 1.0\ninit = 0.08\n"
@@ -355,17 +347,17 @@ TEST(RecurrentConfig, KeysAreReadIntoTheOptions) {
 
 TEST(RecurrentConfig, BadValuesNameTheirKey) {
     const std::string lstm = "[[model.layers]]\ntype = \"lstm\"\n", gru = "[[model.layers]]\ntype = \"gru\"\n";
-    EXPECT_EQ(error_of(lstm), "test.toml: key 'model.layers[0].hidden' is required for a lstm layer");
-    EXPECT_EQ(error_of(gru), "test.toml: key 'model.layers[0].hidden' is required for a gru layer");
-    EXPECT_EQ(error_of(lstm + "hidden = 0\n"),
+    EXPECT_EQ(config_error_of(lstm), "test.toml: key 'model.layers[0].hidden' is required for a lstm layer");
+    EXPECT_EQ(config_error_of(gru), "test.toml: key 'model.layers[0].hidden' is required for a gru layer");
+    EXPECT_EQ(config_error_of(lstm + "hidden = 0\n"),
               "test.toml: key 'model.layers[0].hidden' must be in [1, 2147483647], got 0");
-    EXPECT_EQ(error_of(lstm + "hidden = 8\nlayers = 0\n"),
+    EXPECT_EQ(config_error_of(lstm + "hidden = 8\nlayers = 0\n"),
               "test.toml: key 'model.layers[0].layers' must be in [1, 1024], got 0");
-    EXPECT_EQ(error_of(lstm + "hidden = 8\ndropout = 1.0\n"), "test.toml: key 'model.layers[0].dropout' must be in [0, 1)");
-    EXPECT_EQ(error_of(gru + "hidden = 8\ninit = 0\n"),
+    EXPECT_EQ(config_error_of(lstm + "hidden = 8\ndropout = 1.0\n"), "test.toml: key 'model.layers[0].dropout' must be in [0, 1)");
+    EXPECT_EQ(config_error_of(gru + "hidden = 8\ninit = 0\n"),
               "test.toml: key 'model.layers[0].init' must be positive (the bound of U(-init, init)); leave it out for "
               "PyTorch's 1/sqrt(hidden)");
-    EXPECT_EQ(error_of(gru + "hidden = 8\nforget_bias = 1\n"),
+    EXPECT_EQ(config_error_of(gru + "hidden = 8\nforget_bias = 1\n"),
               "test.toml: unknown key 'model.layers[0].forget_bias' (known keys here: dropout, hidden, init, layers, "
               "type)");
 }

@@ -1,6 +1,7 @@
 // The layer registry: a layer type registered from this test file alone (no core or app change)
 // is read by parse_config with every strict-config rule and built into a model that runs; the
 // built-in types are all registered and build the layer their config names.
+#include "support/config_errors.h"
 #include "xylem/layers/registry.h"
 
 #include <cmath>
@@ -58,15 +59,6 @@ const LayerRegistration<CheckWidthOptions> kCheckWidth{
 
 const std::string kHead = "[[model.layers]]\ntype = \"flatten\"\n[[model.layers]]\ntype = \"test_check_width\"\n";
 
-std::string error_of(const std::string& text) {
-    try {
-        parse_config(text, "test.toml");
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "(no error)";
-}
-
 std::unique_ptr<Sequential> build(const RunConfig& c) {
     auto model = std::make_unique<Sequential>();
     LayerContext context(c.source, c.seed);
@@ -89,24 +81,24 @@ TEST(LayerRegistry, ATestOnlyTypeIsParsedFromItsTable) {
 }
 
 TEST(LayerRegistry, ATestOnlyTypesKeysFollowTheConfigRules) {
-    EXPECT_EQ(error_of(kHead + "width = 6\nbogus = 1\n"),
+    EXPECT_EQ(config_error_of(kHead + "width = 6\nbogus = 1\n"),
               "test.toml: unknown key 'model.layers[1].bogus' (known keys here: note, scale, type, width)");
-    EXPECT_EQ(error_of(kHead), "test.toml: key 'model.layers[1].width' is required for a test_check_width layer");
-    EXPECT_EQ(error_of(kHead + "width = 65\n"), "test.toml: key 'model.layers[1].width' must be in [1, 64], got 65");
-    EXPECT_EQ(error_of(kHead + "width = 6.0\n"), "test.toml: key 'model.layers[1].width' must be an integer");
-    EXPECT_EQ(error_of(kHead + "width = 6\nscale = inf\n"),
+    EXPECT_EQ(config_error_of(kHead), "test.toml: key 'model.layers[1].width' is required for a test_check_width layer");
+    EXPECT_EQ(config_error_of(kHead + "width = 65\n"), "test.toml: key 'model.layers[1].width' must be in [1, 64], got 65");
+    EXPECT_EQ(config_error_of(kHead + "width = 6.0\n"), "test.toml: key 'model.layers[1].width' must be an integer");
+    EXPECT_EQ(config_error_of(kHead + "width = 6\nscale = inf\n"),
               "test.toml: key 'model.layers[1].scale' must be a finite number, got inf");
-    EXPECT_EQ(error_of(kHead + "width = 6\nscale = 1e300\n"),
+    EXPECT_EQ(config_error_of(kHead + "width = 6\nscale = 1e300\n"),
               "test.toml: key 'model.layers[1].scale' must be a finite number, got 1e+300");
-    EXPECT_EQ(error_of(kHead + "width = 6\nnote = 3\n"), "test.toml: key 'model.layers[1].note' must be a string");
+    EXPECT_EQ(config_error_of(kHead + "width = 6\nnote = 3\n"), "test.toml: key 'model.layers[1].note' must be a string");
     // An unknown type lists every registered one, this test's included.
-    const std::string e = error_of("[[model.layers]]\ntype = \"conv9\"\n");
+    const std::string e = config_error_of("[[model.layers]]\ntype = \"conv9\"\n");
     EXPECT_NE(e.find("key 'model.layers[0].type' names an unknown layer type 'conv9' (known: avgpool2d, batchnorm, "),
               std::string::npos)
         << e;
     EXPECT_NE(e.find("test_check_width"), std::string::npos) << e;
-    EXPECT_EQ(error_of("[[model.layers]]\nout = 3\n"), "test.toml: key 'model.layers[0].type' is required");
-    EXPECT_EQ(error_of("[[model.layers]]\ntype = 3\n"), "test.toml: key 'model.layers[0].type' must be a string");
+    EXPECT_EQ(config_error_of("[[model.layers]]\nout = 3\n"), "test.toml: key 'model.layers[0].type' is required");
+    EXPECT_EQ(config_error_of("[[model.layers]]\ntype = 3\n"), "test.toml: key 'model.layers[0].type' must be a string");
 }
 
 // ---- and built into a model that runs ------------------------------------------------------
@@ -270,11 +262,11 @@ TEST(LayerRegistry, MisuseIsAnErrorNamingTheType) {
 // saying why, instead of accepting them unchecked.
 TEST(LayerRegistry, TheCoreRefusesLayersWithoutARegistry) {
     set_layer_table_parser(nullptr);
-    const std::string e = error_of("[[model.layers]]\ntype = \"relu\"\n");
+    const std::string e = config_error_of("[[model.layers]]\ntype = \"relu\"\n");
     set_layer_table_parser(&parse_layer);
     EXPECT_EQ(e, "test.toml: key 'model.layers' cannot be read by this program: it does not link the layer registry "
                  "(xylem_layers)");
-    EXPECT_EQ(error_of("[[model.layers]]\ntype = \"relu\"\n"), "(no error)");
+    EXPECT_EQ(config_error_of("[[model.layers]]\ntype = \"relu\"\n"), "(no error)");
 }
 
 }  // namespace

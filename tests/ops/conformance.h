@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "xylem/error.h"
 #include "xylem/shape.h"
 
 namespace xylem::test::tol {
@@ -59,6 +61,17 @@ inline std::vector<Shape> elementwise_shapes() {
 // [rows, classes] for softmax, losses and accuracy: a batch of 1, a single class, odd widths.
 inline std::vector<Shape> row_shapes() {
     return {{1, 1}, {1, 7}, {7, 1}, {7, 33}, {33, 129}, {5, 1000}};
+}
+
+// What fn throws as an Error, or "<no error>": the cases check an op's refusals by message.
+template <class F>
+std::string error_of(F&& fn) {
+    try {
+        fn();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "<no error>";
 }
 
 }  // namespace xylem::test

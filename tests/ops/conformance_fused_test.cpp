@@ -20,15 +20,6 @@ namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-template <class F>
-std::string error_of(F&& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "<no error>";
-}
 
 // The shape an input of `mode` is given (only its element count matters), varied by `variant`.
 Shape input_shape(uint8_t mode, const fused::RunData& d, int variant) {

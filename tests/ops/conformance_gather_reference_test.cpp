@@ -12,14 +12,6 @@
 namespace xylem::test {
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "<no error>";
-}
 
 class GatherRowsConformance : public BackendTest {};
 XYLEM_INSTANTIATE_OVER_BACKENDS(GatherRowsConformance);

@@ -17,15 +17,6 @@ namespace xylem::test {
 namespace {
 
 // The message of the Error `fn` throws, or "<no error>".
-template <class F>
-std::string error_of(F&& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "<no error>";
-}
 
 TEST(ConformanceSetup, NativeBackendIsPresentAndAvailable) {
     const PluginRecord* native = test_registry().find("native");

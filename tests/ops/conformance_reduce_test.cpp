@@ -19,14 +19,6 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 const xylem_reduce_mode kModes[] = {XYLEM_REDUCE_SUM, XYLEM_REDUCE_MEAN, XYLEM_REDUCE_MAX};
 
-std::string error_of(const std::function<void()>& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "<no error>";
-}
 
 const char* mode_name(xylem_reduce_mode m) {
     return m == XYLEM_REDUCE_SUM ? "sum" : m == XYLEM_REDUCE_MEAN ? "mean" : "max";
