@@ -1,6 +1,7 @@
 // GATHER_ROWS: picks rows of a device-resident dataset by index (the "shared variable" input path).
 // SCATTER_ADD_ROWS: its gradient, rows added back by index.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "native.h"
@@ -13,6 +14,13 @@ namespace {
 // rows of batch = 50 floats went from 514 to 386 us for 5 MB against a memcpy per row).
 constexpr int64_t kShortGatherRow = 256;
 
+// Indices checked per extra worker (a vectorised pass over 64k indices takes some microseconds).
+constexpr int64_t kMinSplitIndices = int64_t{1} << 16;
+// Elements copied per extra worker: a gather is a copy, and a spinning worker takes a job in about
+// a microsecond (workers.cpp), where 64k floats take ~15 us to copy. With the general
+// kMinSplitElements (2^18) the LSTM's 1.28 MB permutations ran on one thread, at 190 us each.
+constexpr int64_t kMinSplitGather = int64_t{1} << 16;
+
 // (no-tree-loop-distribute-patterns: GCC would turn the row loop back into a memcpy call.)
 XYLEM_CLONES __attribute__((optimize("no-tree-loop-distribute-patterns"))) void copy_short_rows(const uint32_t* __restrict s, const int32_t* ix, int64_t n, int64_t len,
                                   uint32_t* __restrict o) {
@@ -23,20 +31,54 @@ XYLEM_CLONES __attribute__((optimize("no-tree-loop-distribute-patterns"))) void 
     }
 }
 
+// Indices at or past `rows` (or negative: as unsigned they are past it) in ix[lo, hi): a count
+// in one branch-free pass that vectorises (a test and a branch per index took 420 us for the
+// recurrent layers' 320,000-element transposes, more than the transpose).
+XYLEM_CLONES int64_t count_out_of_range(const int32_t* ix, int64_t lo, int64_t hi, int64_t rows) {
+    const uint32_t limit = static_cast<uint32_t>(std::min<int64_t>(rows, UINT32_MAX));
+    int64_t bad = 0;
+    for (int64_t i = lo; i < hi; ++i) bad += static_cast<uint32_t>(ix[i]) >= limit;
+    return bad;
+}
+
+// Fails naming the first index of ix[0, n) outside [0, rows). Big index lists are checked by the
+// pool's workers in slices.
+void check_indices(const OpArgs& a, const int32_t* ix, int64_t n, int64_t rows) {
+    const int workers = static_cast<int>(std::clamp<int64_t>(n / kMinSplitIndices, 1, split_cpus()));
+    int64_t bad[kMaxSplit] = {};
+    split_work(n, workers, [&](int64_t lo, int64_t hi, int w) { bad[w] = count_out_of_range(ix, lo, hi, rows); });
+    if (std::none_of(bad, bad + workers, [](int64_t c) { return c > 0; })) return;
+    for (int64_t i = 0; i < n; ++i)
+        if (ix[i] < 0 || ix[i] >= rows)
+            a.fail("index %d at position %lld is out of range [0, %lld)", ix[i], static_cast<long long>(i),
+                   static_cast<long long>(rows));
+}
+
+// Whether ix[j*a + i] == i*b + j for the columns j in [j0, j1) (branch-free inside a column, so
+// it vectorises).
+XYLEM_CLONES bool grid_columns_match(const int32_t* ix, int64_t a, int64_t b, int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+        const int32_t* col = ix + j * a;
+        const int32_t first = static_cast<int32_t>(j), step = static_cast<int32_t>(b);
+        int32_t differ = 0;
+        for (int64_t i = 0; i < a; ++i) differ |= col[i] ^ (first + static_cast<int32_t>(i) * step);
+        if (differ) return false;
+    }
+    return true;
+}
+
 // The number of rows a of the grid when idx is the transpose of an [a, b] grid of elements
 // (idx[j*a + i] = i*b + j: the recurrent layers' (t, unit, b) <-> (b, t, unit) changes of
-// layout), else 0. One sequential pass over idx, far cheaper than the gather it saves.
+// layout), else 0. One pass over idx (over the pool's workers when it is big), far cheaper than
+// the gather it saves; such an index is in range for any source of at least n rows.
 int64_t transposed_grid(const int32_t* ix, int64_t n) {
-    if (n < 4 || ix[0] != 0 || ix[1] <= 1 || n % ix[1] != 0) return 0;
+    if (n < 4 || n > INT32_MAX || ix[0] != 0 || ix[1] <= 1 || n % ix[1] != 0) return 0;
     const int64_t b = ix[1], a = n / b;
     if (a < 2) return 0;
-    bool ok = true;
-    for (int64_t j = 0; j < b; ++j) {
-        const int32_t* col = ix + j * a;
-        for (int64_t i = 0; i < a; ++i) ok &= col[i] == static_cast<int32_t>(i * b + j);
-        if (!ok) return 0;
-    }
-    return a;
+    const int workers = static_cast<int>(std::clamp<int64_t>(std::min(n / kMinSplitIndices, b), 1, split_cpus()));
+    bool match[kMaxSplit];
+    split_work(b, workers, [&](int64_t lo, int64_t hi, int w) { match[w] = grid_columns_match(ix, a, b, lo, hi); });
+    return std::all_of(match, match + workers, [](bool m) { return m; }) ? a : 0;
 }
 
 // out[j*a + i] = src[i*b + j] for j in [j0, j1), in square tiles: each tile reads kTile source
@@ -61,14 +103,12 @@ void op_gather_rows(const xylem_op_desc& desc, xylem_stream_s&) {
     if (overlap(out, src) || overlap(out, idx)) a.fail("out overlaps src or idx");
     const int64_t rows = g.rows, row_bytes = g.row_len * 4;
     const int32_t* ix = idx.i32();
-    for (int64_t i = 0; i < idx.numel; ++i)
-        if (ix[i] < 0 || ix[i] >= rows)
-            a.fail("index %d at position %lld is out of range [0, %lld)", ix[i], static_cast<long long>(i),
-                   static_cast<long long>(rows));
     // Big gathers (the recurrent layers' permutations of a whole sequence) split their rows.
     const int workers = static_cast<int>(
-        std::clamp<int64_t>(idx.numel * g.row_len / kMinSplitElements, 1, std::min<int64_t>(split_cpus(), idx.numel)));
-    if (const int64_t a = g.row_len == 1 ? transposed_grid(ix, idx.numel) : 0) {  // a transpose: by tiles
+        std::clamp<int64_t>(idx.numel * g.row_len / kMinSplitGather, 1, std::min<int64_t>(split_cpus(), idx.numel)));
+    const int64_t grid_rows = g.row_len == 1 && rows >= idx.numel ? transposed_grid(ix, idx.numel) : 0;
+    if (!grid_rows) check_indices(a, ix, idx.numel, rows);  // (a transposing index is in range)
+    if (const int64_t a = grid_rows) {  // a transpose: by tiles
         const int64_t b = idx.numel / a;
         split_work(b, workers, [&](int64_t lo, int64_t hi, int) {
             transpose_elements(static_cast<const uint32_t*>(src.data), a, b, lo, hi, static_cast<uint32_t*>(out.data));
@@ -100,10 +140,7 @@ void op_scatter_add_rows(const xylem_op_desc& desc, xylem_stream_s&) {
     const auto sh = plugin_kit::scatter_add_rows_shape(a, src, idx, out);
     if (overlap(out, src) || overlap(out, idx)) a.fail("out overlaps src or idx");
     const int32_t* ix = idx.i32();
-    for (int64_t i = 0; i < sh.n; ++i)
-        if (ix[i] < 0 || ix[i] >= sh.rows)
-            a.fail("index %d at position %lld is out of range [0, %lld)", ix[i], static_cast<long long>(i),
-                   static_cast<long long>(sh.rows));
+    check_indices(a, ix, sh.n, sh.rows);
     const float* s = src.f32();
     float* o = out.f32();
     const int64_t len = sh.row_len;

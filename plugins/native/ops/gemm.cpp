@@ -45,18 +45,28 @@ void sgemm_block(bool ta, bool tb, bool by_rows, int64_t lo, int64_t hi, int64_t
                 c, static_cast<int>(ldc));
 }
 
+// The shapes where narrow_sgemm measured faster than OpenBLAS on one core (AVX-512 Xeon,
+// 2026-11-24: 0.72-0.90x its time from 33 to 64 columns with k >= 128, e.g. 512x50x128 and
+// 128x50x512, the LSTM's per-step GEMMs at batch 50; slower at 16 columns or fewer, with short k,
+// and for a few rows). Decided on the whole GEMM, so every row block uses the same kernel.
+bool use_narrow_kernel(bool tb, int64_t m, int64_t n, int64_t k) {
+    return !tb && n > 32 && n <= 64 && k >= 100 && m >= 32 && narrow_gemm_available();
+}
+
 }  // namespace
 
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
            int64_t ldb, float beta, float* c, int64_t ldc) {
-    const bool by_rows = m >= n;
+    const bool narrow = use_narrow_kernel(tb, m, n, k);
+    const bool by_rows = narrow || m >= n;
     const int64_t cut = by_rows ? m : n, units = (cut + kSplitAlign - 1) / kSplitAlign;
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
     const int workers = !by_rows && flops < kMinColumnSplitFlops ? 1 : static_cast<int>(
         std::clamp<double>(std::min<double>(flops / kMinSplitGemmFlops, static_cast<double>(units)), 1.0, split_cpus()));
     split_work(units, workers, [&](int64_t lo, int64_t hi, int) {
-        sgemm_block(ta, tb, by_rows, lo * kSplitAlign, std::min(hi * kSplitAlign, cut), m, n, k, alpha, a, lda, b, ldb,
-                    beta, c, ldc);
+        const int64_t from = lo * kSplitAlign, to = std::min(hi * kSplitAlign, cut);
+        if (narrow) narrow_sgemm(ta, to - from, n, k, alpha, ta ? a + from : a + from * lda, lda, b, ldb, beta, c + from * ldc, ldc);
+        else sgemm_block(ta, tb, by_rows, from, to, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     });
 }
 
