@@ -61,6 +61,25 @@ TEST_P(GatherRowsConformance, IndexOutOfRange) {
         EXPECT_TRUE(contains(msg, backend().name()));
         EXPECT_TRUE(contains(msg, "index"));
     }
+    // Long index lists (checked in slices where a backend splits them) with one bad entry late,
+    // and a transposing index (idx[j*a + i] = i*b + j) over a source one row short of it.
+    const int64_t a = 600, b = 500, n = a * b;
+    std::vector<int32_t> transposing(static_cast<size_t>(n)), late_bad(static_cast<size_t>(n), 0);
+    for (int64_t j = 0; j < b; ++j)
+        for (int64_t i = 0; i < a; ++i) transposing[static_cast<size_t>(j * a + i)] = static_cast<int32_t>(i * b + j);
+    late_bad[static_cast<size_t>(n - 7)] = static_cast<int32_t>(n);
+    for (const auto& [what, idx] : {std::pair{"one bad entry late in a long index", late_bad},
+                                    std::pair{"a transposing index over a short source", transposing}}) {
+        SCOPED_TRACE(what);
+        Tensor big_src = upload(dev(), {n - 1, 1}, std::vector<float>(static_cast<size_t>(n - 1), 1.0f));
+        Tensor tidx = upload_i32(dev(), {n}, idx), out({n, 1}, DType::F32, dev());
+        const std::string msg = error_of([&] {
+            ops::gather_rows(dev(), big_src, tidx, out);
+            out.to_vector();
+        });
+        EXPECT_TRUE(contains(msg, backend().name()));
+        EXPECT_TRUE(contains(msg, "index"));
+    }
 }
 
 // Shape and dtype errors are caught by the core before any backend runs, naming op and shapes.
