@@ -1,4 +1,4 @@
-// The native plugin computes GEMMs with a narrow C (33 to 64 columns, B not transposed, k >= 100,
+// The native plugin computes GEMMs with a narrow C (32 to 64 columns, B not transposed, k >= 100,
 // m >= 32: the LSTM's per-step products at batch 50) with its own AVX-512 kernel
 // (plugins/native/ops/gemm_narrow.cpp) where the CPU has it, OpenBLAS elsewhere. Either way:
 // within float rounding of a float64 product for every column count up to the masked last
@@ -44,7 +44,9 @@ TEST(NativeGemmNarrow, MatchesFloat64AndRowBlocksGiveTheSameBits) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     for (const Case& c : {Case{false, 512, 50, 128, 1.0f, 1.0f}, Case{true, 128, 50, 512, 1.0f, 1.0f},
                           Case{false, 37, 33, 100, 1.0f, 0.0f}, Case{true, 61, 64, 131, -0.5f, 0.5f},
-                          Case{false, 96, 47, 256, 2.0f, 0.0f}, Case{true, 300, 49, 200, 1.0f, 0.0f}}) {
+                          Case{false, 96, 47, 256, 2.0f, 0.0f}, Case{true, 300, 49, 200, 1.0f, 0.0f},
+                          Case{false, 45, 32, 117, 1.0f, 1.0f}, Case{true, 33, 47, 100, 1.0f, 1.0f},
+                          Case{false, 64, 64, 640, 1.0f, 0.0f}}) {
         SCOPED_TRACE(std::string(c.ta ? "A^T " : "") + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
                      std::to_string(c.k) + " alpha " + std::to_string(c.alpha) + " beta " + std::to_string(c.beta));
         const std::vector<float> av = random_values(rng, c.m * c.k), bv = random_values(rng, c.k * c.n);

@@ -46,11 +46,11 @@ void sgemm_block(bool ta, bool tb, bool by_rows, int64_t lo, int64_t hi, int64_t
 }
 
 // The shapes where narrow_sgemm measured faster than OpenBLAS on one core (AVX-512 Xeon,
-// 2026-11-24: 0.72-0.90x its time from 33 to 64 columns with k >= 128, e.g. 512x50x128 and
-// 128x50x512, the LSTM's per-step GEMMs at batch 50; slower at 16 columns or fewer, with short k,
-// and for a few rows). Decided on the whole GEMM, so every row block uses the same kernel.
+// 2026-11-23: 0.66-0.84x its time from 32 to 64 columns with k >= 128, e.g. 512x50x128 and
+// 128x50x512, the LSTM's per-step GEMMs at batch 50; slower at 16 columns or fewer and for
+// a few rows). Decided on the whole GEMM, so every row block uses the same kernel.
 bool use_narrow_kernel(bool tb, int64_t m, int64_t n, int64_t k) {
-    return !tb && n > 32 && n <= 64 && k >= 100 && m >= 32 && narrow_gemm_available();
+    return !tb && n >= 32 && n <= 64 && k >= 100 && m >= 32 && narrow_gemm_available();
 }
 
 }  // namespace

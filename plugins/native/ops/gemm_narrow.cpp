@@ -1,13 +1,23 @@
 // GEMMs with a narrow C (n <= 64 columns, B not transposed) on AVX-512: the LSTM's per-step
 // products W_hh * h [4H, B] and W_hh^T * dgates [H, B], whose n is the batch. OpenBLAS packs both
 // operands for every call and works in tiles cut for big matrices; at 512x50x128 it reached ~96
-// GFLOP/s on one core here, this kernel ~130 (bench numbers: docs/benchmarks.md).
+// GFLOP/s on one core here, this kernel ~120 (docs/benchmarks.md).
 //
-// Each row of C is up to four 16-float vectors held in registers for the whole of K: a tile of R
-// rows of C takes one row of B (from L1: B is k*n floats) and R broadcasts of A per k. Every
-// element is one chain of FMAs over k in order from zero, then alpha * sum + beta * c: the same
-// bits however C's rows are cut into tiles or over threads.
+// C's columns are cut in two. The first 16*F (F = n / 16 whole vectors) are held in registers,
+// F vectors per row, for the whole of K: a tile of R rows takes one row of B (from L1: B is k*n
+// floats) and R broadcasts of A per k, and each element is one chain of FMAs over k in order.
+// The last n % 16 columns would waste most of a vector per row (50 = 3*16 + 2: a fourth vector
+// 2/16 used, a quarter of all FMAs), so they are computed across rows instead:
+//   - A^T given (ta): A's column k is contiguous, so 16 rows of C take one load of A per k and a
+//     broadcast of B per tail column (one FMA per 16 elements, not one per element);
+//   - A given: each tail element is a dot product of a row of A with a column of B (packed into
+//     a contiguous row first), summed in 16 lanes over k and then across the lanes.
+// Every element's arithmetic depends only on its row and column, so row blocks cut anyhow (over
+// threads) give the same bits.
 #include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "native.h"
 
@@ -19,58 +29,119 @@ namespace {
 #pragma GCC push_options
 #pragma GCC target("avx512f")
 
-// C rows [0, ROWS) of a tile: NV vectors per row, the last one masked by `last`.
-template <int NV, int ROWS, bool TA>
-__attribute__((always_inline)) inline void narrow_tile(int64_t k, const float* a, int64_t lda, const float* b,
-                                                       int64_t ldb, float alpha, float beta, float* c, int64_t ldc,
-                                                       __mmask16 last) {
-    __m512 acc[ROWS][NV];
+// c = alpha * sum + beta * c (beta 0 reads nothing: C may hold NaN), `mask` lanes.
+__attribute__((always_inline)) inline void store_c(float* c, __m512 sum, float alpha, float beta, __mmask16 mask) {
+    __m512 v = _mm512_mul_ps(_mm512_set1_ps(alpha), sum);
+    if (beta != 0.0f) v = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, c), v);
+    _mm512_mask_storeu_ps(c, mask, v);
+}
+
+// Columns [0, 16*F) of ROWS rows of C.
+template <int F, int ROWS, bool TA>
+__attribute__((always_inline)) inline void vector_tile(int64_t k, const float* a, int64_t lda, const float* b,
+                                                       int64_t ldb, float alpha, float beta, float* c, int64_t ldc) {
+    __m512 acc[ROWS][F];
     for (int r = 0; r < ROWS; ++r)
-        for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_setzero_ps();
+        for (int j = 0; j < F; ++j) acc[r][j] = _mm512_setzero_ps();
     for (int64_t p = 0; p < k; ++p) {
-        __m512 bv[NV];
-        const float* bp = b + p * ldb;
-        for (int j = 0; j < NV; ++j)
-            bv[j] = j == NV - 1 ? _mm512_maskz_loadu_ps(last, bp + 16 * j) : _mm512_loadu_ps(bp + 16 * j);
+        __m512 bv[F];
+        for (int j = 0; j < F; ++j) bv[j] = _mm512_loadu_ps(b + p * ldb + 16 * j);
         for (int r = 0; r < ROWS; ++r) {
             const __m512 av = _mm512_set1_ps(TA ? a[p * lda + r] : a[r * lda + p]);
-            for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
+            for (int j = 0; j < F; ++j) acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
         }
     }
-    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
     for (int r = 0; r < ROWS; ++r)
-        for (int j = 0; j < NV; ++j) {
-            const __mmask16 mask = j == NV - 1 ? last : __mmask16(0xFFFF);
-            float* cp = c + r * ldc + 16 * j;
-            __m512 v = _mm512_mul_ps(va, acc[r][j]);
-            if (beta != 0.0f) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, cp), v);  // beta 0 reads nothing
-            _mm512_mask_storeu_ps(cp, mask, v);
-        }
+        for (int j = 0; j < F; ++j) store_c(c + r * ldc + 16 * j, acc[r][j], alpha, beta, 0xFFFF);
 }
 
-// Rows of R at a time (R * NV = 24 accumulators of the 32 registers), the rest one row at a time.
-template <int NV, bool TA>
-void narrow_rows(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                 float beta, float* c, int64_t ldc) {
-    constexpr int R = 24 / NV;
-    const int64_t rem = n - 16 * (NV - 1);
-    const __mmask16 last = static_cast<__mmask16>(rem >= 16 ? 0xFFFF : (1u << rem) - 1);
+template <int F, bool TA>
+void vector_columns(int64_t m, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                    float beta, float* c, int64_t ldc) {
+    constexpr int R = 24 / F;  // R * F = 24 accumulators of the 32 registers
     int64_t i = 0;
     for (; i + R <= m; i += R)
-        narrow_tile<NV, R, TA>(k, TA ? a + i : a + i * lda, lda, b, ldb, alpha, beta, c + i * ldc, ldc, last);
-    for (; i < m; ++i)
-        narrow_tile<NV, 1, TA>(k, TA ? a + i : a + i * lda, lda, b, ldb, alpha, beta, c + i * ldc, ldc, last);
+        vector_tile<F, R, TA>(k, TA ? a + i : a + i * lda, lda, b, ldb, alpha, beta, c + i * ldc, ldc);
+    for (; i < m; ++i) vector_tile<F, 1, TA>(k, TA ? a + i : a + i * lda, lda, b, ldb, alpha, beta, c + i * ldc, ldc);
 }
 
-template <bool TA>
-void narrow_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-                   int64_t ldb, float beta, float* c, int64_t ldc) {
-    switch ((n + 15) / 16) {
-        case 1: return narrow_rows<1, TA>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-        case 2: return narrow_rows<2, TA>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-        case 3: return narrow_rows<3, TA>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-        default: return narrow_rows<4, TA>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+// ta: tail columns [j0, j0 + t) of every row, 16 rows a vector (A^T's rows are A's columns).
+template <int T>
+void tail_across_rows(int64_t m, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                      float beta, float* c, int64_t ldc) {
+    for (int64_t i = 0; i < m; i += 16) {
+        const int64_t rows = std::min<int64_t>(16, m - i);
+        const __mmask16 mask = static_cast<__mmask16>(rows == 16 ? 0xFFFF : (1u << rows) - 1);
+        __m512 acc[T];
+        for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_ps();
+        for (int64_t p = 0; p < k; ++p) {
+            const __m512 av = _mm512_maskz_loadu_ps(mask, a + p * lda + i);
+            for (int j = 0; j < T; ++j) acc[j] = _mm512_fmadd_ps(av, _mm512_set1_ps(b[p * ldb + j]), acc[j]);
+        }
+        alignas(64) float sums[T][16];
+        for (int j = 0; j < T; ++j) _mm512_store_ps(sums[j], acc[j]);
+        for (int64_t r = 0; r < rows; ++r)
+            for (int j = 0; j < T; ++j) {
+                float& out = c[(i + r) * ldc + j];
+                out = beta != 0.0f ? alpha * sums[j][r] + beta * out : alpha * sums[j][r];
+            }
     }
+}
+
+// A given: tail column j of row i is A's row i . bt's row j (B's column, packed), in 16 lanes.
+void tail_dot_products(int64_t m, int64_t t, int64_t k, float alpha, const float* a, int64_t lda, const float* bt,
+                       float beta, float* c, int64_t ldc) {
+    const int64_t whole = k / 16 * 16;
+    const __mmask16 rest = static_cast<__mmask16>((1u << (k - whole)) - 1);
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < t; ++j) {
+            const float* ar = a + i * lda;
+            const float* br = bt + j * k;
+            __m512 acc = _mm512_setzero_ps();
+            for (int64_t p = 0; p < whole; p += 16)
+                acc = _mm512_fmadd_ps(_mm512_loadu_ps(ar + p), _mm512_loadu_ps(br + p), acc);
+            if (rest) acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(rest, ar + whole), _mm512_maskz_loadu_ps(rest, br + whole), acc);
+            const float sum = _mm512_reduce_add_ps(acc);
+            float& out = c[i * ldc + j];
+            out = beta != 0.0f ? alpha * sum + beta * out : alpha * sum;
+        }
+}
+
+void tail_ta(int64_t t, int64_t m, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+             float beta, float* c, int64_t ldc) {
+    switch (t) {
+#define XYLEM_TAIL_CASE_(T) \
+    case T: return tail_across_rows<T>(m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        XYLEM_TAIL_CASE_(1) XYLEM_TAIL_CASE_(2) XYLEM_TAIL_CASE_(3) XYLEM_TAIL_CASE_(4) XYLEM_TAIL_CASE_(5)
+        XYLEM_TAIL_CASE_(6) XYLEM_TAIL_CASE_(7) XYLEM_TAIL_CASE_(8) XYLEM_TAIL_CASE_(9) XYLEM_TAIL_CASE_(10)
+        XYLEM_TAIL_CASE_(11) XYLEM_TAIL_CASE_(12) XYLEM_TAIL_CASE_(13) XYLEM_TAIL_CASE_(14) XYLEM_TAIL_CASE_(15)
+#undef XYLEM_TAIL_CASE_
+    }
+}
+
+void narrow_avx512(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float beta, float* c, int64_t ldc) {
+    const int64_t f = n / 16, t = n % 16;
+    switch (f * 2 + (ta ? 1 : 0)) {
+        case 2: vector_columns<1, false>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
+        case 3: vector_columns<1, true>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
+        case 4: vector_columns<2, false>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
+        case 5: vector_columns<2, true>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
+        case 6: vector_columns<3, false>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
+        case 7: vector_columns<3, true>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
+        case 8: vector_columns<4, false>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
+        case 9: vector_columns<4, true>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
+        default: break;  // f == 0: the tail is all
+    }
+    if (t == 0) return;
+    const int64_t j0 = 16 * f;
+    if (ta) return tail_ta(t, m, k, alpha, a, lda, b + j0, ldb, beta, c + j0, ldc);
+    // B's tail columns as contiguous rows (t * k floats, a few KB at the sizes this runs at).
+    thread_local std::vector<float> bt;
+    bt.resize(static_cast<size_t>(t * k));
+    for (int64_t p = 0; p < k; ++p)
+        for (int64_t j = 0; j < t; ++j) bt[static_cast<size_t>(j * k + p)] = b[p * ldb + j0 + j];
+    tail_dot_products(m, t, k, alpha, a, lda, bt.data(), beta, c + j0, ldc);
 }
 
 #pragma GCC pop_options
@@ -93,8 +164,7 @@ bool narrow_gemm_available() {
 void narrow_sgemm(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                   int64_t ldb, float beta, float* c, int64_t ldc) {
 #if defined(__x86_64__)
-    if (ta) narrow_avx512<true>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    else narrow_avx512<false>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    narrow_avx512(ta, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #else
     (void)ta, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
 #endif
