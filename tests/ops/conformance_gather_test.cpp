@@ -51,7 +51,8 @@ TEST_P(GatherConformance, TransposingIndices) {
     struct Grid {
         int64_t a, b, width;
     };
-    for (const Grid& g : {Grid{2, 2, 1}, Grid{33, 31, 1}, Grid{6400, 50, 1}, Grid{50, 6400, 1}, Grid{17, 5, 3}}) {
+    for (const Grid& g : {Grid{2, 2, 1}, Grid{33, 31, 1}, Grid{6400, 50, 1}, Grid{50, 6400, 1}, Grid{17, 5, 3},
+                          Grid{512, 50, 50}, Grid{50, 131, 50}, Grid{13, 9, 300}}) {
         SCOPED_TRACE(std::to_string(g.a) + "x" + std::to_string(g.b) + " rows of " + std::to_string(g.width));
         const int64_t n = g.a * g.b;
         const auto src = rng.uniform(n * g.width);
