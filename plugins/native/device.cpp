@@ -22,32 +22,30 @@ int hardware_threads() {
     return n > 0 ? static_cast<int>(n) : 1;
 }
 
-// The default GEMM thread count. With two CPUs or fewer, one: measured on a 2-vCPU VM, the second
-// OpenBLAS thread bought little (the vCPUs behave like SMT siblings) while its busy-waiting slowed
-// everything else, making runs bimodal (LeNet inference 6.1-9.9k img/s with two threads, 8.1-9.1k
-// with one; see docs/benchmarks.md). With more CPUs, one per CPU.
-int default_threads(int hw) { return hw <= 2 ? 1 : hw; }
-
-// XYLEM_NUM_THREADS when it is a positive integer, else the default.
-int configured_threads(int hw) {
+// The CPUs the plugin uses: XYLEM_NUM_THREADS when it is a positive integer (at most 1024), else
+// the CPUs this process may run on.
+int cpus_to_use(int hw) {
     const char* s = std::getenv("XYLEM_NUM_THREADS");
-    if (!s || !*s) return default_threads(hw);
+    if (!s || !*s) return hw;
     char* end = nullptr;
     const long n = std::strtol(s, &end, 10);
-    if (*end != '\0' || n < 1) return default_threads(hw);
+    if (*end != '\0' || n < 1) return hw;
     return n > 1024 ? 1024 : static_cast<int>(n);
 }
 
+// OpenBLAS's threads for that many CPUs. With two or fewer, one, and the plugin cuts GEMMs over
+// its own pool instead (split_cpus): measured on a 2-vCPU VM, the second OpenBLAS thread bought
+// little while its busy-waiting slowed everything else, making runs bimodal (LeNet inference
+// 6.1-9.9k img/s with two threads, 8.1-9.1k with one; see docs/benchmarks.md), and next to the
+// plugin's pool it spun against the pool's workers (char-rnn 60% slower with
+// XYLEM_NUM_THREADS=2, when that still meant two OpenBLAS threads). With more, one per CPU.
+int blas_threads(int cpus) { return cpus <= 2 ? 1 : cpus; }
+
 }  // namespace
 
-// The plugin's own parallel kernels (fused_elementwise) use the CPUs this process may run on, or
-// XYLEM_NUM_THREADS when it is set (the user's choice of threads for the plugin).
+// The plugin's own parallel kernels (fused_elementwise) use the CPUs the plugin uses.
 int kernel_threads() {
-    static const int n = [] {
-        const int hw = hardware_threads();
-        const char* s = std::getenv("XYLEM_NUM_THREADS");
-        return std::min(s && *s ? configured_threads(hw) : hw, kMaxKernelThreads);
-    }();
+    static const int n = std::min(cpus_to_use(hardware_threads()), kMaxKernelThreads);
     return n;
 }
 
@@ -55,10 +53,10 @@ namespace {
 
 xylem_framework_s make_framework() {
     const int hw = hardware_threads();
-    const int n = configured_threads(hw);
-    // GEMM is threaded by OpenBLAS's pool. Our kernels stay on the calling thread (they are
-    // memory-bound and small at MLP sizes) except fused_elementwise, which spreads big iteration
-    // spaces over kernel_threads() workers that sleep, never spin, between ops (workers.cpp).
+    const int n = blas_threads(cpus_to_use(hw));
+    // Big machines: GEMMs are threaded by OpenBLAS's pool. Small ones (one OpenBLAS thread): the
+    // plugin cuts them over its own pool (split_cpus). Either way the plugin's memory-bound ops
+    // and fused_elementwise spread big iteration spaces over its pool (workers.cpp).
     openblas_set_num_threads(n);
     return xylem_framework_s{n, hw};
 }
@@ -95,13 +93,7 @@ const char* isa_level() {
 }  // namespace
 
 int split_cpus() {
-    static const int cpus = [] {
-        const char* env = std::getenv("XYLEM_NUM_THREADS");
-        if (env && *env) return 1;
-        cpu_set_t set;
-        if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-        return std::clamp(CPU_COUNT(&set), 1, kMaxSplit);
-    }();
+    static const int cpus = std::clamp(cpus_to_use(hardware_threads()), 1, kMaxSplit);
     return openblas_get_num_threads() > 1 ? 1 : cpus;
 }
 
@@ -120,7 +112,7 @@ void probe(xylem_probe_info* out) {
     std::snprintf(out->detail, sizeof out->detail,
                   "%s; core %s (%s); BLAS threads %d (XYLEM_NUM_THREADS=%.16s), %d hardware threads; "
                   "own kernels' worker pool %d threads (fused_elementwise, big convolutions and reductions)",
-                  openblas_get_config(), corename, forced, configured_threads(hw),
+                  openblas_get_config(), corename, forced, blas_threads(cpus_to_use(hw)),
                   xylem_threads ? xylem_threads : "unset", hw, kernel_threads());
 
     out->available = 1;

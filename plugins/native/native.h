@@ -174,8 +174,9 @@ constexpr int kMaxSplit = 8;
 // start is ~20-50 us; 2^18 floats take about as long to stream): for the memory-bound ops.
 constexpr int64_t kMinSplitElements = int64_t{1} << 18;
 
-// CPUs for a split (device.cpp): 1 when XYLEM_NUM_THREADS is set (the user chose the GEMM threads)
-// or OpenBLAS already runs more than one thread per GEMM; else the CPUs this process may run on.
+// CPUs for a split (device.cpp): 1 when OpenBLAS runs more than one thread per GEMM (more than
+// two CPUs in use); else the CPUs the plugin uses (XYLEM_NUM_THREADS, or the CPUs this process
+// may run on), at most kMaxSplit.
 int split_cpus();
 
 // body(lo, hi, w) for the workers slices [lo, hi) of [0, n), slice w on the calling thread or a
