@@ -35,7 +35,8 @@ XYLEM_CLONES __attribute__((optimize("no-tree-loop-distribute-patterns"))) void 
 // in one branch-free pass that vectorises (a test and a branch per index took 420 us for the
 // recurrent layers' 320,000-element transposes, more than the transpose).
 XYLEM_CLONES int64_t count_out_of_range(const int32_t* ix, int64_t lo, int64_t hi, int64_t rows) {
-    const uint32_t limit = static_cast<uint32_t>(std::min<int64_t>(rows, UINT32_MAX));
+    // Every non-negative int32 is below 2^31 and every negative one at or above it as unsigned.
+    const uint32_t limit = static_cast<uint32_t>(std::min<int64_t>(rows, int64_t{1} << 31));
     int64_t bad = 0;
     for (int64_t i = lo; i < hi; ++i) bad += static_cast<uint32_t>(ix[i]) >= limit;
     return bad;

@@ -1,4 +1,5 @@
-// GEMM and LINEAR_FWD on OpenBLAS's cblas_sgemm (row-major), with the bias and activation fused after.
+// GEMM and LINEAR_FWD on OpenBLAS's cblas_sgemm (row-major), or for a narrow C on AVX-512 the
+// plugin's own kernel (gemm_narrow.cpp), with the bias and activation fused after.
 #include <cblas.h>
 
 #include <algorithm>
