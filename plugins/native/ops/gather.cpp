@@ -55,20 +55,12 @@ void check_indices(const OpArgs& a, const int32_t* ix, int64_t n, int64_t rows) 
                    static_cast<long long>(rows));
 }
 
-// An index that transposes `count` consecutive [a, b] grids of rows:
-// idx[g*a*b + j*a + i] = g*a*b + i*b + j (the recurrent layers' changes of layout; count > 1:
-// one transpose per time step).
-struct Grids {
-    int64_t a = 0, b = 0, count = 0;  // count 0: not such an index
-};
-
-// Whether the columns c in [c0, c1) of the grids (c = g*b + j) are as Grids says (branch-free
-// inside a column, so it vectorises).
-XYLEM_CLONES bool grid_columns_match(const int32_t* ix, int64_t a, int64_t b, int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-        const int64_t g = c / b, j = c % b, base = g * a * b;
-        const int32_t* col = ix + base + j * a;
-        const int32_t first = static_cast<int32_t>(base + j), step = static_cast<int32_t>(b);
+// Whether ix[j*a + i] == i*b + j for the columns j in [j0, j1) (branch-free inside a column, so
+// it vectorises).
+XYLEM_CLONES bool grid_columns_match(const int32_t* ix, int64_t a, int64_t b, int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+        const int32_t* col = ix + j * a;
+        const int32_t first = static_cast<int32_t>(j), step = static_cast<int32_t>(b);
         int32_t differ = 0;
         for (int64_t i = 0; i < a; ++i) differ |= col[i] ^ (first + static_cast<int32_t>(i) * step);
         if (differ) return false;
@@ -76,21 +68,18 @@ XYLEM_CLONES bool grid_columns_match(const int32_t* ix, int64_t a, int64_t b, in
     return true;
 }
 
-// The grids idx transposes, if it is such an index. One pass over idx (over the pool's workers
-// when it is big), far cheaper than the gather it saves; such an index is in range for any
-// source of at least n rows.
-Grids transposed_grids(const int32_t* ix, int64_t n) {
-    if (n < 4 || n > INT32_MAX || ix[0] != 0 || ix[1] <= 1) return {};
-    const int64_t b = ix[1];
-    int64_t a = 1;  // a grid's first column is 0, b, 2b, ...; its second starts with 1 at a
-    while (a < n && ix[a] == a * b) ++a;
-    if (a < 2 || a >= n || ix[a] != 1 || n % (a * b) != 0) return {};
-    const int64_t count = n / (a * b), columns = count * b;
-    const int workers = static_cast<int>(std::clamp<int64_t>(std::min(n / kMinSplitIndices, columns), 1, split_cpus()));
+// The number of rows a of the grid when idx is the transpose of an [a, b] grid of elements
+// (idx[j*a + i] = i*b + j: the recurrent layers' (t, unit, b) <-> (b, t, unit) changes of
+// layout), else 0. One pass over idx (over the pool's workers when it is big), far cheaper than
+// the gather it saves; such an index is in range for any source of at least n rows.
+int64_t transposed_grid(const int32_t* ix, int64_t n) {
+    if (n < 4 || n > INT32_MAX || ix[0] != 0 || ix[1] <= 1 || n % ix[1] != 0) return 0;
+    const int64_t b = ix[1], a = n / b;
+    if (a < 2) return 0;
+    const int workers = static_cast<int>(std::clamp<int64_t>(std::min(n / kMinSplitIndices, b), 1, split_cpus()));
     bool match[kMaxSplit];
-    split_work(columns, workers, [&](int64_t lo, int64_t hi, int w) { match[w] = grid_columns_match(ix, a, b, lo, hi); });
-    if (!std::all_of(match, match + workers, [](bool m) { return m; })) return {};
-    return {a, b, count};
+    split_work(b, workers, [&](int64_t lo, int64_t hi, int w) { match[w] = grid_columns_match(ix, a, b, lo, hi); });
+    return std::all_of(match, match + workers, [](bool m) { return m; }) ? a : 0;
 }
 
 // out[j*a + i] = src[i*b + j] for j in [j0, j1), in square tiles: each tile reads kTile source
@@ -138,19 +127,15 @@ void op_gather_rows(const xylem_op_desc& desc, xylem_stream_s&) {
     // Big gathers (the recurrent layers' permutations of a whole sequence) split their rows.
     const int workers = static_cast<int>(
         std::clamp<int64_t>(idx.numel * g.row_len / kMinSplitGather, 1, std::min<int64_t>(split_cpus(), idx.numel)));
-    const Grids grids = rows >= idx.numel ? transposed_grids(ix, idx.numel) : Grids{};
-    if (!grids.count) check_indices(a, ix, idx.numel, rows);  // (a transposing index is in range)
-    if (grids.count) {  // transposes: by tiles, the grids' columns c = g*b + j split over workers
-        const int64_t ga = grids.a, gb = grids.b, len = g.row_len, grid_len = ga * gb * len;
+    const int64_t grid_rows = rows >= idx.numel ? transposed_grid(ix, idx.numel) : 0;
+    if (!grid_rows) check_indices(a, ix, idx.numel, rows);  // (a transposing index is in range)
+    if (const int64_t a = grid_rows) {  // a transpose: by tiles
+        const int64_t b = idx.numel / a, len = g.row_len;
         const auto* s = static_cast<const uint32_t*>(src.data);  // f32 or i32: moved as bits
         auto* o = static_cast<uint32_t*>(out.data);
-        const int64_t columns = grids.count * gb;
-        split_work(columns, std::min<int64_t>(workers, columns), [&](int64_t lo, int64_t hi, int) {
-            for (int64_t grid = lo / gb; grid * gb < hi; ++grid) {
-                const int64_t j0 = std::max(lo - grid * gb, int64_t{0}), j1 = std::min(hi - grid * gb, gb);
-                if (len == 1) transpose_elements(s + grid * grid_len, ga, gb, j0, j1, o + grid * grid_len);
-                else transpose_rows(s + grid * grid_len, ga, gb, len, j0, j1, o + grid * grid_len);
-            }
+        split_work(b, std::min<int64_t>(workers, b), [&](int64_t lo, int64_t hi, int) {
+            if (len == 1) transpose_elements(s, a, b, lo, hi, o);
+            else transpose_rows(s, a, b, len, lo, hi, o);
         });
         return;
     }
