@@ -1,7 +1,7 @@
 // GEMMs with a narrow C (n <= 64 columns, B not transposed) on AVX-512: the LSTM's per-step
 // products W_hh * h [4H, B] and W_hh^T * dgates [H, B], whose n is the batch. OpenBLAS packs both
-// operands for every call and works in tiles cut for big matrices; at 512x50x128 it reached ~96
-// GFLOP/s on one core here, this kernel ~120 (docs/benchmarks.md).
+// operands for every call and works in tiles cut for big matrices; at 512x50x128 it reached ~100
+// GFLOP/s on one core here, this kernel ~140 (docs/benchmarks.md, docs/architecture.md).
 //
 // C's columns are cut in two. The first 16*F (F = n / 16 whole vectors) are held in registers,
 // F vectors per row, for the whole of K: a tile of R rows takes one row of B (from L1: B is k*n
