@@ -86,7 +86,7 @@ struct RunConfig {
     std::string text;    // its TOML text (a training checkpoint keeps it, so a run resumes with it)
     std::vector<std::string> backend{"auto"};  // preference order; "auto" ranks the devices (Registry::auto_pick)
     std::vector<std::string> plugin_path;
-    int threads = 0;     // native backend threads; 0 = one per core
+    int threads = 0;     // CPUs the native backend uses (XYLEM_NUM_THREADS when unset there); 0 = every CPU it may run on
 
     std::string data_dir = "/usr/share/datasets/fashion-mnist";
     bool data_resident = false;  // data.resident: upload the whole dataset once, gather batches on the device
