@@ -1,6 +1,7 @@
 // Internal declarations shared by the native plugin's files: handles, errors, operand access, ops.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -178,6 +179,15 @@ constexpr int64_t kMinSplitElements = int64_t{1} << 18;
 // two CPUs in use); else the CPUs the plugin uses (XYLEM_NUM_THREADS, or the CPUs this process
 // may run on), at most kMaxSplit.
 int split_cpus();
+
+// Workers for `units` slices of an op holding `work` (elements, FLOPs), each extra worker getting
+// at least `min_per_worker` of it: from 1 to split_cpus(), never more than the slices. The one
+// rule every split op sizes itself by.
+inline int split_workers(double work, double min_per_worker, int64_t units) {
+    const double by_work = work / min_per_worker;
+    const double cap = static_cast<double>(std::min<int64_t>(split_cpus(), units));
+    return static_cast<int>(std::max(1.0, std::min(by_work, cap)));
+}
 
 // body(lo, hi, w) for the workers slices [lo, hi) of [0, n), slice w on the calling thread or a
 // worker of the pool (parallel_items: one set of threads for every parallel kernel). body must

@@ -238,8 +238,7 @@ constexpr double kMinSplitFlops = 2e6;
 
 int fwd_workers(const Conv& v) {
     const double flops = 2.0 * static_cast<double>(v.n) * v.k * v.p() * v.crs();
-    const int64_t by_work = static_cast<int64_t>(flops / kMinSplitFlops);
-    return static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(by_work, v.n), 1, split_cpus()));
+    return split_workers(flops, kMinSplitFlops, v.n);
 }
 
 // ---- forward --------------------------------------------------------------------------------

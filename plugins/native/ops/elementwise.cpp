@@ -137,9 +137,7 @@ void op_add(const xylem_op_desc& desc, xylem_stream_s&) {
     if (sh.b != plugin_kit::Broadcast::elementwise && overlap(tout, tb)) a.fail("out overlaps the broadcast b");
     const float *x = ta.f32(), *y = tb.f32();
     float* out = tout.f32();
-    const int workers = static_cast<int>(
-        std::clamp<int64_t>(sh.rows * sh.cols / kMinSplitElements, 1, std::min<int64_t>(split_cpus(), sh.rows)));
-    split_work(sh.rows, workers, [&](int64_t lo, int64_t hi, int) {  // rows split between threads when big
+    split_work(sh.rows, split_workers(sh.rows * sh.cols, kMinSplitElements, sh.rows), [&](int64_t lo, int64_t hi, int) {  // rows split between threads when big
         for (int64_t r = lo; r < hi; ++r) {
             const float* xr = x + r * sh.cols;
             float* o = out + r * sh.cols;

@@ -10,8 +10,9 @@ namespace xylem::native {
 
 namespace {
 
-// Rows up to this many 4-byte elements are copied by a loop (the recurrent layers' permutations:
-// rows of batch = 50 floats went from 514 to 386 us for 5 MB against a memcpy per row).
+// Rows up to this many 4-byte elements are copied by a loop, longer ones by memcpy (the recurrent
+// layers' permutations: rows of batch = 50 floats went from 514 to 386 us for 5 MB against a
+// memcpy per row).
 constexpr int64_t kShortGatherRow = 256;
 
 // Indices checked per extra worker (a vectorised pass over 64k indices takes some microseconds).
@@ -21,14 +22,18 @@ constexpr int64_t kMinSplitIndices = int64_t{1} << 16;
 // kMinSplitElements (2^18) the LSTM's 1.28 MB permutations ran on one thread, at 190 us each.
 constexpr int64_t kMinSplitGather = int64_t{1} << 16;
 
-// (no-tree-loop-distribute-patterns: GCC would turn the row loop back into a memcpy call.)
-XYLEM_CLONES __attribute__((optimize("no-tree-loop-distribute-patterns"))) void copy_short_rows(const uint32_t* __restrict s, const int32_t* ix, int64_t n, int64_t len,
-                                  uint32_t* __restrict o) {
-    for (int64_t i = 0; i < n; ++i) {
-        const uint32_t* row = s + ix[i] * len;
-        uint32_t* d = o + i * len;
-        for (int64_t k = 0; k < len; ++k) d[k] = row[k];
-    }
+// One row of len 4-byte elements (f32 or i32: moved as bits). (no-tree-loop-distribute-patterns,
+// here and in the callers it is inlined into: GCC would turn the loop back into a memcpy call.)
+__attribute__((always_inline, optimize("no-tree-loop-distribute-patterns"))) inline void copy_row(
+    uint32_t* __restrict d, const uint32_t* __restrict s, int64_t len) {
+    if (len > kShortGatherRow) std::memcpy(d, s, static_cast<size_t>(len) * sizeof *s);
+    else for (int64_t k = 0; k < len; ++k) d[k] = s[k];
+}
+
+// o's row i = s's row ix[i], for i in [0, n).
+XYLEM_CLONES __attribute__((optimize("no-tree-loop-distribute-patterns"))) void copy_rows(
+    const uint32_t* __restrict s, const int32_t* ix, int64_t n, int64_t len, uint32_t* __restrict o) {
+    for (int64_t i = 0; i < n; ++i) copy_row(o + i * len, s + ix[i] * len, len);
 }
 
 // Indices at or past `rows` (or negative: as unsigned they are past it) in ix[lo, hi): a count
@@ -45,7 +50,7 @@ XYLEM_CLONES int64_t count_out_of_range(const int32_t* ix, int64_t lo, int64_t h
 // Fails naming the first index of ix[0, n) outside [0, rows). Big index lists are checked by the
 // pool's workers in slices.
 void check_indices(const OpArgs& a, const int32_t* ix, int64_t n, int64_t rows) {
-    const int workers = static_cast<int>(std::clamp<int64_t>(n / kMinSplitIndices, 1, split_cpus()));
+    const int workers = split_workers(n, kMinSplitIndices, n);
     int64_t bad[kMaxSplit] = {};
     split_work(n, workers, [&](int64_t lo, int64_t hi, int w) { bad[w] = count_out_of_range(ix, lo, hi, rows); });
     if (std::none_of(bad, bad + workers, [](int64_t c) { return c > 0; })) return;
@@ -76,7 +81,7 @@ int64_t transposed_grid(const int32_t* ix, int64_t n) {
     if (n < 4 || n > INT32_MAX || ix[0] != 0 || ix[1] <= 1 || n % ix[1] != 0) return 0;
     const int64_t b = ix[1], a = n / b;
     if (a < 2) return 0;
-    const int workers = static_cast<int>(std::clamp<int64_t>(std::min(n / kMinSplitIndices, b), 1, split_cpus()));
+    const int workers = split_workers(n, kMinSplitIndices, b);
     bool match[kMaxSplit];
     split_work(b, workers, [&](int64_t lo, int64_t hi, int w) { match[w] = grid_columns_match(ix, a, b, lo, hi); });
     return std::all_of(match, match + workers, [](bool m) { return m; }) ? a : 0;
@@ -106,12 +111,7 @@ XYLEM_CLONES __attribute__((optimize("no-tree-loop-distribute-patterns"))) void 
         for (int64_t it = 0; it < a; it += kRowTile) {
             const int64_t je = std::min(jt + kRowTile, j1), ie = std::min(it + kRowTile, a);
             for (int64_t i = it; i < ie; ++i)
-                for (int64_t j = jt; j < je; ++j) {
-                    const uint32_t* s = src + (i * b + j) * len;
-                    uint32_t* d = out + (j * a + i) * len;
-                    if (len > kShortGatherRow) std::memcpy(d, s, static_cast<size_t>(len) * sizeof *s);
-                    else for (int64_t k = 0; k < len; ++k) d[k] = s[k];
-                }
+                for (int64_t j = jt; j < je; ++j) copy_row(out + (j * a + i) * len, src + (i * b + j) * len, len);
         }
 }
 
@@ -122,36 +122,24 @@ void op_gather_rows(const xylem_op_desc& desc, xylem_stream_s&) {
     const auto g = plugin_kit::gather_rows_operands(a);
     const Tensor &src = g.src, &idx = g.idx, &out = g.out;
     if (overlap(out, src) || overlap(out, idx)) a.fail("out overlaps src or idx");
-    const int64_t rows = g.rows, row_bytes = g.row_len * 4;
+    const int64_t rows = g.rows, len = g.row_len;
     const int32_t* ix = idx.i32();
+    const auto* s = static_cast<const uint32_t*>(src.data);  // f32 or i32: moved as bits
+    auto* o = static_cast<uint32_t*>(out.data);
     // Big gathers (the recurrent layers' permutations of a whole sequence) split their rows.
-    const int workers = static_cast<int>(
-        std::clamp<int64_t>(idx.numel * g.row_len / kMinSplitGather, 1, std::min<int64_t>(split_cpus(), idx.numel)));
+    const double elements = static_cast<double>(idx.numel * len);
     const int64_t grid_rows = rows >= idx.numel ? transposed_grid(ix, idx.numel) : 0;
     if (!grid_rows) check_indices(a, ix, idx.numel, rows);  // (a transposing index is in range)
     if (const int64_t a = grid_rows) {  // a transpose: by tiles
-        const int64_t b = idx.numel / a, len = g.row_len;
-        const auto* s = static_cast<const uint32_t*>(src.data);  // f32 or i32: moved as bits
-        auto* o = static_cast<uint32_t*>(out.data);
-        split_work(b, std::min<int64_t>(workers, b), [&](int64_t lo, int64_t hi, int) {
+        const int64_t b = idx.numel / a;
+        split_work(b, split_workers(elements, kMinSplitGather, b), [&](int64_t lo, int64_t hi, int) {
             if (len == 1) transpose_elements(s, a, b, lo, hi, o);
             else transpose_rows(s, a, b, len, lo, hi, o);
         });
         return;
     }
-    split_work(idx.numel, workers, [&](int64_t lo, int64_t hi, int) {
-        if (g.row_len == 1) {  // one element per row (the recurrent layers' transposes): a plain gather
-            const uint32_t* s = static_cast<const uint32_t*>(src.data);  // f32 or i32: moved as bits
-            uint32_t* o = static_cast<uint32_t*>(out.data);
-            for (int64_t i = lo; i < hi; ++i) o[i] = s[ix[i]];
-        } else if (g.row_len <= kShortGatherRow) {  // a memcpy call per short row costs more than the copy
-            copy_short_rows(static_cast<const uint32_t*>(src.data), ix + lo, hi - lo, g.row_len,
-                            static_cast<uint32_t*>(out.data) + lo * g.row_len);
-        } else {
-            const char* s = static_cast<const char*>(src.data);
-            char* o = static_cast<char*>(out.data);
-            for (int64_t i = lo; i < hi; ++i) std::memcpy(o + i * row_bytes, s + ix[i] * row_bytes, row_bytes);
-        }
+    split_work(idx.numel, split_workers(elements, kMinSplitGather, idx.numel), [&](int64_t lo, int64_t hi, int) {
+        copy_rows(s, ix + lo, hi - lo, len, o + lo * len);
     });
 }
 
@@ -170,9 +158,7 @@ void op_scatter_add_rows(const xylem_op_desc& desc, xylem_stream_s&) {
     const int64_t len = sh.row_len;
     constexpr int64_t kBlock = 16;  // columns per slice unit (a cache line of floats)
     const int64_t blocks = (len + kBlock - 1) / kBlock;
-    const int workers =
-        static_cast<int>(std::clamp<int64_t>(std::min(sh.n * len / kMinSplitElements, blocks), 1, split_cpus()));
-    split_work(blocks, workers, [&](int64_t lo, int64_t hi, int) {
+    split_work(blocks, split_workers(sh.n * len, kMinSplitElements, blocks), [&](int64_t lo, int64_t hi, int) {
         const int64_t j0 = lo * kBlock, j1 = std::min(hi * kBlock, len);
         for (int64_t i = 0; i < sh.n; ++i) {
             const float* row = s + i * len;

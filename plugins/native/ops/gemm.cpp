@@ -62,8 +62,7 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
     const bool by_rows = narrow || m >= n;
     const int64_t cut = by_rows ? m : n, units = (cut + kSplitAlign - 1) / kSplitAlign;
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-    const int workers = !by_rows && flops < kMinColumnSplitFlops ? 1 : static_cast<int>(
-        std::clamp<double>(std::min<double>(flops / kMinSplitGemmFlops, static_cast<double>(units)), 1.0, split_cpus()));
+    const int workers = !by_rows && flops < kMinColumnSplitFlops ? 1 : split_workers(flops, kMinSplitGemmFlops, units);
     split_work(units, workers, [&](int64_t lo, int64_t hi, int) {
         const int64_t from = lo * kSplitAlign, to = std::min(hi * kSplitAlign, cut);
         if (narrow) narrow_sgemm(ta, to - from, n, k, alpha, ta ? a + from : a + from * lda, lda, b, ldb, beta, c + from * ldc, ldc);

@@ -32,7 +32,7 @@ constexpr int64_t kRowChunk = 64;
 constexpr int64_t kMinXentSplit = 32 * 1024;
 
 int xent_workers(int64_t n, int64_t c) {
-    return static_cast<int>(std::clamp<int64_t>(n * c / kMinXentSplit, 1, std::min<int64_t>(split_cpus(), (n + kRowChunk - 1) / kRowChunk)));
+    return split_workers(n * c, kMinXentSplit, (n + kRowChunk - 1) / kRowChunk);
 }
 
 }  // namespace

@@ -50,9 +50,7 @@ void op_bias_grad(const xylem_op_desc& desc, xylem_stream_s& stream) {
     // Big ones split the channels between threads: each channel still sums in the same order.
     double* acc = stream.scratch_.alloc<double>(c);
     std::fill_n(acc, c, 0.0);
-    const int workers =
-        static_cast<int>(std::clamp<int64_t>(n * c * inner / kMinSplitElements, 1, std::min<int64_t>(split_cpus(), c)));
-    split_work(c, workers, [&](int64_t lo, int64_t hi, int) {
+    split_work(c, split_workers(n * c * inner, kMinSplitElements, c), [&](int64_t lo, int64_t hi, int) {
         for (int64_t r = 0; r < n; ++r)
             for (int64_t ch = lo; ch < hi; ++ch) {
                 const float* plane = dy + (r * c + ch) * inner;
@@ -153,7 +151,7 @@ struct Reduce {
 };
 
 int reduce_workers(int64_t elements, int64_t items) {
-    return static_cast<int>(std::clamp<int64_t>(std::min(elements / kMinSplitElements, items), 1, split_cpus()));
+    return split_workers(elements, kMinSplitElements, items);
 }
 
 // inner == 1: output o reduces the run x[o*n, (o+1)*n). Runs of one chunk are finished by the
