@@ -23,14 +23,18 @@ int hardware_threads() {
 }
 
 // The CPUs the plugin uses: XYLEM_NUM_THREADS when it is a positive integer (at most 1024), else
-// the CPUs this process may run on.
-int cpus_to_use(int hw) {
-    const char* s = std::getenv("XYLEM_NUM_THREADS");
-    if (!s || !*s) return hw;
-    char* end = nullptr;
-    const long n = std::strtol(s, &end, 10);
-    if (*end != '\0' || n < 1) return hw;
-    return n > 1024 ? 1024 : static_cast<int>(n);
+// the CPUs this process may run on. Read once: every count below derives from it.
+int plugin_cpus() {
+    static const int n = [] {
+        const int hw = hardware_threads();
+        const char* s = std::getenv("XYLEM_NUM_THREADS");
+        if (!s || !*s) return hw;
+        char* end = nullptr;
+        const long v = std::strtol(s, &end, 10);
+        if (*end != '\0' || v < 1) return hw;
+        return v > 1024 ? 1024 : static_cast<int>(v);
+    }();
+    return n;
 }
 
 // OpenBLAS's threads for that many CPUs. With two or fewer, one, and the plugin cuts GEMMs over
@@ -45,20 +49,18 @@ int blas_threads(int cpus) { return cpus <= 2 ? 1 : cpus; }
 
 // The plugin's own parallel kernels (fused_elementwise) use the CPUs the plugin uses.
 int kernel_threads() {
-    static const int n = std::min(cpus_to_use(hardware_threads()), kMaxKernelThreads);
-    return n;
+    return std::min(plugin_cpus(), kMaxKernelThreads);
 }
 
 namespace {
 
 xylem_framework_s make_framework() {
-    const int hw = hardware_threads();
-    const int n = blas_threads(cpus_to_use(hw));
+    const int n = blas_threads(plugin_cpus());
     // Big machines: GEMMs are threaded by OpenBLAS's pool. Small ones (one OpenBLAS thread): the
     // plugin cuts them over its own pool (split_cpus). Either way the plugin's memory-bound ops
     // and fused_elementwise spread big iteration spaces over its pool (workers.cpp).
     openblas_set_num_threads(n);
-    return xylem_framework_s{n, hw};
+    return xylem_framework_s{n, hardware_threads()};
 }
 
 void cpu_model(char* out, size_t size) {
@@ -93,8 +95,7 @@ const char* isa_level() {
 }  // namespace
 
 int split_cpus() {
-    static const int cpus = std::clamp(cpus_to_use(hardware_threads()), 1, kMaxSplit);
-    return openblas_get_num_threads() > 1 ? 1 : cpus;
+    return openblas_get_num_threads() > 1 ? 1 : std::clamp(plugin_cpus(), 1, kMaxSplit);
 }
 
 void probe(xylem_probe_info* out) {
@@ -112,7 +113,7 @@ void probe(xylem_probe_info* out) {
     std::snprintf(out->detail, sizeof out->detail,
                   "%s; core %s (%s); BLAS threads %d (XYLEM_NUM_THREADS=%.16s), %d hardware threads; "
                   "own kernels' worker pool %d threads (fused_elementwise, big convolutions and reductions)",
-                  openblas_get_config(), corename, forced, blas_threads(cpus_to_use(hw)),
+                  openblas_get_config(), corename, forced, blas_threads(plugin_cpus()),
                   xylem_threads ? xylem_threads : "unset", hw, kernel_threads());
 
     out->available = 1;

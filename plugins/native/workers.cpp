@@ -59,24 +59,24 @@ public:
             std::lock_guard<std::mutex> lock(mutex_);
             job_ = &job;
             helpers_ = std::min(workers - 1, static_cast<int>(threads_.size()));
-            published_.store(++generation_, std::memory_order_release);
+            generation_.fetch_add(1, std::memory_order_release);
             sleepers = sleepers_ > 0;
         }
-        if (sleepers) wake_.notify_all();  // the others are still spinning on published_
+        if (sleepers) wake_.notify_all();  // the others are still spinning on generation_
         job.work(0);
         // Withdraw the job, then wait only for the helpers that joined it: one the scheduler has
         // not woken yet (a busy machine) costs nothing, its items taken here instead. A helper
         // still inside is waited for by spinning a little first (its last item is short).
         std::unique_lock<std::mutex> lock(mutex_);
         job_ = nullptr;
-        if (running_ > 0) {
+        if (running_.load() > 0) {
             lock.unlock();
             const auto until = std::chrono::steady_clock::now() + kSpin;
-            while (running_atomic_.load(std::memory_order_acquire) > 0 && std::chrono::steady_clock::now() < until)
+            while (running_.load(std::memory_order_acquire) > 0 && std::chrono::steady_clock::now() < until)
                 pause();
             lock.lock();
         }
-        done_.wait(lock, [this] { return running_ == 0; });
+        done_.wait(lock, [this] { return running_.load() == 0; });
     }
 
 private:
@@ -90,26 +90,24 @@ private:
         std::unique_lock<std::mutex> lock(mutex_);
         uint64_t seen = 0;
         for (;;) {
-            if (generation_ == seen) {  // spin a little for the next job before sleeping
+            if (generation_.load() == seen) {  // spin a little for the next job before sleeping
                 lock.unlock();
                 const auto until = std::chrono::steady_clock::now() + kSpin;
-                while (published_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until)
+                while (generation_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until)
                     pause();
                 lock.lock();
                 ++sleepers_;
-                wake_.wait(lock, [&] { return generation_ != seen; });
+                wake_.wait(lock, [&] { return generation_.load() != seen; });
                 --sleepers_;
             }
-            seen = generation_;
+            seen = generation_.load();
             if (!job_ || index > helpers_) continue;  // withdrawn already, or not needed
             Job* job = job_;  // stays alive: run() waits for running_ to drop back to 0
-            ++running_;
-            running_atomic_.store(running_, std::memory_order_release);
+            running_.fetch_add(1);
             lock.unlock();
             job->work(index);
             lock.lock();
-            running_atomic_.store(--running_, std::memory_order_release);
-            if (running_ == 0) done_.notify_one();
+            if (running_.fetch_sub(1, std::memory_order_release) == 1) done_.notify_one();
         }
     }
 
@@ -118,12 +116,12 @@ private:
     std::condition_variable wake_, done_;
     std::vector<std::thread> threads_;  // grown under busy_
     Job* job_ = nullptr;       // the job helpers may join; null once its caller has done its part
-    uint64_t generation_ = 0;  // one more per job: what wakes the helpers
-    int helpers_ = 0;          // pool threads 1..helpers_ may join the current job
-    int running_ = 0;          // helpers inside the current job
-    int sleepers_ = 0;         // helpers asleep on wake_ (the others spin on published_)
-    std::atomic<uint64_t> published_{0};  // generation_, for spinning helpers (no lock)
-    std::atomic<int> running_atomic_{0};  // running_, for the spinning caller
+    // Changed under mutex_; atomic so that a spinning helper (generation_) or caller (running_)
+    // can watch them without it.
+    std::atomic<uint64_t> generation_{0};  // one more per job: what wakes the helpers
+    std::atomic<int> running_{0};          // helpers inside the current job
+    int helpers_ = 0;                      // pool threads 1..helpers_ may join the current job
+    int sleepers_ = 0;                     // helpers asleep on wake_ (the others spin on generation_)
     const pid_t pid_ = getpid();
 };
 
