@@ -119,20 +119,23 @@ void tail_ta(int64_t t, int64_t m, int64_t k, float alpha, const float* a, int64
     }
 }
 
+// Columns [0, 16*f) for f in 0..4 (f == 0: the tail is all there is).
+template <bool TA>
+void whole_vectors(int64_t f, int64_t m, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float beta, float* c, int64_t ldc) {
+    switch (f) {
+    case 1: return vector_columns<1, TA>(m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case 2: return vector_columns<2, TA>(m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case 3: return vector_columns<3, TA>(m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case 4: return vector_columns<4, TA>(m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    }
+}
+
 void narrow_avx512(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                    int64_t ldb, float beta, float* c, int64_t ldc) {
     const int64_t f = n / 16, t = n % 16;
-    switch (f * 2 + (ta ? 1 : 0)) {
-        case 2: vector_columns<1, false>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
-        case 3: vector_columns<1, true>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
-        case 4: vector_columns<2, false>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
-        case 5: vector_columns<2, true>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
-        case 6: vector_columns<3, false>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
-        case 7: vector_columns<3, true>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
-        case 8: vector_columns<4, false>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
-        case 9: vector_columns<4, true>(m, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
-        default: break;  // f == 0: the tail is all
-    }
+    if (ta) whole_vectors<true>(f, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else whole_vectors<false>(f, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
     if (t == 0) return;
     const int64_t j0 = 16 * f;
     if (ta) return tail_ta(t, m, k, alpha, a, lda, b + j0, ldb, beta, c + j0, ldc);
