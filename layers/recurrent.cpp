@@ -158,34 +158,29 @@ std::vector<std::pair<std::string, const Tensor*>> Recurrent::carried_state() {
 
 void Recurrent::restore_carried_state(const std::map<std::string, SavedTensor>& saved) {
     if (saved.empty()) return;  // nothing was carried (a checkpoint at an epoch's end, or an older one)
+    std::vector<std::string> names;  // in carried order (level, cell)
+    for (int64_t l = 0; l < opt_.layers; ++l)
+        for (int i = 0; i < carried_; ++i) names.push_back(carried_name(l, i));
+    for (const auto& [name, t] : saved)
+        if (std::find(names.begin(), names.end(), name) == names.end())
+            throw Error(label() + ": the checkpoint's carried state has '" + name + "', which this layer does not carry (" +
+                        std::to_string(opt_.layers) + " level(s) of h_l<k>" + (carried_ > 1 ? " and c_l<k>" : "") + ")");
     std::vector<std::vector<float>> values;
     int64_t batch = 0;
-    for (int64_t l = 0; l < opt_.layers; ++l)
-        for (int i = 0; i < carried_; ++i) {
-            const std::string name = carried_name(l, i);
-            auto it = saved.find(name);
-            if (it == saved.end()) throw Error(label() + ": the checkpoint's carried state has no '" + name + "'");
-            const SavedTensor& t = it->second;
-            const bool first = values.empty();  // its batch is every other tensor's
-            if (first && t.shape.size() == 2) batch = t.shape[1];
-            if (t.shape != Shape{h_, batch} || batch <= 0 || t.values.size() % static_cast<size_t>(h_) != 0 ||
-                t.values.size() / static_cast<size_t>(h_) != static_cast<size_t>(batch))
-                throw Error(label() + ": carried state '" + name + "' is " + to_string(t.shape) + ", expected " +
-                            (first ? "[" + std::to_string(h_) + ", batch]"
-                                   : to_string(Shape{h_, batch}) + " (the batch of '" + carried_name(0, 0) + "')"));
-            if (!std::all_of(t.values.begin(), t.values.end(), [](float v) { return std::isfinite(v); }))
-                throw Error(label() + ": carried state '" + name + "' holds non-finite values (NaN or inf)");
-            values.push_back(t.values);
-        }
-    if (values.size() != saved.size())  // every expected name was found, so some other name is there too
-        for (const auto& [name, t] : saved) {
-            bool known = false;
-            for (int64_t l = 0; l < opt_.layers; ++l)
-                for (int i = 0; i < carried_; ++i) known = known || name == carried_name(l, i);
-            if (!known)
-                throw Error(label() + ": the checkpoint's carried state has '" + name + "', which this layer does not carry (" +
-                            std::to_string(opt_.layers) + " level(s) of h_l<k>" + (carried_ > 1 ? " and c_l<k>" : "") + ")");
-        }
+    for (const std::string& name : names) {
+        auto it = saved.find(name);
+        if (it == saved.end()) throw Error(label() + ": the checkpoint's carried state has no '" + name + "'");
+        const SavedTensor& t = it->second;
+        const bool first = values.empty();  // its batch is every other tensor's
+        if (first && t.shape.size() == 2) batch = t.shape[1];
+        if (t.shape != Shape{h_, batch} || batch <= 0 || t.values.size() != static_cast<size_t>(h_ * batch))
+            throw Error(label() + ": carried state '" + name + "' is " + to_string(t.shape) + ", expected " +
+                        (first ? "[" + std::to_string(h_) + ", batch]"
+                               : to_string(Shape{h_, batch}) + " (the batch of '" + names.front() + "')"));
+        if (!std::all_of(t.values.begin(), t.values.end(), [](float v) { return std::isfinite(v); }))
+            throw Error(label() + ": carried state '" + name + "' holds non-finite values (NaN or inf)");
+        values.push_back(t.values);
+    }
     restored_ = std::move(values);
     restored_batch_ = batch;
     restore_pending_ = true;
@@ -209,8 +204,8 @@ const Tensor& Recurrent::forward(Device& dev, const Tensor& x, bool train) {
             throw Error(label() + ": the checkpoint's carried state is for batches of " + std::to_string(restored_batch_) +
                         ", the resumed run's first batch has " + std::to_string(batch));
         for (int64_t l = 0, k = 0; l < opt_.layers; ++l)
-                for (int i = 0; i < carried_; ++i, ++k)
-                    ws.levels[static_cast<size_t>(l)].carry[static_cast<size_t>(i)].upload_from(dev, restored_[static_cast<size_t>(k)].data());
+            for (int i = 0; i < carried_; ++i, ++k)
+                ws.levels[static_cast<size_t>(l)].carry[static_cast<size_t>(i)].upload_from(dev, restored_[static_cast<size_t>(k)].data());
     }
     trained_ = train;
     dropped_ = train && opt_.dropout > 0.0f && opt_.layers > 1;
