@@ -6,14 +6,10 @@
 // overwritten); and the same bits when C is computed in row blocks, which is how the plugin
 // spreads a GEMM over threads.
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <random>
 #include <string>
-#include <vector>
 
-#include "support/backends.h"
-#include "xylem/op_calls.h"
+#include "gemm_row_blocks.h"
 
 namespace xylem::test {
 namespace {
@@ -23,13 +19,6 @@ struct Case {
     int64_t m, n, k;
     float alpha, beta;
 };
-
-std::vector<float> random_values(std::mt19937& rng, int64_t n) {
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = u(rng);
-    return v;
-}
 
 // A is [m, k] (ta: stored [k, m]), B [k, n].
 float a_at(const Case& c, const std::vector<float>& a, int64_t i, int64_t p) {
@@ -78,26 +67,9 @@ TEST(NativeGemmNarrow, MatchesFloat64AndRowBlocksGiveTheSameBits) {
 
         // Row blocks of 32 (still narrow GEMMs, each too small to be spread over threads): the
         // whole product, cut over however many threads this machine has, must give their bits.
-        std::vector<float> pieces(cv.size());
-        for (int64_t start = 0; start < c.m; start += 32) {
-            const int64_t i = std::min(start, c.m - 32);  // a short last block would leave the kernel: 32 ending at m
-            std::vector<float> ai(static_cast<size_t>(32 * c.k));
-            for (int64_t r = 0; r < 32; ++r)
-                for (int64_t p = 0; p < c.k; ++p) ai[static_cast<size_t>(r * c.k + p)] = a_at(c, av, i + r, p);
-            // the block's A in A's own layout (ta: stored [k, 32])
-            std::vector<float> block_a(ai.size());
-            for (int64_t r = 0; r < 32; ++r)
-                for (int64_t p = 0; p < c.k; ++p)
-                    block_a[static_cast<size_t>(c.ta ? p * 32 + r : r * c.k + p)] = ai[static_cast<size_t>(r * c.k + p)];
-            const Tensor at = upload(dev, c.ta ? Shape{c.k, 32} : Shape{32, c.k}, block_a);
-            Tensor ci = upload(dev, {32, c.n}, std::vector<float>(cv.begin() + i * c.n, cv.begin() + (i + 32) * c.n));
-            ops::gemm(dev, c.ta, false, c.alpha, at, b, c.beta, ci);
-            const std::vector<float> part = ci.to_vector();
-            std::copy(part.begin(), part.end(), pieces.begin() + i * c.n);
-        }
-        size_t differ = 0;
-        for (size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &pieces[i], sizeof(float)) != 0;
-        EXPECT_EQ(differ, 0u) << "of " << got.size() << " elements differ between the whole and 32-row blocks";
+        // (A short last block would leave the kernel: the helper's last block is 32 rows ending at m.)
+        EXPECT_EQ(bits_differ(got, gemm_by_row_blocks(dev, c.ta, false, c.m, c.n, c.k, c.alpha, av, b, c.beta, cv, 32)), 0u)
+            << "of " << got.size() << " elements differ between the whole and 32-row blocks";
     }
 }
 
