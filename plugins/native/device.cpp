@@ -1,5 +1,4 @@
 // Probe (CPU model, memory, OpenBLAS configuration) and the plugin's single framework instance.
-#include <cblas.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -8,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "blas.h"
+#include "isa.h"
 #include "native.h"
 
 namespace xylem::native {
@@ -37,14 +38,6 @@ int plugin_cpus() {
     return n;
 }
 
-// OpenBLAS's threads for that many CPUs. With two or fewer, one, and the plugin cuts GEMMs over
-// its own pool instead (split_cpus): measured on a 2-vCPU VM, the second OpenBLAS thread bought
-// little while its busy-waiting slowed everything else, making runs bimodal (LeNet inference
-// 6.1-9.9k img/s with two threads, 8.1-9.1k with one; see docs/benchmarks.md), and next to the
-// plugin's pool it spun against the pool's workers (char-rnn 60% slower with
-// XYLEM_NUM_THREADS=2, when that still meant two OpenBLAS threads). With more, one per CPU.
-int blas_threads(int cpus) { return cpus <= 2 ? 1 : cpus; }
-
 }  // namespace
 
 // The plugin's own parallel kernels (fused_elementwise) use the CPUs the plugin uses.
@@ -55,12 +48,9 @@ int kernel_threads() {
 namespace {
 
 xylem_framework_s make_framework() {
-    const int n = blas_threads(plugin_cpus());
-    // Big machines: GEMMs are threaded by OpenBLAS's pool. Small ones (one OpenBLAS thread): the
-    // plugin cuts them over its own pool (split_cpus). Either way the plugin's memory-bound ops
-    // and fused_elementwise spread big iteration spaces over its pool (workers.cpp).
-    openblas_set_num_threads(n);
-    return xylem_framework_s{n, hardware_threads()};
+    // OpenBLAS runs one thread (blas.cpp); GEMMs, big convolutions, reductions and fused programs
+    // are spread over the plugin's own pool (workers.cpp), in slices fixed by the shape.
+    return xylem_framework_s{1, hardware_threads()};
 }
 
 void cpu_model(char* out, size_t size) {
@@ -80,7 +70,8 @@ void cpu_model(char* out, size_t size) {
     std::fclose(f);
 }
 
-const char* isa_level() {
+// The CPU's instruction sets as the probe reports them.
+const char* cpu_features() {
 #if defined(__x86_64__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) return "x86-64 AVX-512";
@@ -92,35 +83,50 @@ const char* isa_level() {
 #endif
 }
 
+// Why the plugin cannot run here, or null: a bad XYLEM_NATIVE_ISA, or OpenBLAS missing.
+const char* unusable() {
+    if (const char* e = isa_error()) return e;
+    const Blas& b = blas();
+    return b.sgemm ? nullptr : b.error;
+}
+
 }  // namespace
 
 int split_cpus() {
-    return openblas_get_num_threads() > 1 ? 1 : std::clamp(plugin_cpus(), 1, kMaxSplit);
+    return std::clamp(plugin_cpus(), 1, kMaxSplit);
 }
 
 void probe(xylem_probe_info* out) {
     if (!out) return;
     std::memset(out, 0, sizeof *out);
+    if (const char* why = unusable()) {
+        std::snprintf(out->reason, sizeof out->reason, "%s", why);
+        return;
+    }
+    const Blas& b = blas();
     const int hw = hardware_threads();
     const char* xylem_threads = std::getenv("XYLEM_NUM_THREADS");
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-    char forced[96];
-    if (coretype && *coretype)
-        std::snprintf(forced, sizeof forced, "forced by OPENBLAS_CORETYPE=%.48s", coretype);
-    else
-        std::snprintf(forced, sizeof forced, "auto-detected, OPENBLAS_CORETYPE unset");
-    const char* corename = openblas_get_corename();
+    char how[112];
+    if (b.pinned[0]) std::snprintf(how, sizeof how, "%s", b.pinned);
+    else if (coretype && *coretype) std::snprintf(how, sizeof how, "forced by OPENBLAS_CORETYPE=%.48s", coretype);
+    else std::snprintf(how, sizeof how, "auto-detected, OPENBLAS_CORETYPE unset");
+    const char* corename = b.corename();
+    const Isa level = isa();
     std::snprintf(out->detail, sizeof out->detail,
-                  "%s; core %s (%s); BLAS threads %d (XYLEM_NUM_THREADS=%.16s), %d hardware threads; "
-                  "own kernels' worker pool %d threads (fused_elementwise, big convolutions and reductions)",
-                  openblas_get_config(), corename, forced, blas_threads(plugin_cpus()),
-                  xylem_threads ? xylem_threads : "unset", hw, kernel_threads());
+                  "%s; core %s (%s); own kernels %s%s; BLAS threads %d; worker pool %d threads "
+                  "(XYLEM_NUM_THREADS=%.16s, %d hardware threads): GEMM blocks, convolutions, reductions, "
+                  "fused programs",
+                  b.config(), corename, how, isa_name(level),
+                  level < cpu_isa() ? " (capped by XYLEM_NATIVE_ISA)" : "", b.num_threads(), kernel_threads(),
+                  xylem_threads ? xylem_threads : "unset", hw);
 
     out->available = 1;
     out->device_count = 1;
     xylem_device_info& dev = out->devices[0];
     cpu_model(dev.name, sizeof dev.name);
-    std::snprintf(dev.detail, sizeof dev.detail, "%s, %d hardware threads, OpenBLAS core %s", isa_level(), hw, corename);
+    std::snprintf(dev.detail, sizeof dev.detail, "%s, %d hardware threads, own kernels %s, OpenBLAS core %s",
+                  cpu_features(), hw, isa_name(level), corename);
     const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
     dev.memory_bytes = pages > 0 && page_size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) : 0;
     dev.compute_units = static_cast<uint32_t>(hw);
@@ -133,6 +139,7 @@ void device_kinds(uint32_t* kinds, uint32_t count) {
 
 xylem_status framework_get(xylem_framework_t* out) {
     if (!out) return set_error(XYLEM_E_INVALID, "native: framework_get: out is NULL");
+    if (const char* why = unusable()) return set_error(XYLEM_E_UNAVAILABLE, "native: %s", why);
     static xylem_framework_s framework = make_framework();  // the one instance, made on first call
     *out = &framework;
     return XYLEM_OK;

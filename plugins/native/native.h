@@ -14,6 +14,7 @@
 #include "xylem/plugin_kit/op_list.h"
 #include "xylem/plugin_kit/pointer_tensor.h"
 #include "xylem/plugin_kit/shapes.h"
+#include "isa.h"  // XYLEM_KERNEL: hot loops compiled per instruction-set level
 
 namespace xylem::native {
 
@@ -48,7 +49,7 @@ private:
 
 // The ABI's opaque handles (declared by plugin_api.h in the global namespace).
 struct xylem_framework_s {
-    int num_threads_;  // OpenBLAS threads set at init: XYLEM_NUM_THREADS or the hardware threads
+    int num_threads_;  // OpenBLAS threads: always 1 (blas.h)
     int hw_threads_;   // hardware threads of this machine
 };
 
@@ -109,20 +110,6 @@ public:
     }
 };
 
-// Hot loops get AVX-512 and AVX2 clones next to the baseline x86-64 one, picked once at load time:
-// the .so stays runnable on any x86-64 while compute-bound loops (Adam's sqrt and divide, the fused
-// programs' exp and tanh) run 16 or 8 wide. The AVX-512 clone took char-rnn's step from 54.4 to
-// 52.9 ms on an AVX-512 Xeon (OpenBLAS's SkylakeX GEMM already runs AVX-512 there, so no new
-// frequency drop). No clone uses FMA (avx512f and avx2 do not imply it in GCC, and "arch=" clones
-// dispatch on the exact CPU model), and -ffp-contract=off (CMakeLists.txt) keeps every clone's
-// results the same bits.
-// (None under ThreadSanitizer, which cannot run the ifunc resolvers clones need.)
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-#define XYLEM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define XYLEM_CLONES
-#endif
-
 // ---- shared kernels ------------------------------------------------------------------------
 // Sum of f(i) for i < n. GCC vectorizes the 16 float lanes without -ffast-math (a plain float
 // reduction would stay scalar); lanes flush to a double every block to bound rounding error.
@@ -166,27 +153,41 @@ void parallel_items(int64_t n_items, int workers, const F& f) {
 }
 
 // ---- splitting an op over threads ----------------------------------------------------------
-// Big forward convolutions (ops/conv.cpp) and big reductions (ops/reduce.cpp, ops/gather.cpp)
-// split their work into slices, one per CPU, run by the same worker pool as fused_elementwise.
-// At most this many slices: a conv slice takes two scratch blocks, and the arena keeps 32 per op.
-constexpr int kMaxSplit = 8;
+// Big GEMMs (ops/gemm.cpp), convolutions (ops/conv.cpp) and memory-bound ops (ops/reduce.cpp,
+// ops/gather.cpp, ...) split their work over the plugin's pool (the same one fused_elementwise
+// uses). A result never depends on how many threads ran it (docs/architecture.md,
+// "Determinism"): where a slice's arithmetic depends on where it was cut (an OpenBLAS call's
+// result depends on its shape), the cut is fixed by the op's shape (`shape_slices`) and the
+// workers share out the slices; elsewhere each output's arithmetic is the same however the work
+// is cut, and an op simply takes one slice per worker (`split_workers`).
+constexpr int kMaxSplit = 8;  // at most this many slices (a conv slice takes two scratch blocks; the arena keeps 32)
 
 // Elements streamed per extra thread below which starting it costs more than it saves (a thread
 // start is ~20-50 us; 2^18 floats take about as long to stream): for the memory-bound ops.
 constexpr int64_t kMinSplitElements = int64_t{1} << 18;
 
-// CPUs for a split (device.cpp): 1 when OpenBLAS runs more than one thread per GEMM (more than
-// two CPUs in use); else the CPUs the plugin uses (XYLEM_NUM_THREADS, or the CPUs this process
-// may run on), at most kMaxSplit.
+// CPUs for a split (device.cpp): the CPUs the plugin uses (XYLEM_NUM_THREADS, or the CPUs this
+// process may run on), at most kMaxSplit.
 int split_cpus();
 
 // Workers for `units` slices of an op holding `work` (elements, FLOPs), each extra worker getting
-// at least `min_per_worker` of it: from 1 to split_cpus(), never more than the slices. The one
-// rule every split op sizes itself by.
+// at least `min_per_worker` of it: from 1 to split_cpus(), never more than the slices. For ops
+// whose results do not depend on the cut.
 inline int split_workers(double work, double min_per_worker, int64_t units) {
     const double by_work = work / min_per_worker;
     const double cap = static_cast<double>(std::min<int64_t>(split_cpus(), units));
     return static_cast<int>(std::max(1.0, std::min(by_work, cap)));
+}
+
+// Slices of an op holding `work`, each at least `min_per_slice` of it, in at most `units` (and
+// kMaxSplit) slices, from the shape alone: a power of two, so two or four workers share them out
+// evenly. For ops whose result depends on the cut (the slices are the same on every machine
+// and for every XYLEM_NUM_THREADS, so the bits are too).
+inline int64_t shape_slices(double work, double min_per_slice, int64_t units) {
+    const double most = std::min<double>(std::min<int64_t>(units, kMaxSplit), work / min_per_slice);
+    int64_t s = 1;
+    while (2.0 * static_cast<double>(s) <= most) s *= 2;
+    return s;
 }
 
 // body(lo, hi, w) for the workers slices [lo, hi) of [0, n), slice w on the calling thread or a
@@ -200,18 +201,35 @@ void split_work(int64_t n, int workers, const F& body) {
     });
 }
 
-// Row-major C = alpha*op(A)*op(B) + beta*C on OpenBLAS (sizes checked against INT_MAX by the
-// caller; ops/gemm.cpp). When OpenBLAS runs one thread (split_cpus() > 1: the default on small
-// machines, device.cpp) and there are the FLOPs to pay for waking the pool, C is cut into row
-// blocks (column blocks when it is wider than tall), one single-threaded sgemm per worker. K is
-// never cut, so each element sums in the same order: the same bits however many blocks.
+// body(lo, hi, worker) for each of `slices` slices [lo, hi) of [0, n), fixed by n and slices
+// alone, run by up to split_cpus() workers (worker < that, for per-worker scratch). body must
+// not throw.
+inline int slice_workers(int64_t slices) { return static_cast<int>(std::min<int64_t>(slices, split_cpus())); }
+template <class F>
+void run_slices(int64_t n, int64_t slices, const F& body) {
+    const int workers = slice_workers(slices);
+    auto slice = [&](int w, int64_t s) { body(n * s / slices, n * (s + 1) / slices, w); };
+    if (workers <= 1) {
+        for (int64_t s = 0; s < slices; ++s) slice(0, s);
+        return;
+    }
+    parallel_items(slices, workers, slice);
+}
+
+// Row-major C = alpha*op(A)*op(B) + beta*C (sizes checked against INT_MAX by the caller;
+// ops/gemm.cpp). With the FLOPs to pay for waking the pool, C is cut into row blocks (column
+// blocks when it is wider than tall), single-threaded sgemm calls shared out among the workers.
+// The blocks are fixed by the shape (shape_slices), never by the thread count: OpenBLAS's
+// result for a row depends on the call it is part of (its kernels treat a block's last rows
+// differently on some CPUs), so a cut that followed the CPUs would change the bits.
+// Must not be called from a pool worker (it may use the pool itself).
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
            int64_t ldb, float beta, float* c, int64_t ldc);
 
 // C = alpha*op(A)*B + beta*C for a narrow C (1 <= n <= 64; B [k, n] row-major), on AVX-512 only:
-// call it where narrow_gemm_available() (ops/gemm_narrow.cpp). Each element's arithmetic depends
-// only on its row and column, so row blocks cut anyhow give the same bits. sgemm() uses it for
-// the shapes where it measured faster than OpenBLAS.
+// call it where narrow_gemm_available() (ops/gemm_narrow.cpp: the plugin's level is avx512).
+// Each element's arithmetic depends only on its row and column, so row blocks cut anyhow give
+// the same bits. sgemm() uses it for the shapes where it measured faster than OpenBLAS.
 bool narrow_gemm_available();
 void narrow_sgemm(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                   int64_t ldb, float beta, float* c, int64_t ldc);

@@ -1,8 +1,8 @@
-// XYLEM_NUM_THREADS is the number of CPUs the native backend uses (docs/architecture.md, "Native
-// backend threading"): with two or fewer, OpenBLAS runs one thread and the plugin's own pool
-// splits GEMMs over the CPUs; with more, OpenBLAS runs one thread per CPU. `xylem backends`
-// reports both counts. (XYLEM_NUM_THREADS=2 once meant two OpenBLAS threads spinning next to the
-// plugin's pool: char-rnn's step took 50 ms instead of 29.)
+// XYLEM_NUM_THREADS is the number of CPUs the native backend uses and XYLEM_NATIVE_ISA the highest
+// instruction-set level its kernels run at (docs/architecture.md, "Native backend threading" and
+// "Determinism"). OpenBLAS always runs one thread: the plugin's own pool spreads GEMMs, convs,
+// reductions and fused programs over the CPUs, in slices fixed by the shape, so no result depends
+// on the thread count. `xylem backends` reports both settings and the OpenBLAS core they pinned.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,29 +13,63 @@ using xylem::test::run_cli;
 
 namespace {
 
-// The native backend's line of `xylem backends` with XYLEM_NUM_THREADS=n.
-std::string native_detail(const std::string& n) {
-    const auto r = run_cli("backends", "XYLEM_NUM_THREADS=" + n);
+// The native backend's lines of `xylem backends` with these settings (NAME=VALUE words).
+std::string native_lines(const std::string& env) {
+    const auto r = run_cli("backends", env);
     EXPECT_EQ(r.code, 0) << r.err;
-    const size_t at = r.out.find("BLAS threads");
-    return at == std::string::npos ? "" : r.out.substr(at, r.out.find('\n', at) - at);
+    const size_t at = r.out.find("\nnative ");
+    if (at == std::string::npos) return "";
+    const size_t end = r.out.find("\nopencl ", at + 1);
+    return r.out.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
+}
+
+bool has_avx2() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
 }
 
 }  // namespace
 
-TEST(NativeThreads, TwoCpusOrFewerRunOneOpenBlasThreadAndThePluginsPool) {
-    for (const std::string n : {"1", "2"}) {
+TEST(NativeThreads, OneOpenBlasThreadAndOnePoolWorkerPerCpu) {
+    for (const std::string n : {"1", "2", "3", "7"}) {
         SCOPED_TRACE("XYLEM_NUM_THREADS=" + n);
-        const std::string d = native_detail(n);
+        const std::string d = native_lines("XYLEM_NUM_THREADS=" + n);
         if (d.empty()) GTEST_SKIP() << "no native backend line in `xylem backends`";
-        EXPECT_NE(d.find("BLAS threads 1 (XYLEM_NUM_THREADS=" + n + ")"), std::string::npos) << d;
-        EXPECT_NE(d.find("worker pool " + n + " threads"), std::string::npos) << d;
+        EXPECT_NE(d.find("BLAS threads 1;"), std::string::npos) << d;
+        EXPECT_NE(d.find("worker pool " + n + " threads (XYLEM_NUM_THREADS=" + n + ","), std::string::npos) << d;
     }
 }
 
-TEST(NativeThreads, MoreCpusRunOneOpenBlasThreadEach) {
-    const std::string d = native_detail("3");
-    if (d.empty()) GTEST_SKIP() << "no native backend line in `xylem backends`";
-    EXPECT_NE(d.find("BLAS threads 3 (XYLEM_NUM_THREADS=3)"), std::string::npos) << d;
-    EXPECT_NE(d.find("worker pool 3 threads"), std::string::npos) << d;
+TEST(NativeIsa, CapPinsTheKernelsAndOpenBlasCore) {
+    const std::string base = native_lines("XYLEM_NATIVE_ISA=baseline");
+    if (base.empty()) GTEST_SKIP() << "no native backend line in `xylem backends`";
+    EXPECT_NE(base.find("own kernels baseline"), std::string::npos) << base;
+    EXPECT_NE(base.find("core Prescott (pinned to Prescott by XYLEM_NATIVE_ISA=baseline)"), std::string::npos) << base;
+    if (!has_avx2()) {
+        std::printf("[ SKIPPED  ] the avx2 cap: this CPU lacks AVX2\n");
+        return;
+    }
+    const std::string avx2 = native_lines("XYLEM_NATIVE_ISA=avx2");
+    EXPECT_NE(avx2.find("own kernels avx2"), std::string::npos) << avx2;
+    // An AVX2 CPU runs its own OpenBLAS core (Haswell, Zen, ...); a bigger one is pinned to Haswell.
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) {
+        EXPECT_NE(avx2.find("core Haswell (pinned to Haswell by XYLEM_NATIVE_ISA=avx2)"), std::string::npos) << avx2;
+    }
+    // A core the user forced at or below the cap is kept.
+    const std::string forced = native_lines("XYLEM_NATIVE_ISA=avx2 OPENBLAS_CORETYPE=Sandybridge");
+    EXPECT_NE(forced.find("core Sandybridge (forced by OPENBLAS_CORETYPE=Sandybridge)"), std::string::npos) << forced;
+}
+
+TEST(NativeIsa, BadValueIsRefusedNamingTheVariableAndTheLevels) {
+    const auto r = run_cli("backends", "XYLEM_NATIVE_ISA=avx3");
+    EXPECT_EQ(r.code, 0) << r.err;  // the other backends still list
+    EXPECT_NE(r.out.find("XYLEM_NATIVE_ISA=avx3 is not a level: expected avx512, avx2 or baseline"), std::string::npos)
+        << r.out;
+    const auto train = run_cli("train --config " + std::string(XYLEM_SOURCE_DIR) +
+                                   "/examples/fashion_mlp.toml --backend native --max-steps 1 --out /tmp/xylem_isa_bad",
+                               "XYLEM_NATIVE_ISA=avx3");
+    EXPECT_NE(train.code, 0);
+    EXPECT_NE(train.err.find("XYLEM_NATIVE_ISA=avx3 is not a level"), std::string::npos) << train.err;
+    EXPECT_EQ(train.err.find("terminate"), std::string::npos) << train.err;
 }

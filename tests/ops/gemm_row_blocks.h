@@ -1,4 +1,4 @@
-// What the native GEMM tests share: random operands, and the product computed in row blocks of C,
+// What the native narrow-GEMM test uses: random operands, and the product computed in row blocks of C,
 // each block a GEMM of its own, to compare bit for bit with the whole product (the plugin cuts a
 // GEMM into row blocks over threads; K is never cut, so no bit may change).
 #pragma once

@@ -9,11 +9,11 @@ namespace xylem::native {
 namespace {
 
 // NaN stays NaN (both comparisons are false), as torch.clamp.
-XYLEM_CLONES void clamp(float* __restrict x, int64_t n, float lo, float hi) {
+XYLEM_KERNEL(void, clamp, (float* __restrict x, int64_t n, float lo, float hi), (x, n, lo, hi)) {
     for (int64_t i = 0; i < n; ++i) x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
 }
 
-XYLEM_CLONES void scale(float* __restrict x, int64_t n, float k) {
+XYLEM_KERNEL(void, scale, (float* __restrict x, int64_t n, float k), (x, n, k)) {
     for (int64_t i = 0; i < n; ++i) x[i] *= k;
 }
 

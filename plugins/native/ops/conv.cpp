@@ -1,12 +1,12 @@
 // CONV2D_FWD / BWD_DATA / BWD_FILTER, NCHW f32. Whole-input and 1x1 kernels go straight to sgemm
 // (MXNet #2011); the rest is im2col over a chunk of images, then one big sgemm per group.
-#include <cblas.h>
 
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cstring>
 
+#include "blas.h"
 #include "native.h"
 
 namespace xylem::native {
@@ -56,12 +56,18 @@ Path choose_path(const Conv& v) {
     return Path::kIm2col;
 }
 
-// Row-major C = beta*C + op(A)*op(B); sizes were checked against INT_MAX by conv_shape.
+// Row-major C = beta*C + op(A)*op(B); sizes were checked against INT_MAX by conv_shape. On the
+// calling thread: the plugin's sgemm, spread over the pool in blocks fixed by the shape.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
           float beta, float* c, int64_t ldc) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-                static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
-                beta, c, static_cast<int>(ldc));
+    sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+
+// The same as one single-threaded OpenBLAS call, for a pool worker's slice (sgemm may use the pool).
+void gemm_in_worker(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                    int64_t ldb, float beta, float* c, int64_t ldc) {
+    cblas_sgemm_rm(ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+                   static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
 // Images per im2col chunk for per_image scratch floats each.
@@ -105,7 +111,9 @@ inline void gather_row(float* __restrict out, const float* __restrict in, int64_
 
 // col[(c*R + r)*S + s][j*P + oh*OW + ow] = x[j][c][oh*sh - ph + r*dh][ow*sw - pw + s*dw] (0 in the padding)
 // for the m images at x; all groups at once (group g owns rows [g*crs, (g+1)*crs)).
-XYLEM_CLONES void im2col(const Conv& v, const float* __restrict x, int64_t m, float* __restrict col) {
+XYLEM_KERNEL(void, im2col,
+             (const Conv& v, const float* __restrict x, int64_t m, float* __restrict col),
+             (v, x, m, col)) {
     const int64_t P = v.p(), ld = m * P, OW = v.ow;
     for (int64_t c = 0; c < v.c; ++c)
         for (int64_t r = 0; r < v.r; ++r) {
@@ -130,7 +138,9 @@ XYLEM_CLONES void im2col(const Conv& v, const float* __restrict x, int64_t m, fl
 }
 
 // The adjoint of im2col: dx[j][c][ih][iw] += every column entry that im2col read from there.
-XYLEM_CLONES void col2im(const Conv& v, const float* __restrict col, int64_t m, float* __restrict dx) {
+XYLEM_KERNEL(void, col2im,
+             (const Conv& v, const float* __restrict col, int64_t m, float* __restrict dx),
+             (v, col, m, dx)) {
     const int64_t P = v.p(), ld = m * P, OW = v.ow;
     for (int64_t c = 0; c < v.c; ++c)
         for (int64_t r = 0; r < v.r; ++r) {
@@ -201,8 +211,10 @@ __attribute__((always_inline)) inline void dot_tile(int64_t i, int64_t j, int64_
 }
 
 // acc[i*n + j] += sum_t a[i*lda + t] * b[j*ldb + t] for i < m, j < n, t < len.
-XYLEM_CLONES void dot_accumulate(int64_t m, int64_t n, int64_t len, const float* a, int64_t lda, const float* b,
-                                 int64_t ldb, double* acc) {
+XYLEM_KERNEL(void, dot_accumulate,
+             (int64_t m, int64_t n, int64_t len, const float* a, int64_t lda, const float* b, int64_t ldb,
+              double* acc),
+             (m, n, len, a, lda, b, ldb, acc)) {
     constexpr int64_t kBlock = 4096;  // float lanes flush to double per block; the block's rows stay in L2
     for (int64_t t0 = 0; t0 < len; t0 += kBlock) {
         const int64_t bl = std::min(kBlock, len - t0);
@@ -224,22 +236,20 @@ void finish_filters(float* dw, const double* acc, int64_t n, float beta) {
 }
 
 // ---- forward, split over images between threads ----------------------------------------------
-// With one GEMM thread (the default on machines with two CPUs or fewer) a big forward conv runs
-// its images in slices, one thread per CPU, each slice doing im2col + single-threaded GEMM (or the
-// direct kernel) on its own scratch. Unlike OpenBLAS's second thread (bimodal runs, see
-// docs/benchmarks.md) these threads share nothing and never spin: on the 2-vCPU VM two
-// single-threaded sgemm processes at LeNet conv2's shape each kept their ~58 GFLOP/s, and LeNet
-// inference went from ~8k to ~12.5k img/s. Backward passes stay on the calling thread. The split
-// itself (split_cpus, split_work) is native.h's, shared with the reductions.
+// A big forward conv runs its images in slices, each doing im2col + single-threaded GEMM (or the
+// direct kernel) on its own scratch, shared out among the plugin's workers. Unlike OpenBLAS's
+// second thread (bimodal runs, see docs/benchmarks.md) these threads share nothing and never
+// spin: on the 2-vCPU VM two single-threaded sgemm processes at LeNet conv2's shape each kept
+// their ~58 GFLOP/s, and LeNet inference went from ~8k to ~12.5k img/s. Backward passes stay on
+// the calling thread. The im2col path's GEMMs take a slice's images as columns, and OpenBLAS's
+// result depends on the call's shape, so its slices are fixed by the shape (shape_slices), not
+// by the CPUs; the direct kernel's outputs do not depend on the cut (one slice per worker).
 
-// Work per extra thread below which starting it costs more than it saves (a thread start is
+// Work per slice below which starting a thread costs more than it saves (a thread start is
 // ~20-50 us; 2 MFLOP is ~40 us of GEMM here).
 constexpr double kMinSplitFlops = 2e6;
 
-int fwd_workers(const Conv& v) {
-    const double flops = 2.0 * static_cast<double>(v.n) * v.k * v.p() * v.crs();
-    return split_workers(flops, kMinSplitFlops, v.n);
-}
+double fwd_flops(const Conv& v) { return 2.0 * static_cast<double>(v.n) * v.k * v.p() * v.crs(); }
 
 // ---- forward --------------------------------------------------------------------------------
 
@@ -311,8 +321,10 @@ __attribute__((always_inline)) inline void direct_filters(const Conv& v, const f
 }
 
 // Images [n0, n1).
-XYLEM_CLONES void fwd_direct_images(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y,
-                                    int64_t n0, int64_t n1) {
+XYLEM_KERNEL(void, fwd_direct_images,
+             (const Conv& v, const float* x, const float* wt, const float* b, int act, float* y, int64_t n0,
+              int64_t n1),
+             (v, x, wt, b, act, y, n0, n1)) {
     const int64_t P = v.p();
     for (int64_t n = n0; n < n1; ++n) {
         float* yn = y + n * v.k * P;
@@ -328,7 +340,7 @@ XYLEM_CLONES void fwd_direct_images(const Conv& v, const float* x, const float* 
 }
 
 void fwd_direct(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y) {
-    split_work(v.n, fwd_workers(v),
+    split_work(v.n, split_workers(fwd_flops(v), kMinSplitFlops, v.n),
                [&](int64_t lo, int64_t hi, int) { fwd_direct_images(v, x, wt, b, act, y, lo, hi); });
 }
 
@@ -341,7 +353,7 @@ void fwd_im2col_images(const Conv& v, const float* x, const float* wt, const flo
         im2col(v, x + n0 * v.c * v.hw(), m, col);
         float* out = m == 1 ? y + n0 * v.k * P : tmp;  // one image's [K,P] is already Y's layout
         for (int64_t g = 0; g < v.g; ++g)
-            gemm(false, false, v.kg, ld, crs, wt + g * v.kg * crs, crs, col + g * crs * ld, ld, 0.0f,
+            gemm_in_worker(false, false, v.kg, ld, crs, wt + g * v.kg * crs, crs, col + g * crs * ld, ld, 0.0f,
                  out + g * v.kg * ld, ld);
         if (m == 1) {
             if (b || act != XYLEM_ACT_NONE) channel_bias_activate(act, b, out, P, out, P, v.k, P);
@@ -355,14 +367,15 @@ void fwd_im2col_images(const Conv& v, const float* x, const float* wt, const flo
 
 void fwd_im2col(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y, Arena& scratch) {
     const int64_t P = v.p(), rows = v.c * v.r * v.s;
-    const int workers = fwd_workers(v);
-    const int64_t nb = std::min(chunk_images(v, (rows + v.k) * P), (v.n + workers - 1) / workers);
+    const int64_t slices = shape_slices(fwd_flops(v), kMinSplitFlops, v.n);
+    const int workers = slice_workers(slices);
+    const int64_t nb = std::min(chunk_images(v, (rows + v.k) * P), (v.n + slices - 1) / slices);
     std::array<float*, kMaxSplit> col{}, tmp{};  // each worker's own scratch, taken before the split
     for (int w = 0; w < workers; ++w) {
         col[w] = scratch.alloc<float>(rows * nb * P);
         tmp[w] = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
     }
-    split_work(v.n, workers, [&](int64_t lo, int64_t hi, int w) {
+    run_slices(v.n, slices, [&](int64_t lo, int64_t hi, int w) {
         fwd_im2col_images(v, x, wt, b, act, y, lo, hi, nb, col[w], tmp[w]);
     });
 }

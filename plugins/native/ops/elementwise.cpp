@@ -39,7 +39,7 @@ void channel_rows(const float* b, const float* x, int64_t ldx, float* y, int64_t
 
 }  // namespace
 
-XYLEM_CLONES void activate(int act, const float* x, float* y, int64_t n) {
+XYLEM_KERNEL(void, activate, (int act, const float* x, float* y, int64_t n), (act, x, y, n)) {
     switch (act) {
     case XYLEM_ACT_NONE:
         if (x != y) std::memmove(y, x, static_cast<size_t>(n) * sizeof(float));
@@ -56,7 +56,9 @@ XYLEM_CLONES void activate(int act, const float* x, float* y, int64_t n) {
     }
 }
 
-XYLEM_CLONES void bias_activate(int act, const float* b, float* y, int64_t rows, int64_t cols) {
+XYLEM_KERNEL(void, bias_activate,
+             (int act, const float* b, float* y, int64_t rows, int64_t cols),
+             (act, b, y, rows, cols)) {
     if (!b) return activate(act, y, y, rows * cols);
     switch (act) {
     case XYLEM_ACT_NONE: bias_rows(b, y, rows, cols, [](float v) { return v; }); break;
@@ -66,8 +68,9 @@ XYLEM_CLONES void bias_activate(int act, const float* b, float* y, int64_t rows,
     }
 }
 
-XYLEM_CLONES void channel_bias_activate(int act, const float* b, const float* x, int64_t ldx, float* y, int64_t ldy,
-                           int64_t rows, int64_t cols) {
+XYLEM_KERNEL(void, channel_bias_activate,
+             (int act, const float* b, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows, int64_t cols),
+             (act, b, x, ldx, y, ldy, rows, cols)) {
     switch (act) {
     case XYLEM_ACT_NONE: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return v; }); break;
     case XYLEM_ACT_RELU: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return relu(v); }); break;

@@ -69,7 +69,9 @@ __attribute__((always_inline)) inline void elementwise(float* d, const float* a,
 }
 
 // One arithmetic instruction over n elements; d may equal any source (registers are reused).
-XYLEM_CLONES void arithmetic(uint32_t op, float* d, const float* a, const float* b, const float* c, int64_t n) {
+XYLEM_KERNEL(void, arithmetic,
+             (uint32_t op, float* d, const float* a, const float* b, const float* c, int64_t n),
+             (op, d, a, b, c, n)) {
     switch (op) {
 #define XYLEM_FUSED_CASE_(number, ENUM, name, arity) \
     case XYLEM_FUSED_##ENUM: return elementwise<XYLEM_FUSED_##ENUM, arity>(d, a, b, c, n);

@@ -31,15 +31,19 @@ __attribute__((always_inline, optimize("no-tree-loop-distribute-patterns"))) inl
 }
 
 // o's row i = s's row ix[i], for i in [0, n).
-XYLEM_CLONES __attribute__((optimize("no-tree-loop-distribute-patterns"))) void copy_rows(
-    const uint32_t* __restrict s, const int32_t* ix, int64_t n, int64_t len, uint32_t* __restrict o) {
+XYLEM_KERNEL_NO_LIBCALLS(void, copy_rows,
+                         (const uint32_t* __restrict s, const int32_t* ix, int64_t n, int64_t len,
+                          uint32_t* __restrict o),
+                         (s, ix, n, len, o)) {
     for (int64_t i = 0; i < n; ++i) copy_row(o + i * len, s + ix[i] * len, len);
 }
 
 // Indices at or past `rows` (or negative: as unsigned they are past it) in ix[lo, hi): a count
 // in one branch-free pass that vectorises (a test and a branch per index took 420 us for the
 // recurrent layers' 320,000-element transposes, more than the transpose).
-XYLEM_CLONES int64_t count_out_of_range(const int32_t* ix, int64_t lo, int64_t hi, int64_t rows) {
+XYLEM_KERNEL(int64_t, count_out_of_range,
+             (const int32_t* ix, int64_t lo, int64_t hi, int64_t rows),
+             (ix, lo, hi, rows)) {
     // Every non-negative int32 is below 2^31 and every negative one at or above it as unsigned.
     const uint32_t limit = static_cast<uint32_t>(std::min<int64_t>(rows, int64_t{1} << 31));
     int64_t bad = 0;
@@ -62,7 +66,9 @@ void check_indices(const OpArgs& a, const int32_t* ix, int64_t n, int64_t rows) 
 
 // Whether ix[j*a + i] == i*b + j for the columns j in [j0, j1) (branch-free inside a column, so
 // it vectorises).
-XYLEM_CLONES bool grid_columns_match(const int32_t* ix, int64_t a, int64_t b, int64_t j0, int64_t j1) {
+XYLEM_KERNEL(bool, grid_columns_match,
+             (const int32_t* ix, int64_t a, int64_t b, int64_t j0, int64_t j1),
+             (ix, a, b, j0, j1)) {
     for (int64_t j = j0; j < j1; ++j) {
         const int32_t* col = ix + j * a;
         const int32_t first = static_cast<int32_t>(j), step = static_cast<int32_t>(b);
@@ -89,8 +95,9 @@ int64_t transposed_grid(const int32_t* ix, int64_t n) {
 
 // out[j*a + i] = src[i*b + j] for j in [j0, j1), in square tiles: each tile reads kTile source
 // rows and writes kTile output rows, both in cache, where element order strides b apart.
-XYLEM_CLONES void transpose_elements(const uint32_t* __restrict src, int64_t a, int64_t b, int64_t j0, int64_t j1,
-                                     uint32_t* __restrict out) {
+XYLEM_KERNEL(void, transpose_elements,
+             (const uint32_t* __restrict src, int64_t a, int64_t b, int64_t j0, int64_t j1, uint32_t* __restrict out),
+             (src, a, b, j0, j1, out)) {
     constexpr int64_t kTile = 32;
     for (int64_t jt = j0; jt < j1; jt += kTile)
         for (int64_t it = 0; it < a; it += kTile) {
@@ -104,8 +111,10 @@ XYLEM_CLONES void transpose_elements(const uint32_t* __restrict src, int64_t a, 
 // blocks): out row j*a + i = src row i*b + j, kRowTile x kRowTile rows at a time, so that both
 // sides are runs of consecutive rows. Row by row in output order, the source rows were b rows
 // apart (10-25 KB for char-rnn's swaps), past what the hardware prefetchers follow.
-XYLEM_CLONES __attribute__((optimize("no-tree-loop-distribute-patterns"))) void transpose_rows(
-    const uint32_t* __restrict src, int64_t a, int64_t b, int64_t len, int64_t j0, int64_t j1, uint32_t* __restrict out) {
+XYLEM_KERNEL_NO_LIBCALLS(void, transpose_rows,
+                         (const uint32_t* __restrict src, int64_t a, int64_t b, int64_t len, int64_t j0, int64_t j1,
+                          uint32_t* __restrict out),
+                         (src, a, b, len, j0, j1, out)) {
     constexpr int64_t kRowTile = 8;
     for (int64_t jt = j0; jt < j1; jt += kRowTile)
         for (int64_t it = 0; it < a; it += kRowTile) {

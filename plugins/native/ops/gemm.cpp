@@ -1,10 +1,9 @@
 // GEMM and LINEAR_FWD on OpenBLAS's cblas_sgemm (row-major), or for a narrow C on AVX-512 the
 // plugin's own kernel (gemm_narrow.cpp), with the bias and activation fused after.
-#include <cblas.h>
-
 #include <algorithm>
 #include <climits>
 
+#include "blas.h"
 #include "native.h"
 
 namespace xylem::native {
@@ -15,10 +14,10 @@ void check_int(const OpArgs& a, int64_t v, const char* what) {
     if (v > INT_MAX) a.fail("%s = %lld exceeds the BLAS limit of %d", what, static_cast<long long>(v), INT_MAX);
 }
 
-// Work per extra worker below which handing it a block costs more than it saves (a spinning
-// helper takes a job in about a microsecond; 2 MFLOP is ~20 us of one thread's GEMM here). The
-// LSTM's per-step GEMMs (512x50x128, 128x50x512: 6.5 MFLOP) are cut in two: char-rnn's step
-// went from 44 to 33 ms with them cut (and the fused programs), on 2 CPUs.
+// Work per block below which handing it to a worker costs more than it saves (a spinning helper
+// takes a job in about a microsecond; 2 MFLOP is ~20 us of one thread's GEMM here). The LSTM's
+// per-step GEMMs (512x50x128, 128x50x512: 6.5 MFLOP) are cut in two: char-rnn's step went from
+// 44 to 33 ms with them cut (and the fused programs), on 2 CPUs.
 constexpr double kMinSplitGemmFlops = 2e6;
 // Below this a GEMM wider than tall is not cut at all. Cut by columns, each worker reads its own
 // slice of B, which for a layer's forward (X * W^T) is a slice of the weights; the solver then
@@ -41,9 +40,8 @@ void sgemm_block(bool ta, bool tb, bool by_rows, int64_t lo, int64_t hi, int64_t
         c += lo;
         n = hi - lo;
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-                static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-                c, static_cast<int>(ldc));
+    cblas_sgemm_rm(ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+                   static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
 // The shapes where narrow_sgemm measured faster than OpenBLAS on one core (AVX-512 Xeon,
@@ -62,12 +60,17 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
     const bool by_rows = narrow || m >= n;
     const int64_t cut = by_rows ? m : n, units = (cut + kSplitAlign - 1) / kSplitAlign;
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-    const int workers = !by_rows && flops < kMinColumnSplitFlops ? 1 : split_workers(flops, kMinSplitGemmFlops, units);
-    split_work(units, workers, [&](int64_t lo, int64_t hi, int) {
+    if (!by_rows && flops < kMinColumnSplitFlops)
+        return sgemm_block(ta, tb, false, 0, n, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    // The narrow kernel's elements do not depend on the cut: one block per worker. OpenBLAS's
+    // do: blocks fixed by the shape, whatever the thread count.
+    auto block = [&](int64_t lo, int64_t hi, int) {
         const int64_t from = lo * kSplitAlign, to = std::min(hi * kSplitAlign, cut);
         if (narrow) narrow_sgemm(ta, to - from, n, k, alpha, ta ? a + from : a + from * lda, lda, b, ldb, beta, c + from * ldc, ldc);
         else sgemm_block(ta, tb, by_rows, from, to, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    });
+    };
+    if (narrow) split_work(units, split_workers(flops, kMinSplitGemmFlops, units), block);
+    else run_slices(units, shape_slices(flops, kMinSplitGemmFlops, units), block);
 }
 
 void op_gemm(const xylem_op_desc& desc, xylem_stream_s&) {

@@ -154,11 +154,7 @@ void narrow_avx512(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const 
 
 bool narrow_gemm_available() {
 #if defined(__x86_64__)
-    static const bool ok = [] {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx512f") != 0;
-    }();
-    return ok;
+    return isa() == Isa::avx512;  // the CPU has it and XYLEM_NATIVE_ISA does not cap it away
 #else
     return false;
 #endif

@@ -12,12 +12,13 @@ struct SgdConsts {
     float lr, wd, mom, keep;  // keep = 1 - dampening
 };
 
-XYLEM_CLONES void sgd_plain(float* __restrict p, const float* __restrict g, int64_t n, SgdConsts c) {
+XYLEM_KERNEL(void, sgd_plain, (float* __restrict p, const float* __restrict g, int64_t n, SgdConsts c), (p, g, n, c)) {
     for (int64_t i = 0; i < n; ++i) p[i] -= c.lr * (g[i] + c.wd * p[i]);
 }
 
-XYLEM_CLONES void sgd_momentum(float* __restrict p, float* __restrict v, const float* __restrict g, int64_t n,
-                               SgdConsts c) {
+XYLEM_KERNEL(void, sgd_momentum,
+             (float* __restrict p, float* __restrict v, const float* __restrict g, int64_t n, SgdConsts c),
+             (p, v, g, n, c)) {
     for (int64_t i = 0; i < n; ++i) {
         const float vi = c.mom * v[i] + c.keep * (g[i] + c.wd * p[i]);
         v[i] = vi;
@@ -25,8 +26,9 @@ XYLEM_CLONES void sgd_momentum(float* __restrict p, float* __restrict v, const f
     }
 }
 
-XYLEM_CLONES void sgd_nesterov(float* __restrict p, float* __restrict v, const float* __restrict g, int64_t n,
-                               SgdConsts c) {
+XYLEM_KERNEL(void, sgd_nesterov,
+             (float* __restrict p, float* __restrict v, const float* __restrict g, int64_t n, SgdConsts c),
+             (p, v, g, n, c)) {
     for (int64_t i = 0; i < n; ++i) {
         const float gi = g[i] + c.wd * p[i];
         const float vi = c.mom * v[i] + c.keep * gi;
@@ -39,8 +41,10 @@ struct AdamConsts {
     float b1, b2, wd, eps, step, inv_sqrt_bc2;
 };
 
-XYLEM_CLONES void adam(float* __restrict p, float* __restrict m, float* __restrict v, const float* __restrict g,
-                       int64_t n, AdamConsts c) {
+XYLEM_KERNEL(void, adam,
+             (float* __restrict p, float* __restrict m, float* __restrict v, const float* __restrict g, int64_t n,
+              AdamConsts c),
+             (p, m, v, g, n, c)) {
     for (int64_t i = 0; i < n; ++i) {
         const float gi = g[i] + c.wd * p[i];
         const float mi = c.b1 * m[i] + (1.0f - c.b1) * gi;
@@ -52,8 +56,10 @@ XYLEM_CLONES void adam(float* __restrict p, float* __restrict m, float* __restri
 }
 
 // AdamW: the decay multiplies the parameter before the Adam step (decay = 1 - lr*wd).
-XYLEM_CLONES void adamw(float* __restrict p, float* __restrict m, float* __restrict v, const float* __restrict g,
-                        int64_t n, AdamConsts c, float decay) {
+XYLEM_KERNEL(void, adamw,
+             (float* __restrict p, float* __restrict m, float* __restrict v, const float* __restrict g, int64_t n,
+              AdamConsts c, float decay),
+             (p, m, v, g, n, c, decay)) {
     for (int64_t i = 0; i < n; ++i) {
         const float gi = g[i];
         const float mi = c.b1 * m[i] + (1.0f - c.b1) * gi;
@@ -69,8 +75,10 @@ struct RmspropConsts {
 };
 
 // One loop for the four variants: buf and ga are null when unused (the branches are loop-invariant).
-XYLEM_CLONES void rmsprop(float* __restrict p, float* __restrict sq, float* __restrict buf, float* __restrict ga,
-                          const float* __restrict g, int64_t n, RmspropConsts c) {
+XYLEM_KERNEL(void, rmsprop,
+             (float* __restrict p, float* __restrict sq, float* __restrict buf, float* __restrict ga,
+              const float* __restrict g, int64_t n, RmspropConsts c),
+             (p, sq, buf, ga, g, n, c)) {
     const float keep = 1.0f - c.alpha;
     for (int64_t i = 0; i < n; ++i) {
         const float gi = g[i] + c.wd * p[i];

@@ -119,7 +119,7 @@ struct Max8 {
 };
 
 // The largest of x[0, n), NaN if any is NaN, -inf when n == 0.
-XYLEM_CLONES float run_max(const float* __restrict x, int64_t n) {
+XYLEM_KERNEL(float, run_max, (const float* __restrict x, int64_t n), (x, n)) {
     Max8 a = Max8::start(), b = Max8::start();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -180,7 +180,9 @@ void reduce_runs(const Reduce& rd, const float* x, float* out, int64_t numel, Ar
 }
 
 // inner > 1: item (o, column block) walks the n rows of its block in order, each row contiguous.
-XYLEM_CLONES void reduce_columns(const Reduce& rd, const float* x, float* out, int64_t o, int64_t j0, int64_t w) {
+XYLEM_KERNEL(void, reduce_columns,
+             (const Reduce& rd, const float* x, float* out, int64_t o, int64_t j0, int64_t w),
+             (rd, x, out, o, j0, w)) {
     const int64_t n = rd.r.n, inner = rd.r.inner;
     const float* base = x + o * n * inner + j0;
     float* dst = out + o * inner + j0;

@@ -10,7 +10,7 @@ namespace xylem::native {
 // e[j] is written after x[j] is read). vecmath's exp over chunks, so the loop vectorises (libm's
 // expf is one call per element: most of xent's time at char-rnn's 114 classes). Rows of softmax
 // and xent (loss.cpp) both go through here.
-XYLEM_CLONES double sum_exp(const float* x, int64_t c, float m, float* e) {
+XYLEM_KERNEL(double, sum_exp, (const float* x, int64_t c, float m, float* e), (x, c, m, e)) {
     constexpr int64_t kChunk = 256;
     float buf[kChunk];
     double s = 0.0;
@@ -27,7 +27,7 @@ XYLEM_CLONES double sum_exp(const float* x, int64_t c, float m, float* e) {
 // 16 running maxima, then the max of those: one compare chain is 4 cycles an element, 16 of them
 // vectorise. Every lane starts at x[0] and takes x[j] only when x[j] > its max, as one chain would,
 // so the result is the same (NaNs after x[0] are skipped; a NaN x[0] stays).
-XYLEM_CLONES float row_max(const float* x, int64_t c) {
+XYLEM_KERNEL(float, row_max, (const float* x, int64_t c), (x, c)) {
     constexpr int64_t kLanes = 16;
     float lane[kLanes];
     for (int64_t l = 0; l < kLanes; ++l) lane[l] = x[0];

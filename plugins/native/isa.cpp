@@ -1,0 +1,64 @@
+// The level the native plugin's kernels run at: the CPU's, capped by XYLEM_NATIVE_ISA (isa.h).
+#include "isa.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace xylem::native {
+
+namespace {
+
+constexpr Isa kLevels[] = {Isa::avx512, Isa::avx2, Isa::baseline};
+
+struct Level {
+    Isa isa;
+    const char* error;  // null, or why XYLEM_NATIVE_ISA was refused
+};
+
+Level decide() {
+    const Isa cpu = cpu_isa();
+    const char* s = std::getenv("XYLEM_NATIVE_ISA");
+    if (!s || !*s) return {cpu, nullptr};
+    for (Isa l : kLevels)
+        if (std::strcmp(s, isa_name(l)) == 0) return {std::min(cpu, l), nullptr};
+    static char message[200];
+    std::snprintf(message, sizeof message,
+                  "XYLEM_NATIVE_ISA=%.40s is not a level: expected avx512, avx2 or baseline (a cap: this CPU runs "
+                  "%s at most), or unset for the CPU's own",
+                  s, isa_name(cpu));
+    return {cpu, message};
+}
+
+const Level& level() {
+    static const Level l = decide();  // read once: every kernel of the process runs at one level
+    return l;
+}
+
+}  // namespace
+
+Isa cpu_isa() {
+#if defined(__x86_64__) && defined(__GNUC__)
+    // libgcc's checks include the OS's (XGETBV): a CPU with AVX-512 under an OS that does not
+    // save its registers reports no avx512f.
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return Isa::avx512;
+    if (__builtin_cpu_supports("avx2")) return Isa::avx2;
+#endif
+    return Isa::baseline;
+}
+
+Isa isa() { return level().isa; }
+const char* isa_error() { return level().error; }
+
+const char* isa_name(Isa l) {
+    switch (l) {
+    case Isa::avx512: return "avx512";
+    case Isa::avx2: return "avx2";
+    case Isa::baseline: break;
+    }
+    return "baseline";
+}
+
+}  // namespace xylem::native

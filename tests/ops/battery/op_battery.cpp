@@ -1,0 +1,250 @@
+// xylem-test-op-battery OUT: runs a fixed battery of ops on the native backend, on fixed random
+// inputs, and writes every result to OUT (one record per result: name, element count, floats).
+// tests/ops/native_determinism_test.cpp runs it under several XYLEM_NUM_THREADS and
+// XYLEM_NATIVE_ISA values and compares the files: the same bits for every thread count on one
+// instruction-set level, agreement within tolerance across levels.
+//
+// The shapes are the ones the plugin splits over its workers (GEMMs cut by rows, by columns and
+// narrow ones, the conv paths, long reductions, big gathers and scatters, fused programs over
+// many tiles, chunked xent) and a few it does not; each is big enough to be split on any
+// machine, since the splits are sized by work, not by CPUs.
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support/backends.h"
+#include "xylem/fused_builder.h"
+#include "xylem/op_calls.h"
+
+using namespace xylem;
+using test::upload;
+using test::upload_i32;
+
+namespace {
+
+std::mt19937 rng(20261125);
+
+std::vector<float> random(int64_t n, float lo = -1.0f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = u(rng);
+    return v;
+}
+
+Tensor random_tensor(Device& dev, const Shape& s, float lo = -1.0f, float hi = 1.0f) {
+    return upload(dev, s, random(numel(s), lo, hi));
+}
+
+std::vector<int32_t> random_labels(int64_t n, int32_t classes) {
+    std::uniform_int_distribution<int32_t> u(0, classes - 1);
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (int32_t& x : v) x = u(rng);
+    return v;
+}
+
+class Writer {
+public:
+    explicit Writer(const char* path) : out_(path, std::ios::binary) {}
+    void add(const std::string& name, const Tensor& t) {
+        const std::vector<float> v = t.to_vector();
+        const uint64_t len = name.size(), n = v.size();
+        out_.write(reinterpret_cast<const char*>(&len), sizeof len);
+        out_.write(name.data(), static_cast<std::streamsize>(len));
+        out_.write(reinterpret_cast<const char*>(&n), sizeof n);
+        out_.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
+    }
+    bool ok() { return static_cast<bool>(out_.flush()); }
+
+private:
+    std::ofstream out_;
+};
+
+struct GemmCase {
+    bool ta, tb;
+    int64_t m, n, k;
+    float beta;
+};
+
+void gemms(Device& dev, Writer& w) {
+    // Cut by rows (taller than wide), by columns (wider, >= 1e8 FLOPs), narrow (the AVX-512
+    // kernel's shapes: the LSTM's per-step products), and small ones that are never cut.
+    for (const GemmCase& c : {GemmCase{false, false, 512, 304, 400, 0.0f}, GemmCase{false, true, 400, 2500, 64, 1.0f},
+                              GemmCase{true, false, 160, 2000, 256, 0.5f}, GemmCase{true, true, 600, 300, 300, 0.0f},
+                              GemmCase{false, false, 64, 3000, 600, 0.0f}, GemmCase{false, false, 512, 50, 128, 1.0f},
+                              GemmCase{true, false, 128, 50, 512, 0.0f}, GemmCase{false, false, 300, 47, 200, 0.0f},
+                              GemmCase{false, false, 1000, 100, 128, 0.0f}, GemmCase{false, true, 37, 33, 100, 0.0f},
+                              GemmCase{true, true, 2500, 96, 130, 1.0f}}) {
+        const Tensor a = random_tensor(dev, c.ta ? Shape{c.k, c.m} : Shape{c.m, c.k});
+        const Tensor b = random_tensor(dev, c.tb ? Shape{c.n, c.k} : Shape{c.k, c.n});
+        Tensor out = random_tensor(dev, {c.m, c.n});
+        ops::gemm(dev, c.ta, c.tb, 1.0f, a, b, c.beta, out);
+        w.add("gemm " + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
+                  (c.ta ? " A^T" : "") + (c.tb ? " B^T" : ""),
+              out);
+    }
+    const Tensor x = random_tensor(dev, {256, 784}), wt = random_tensor(dev, {300, 784});
+    const Tensor bias = random_tensor(dev, {300});
+    Tensor y({256, 300}, DType::F32, dev);
+    ops::linear_fwd(dev, x, wt, &bias, y, XYLEM_ACT_TANH);
+    w.add("linear_fwd 256x784 -> 300 tanh", y);
+}
+
+struct ConvCase {
+    const char* what;
+    Shape x, w;
+    int32_t stride, pad;
+};
+
+void convs(Device& dev, Writer& w) {
+    // LeNet's two layers (direct kernel, im2col), a padded strided im2col one, a pointwise one on
+    // a big plane, and one whose kernel covers the input (a Linear layer).
+    for (const ConvCase& c : {ConvCase{"lenet conv1 (direct)", {64, 1, 28, 28}, {6, 1, 5, 5}, 1, 0},
+                              ConvCase{"lenet conv2 (im2col)", {64, 6, 12, 12}, {16, 6, 5, 5}, 1, 0},
+                              ConvCase{"3x3 stride 2 pad 1", {32, 8, 17, 17}, {12, 8, 3, 3}, 2, 1},
+                              ConvCase{"1x1 on 32x32", {16, 16, 32, 32}, {24, 16, 1, 1}, 1, 0},
+                              ConvCase{"kernel covers the input", {128, 4, 6, 6}, {32, 4, 6, 6}, 1, 0}}) {
+        xylem_conv2d_attrs at{c.stride, c.stride, c.pad, c.pad, 1, 1, 1, XYLEM_ACT_RELU, 0.0f};
+        const Tensor x = random_tensor(dev, c.x), wt = random_tensor(dev, c.w), bias = random_tensor(dev, {c.w[0]});
+        const Shape ys = ops::conv2d_output_shape(c.x, c.w, at);
+        Tensor y(ys, DType::F32, dev);
+        ops::conv2d_fwd(dev, x, wt, &bias, y, at);
+        w.add(std::string("conv2d_fwd ") + c.what, y);
+        at.activation = XYLEM_ACT_NONE;
+        const Tensor dy = random_tensor(dev, ys);
+        Tensor dx(c.x, DType::F32, dev), dw(c.w, DType::F32, dev);
+        ops::conv2d_bwd_data(dev, dy, wt, dx, at);
+        ops::conv2d_bwd_filter(dev, x, dy, dw, at);
+        w.add(std::string("conv2d_bwd_data ") + c.what, dx);
+        w.add(std::string("conv2d_bwd_filter ") + c.what, dw);
+    }
+}
+
+void reductions(Device& dev, Writer& w) {
+    const Tensor big = random_tensor(dev, {1 << 21});
+    Tensor total({1}, DType::F32, dev);
+    ops::reduce(dev, big, total, XYLEM_REDUCE_SUM, -1);
+    w.add("reduce sum of 2^21", total);
+    const Tensor tall = random_tensor(dev, {8192, 300});
+    Tensor cols({300}, DType::F32, dev), rows({8192}, DType::F32, dev);
+    ops::reduce(dev, tall, cols, XYLEM_REDUCE_SUM, 0);
+    ops::reduce(dev, tall, rows, XYLEM_REDUCE_MEAN, 1);
+    w.add("reduce sum over 8192 rows", cols);
+    w.add("reduce mean over 300 columns", rows);
+    const Tensor dy = random_tensor(dev, {64, 32, 24, 24});
+    Tensor db({32}, DType::F32, dev);
+    ops::bias_grad(dev, dy, db);
+    w.add("bias_grad [64,32,24,24]", db);
+    Tensor sumsq({1}, DType::F32, dev);
+    ops::sum_squares(dev, big, sumsq, 0.0f);
+    w.add("sum_squares of 2^21", sumsq);
+    Tensor clipped = random_tensor(dev, {1 << 21});
+    ops::clip_by_norm(dev, sumsq, clipped, 1.0f);
+    w.add("clip_by_norm of 2^21", clipped);
+}
+
+void rows_and_losses(Device& dev, Writer& w) {
+    const int64_t n = 20000, c = 100;
+    const Tensor logits = random_tensor(dev, {n, c}, -4.0f, 4.0f);
+    const Tensor labels = upload_i32(dev, {n}, random_labels(n, static_cast<int32_t>(c)));
+    Tensor loss({1}, DType::F32, dev), dlogits({n, c}, DType::F32, dev), p({n, c}, DType::F32, dev);
+    ops::fill(dev, loss, 0.0f);
+    ops::xent_fwd(dev, logits, labels, loss, 1.0f / static_cast<float>(n), false);
+    ops::xent_bwd(dev, logits, labels, dlogits, 1.0f / static_cast<float>(n));
+    ops::softmax_fwd(dev, true, logits, p);
+    w.add("xent_fwd 20000x100", loss);
+    w.add("xent_bwd 20000x100", dlogits);
+    w.add("log_softmax 20000x100", p);
+
+    // Gathers (a random index and a transposing one) and the scatter that is their gradient.
+    const int64_t src_rows = 50000, width = 24;
+    const Tensor src = random_tensor(dev, {src_rows, width});
+    const Tensor idx = upload_i32(dev, {200000}, random_labels(200000, static_cast<int32_t>(src_rows)));
+    Tensor gathered({200000, width}, DType::F32, dev);
+    ops::gather_rows(dev, src, idx, gathered);
+    w.add("gather_rows 200000 of 50000x24", gathered);
+    std::vector<int32_t> transpose(static_cast<size_t>(src_rows));
+    for (int64_t i = 0; i < src_rows; ++i)
+        transpose[static_cast<size_t>(i)] = static_cast<int32_t>((i % 250) * 200 + i / 250);
+    Tensor swapped({src_rows, width}, DType::F32, dev);
+    ops::gather_rows(dev, src, upload_i32(dev, {src_rows}, transpose), swapped);
+    w.add("gather_rows transposing 250x200 rows", swapped);
+    Tensor scattered({src_rows, width}, DType::F32, dev);
+    ops::fill(dev, scattered, 0.0f);
+    ops::scatter_add_rows(dev, gathered, idx, scattered);
+    w.add("scatter_add_rows 200000 into 50000x24", scattered);
+}
+
+void elementwise(Device& dev, Writer& w) {
+    const int64_t n = 1 << 20;
+    const Tensor a = random_tensor(dev, {1024, 1024}), b = random_tensor(dev, {1024, 1024});
+    const Tensor row = random_tensor(dev, {1024});
+    FusedBuilder fb;
+    const auto t = fb.apply(XYLEM_FUSED_TANH, fb.apply(XYLEM_FUSED_MUL, fb.input(0), fb.param(1.5f)));
+    const auto e = fb.apply(XYLEM_FUSED_EXP, fb.apply(XYLEM_FUSED_MUL, fb.input(1), fb.constant(0.5f)));
+    fb.output(0, fb.apply(XYLEM_FUSED_ADD, fb.apply(XYLEM_FUSED_MUL, t, e), fb.input(2)));
+    fb.output(1, fb.apply(XYLEM_FUSED_SIGMOID, fb.apply(XYLEM_FUSED_SUB, e, t)));
+    const xylem_fused_attrs at = fb.finish({XYLEM_FUSED_FULL, XYLEM_FUSED_FULL, XYLEM_FUSED_ROW});
+    Tensor o0({1024, 1024}, DType::F32, dev), o1({1024, 1024}, DType::F32, dev);
+    ops::fused_elementwise(dev, at, {&a, &b, &row}, {&o0, &o1});
+    w.add("fused tanh/exp/sigmoid program over 2^20", o0);
+    w.add("fused program's second output", o1);
+    Tensor act({n}, DType::F32, dev);
+    ops::act_fwd(dev, XYLEM_ACT_TANH, a.reshaped({n}), act);
+    w.add("tanh over 2^20", act);
+
+    // An Adam step over a layer's worth of parameters.
+    Tensor param = random_tensor(dev, {n}), m = random_tensor(dev, {n}, -0.1f, 0.1f);
+    Tensor v = random_tensor(dev, {n}, 0.0f, 0.1f);
+    const xylem_adam_attrs adam{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f};
+    ops::adam_update(dev, param, m, v, b.reshaped({n}), adam);
+    w.add("adam_update of 2^20", param);
+
+    const Tensor x = random_tensor(dev, {128, 16, 10, 10});
+    const Tensor gamma = random_tensor(dev, {16}), beta = random_tensor(dev, {16});
+    Tensor y({128, 16, 10, 10}, DType::F32, dev), rm({16}, DType::F32, dev), rv({16}, DType::F32, dev);
+    Tensor sm({16}, DType::F32, dev), si({16}, DType::F32, dev);
+    ops::fill(dev, rm, 0.0f);
+    ops::fill(dev, rv, 1.0f);
+    const xylem_batchnorm_attrs bn{1e-5f, 0.1f, 1};
+    ops::batchnorm_fwd(dev, x, gamma, beta, y, rm, rv, sm, si, bn);
+    const Tensor dy = random_tensor(dev, {128, 16, 10, 10});
+    Tensor dx({128, 16, 10, 10}, DType::F32, dev), dg({16}, DType::F32, dev), dbeta({16}, DType::F32, dev);
+    ops::batchnorm_bwd(dev, dy, x, gamma, sm, si, dx, dg, dbeta, bn);
+    w.add("batchnorm_fwd", y);
+    w.add("batchnorm running_var", rv);
+    w.add("batchnorm_bwd dx", dx);
+    w.add("batchnorm_bwd dgamma", dg);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: xylem-test-op-battery OUT\n");
+        return 2;
+    }
+    try {
+        auto backend = test::backend_named("native");
+        if (!backend) {
+            std::fprintf(stderr, "xylem-test-op-battery: no native backend in %s\n", XYLEM_TEST_PLUGIN_DIR);
+            return 3;
+        }
+        Device& dev = *backend->device(0);
+        Writer w(argv[1]);
+        gemms(dev, w);
+        convs(dev, w);
+        reductions(dev, w);
+        rows_and_losses(dev, w);
+        elementwise(dev, w);
+        if (!w.ok()) {
+            std::fprintf(stderr, "xylem-test-op-battery: cannot write %s\n", argv[1]);
+            return 1;
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "xylem-test-op-battery: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}
