@@ -222,7 +222,7 @@ void run_slices(int64_t n, int64_t slices, const F& body) {
 // The blocks are fixed by the shape (shape_slices), never by the thread count: OpenBLAS's
 // result for a row depends on the call it is part of (its kernels treat a block's last rows
 // differently on some CPUs), so a cut that followed the CPUs would change the bits.
-// Must not be called from a pool worker (it may use the pool itself).
+// From a pool worker it runs its blocks on that thread (the pool runs one job at a time).
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
            int64_t ldb, float beta, float* c, int64_t ldc);
 
