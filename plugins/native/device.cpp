@@ -96,6 +96,16 @@ int split_cpus() {
     return std::clamp(plugin_cpus(), 1, kMaxSplit);
 }
 
+int machine_slices() {
+    static const int n = [] {
+        const long online = sysconf(_SC_NPROCESSORS_ONLN);
+        int s = 1;
+        while (s < online && s < kMaxSplit) s *= 2;
+        return s;
+    }();
+    return n;
+}
+
 void probe(xylem_probe_info* out) {
     if (!out) return;
     std::memset(out, 0, sizeof *out);

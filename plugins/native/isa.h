@@ -18,10 +18,12 @@ namespace xylem::native {
 
 enum class Isa : int { baseline = 0, avx2 = 1, avx512 = 2 };
 
-// The level the plugin's kernels run at: the CPU's best, capped by XYLEM_NATIVE_ISA (isa.cpp).
+// The level the plugin's kernels run at: the CPU's best, capped by XYLEM_NATIVE_ISA (isa.cpp),
+// decided when the plugin loads (a global: kernels entered per tile or per row read it).
 // isa_error() is non-null when that variable holds something else than a level name; the
 // plugin then refuses to start (framework_get) with that message.
-Isa isa();
+extern const Isa kActiveIsa;
+inline Isa isa() { return kActiveIsa; }
 const char* isa_error();
 const char* isa_name(Isa level);  // "avx512", "avx2", "baseline": the values XYLEM_NATIVE_ISA takes
 Isa cpu_isa();                     // what the CPU (and OS) supports, before the cap

@@ -28,6 +28,14 @@ constexpr double kMinColumnSplitFlops = 1e8;
 // Blocks of C start at multiples of this many rows or columns (OpenBLAS's kernels work in 16s).
 constexpr int64_t kSplitAlign = 16;
 
+// The most blocks a cut of `edge` rows (or columns) makes: two of at least 64, or as many of at
+// least 256 as fit. Each OpenBLAS call packs the operand all blocks share (B for row blocks) once
+// more, which costs about 1/rows of the block's FLOPs (char-rnn's weight gradient dG^T X,
+// 512x128 with k = 2500, packs X, 1.28 MB, once per block).
+int64_t max_blocks(int64_t edge) {
+    return std::max<int64_t>(std::min<int64_t>(2, edge / 64), edge / 256);
+}
+
 // C block [lo, hi) of the dimension being cut (rows when by_rows, else columns).
 void sgemm_block(bool ta, bool tb, bool by_rows, int64_t lo, int64_t hi, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -70,7 +78,7 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
         else sgemm_block(ta, tb, by_rows, from, to, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     };
     if (narrow) split_work(units, split_workers(flops, kMinSplitGemmFlops, units), block);
-    else run_slices(units, shape_slices(flops, kMinSplitGemmFlops, units), block);
+    else run_slices(units, shape_slices(flops, kMinSplitGemmFlops, std::min(units, max_blocks(cut))), block);
 }
 
 void op_gemm(const xylem_op_desc& desc, xylem_stream_s&) {
