@@ -8,6 +8,10 @@ scripts/install-deps.sh
 export POCL_CACHE_DIR="${POCL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/xylem/pocl}"
 mkdir -p "$POCL_CACHE_DIR"
 scripts/build.sh
+# The native backend's tests and conformance kit run three times: at the machine's own instruction
+# set and capped at AVX2 and at baseline x86-64 (ctest names ending @isa=avx2 / @isa=baseline,
+# XYLEM_NATIVE_ISA: tests/CMakeLists.txt), so an AVX-512 machine also tests what AVX2-only and
+# older CPUs run, and the reverse as far as the CPU allows (docs/testing.md).
 ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
 # The SDK as an outsider uses it: install, build examples/third_party_plugin against it, train.
 scripts/test-sdk.sh build

@@ -49,7 +49,7 @@ Isa cpu_isa() {
     return Isa::baseline;
 }
 
-const Isa kActiveIsa = level().isa;  // at load time, before any op can run
+Isa isa() { return level().isa; }
 const char* isa_error() { return level().error; }
 
 const char* isa_name(Isa l) {

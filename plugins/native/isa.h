@@ -19,77 +19,59 @@ namespace xylem::native {
 enum class Isa : int { baseline = 0, avx2 = 1, avx512 = 2 };
 
 // The level the plugin's kernels run at: the CPU's best, capped by XYLEM_NATIVE_ISA (isa.cpp),
-// decided when the plugin loads (a global: kernels entered per tile or per row read it).
-// isa_error() is non-null when that variable holds something else than a level name; the
-// plugin then refuses to start (framework_get) with that message.
-extern const Isa kActiveIsa;
-inline Isa isa() { return kActiveIsa; }
+// decided once per process. isa_error() is non-null when that variable holds something else than
+// a level name; the plugin then refuses to start (framework_get) with that message.
+Isa isa();
 const char* isa_error();
 const char* isa_name(Isa level);  // "avx512", "avx2", "baseline": the values XYLEM_NATIVE_ISA takes
 Isa cpu_isa();                     // what the CPU (and OS) supports, before the cap
 
 // ---- one body, three compilations ----------------------------------------------------------
-// by_isa(f) runs f() inlined into a function compiled for the current level: `flatten` inlines
-// f and everything it calls (where GCC can), so the loops are vectorised for that level. f's
-// code is compiled for baseline x86-64 wherever it is not inlined, so a call that stays a call
-// is still safe on every CPU.
-#if defined(__x86_64__) && defined(__GNUC__)
-template <class F>
-__attribute__((target("avx512f"), flatten)) inline auto run_avx512(const F& f) { return f(); }
-template <class F>
-__attribute__((target("avx2"), flatten)) inline auto run_avx2(const F& f) { return f(); }
-template <class F>
-__attribute__((flatten)) inline auto run_baseline(const F& f) { return f(); }
-// The same for loops GCC must not turn into memcpy/memset calls (short row copies, where the
-// call costs more than the copy).
-template <class F>
-__attribute__((target("avx512f"), flatten, optimize("no-tree-loop-distribute-patterns"))) inline auto
-run_avx512_no_libcalls(const F& f) { return f(); }
-template <class F>
-__attribute__((target("avx2"), flatten, optimize("no-tree-loop-distribute-patterns"))) inline auto
-run_avx2_no_libcalls(const F& f) { return f(); }
-template <class F>
-__attribute__((flatten, optimize("no-tree-loop-distribute-patterns"))) inline auto
-run_baseline_no_libcalls(const F& f) { return f(); }
-
-template <class F>
-inline auto by_isa(const F& f) {
-    switch (isa()) {
-    case Isa::avx512: return run_avx512(f);
-    case Isa::avx2: return run_avx2(f);
-    case Isa::baseline: break;
-    }
-    return run_baseline(f);
-}
-template <class F>
-inline auto by_isa_no_libcalls(const F& f) {
-    switch (isa()) {
-    case Isa::avx512: return run_avx512_no_libcalls(f);
-    case Isa::avx2: return run_avx2_no_libcalls(f);
-    case Isa::baseline: break;
-    }
-    return run_baseline_no_libcalls(f);
-}
-#else
-template <class F>
-inline auto by_isa(const F& f) { return f(); }
-template <class F>
-inline auto by_isa_no_libcalls(const F& f) { return f(); }
-#endif
-
-// Defines `ret name params` as a kernel compiled per level: the braced body that follows the
-// macro is the kernel; `args` names the parameters again, to forward them. E.g.
+// XYLEM_KERNEL(ret, name, (params), (args)) { body } defines `ret name params`: the body is an
+// always-inline function, and three `flatten` functions compiled for AVX-512, AVX2 and baseline
+// x86-64 inline it (and everything it calls, where GCC can), so its loops are vectorised for each
+// level. Which one runs is picked once, when the plugin loads, into a function pointer: a call
+// costs one indirect call, as GCC's ifunc-based target_clones did (the fused interpreter calls
+// its arithmetic kernel for every instruction of every 128-element tile, ~200k times per LSTM
+// step; a per-call switch on the level cost it 4%). `args` names the parameters again, e.g.
 //   XYLEM_KERNEL(void, scale, (float* __restrict x, int64_t n, float k), (x, n, k)) {
 //       for (int64_t i = 0; i < n; ++i) x[i] *= k;
 //   }
-// The body is an always-inline function of its own, so __restrict and the other parameter
-// qualifiers keep their meaning inside each compilation.
-#define XYLEM_KERNEL_WITH_(dispatch, ret, name, params, args)                          \
-    static inline __attribute__((always_inline)) ret name##_kernel_ params;            \
-    ret name params { return dispatch([&]() -> ret { return name##_kernel_ args; }); } \
+// Code the body calls but GCC does not inline stays compiled for baseline x86-64: safe on every
+// CPU. No kernel may run during static initialisation (the pointers are set then).
+template <class F>
+F pick_level(F avx512, F avx2, F baseline) {
+    switch (isa()) {
+    case Isa::avx512: return avx512;
+    case Isa::avx2: return avx2;
+    case Isa::baseline: break;
+    }
+    return baseline;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define XYLEM_AT_AVX512_ __attribute__((target("avx512f"), flatten))
+#define XYLEM_AT_AVX2_ __attribute__((target("avx2"), flatten))
+#define XYLEM_AT_BASELINE_ __attribute__((flatten))
+#else
+#define XYLEM_AT_AVX512_ __attribute__((flatten))
+#define XYLEM_AT_AVX2_ __attribute__((flatten))
+#define XYLEM_AT_BASELINE_ __attribute__((flatten))
+#endif
+
+#define XYLEM_KERNEL_WITH_(extra, ret, name, params, args)                                                  \
+    static inline __attribute__((always_inline)) ret name##_kernel_ params;                                 \
+    XYLEM_AT_AVX512_ extra static ret name##_avx512_ params { return name##_kernel_ args; }                 \
+    XYLEM_AT_AVX2_ extra static ret name##_avx2_ params { return name##_kernel_ args; }                     \
+    XYLEM_AT_BASELINE_ extra static ret name##_baseline_ params { return name##_kernel_ args; }             \
+    static ret(*const name##_at_level_) params =                                                            \
+        ::xylem::native::pick_level(&name##_avx512_, &name##_avx2_, &name##_baseline_);                     \
+    ret name params { return name##_at_level_ args; }                                                       \
     static inline __attribute__((always_inline)) ret name##_kernel_ params
-#define XYLEM_KERNEL(ret, name, params, args) XYLEM_KERNEL_WITH_(::xylem::native::by_isa, ret, name, params, args)
+#define XYLEM_KERNEL(ret, name, params, args) XYLEM_KERNEL_WITH_(, ret, name, params, args)
+// The same for loops GCC must not turn into memcpy/memset calls (short row copies, where the
+// call costs more than the copy).
 #define XYLEM_KERNEL_NO_LIBCALLS(ret, name, params, args) \
-    XYLEM_KERNEL_WITH_(::xylem::native::by_isa_no_libcalls, ret, name, params, args)
+    XYLEM_KERNEL_WITH_(__attribute__((optimize("no-tree-loop-distribute-patterns"))), ret, name, params, args)
 
 }  // namespace xylem::native

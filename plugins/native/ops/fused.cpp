@@ -69,8 +69,9 @@ __attribute__((always_inline)) inline void elementwise(float* d, const float* a,
 }
 
 // One arithmetic instruction over n elements; d may equal any source (registers are reused).
-__attribute__((always_inline)) inline void arithmetic(uint32_t op, float* d, const float* a, const float* b,
-                                                      const float* c, int64_t n) {
+XYLEM_KERNEL(void, arithmetic,
+             (uint32_t op, float* d, const float* a, const float* b, const float* c, int64_t n),
+             (op, d, a, b, c, n)) {
     switch (op) {
 #define XYLEM_FUSED_CASE_(number, ENUM, name, arity) \
     case XYLEM_FUSED_##ENUM: return elementwise<XYLEM_FUSED_##ENUM, arity>(d, a, b, c, n);
@@ -121,7 +122,7 @@ const float* load_input(const Program& p, uint32_t i, int64_t start, int64_t n, 
 }
 
 // The program over elements [start, start + n), n <= kTile; regs holds n_regs tiles.
-__attribute__((always_inline)) inline void run_tile(const Program& p, float* regs, int64_t start, int64_t n) {
+void run_tile(const Program& p, float* regs, int64_t start, int64_t n) {
     const float* reg[XYLEM_FUSED_MAX_REGS];  // where each register's values are now
     for (uint32_t k = 0; k < p.at.n_instrs; ++k) {
         const xylem_fused_instr& in = p.at.code[k];
@@ -138,12 +139,6 @@ __attribute__((always_inline)) inline void run_tile(const Program& p, float* reg
         }
         reg[in.dst] = d;
     }
-}
-
-// The tiles of elements [start, end): the kernel compiled per level, entered once per item of
-// tiles (not per instruction: an LSTM step runs ~200k instruction-tiles).
-XYLEM_KERNEL(void, run_tiles, (const Program& p, float* regs, int64_t start, int64_t end), (p, regs, start, end)) {
-    for (; start < end; start += kTile) run_tile(p, regs, start, std::min(kTile, end - start));
 }
 
 // A ROW or COL input that is the same as FULL or SCALAR for this shape is read as such (no
@@ -210,7 +205,9 @@ void op_fused_elementwise(const xylem_op_desc& desc, xylem_stream_s& stream) {
     float* scratch = stream.scratch_.alloc<float>(regs_per_worker * workers);  // before the threads: the arena has no lock
     parallel_items(items, workers, [&](int worker, int64_t item) {
         float* regs = scratch + worker * regs_per_worker;
-        run_tiles(p, regs, item * per_item * kTile, std::min(numel, (item + 1) * per_item * kTile));
+        const int64_t end = std::min(numel, (item + 1) * per_item * kTile);
+        for (int64_t start = item * per_item * kTile; start < end; start += kTile)
+            run_tile(p, regs, start, std::min(kTile, end - start));
     });
 }
 
