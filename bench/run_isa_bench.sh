@@ -3,28 +3,32 @@
 # CPU in the same run (issue 23: the determinism and XYLEM_NATIVE_ISA changes must not cost speed
 # on AVX-512 or on AVX2 machines).
 #
-#   bench/run_isa_bench.sh --before PATH [--after PATH] [--reps N] [--char-steps N] [--out DIR]
+#   bench/run_isa_bench.sh --before PATH [--after PATH] [--before-avx2-plugins DIR] [--reps N]
+#                          [--char-steps N] [--out DIR]
 #
 # --before / --after: xylem binaries (default --after build/bin/xylem); e.g. a worktree of the
 # previous revision built with `cmake --build B --target xylem xylem_native`. Per repetition,
 # interleaved: fashion_mlp 1 epoch, fashion_lenet 1 epoch, char_rnn --char-steps iterations
 # (default 200) for each build at the machine's own level and capped at AVX2 (XYLEM_NATIVE_ISA=avx2
 # for a build that has the switch; a build without it gets OPENBLAS_CORETYPE=Haswell, which caps
-# OpenBLAS only: its own kernels stay at the CPU's level), then PyTorch's scripts (tuned as in
+# OpenBLAS only: its own kernels stay at the CPU's level; --before-avx2-plugins DIR runs that row
+# with XYLEM_PLUGIN_PATH=DIR instead, a build of the previous revision whose clones and narrow
+# GEMM were limited to AVX2, for a faithful AVX2 emulation), then PyTorch's scripts (tuned as in
 # run_mlp_bench.sh: OPENBLAS_NUM_THREADS=1, 2 threads; char-rnn one thread, its fastest here).
 # Prints medians (seconds per epoch, ms per char-rnn iteration) and ratios to PyTorch; raw lines
 # go to OUT/raw (default build/bench/isa-<date>). Skips the avx2 rows on a CPU without AVX2.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BEFORE="" AFTER="$ROOT/build/bin/xylem" REPS=2 CHAR_STEPS=200 OUT=""
+BEFORE="" AFTER="$ROOT/build/bin/xylem" BEFORE_AVX2_PLUGINS="" REPS=2 CHAR_STEPS=200 OUT=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --before) BEFORE="$(realpath "$2")"; shift 2 ;;
         --after) AFTER="$(realpath "$2")"; shift 2 ;;
+        --before-avx2-plugins) BEFORE_AVX2_PLUGINS="$(realpath "$2")"; shift 2 ;;
         --reps) REPS="$2"; shift 2 ;;
         --char-steps) CHAR_STEPS="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -56,6 +60,7 @@ for r in $(seq 1 "$REPS"); do
                     cap=(XYLEM_NATIVE_ISA=avx2)
                 else
                     cap=(OPENBLAS_CORETYPE=Haswell)
+                    [ -n "$BEFORE_AVX2_PLUGINS" ] && cap+=(XYLEM_PLUGIN_PATH="$BEFORE_AVX2_PLUGINS")
                 fi
             fi
             tag="${build}_${level}"
