@@ -441,13 +441,18 @@ struct StepState {
 namespace {
 
 // The value written at `r` by ops [first, last] is read later: by an op after the chain in the step,
-// by the next step before it is overwritten, or by the host.
-bool live_after(const StepState& s, const Region& r, size_t first, size_t last) {
+// by the next step before it is overwritten (the chain itself included: `chain_inputs` are what it
+// reads before writing, e.g. a gradient clamped in place, carried from the step before), or by the
+// host.
+bool live_after(const StepState& s, const Region& r, size_t first, size_t last,
+                const std::vector<Planner::Input>& chain_inputs) {
     if (s.host_read.count(r.buf)) return true;
     const size_t n = s.recorded.size();
     for (size_t k = 1; k < n; ++k) {
         const size_t i = (last + k) % n;
-        if (i >= first && i <= last) return false;  // back at the chain: nobody read it
+        if (i >= first && i <= last)  // back at the chain: live if its next run reads it
+            return std::any_of(chain_inputs.begin(), chain_inputs.end(),
+                               [&](const Planner::Input& in) { return Region(in.arg).overlaps(r); });
         const OpCall& c = s.recorded[i];
         for (const auto& a : c.in)
             if (Region(a).overlaps(r)) return true;
@@ -488,7 +493,7 @@ bool plan_chain(const StepState& s, size_t first, size_t last, Chain& chain) {
     for (const auto& w : p.written_) {
         // An intermediate (read by the chain, by nothing after it) is never stored. A value nothing in
         // the step reads is the step's result (the host may read it between steps): stored.
-        if (w.consumed && !live_after(s, Region(w.arg), first, last)) {
+        if (w.consumed && !live_after(s, Region(w.arg), first, last, p.inputs_)) {
             chain.elided.push_back(w.arg.buffer);
             continue;
         }

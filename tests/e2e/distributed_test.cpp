@@ -246,6 +246,43 @@ TEST_F(Distributed, OnOpenclMatchesOneProcessWithOneCopyPerBucketEachWay) {
     }
 }
 
+// Batch norm's running statistics are buffers, not gradients: each rank tracks its own half of
+// every global batch and the ranks average them. The running mean is linear in the batches, so
+// the average of the two ranks' equals one process's on the same global batches, within float
+// noise while the parameters stay alike (a rate of 1e-30, so they stay put: normalising by half
+// batches changes the gradients, and at 1e-3 the weights drift enough in 60 steps to move the
+// means by 0.7%); the
+// running variance of a half batch differs from the whole's by the spread of the half means (a
+// few percent). Summed instead of averaged, both would be twice as large; one rank's alone would
+// leave the ranks different (check_identical).
+TEST_F(Distributed, BatchNormRunningStatisticsMatchOneProcess) {
+    const std::string cfg = (root_ / "bn.toml").string();
+    std::ofstream(cfg) << "[data]\ndir = \"" << (root_ / "data").string() << "\"\n"
+                       << "[[model.layers]]\ntype = \"flatten\"\n[[model.layers]]\ntype = \"linear\"\nout = 32\n"
+                       << "[[model.layers]]\ntype = \"batchnorm\"\n[[model.layers]]\ntype = \"tanh\"\n"
+                       << "[[model.layers]]\ntype = \"linear\"\nout = 10\n[loss]\ntype = \"cross_entropy\"\n"
+                       << "[solver]\ntype = \"sgd\"\nlr = 1e-30\n[train]\nbatch_size = 64\nseed = 1\n";
+    const auto [one, two] = one_and_two(cfg, "bn", "--backend native --max-steps 60");
+    const auto p1 = params(one), p2 = params(two);
+    for (const char* stat : {"2.running_mean", "2.running_var"}) {
+        ASSERT_TRUE(p1.count(stat) && p2.count(stat)) << stat;
+        const std::vector<float>&a = p1.at(stat), &b = p2.at(stat);
+        const bool mean = std::string(stat).find("mean") != std::string::npos;
+        double largest = 0, worst = 0, moved = 0;
+        for (size_t i = 0; i < a.size(); ++i) {
+            largest = std::max(largest, std::fabs(double(a[i])));
+            worst = std::max(worst, std::fabs(double(b[i]) - a[i]) / (mean ? 1.0 : std::fabs(double(a[i]))));
+            moved = std::max(moved, std::fabs(double(a[i]) - (mean ? 0.0 : 1.0)));  // from the initial 0 and 1
+        }
+        EXPECT_GT(moved, 0.05) << stat << " hardly moved from its initial value: the check would be empty";
+        if (mean) {
+            EXPECT_LE(worst, 1e-5 * largest) << stat << ": 2 ranks vs 1 process, largest " << largest;
+        } else {
+            EXPECT_LE(worst, 0.08) << stat << ": 2 ranks vs 1 process, relative";
+        }
+    }
+}
+
 // A tail batch of one image: rank 1's shard is empty, and it adds zero gradients to the sum.
 // Several buckets (XYLEM_BUCKET_KB=64), each started while backward continues.
 TEST_F(Distributed, EmptyShardAndSeveralBuckets) {

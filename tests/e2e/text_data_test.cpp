@@ -3,6 +3,7 @@
 // backend (recurrent state reset at each epoch and before validation; losses per character).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -36,12 +37,34 @@ std::string& state_log() {
     return log;
 }
 
+// With recording on, the probe (after one_hot) also keeps each training batch's tokens, [rows][steps]
+// (the argmax of each one-hot step).
+bool& record_tokens() {
+    static bool on = false;
+    return on;
+}
+std::vector<std::vector<std::vector<int32_t>>>& recorded_batches() {
+    static std::vector<std::vector<std::vector<int32_t>>> batches;
+    return batches;
+}
+
 class StateProbe : public Layer {
 public:
     std::string kind() const override { return "test_state_probe"; }
     Shape output_shape(const Shape& input) const override { return input; }
     const Tensor& forward(Device&, const Tensor& x, bool train) override {
         state_log() += train ? 'T' : 'E';
+        if (train && record_tokens()) {
+            const std::vector<float> v = x.to_vector();
+            const int64_t rows = x.dim(0), steps = x.dim(1), vocab = x.dim(2);
+            std::vector<std::vector<int32_t>> batch(static_cast<size_t>(rows));
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t t = 0; t < steps; ++t) {
+                    const float* one = v.data() + (r * steps + t) * vocab;
+                    batch[static_cast<size_t>(r)].push_back(static_cast<int32_t>(std::max_element(one, one + vocab) - one));
+                }
+            recorded_batches().push_back(batch);
+        }
         return y_ = x;
     }
     const Tensor& backward(Device&, const Tensor& dy, bool) override { return dx_ = dy; }
@@ -329,6 +352,32 @@ TEST_P(TextTraining, LearnsPerCharacterAndResetsStateAtEpochsAndValidation) {
     std::ifstream(dir_ / "run" / "metrics.json") >> metrics;
     EXPECT_NEAR(metrics["epochs"][1]["val_bpc"].get<double>(), r.epochs[1].val_loss / std::log(2.0), 1e-9);
     EXPECT_EQ(metrics["loss_unit"], "nats per character");
+}
+
+// The trainer feeds the text streams in order: row b of step k is chunk k of stream b, so it
+// continues row b of step k - 1 (what the carried state assumes), in every epoch. Shuffled
+// chunks still train, and a resume restores their (wrong) order, so only this check sees it.
+TEST_P(TextTraining, BatchesFollowTheStreamsInOrder) {
+    auto dev = test::backend_named(GetParam())->device(0);
+    const RunConfig c = config();
+    const RunData data = load_run_data(c);
+    recorded_batches().clear();
+    record_tokens() = true;
+    const TrainResult r = train(c, *dev, std::cout, TrainOptions::quiet());
+    record_tokens() = false;
+    ASSERT_EQ(r.epochs.size(), 2u);
+    const int64_t rows = c.batch_size, steps = data.train.steps, per_epoch = data.train.count / rows;
+    ASSERT_EQ(static_cast<int64_t>(recorded_batches().size()), 2 * per_epoch);
+    for (int64_t i = 0; i < 2 * per_epoch; ++i) {
+        const int64_t k = i % per_epoch;  // the step within its epoch
+        for (int64_t b = 0; b < rows; ++b) {
+            const auto first = data.train.tokens.begin() + (k * rows + b) * steps;
+            const std::vector<int32_t> want(first, first + steps);
+            ASSERT_EQ(recorded_batches()[static_cast<size_t>(i)][static_cast<size_t>(b)], want)
+                << "epoch " << i / per_epoch + 1 << ", step " << k + 1 << ", row " << b << ": not chunk " << k
+                << " of stream " << b;
+        }
+    }
 }
 
 // Every backend trains the same model to the same losses (the native run is the reference).

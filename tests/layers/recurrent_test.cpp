@@ -13,6 +13,7 @@
 #include "support/reference_rnn.h"
 #include "xylem/config.h"
 #include "xylem/error.h"
+#include "xylem/layers/elementwise.h"
 #include "xylem/layers/gru.h"
 #include "xylem/layers/lstm.h"
 #include "xylem/layers/registry.h"
@@ -360,6 +361,56 @@ TEST(RecurrentConfig, BadValuesNameTheirKey) {
     EXPECT_EQ(config_error_of(gru + "hidden = 8\nforget_bias = 1\n"),
               "test.toml: unknown key 'model.layers[0].forget_bias' (known keys here: dropout, hidden, init, layers, "
               "type)");
+}
+
+
+// Dropout between stacked levels draws a new mask for every training forward (a counter feeds the
+// seed), and a run resumed with the saved counter draws the masks the uninterrupted run drew next.
+// The plain dropout layer keeps the same promise. A counter that never advanced would train on one
+// fixed mask: outputs that do not change from one step to the next.
+TEST_P(RecurrentLayer, DropoutDrawsANewMaskEachTrainingStepAndTheSameAfterResume) {
+    const int64_t time = 4, features = 3, hidden = 6, batch = 5;
+    const std::vector<float> xv = rng_.uniform(batch * time * features, -2.0f, 2.0f);
+    const Tensor x = upload(dev(), {batch, time, features}, xv);
+    auto counter = [](Layer& l) { return l.counters().at(0).second; };
+    for (bool lstm : {true, false}) {
+        SCOPED_TRACE(lstm ? "lstm" : "gru");
+        auto a = make(lstm, hidden, 3, 0.5f), b = make(lstm, hidden, 3, 0.5f);
+        require(*a);
+        std::mt19937_64 ra(5), rb(5);  // the same weights
+        a->bind(dev(), {time, features}, ra);
+        b->bind(dev(), {time, features}, rb);
+        std::vector<std::vector<float>> steps;
+        uint64_t after_first = 0;
+        for (int step = 0; step < 3; ++step) {
+            a->reset_state();  // only the masks may differ between steps
+            steps.push_back(a->forward(dev(), x, true).to_vector());
+            if (step == 0) after_first = *counter(*a);
+        }
+        EXPECT_NE(steps[0], steps[1]) << "the second step drew the first step's masks";
+        EXPECT_NE(steps[1], steps[2]) << "the third step drew the second step's masks";
+        EXPECT_NE(steps[0], steps[2]);
+        // Inference drops nothing: the same output every time, whatever the counter.
+        a->reset_state();
+        const std::vector<float> eval = a->forward(dev(), x, false).to_vector();
+        a->reset_state();
+        EXPECT_EQ(a->forward(dev(), x, false).to_vector(), eval);
+        // Resumed after the first step: the counter restored, the second step's masks again.
+        *counter(*b) = after_first;
+        b->reset_state();
+        EXPECT_EQ(b->forward(dev(), x, true).to_vector(), steps[1]) << "a resumed run drew other masks";
+    }
+    Dropout d(0.5f, 77), e(0.5f, 77);
+    std::mt19937_64 rd(1);
+    d.bind(dev(), {batch, time * features}, rd);
+    e.bind(dev(), {batch, time * features}, rd);
+    const Tensor flat = upload(dev(), {batch, time * features}, xv);
+    const std::vector<float> d1 = d.forward(dev(), flat, true).to_vector();
+    const uint64_t d_after_first = *counter(d);
+    const std::vector<float> d2 = d.forward(dev(), flat, true).to_vector();
+    EXPECT_NE(d1, d2) << "dropout layer: the same mask twice";
+    *counter(e) = d_after_first;
+    EXPECT_EQ(e.forward(dev(), flat, true).to_vector(), d2) << "dropout layer: a resumed run drew another mask";
 }
 
 }  // namespace

@@ -2,8 +2,9 @@
 // seeded generator of random, well-conditioned programs (random expression DAGs up to depth 8,
 // random input modes, params, constants and several outputs) built with FusedBuilder.
 //
-// The reference runs the packed program a plugin receives, with plugin_kit::fused_apply<double>
-// (the one home of each opcode's arithmetic) and the broadcast rule of ops.h. The generator also
+// The reference runs the packed program a plugin receives, with each opcode's float64 arithmetic
+// written independently of the kit's (tests/support/reference_fused.h: the kit's fused_apply is
+// what the executors run, so it cannot be its own reference) and the broadcast rule of ops.h. The generator also
 // keeps the expression DAG it handed the builder, so a second evaluator (eval_dag) checks the
 // builder's packing and the reference's broadcasting against each other.
 //
@@ -32,6 +33,7 @@
 #include "xylem/ops.h"
 #include "xylem/plugin_kit/fused.h"
 #include "xylem/shape.h"
+#include "support/reference_fused.h"
 
 namespace xylem::test::fused {
 
@@ -83,9 +85,9 @@ inline std::vector<std::vector<double>> reference(const xylem_fused_attrs& at, c
                 case XYLEM_FUSED_CONST: r[in.dst] = in.imm; break;
                 case XYLEM_FUSED_OUTPUT: out[in.dst][static_cast<size_t>(row * cols + col)] = r[in.a]; break;
                 default: {
-                    const int arity = plugin_kit::fused_opcode_info(in.op).arity;
-                    r[in.dst] = plugin_kit::fused_apply<double>(in.op, r[in.a], arity > 1 ? r[in.b] : 0.0,
-                                                                arity > 2 ? r[in.c] : 0.0);
+                    const int arity = fused_reference_arity(in.op);
+                    r[in.dst] = fused_reference_apply(in.op, r[in.a], arity > 1 ? r[in.b] : 0.0,
+                                                      arity > 2 ? r[in.c] : 0.0);
                 }
                 }
             }
@@ -131,7 +133,7 @@ struct Program {
                         v[k] = inputs[n.a][static_cast<size_t>(broadcast_index(modes[n.a], row, col, cols))];
                     else if (n.op == XYLEM_FUSED_PARAM) v[k] = params[n.a];
                     else if (n.op == XYLEM_FUSED_CONST) v[k] = n.imm;
-                    else v[k] = plugin_kit::fused_apply<double>(n.op, v[n.a], v[n.b], v[n.c]);
+                    else v[k] = fused_reference_apply(n.op, v[n.a], v[n.b], v[n.c]);
                 }
                 for (const auto& [index, value] : outputs) out[index][static_cast<size_t>(row * cols + col)] = v[value];
             }
@@ -306,7 +308,7 @@ private:
     // An instruction: into the builder and the node list (their numbering agrees).
     uint32_t emit(uint8_t op, uint32_t a, uint32_t b = 0, uint32_t c = 0) {
         const uint32_t id = p_.builder.apply(static_cast<xylem_fused_opcode>(op), a, b, c);
-        const int arity = plugin_kit::fused_opcode_info(op).arity;
+        const int arity = fused_reference_arity(op);
         node({op, a, arity > 1 ? b : 0, arity > 2 ? c : 0});
         if (id + 1 != p_.nodes.size()) throw std::logic_error("fused generator: value numbering differs from the builder's");
         return id;
@@ -371,7 +373,7 @@ private:
     // Applies `op` (guarded as the file comment says) to `first` (a vals_ index, or no_value for a
     // random operand) and random further operands; returns the result's vals_ index.
     uint32_t apply(uint8_t op, uint32_t first, int max_depth) {
-        const int arity = plugin_kit::fused_opcode_info(op).arity;
+        const int arity = fused_reference_arity(op);
         uint32_t x[3] = {0, 0, 0};
         for (int k = 0; k < arity; ++k) {
             const bool must_be_exact = is_comparison(op) || (op == XYLEM_FUSED_SELECT && k == 0) ||
