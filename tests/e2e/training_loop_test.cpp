@@ -2,12 +2,15 @@
 // stopping, train.max_steps over the whole run, the test set scored at the end, log.csv's rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "app/checkpoint.h"
+#include "app/run_data.h"
 #include "app/trainer.h"
 #include "support/backends.h"
 #include "xylem/error.h"
@@ -130,6 +133,37 @@ TEST_F(TrainingLoop, EarlyStoppingEndsTheRunAndSaysWhy) {
     o.resume_from = r.last_checkpoint;
     std::ostringstream log;
     EXPECT_TRUE(app::train(c, *test::backend_named("native")->device(0), log, o).already_complete);
+}
+
+// The validation set is held out of the training images, not copied from them: training and
+// validation together are the training file's images, each once (compared as multisets of the
+// images' bytes with their labels), of the sizes asked for; the split depends on the seed alone,
+// so a resumed run (and every backend) holds out the same images, and another seed others.
+TEST_F(TrainingLoop, ValidationIsHeldOutOfTheTrainingImagesBySeed) {
+    auto split = [&](const std::string& seed) {
+        return app::load_run_data(parse_config(config("seed = " + seed + "\n", "validation = 700"), "v.toml"));
+    };
+    const app::RunData a = split("3"), again = split("3"), other = split("4");
+    const io::Dataset all = io::load_mnist_dir(kData, true);
+    ASSERT_EQ(a.validation.count, 700);
+    ASSERT_EQ(a.train.count + a.validation.count, all.count);
+    const int64_t pixels = all.rows * all.cols;
+    auto keys = [&](const io::Dataset& d) {
+        std::vector<std::string> k;
+        for (int64_t i = 0; i < d.count; ++i) {
+            std::string key(reinterpret_cast<const char*>(d.images.data() + i * pixels), pixels * sizeof(float));
+            key += static_cast<char>(d.labels[static_cast<size_t>(i)]);
+            k.push_back(std::move(key));
+        }
+        std::sort(k.begin(), k.end());
+        return k;
+    };
+    std::vector<std::string> joined = keys(a.train), val = keys(a.validation);
+    joined.insert(joined.end(), val.begin(), val.end());
+    std::sort(joined.begin(), joined.end());
+    EXPECT_TRUE(joined == keys(all)) << "training + validation is not the training file's images, each once";
+    EXPECT_TRUE(keys(again.validation) == val) << "the same seed held out other images";
+    EXPECT_FALSE(keys(other.validation) == val) << "another seed held out the same images";
 }
 
 // train.max_steps counts over the whole run: 25 steps of 10-step epochs end inside epoch 3.
