@@ -208,14 +208,14 @@ void split_work(int64_t n, int workers, const F& body) {
     });
 }
 
-// body(lo, hi, worker) for each of `slices` slices [lo, hi) of [0, n), fixed by n and slices
-// alone, run by up to split_cpus() workers (worker < that, for per-worker scratch). body must
-// not throw.
+// body(lo, hi, worker, slice) for each of `slices` slices [lo, hi) of [0, n), fixed by n and
+// slices alone, run by up to slice_workers(slices) workers (worker < that, for per-worker
+// scratch; slice < slices, for per-slice results). body must not throw.
 inline int slice_workers(int64_t slices) { return static_cast<int>(std::min<int64_t>(slices, split_cpus())); }
 template <class F>
 void run_slices(int64_t n, int64_t slices, const F& body) {
     const int workers = slice_workers(slices);
-    auto slice = [&](int w, int64_t s) { body(n * s / slices, n * (s + 1) / slices, w); };
+    auto slice = [&](int w, int64_t s) { body(n * s / slices, n * (s + 1) / slices, w, s); };
     if (workers <= 1) {
         for (int64_t s = 0; s < slices; ++s) slice(0, s);
         return;

@@ -376,7 +376,7 @@ void fwd_im2col(const Conv& v, const float* x, const float* wt, const float* b, 
         col[w] = scratch.alloc<float>(rows * nb * P);
         tmp[w] = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
     }
-    run_slices(v.n, slices, [&](int64_t lo, int64_t hi, int w) {
+    run_slices(v.n, slices, [&](int64_t lo, int64_t hi, int w, int64_t) {
         fwd_im2col_images(v, x, wt, b, act, y, lo, hi, nb, col[w], tmp[w]);
     });
 }
@@ -397,14 +397,14 @@ void bwd_data_pointwise(const Conv& v, const float* dy, const float* wt, float* 
                  dx + (n * v.c + g * v.cg) * hw, hw);
 }
 
-void bwd_data_im2col(const Conv& v, const float* dy, const float* wt, float* dx, Arena& scratch) {
+// Images [n_lo, n_hi) in chunks of nb, on one thread: col and dyt hold one chunk (dyt is null
+// when nb = 1).
+void bwd_data_images(const Conv& v, const float* dy, const float* wt, float* dx, int64_t n_lo, int64_t n_hi,
+                     int64_t nb, float* col, float* dyt) {
     const int64_t P = v.p(), crs = v.crs(), rows = v.c * v.r * v.s;
-    const int64_t nb = chunk_images(v, (rows + v.k) * P);
-    float* col = scratch.alloc<float>(rows * nb * P);
-    float* dyt = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
-    std::fill_n(dx, v.n * v.c * v.hw(), 0.0f);
-    for (int64_t n0 = 0; n0 < v.n; n0 += nb) {
-        const int64_t m = std::min(nb, v.n - n0), ld = m * P;
+    std::fill(dx + n_lo * v.c * v.hw(), dx + n_hi * v.c * v.hw(), 0.0f);
+    for (int64_t n0 = n_lo; n0 < n_hi; n0 += nb) {
+        const int64_t m = std::min(nb, n_hi - n0), ld = m * P;
         const float* d = dy + n0 * v.k * P;
         if (m > 1) {
             gather_dy(v, d, m, dyt);
@@ -413,10 +413,26 @@ void bwd_data_im2col(const Conv& v, const float* dy, const float* wt, float* dx,
         // Zeroing ourselves and accumulating is faster than OpenBLAS's beta = 0 pass over C.
         std::memset(col, 0, static_cast<size_t>(rows * ld) * sizeof(float));
         for (int64_t g = 0; g < v.g; ++g)
-            gemm(true, false, crs, ld, v.kg, wt + g * v.kg * crs, crs, d + g * v.kg * ld, ld, 1.0f, col + g * crs * ld,
-                 ld);
+            gemm_in_worker(true, false, crs, ld, v.kg, wt + g * v.kg * crs, crs, d + g * v.kg * ld, ld, 1.0f,
+                           col + g * crs * ld, ld);
         col2im(v, col, m, dx + n0 * v.c * v.hw());
     }
+}
+
+// Images in slices fixed by the shape (their GEMMs' shapes follow the chunks), each slice's dX its
+// own: the slices share out among the workers, with no sum between them.
+void bwd_data_im2col(const Conv& v, const float* dy, const float* wt, float* dx, Arena& scratch) {
+    const int64_t P = v.p(), rows = v.c * v.r * v.s;
+    const int64_t slices = shape_slices(fwd_flops(v), kMinSplitFlops, v.n), workers = slice_workers(slices);
+    const int64_t nb = std::min(chunk_images(v, (rows + v.k) * P), (v.n + slices - 1) / slices);
+    std::array<float*, kMaxSplit> col{}, dyt{};  // each worker's own scratch, taken before the split
+    for (int64_t w = 0; w < workers; ++w) {
+        col[w] = scratch.alloc<float>(rows * nb * P);
+        dyt[w] = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
+    }
+    run_slices(v.n, slices, [&](int64_t lo, int64_t hi, int w, int64_t) {
+        bwd_data_images(v, dy, wt, dx, lo, hi, nb, col[w], dyt[w]);
+    });
 }
 
 // ---- backward filter ------------------------------------------------------------------------
@@ -444,19 +460,16 @@ void bwd_filter_pointwise(const Conv& v, const float* x, const float* dy, float 
                  n == 0 ? beta : 1.0f, dw + g * v.kg * v.cg, v.cg);
 }
 
-void bwd_filter_im2col(const Conv& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch) {
-    const int64_t P = v.p(), crs = v.crs(), rows = v.c * v.r * v.s;
-    const int64_t nb = chunk_images(v, (rows + v.k) * P);
-    float* col = scratch.alloc<float>(rows * nb * P);
-    const bool small = v.kg * crs <= kSmallFilter;
-    float* dyt = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
-    double* acc = small ? scratch.alloc<double>(v.k * crs) : nullptr;
-    if (small) std::fill_n(acc, v.k * crs, 0.0);
-    for (int64_t n0 = 0; n0 < v.n; n0 += nb) {
-        const int64_t m = std::min(nb, v.n - n0), ld = m * P;
+// The filter gradient of images [n_lo, n_hi) in chunks of nb, on one thread: into dw (with beta)
+// or, for a small filter, added to the float64 sums acc. col and dyt hold one chunk.
+void bwd_filter_images(const Conv& v, const float* x, const float* dy, float beta, float* dw, double* acc,
+                       int64_t n_lo, int64_t n_hi, int64_t nb, float* col, float* dyt) {
+    const int64_t P = v.p(), crs = v.crs();
+    for (int64_t n0 = n_lo; n0 < n_hi; n0 += nb) {
+        const int64_t m = std::min(nb, n_hi - n0), ld = m * P;
         im2col(v, x + n0 * v.c * v.hw(), m, col);
         const float* d = dy + n0 * v.k * P;
-        if (small && P >= kMinPlane) {  // image by image: dY needs no gathering
+        if (acc && P >= kMinPlane) {  // image by image: dY needs no gathering
             for (int64_t j = 0; j < m; ++j)
                 for (int64_t g = 0; g < v.g; ++g)
                     dot_accumulate(v.kg, crs, P, d + (j * v.k + g * v.kg) * P, P, col + g * crs * ld + j * P, ld,
@@ -468,14 +481,47 @@ void bwd_filter_im2col(const Conv& v, const float* x, const float* dy, float bet
             d = dyt;
         }
         for (int64_t g = 0; g < v.g; ++g) {
-            if (small)
+            if (acc)
                 dot_accumulate(v.kg, crs, ld, d + g * v.kg * ld, ld, col + g * crs * ld, ld, acc + g * v.kg * crs);
             else
-                gemm(false, true, v.kg, crs, ld, d + g * v.kg * ld, ld, col + g * crs * ld, ld, n0 == 0 ? beta : 1.0f,
-                     dw + g * v.kg * crs, crs);
+                gemm_in_worker(false, true, v.kg, crs, ld, d + g * v.kg * ld, ld, col + g * crs * ld, ld,
+                               n0 == n_lo ? beta : 1.0f, dw + g * v.kg * crs, crs);
         }
     }
-    if (small) finish_filters(dw, acc, v.k * crs, beta);
+}
+
+// Images in slices fixed by the shape, each summing its own filter gradient (float64 sums for a
+// small filter, a float partial otherwise); the partials are then added in slice order on the
+// calling thread, so the result does not depend on which worker ran which slice. One slice
+// writes straight into dW.
+void bwd_filter_im2col(const Conv& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch) {
+    const int64_t P = v.p(), crs = v.crs(), rows = v.c * v.r * v.s, size = v.k * crs;
+    const bool small = v.kg * crs <= kSmallFilter;
+    const int64_t slices = shape_slices(fwd_flops(v), kMinSplitFlops, v.n), workers = slice_workers(slices);
+    const int64_t nb = std::min(chunk_images(v, (rows + v.k) * P), (v.n + slices - 1) / slices);
+    std::array<float*, kMaxSplit> col{}, dyt{};
+    for (int64_t w = 0; w < workers; ++w) {
+        col[w] = scratch.alloc<float>(rows * nb * P);
+        dyt[w] = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
+    }
+    double* acc = small ? scratch.alloc<double>(slices * size) : nullptr;
+    if (small) std::fill_n(acc, slices * size, 0.0);
+    float* partial = !small && slices > 1 ? scratch.alloc<float>(slices * size) : nullptr;
+    run_slices(v.n, slices, [&](int64_t lo, int64_t hi, int w, int64_t s) {
+        bwd_filter_images(v, x, dy, partial ? 0.0f : beta, partial ? partial + s * size : dw,
+                          small ? acc + s * size : nullptr, lo, hi, nb, col[w], dyt[w]);
+    });
+    if (small) {
+        for (int64_t s = 1; s < slices; ++s)
+            for (int64_t i = 0; i < size; ++i) acc[i] += acc[s * size + i];
+        return finish_filters(dw, acc, size, beta);
+    }
+    if (!partial) return;
+    for (int64_t i = 0; i < size; ++i) {
+        float sum = partial[i];
+        for (int64_t s = 1; s < slices; ++s) sum += partial[s * size + i];
+        dw[i] = beta == 0.0f ? sum : beta * dw[i] + sum;
+    }
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
         return sgemm_block(ta, tb, false, 0, n, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     // The narrow kernel's elements do not depend on the cut: one block per worker. OpenBLAS's
     // do: blocks fixed by the shape, whatever the thread count.
-    auto block = [&](int64_t lo, int64_t hi, int) {
+    auto block = [&](int64_t lo, int64_t hi, int, int64_t = 0) {
         const int64_t from = lo * kSplitAlign, to = std::min(hi * kSplitAlign, cut);
         if (narrow) narrow_sgemm(ta, to - from, n, k, alpha, ta ? a + from : a + from * lda, lda, b, ldb, beta, c + from * ldc, ldc);
         else sgemm_block(ta, tb, by_rows, from, to, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
