@@ -236,21 +236,45 @@ void finish_filters(float* dw, const double* acc, int64_t n, float beta) {
         dw[i] = beta == 0.0f ? static_cast<float>(acc[i]) : static_cast<float>(beta * dw[i] + acc[i]);
 }
 
-// ---- forward, split over images between threads ----------------------------------------------
-// A big forward conv runs its images in slices, each doing im2col + single-threaded GEMM (or the
-// direct kernel) on its own scratch, shared out among the plugin's workers. Unlike OpenBLAS's
-// second thread (bimodal runs, see docs/benchmarks.md) these threads share nothing and never
-// spin: on the 2-vCPU VM two single-threaded sgemm processes at LeNet conv2's shape each kept
-// their ~58 GFLOP/s, and LeNet inference went from ~8k to ~12.5k img/s. Backward passes stay on
-// the calling thread. The im2col path's GEMMs take a slice's images as columns, and OpenBLAS's
-// result depends on the call's shape, so its slices are fixed by the shape (shape_slices), not
-// by the CPUs; the direct kernel's outputs do not depend on the cut (one slice per worker).
+// ---- split over images between threads --------------------------------------------------------
+// A big conv runs its images in slices, each doing im2col + single-threaded GEMMs (or, forward,
+// the direct kernel) on its own scratch, shared out among the plugin's workers: forward, backward
+// data and backward filter (per-slice partials, added in slice order). Unlike OpenBLAS's second
+// thread (bimodal runs, see docs/benchmarks.md) these threads share nothing and never spin: on
+// the 2-vCPU VM two single-threaded sgemm processes at LeNet conv2's shape each kept their ~58
+// GFLOP/s; LeNet inference went from ~8k to ~12.5k img/s, and training from 11.8 to 8.1 ms per
+// step once the backward passes were split too. The im2col GEMMs take a chunk's images as
+// columns, and OpenBLAS's result depends on the call's shape, so the slices are fixed by the
+// shape (shape_slices), not by the CPUs; the direct kernel's outputs do not depend on the cut
+// (one slice per worker).
 
 // Work per slice below which starting a thread costs more than it saves (a thread start is
 // ~20-50 us; 2 MFLOP is ~40 us of GEMM here).
 constexpr double kMinSplitFlops = 2e6;
 
 double fwd_flops(const Conv& v) { return 2.0 * static_cast<double>(v.n) * v.k * v.p() * v.crs(); }
+
+// An im2col op over images in slices fixed by the shape (their GEMMs' shapes follow the chunks,
+// so the slices must not follow the CPUs): the slices, the images per chunk, and each worker's
+// scratch for one chunk (col: the im2col columns; aux: [K, chunk*P] for the batched GEMM's
+// output or gathered dY, null when a chunk is one image), taken before the workers start (the
+// arena has no lock).
+struct ImageSlices {
+    int64_t slices = 1, nb = 1;
+    std::array<float*, kMaxSplit> col{}, aux{};
+};
+
+ImageSlices image_slices(const Conv& v, Arena& scratch) {
+    const int64_t P = v.p(), rows = v.c * v.r * v.s;
+    ImageSlices s;
+    s.slices = shape_slices(fwd_flops(v), kMinSplitFlops, v.n);
+    s.nb = std::min(chunk_images(v, (rows + v.k) * P), (v.n + s.slices - 1) / s.slices);
+    for (int w = 0; w < slice_workers(s.slices); ++w) {
+        s.col[w] = scratch.alloc<float>(rows * s.nb * P);
+        s.aux[w] = s.nb > 1 ? scratch.alloc<float>(v.k * s.nb * P) : nullptr;
+    }
+    return s;
+}
 
 // ---- forward --------------------------------------------------------------------------------
 
@@ -367,17 +391,9 @@ void fwd_im2col_images(const Conv& v, const float* x, const float* wt, const flo
 }
 
 void fwd_im2col(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y, Arena& scratch) {
-    const int64_t P = v.p(), rows = v.c * v.r * v.s;
-    const int64_t slices = shape_slices(fwd_flops(v), kMinSplitFlops, v.n);
-    const int workers = slice_workers(slices);
-    const int64_t nb = std::min(chunk_images(v, (rows + v.k) * P), (v.n + slices - 1) / slices);
-    std::array<float*, kMaxSplit> col{}, tmp{};  // each worker's own scratch, taken before the split
-    for (int w = 0; w < workers; ++w) {
-        col[w] = scratch.alloc<float>(rows * nb * P);
-        tmp[w] = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
-    }
-    run_slices(v.n, slices, [&](int64_t lo, int64_t hi, int w, int64_t) {
-        fwd_im2col_images(v, x, wt, b, act, y, lo, hi, nb, col[w], tmp[w]);
+    const ImageSlices is = image_slices(v, scratch);
+    run_slices(v.n, is.slices, [&](int64_t lo, int64_t hi, int w, int64_t) {
+        fwd_im2col_images(v, x, wt, b, act, y, lo, hi, is.nb, is.col[w], is.aux[w]);
     });
 }
 
@@ -419,19 +435,11 @@ void bwd_data_images(const Conv& v, const float* dy, const float* wt, float* dx,
     }
 }
 
-// Images in slices fixed by the shape (their GEMMs' shapes follow the chunks), each slice's dX its
-// own: the slices share out among the workers, with no sum between them.
+// Each slice writes its own images' dX: no sum between slices.
 void bwd_data_im2col(const Conv& v, const float* dy, const float* wt, float* dx, Arena& scratch) {
-    const int64_t P = v.p(), rows = v.c * v.r * v.s;
-    const int64_t slices = shape_slices(fwd_flops(v), kMinSplitFlops, v.n), workers = slice_workers(slices);
-    const int64_t nb = std::min(chunk_images(v, (rows + v.k) * P), (v.n + slices - 1) / slices);
-    std::array<float*, kMaxSplit> col{}, dyt{};  // each worker's own scratch, taken before the split
-    for (int64_t w = 0; w < workers; ++w) {
-        col[w] = scratch.alloc<float>(rows * nb * P);
-        dyt[w] = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
-    }
-    run_slices(v.n, slices, [&](int64_t lo, int64_t hi, int w, int64_t) {
-        bwd_data_images(v, dy, wt, dx, lo, hi, nb, col[w], dyt[w]);
+    const ImageSlices is = image_slices(v, scratch);
+    run_slices(v.n, is.slices, [&](int64_t lo, int64_t hi, int w, int64_t) {
+        bwd_data_images(v, dy, wt, dx, lo, hi, is.nb, is.col[w], is.aux[w]);
     });
 }
 
@@ -495,21 +503,16 @@ void bwd_filter_images(const Conv& v, const float* x, const float* dy, float bet
 // calling thread, so the result does not depend on which worker ran which slice. One slice
 // writes straight into dW.
 void bwd_filter_im2col(const Conv& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch) {
-    const int64_t P = v.p(), crs = v.crs(), rows = v.c * v.r * v.s, size = v.k * crs;
-    const bool small = v.kg * crs <= kSmallFilter;
-    const int64_t slices = shape_slices(fwd_flops(v), kMinSplitFlops, v.n), workers = slice_workers(slices);
-    const int64_t nb = std::min(chunk_images(v, (rows + v.k) * P), (v.n + slices - 1) / slices);
-    std::array<float*, kMaxSplit> col{}, dyt{};
-    for (int64_t w = 0; w < workers; ++w) {
-        col[w] = scratch.alloc<float>(rows * nb * P);
-        dyt[w] = nb > 1 ? scratch.alloc<float>(v.k * nb * P) : nullptr;
-    }
+    const int64_t size = v.k * v.crs();
+    const bool small = v.kg * v.crs() <= kSmallFilter;
+    const ImageSlices is = image_slices(v, scratch);
+    const int64_t slices = is.slices;
     double* acc = small ? scratch.alloc<double>(slices * size) : nullptr;
     if (small) std::fill_n(acc, slices * size, 0.0);
     float* partial = !small && slices > 1 ? scratch.alloc<float>(slices * size) : nullptr;
     run_slices(v.n, slices, [&](int64_t lo, int64_t hi, int w, int64_t s) {
         bwd_filter_images(v, x, dy, partial ? 0.0f : beta, partial ? partial + s * size : dw,
-                          small ? acc + s * size : nullptr, lo, hi, nb, col[w], dyt[w]);
+                          small ? acc + s * size : nullptr, lo, hi, is.nb, is.col[w], is.aux[w]);
     });
     if (small) {
         for (int64_t s = 1; s < slices; ++s)
