@@ -40,8 +40,9 @@ TEST(NativeThreads, OneOpenBlasThreadAndOnePoolWorkerPerCpu) {
     }
 }
 
+// (Some machines set OPENBLAS_CORETYPE for all processes; these runs unset it, then set it.)
 TEST(NativeIsa, CapPinsTheKernelsAndOpenBlasCore) {
-    const std::string base = native_lines("XYLEM_NATIVE_ISA=baseline");
+    const std::string base = native_lines("-u OPENBLAS_CORETYPE XYLEM_NATIVE_ISA=baseline");
     if (base.empty()) GTEST_SKIP() << "no native backend line in `xylem backends`";
     EXPECT_NE(base.find("own kernels baseline"), std::string::npos) << base;
     EXPECT_NE(base.find("core Prescott (pinned to Prescott by XYLEM_NATIVE_ISA=baseline)"), std::string::npos) << base;
@@ -49,7 +50,7 @@ TEST(NativeIsa, CapPinsTheKernelsAndOpenBlasCore) {
         std::printf("[ SKIPPED  ] the avx2 cap: this CPU lacks AVX2\n");
         return;
     }
-    const std::string avx2 = native_lines("XYLEM_NATIVE_ISA=avx2");
+    const std::string avx2 = native_lines("-u OPENBLAS_CORETYPE XYLEM_NATIVE_ISA=avx2");
     EXPECT_NE(avx2.find("own kernels avx2"), std::string::npos) << avx2;
     // An AVX2 CPU runs its own OpenBLAS core (Haswell, Zen, ...); a bigger one is pinned to Haswell.
     __builtin_cpu_init();
@@ -57,7 +58,7 @@ TEST(NativeIsa, CapPinsTheKernelsAndOpenBlasCore) {
         EXPECT_NE(avx2.find("core Haswell (pinned to Haswell by XYLEM_NATIVE_ISA=avx2)"), std::string::npos) << avx2;
     }
     // A core the user forced at or below the cap is kept.
-    const std::string forced = native_lines("XYLEM_NATIVE_ISA=avx2 OPENBLAS_CORETYPE=Sandybridge");
+    const std::string forced = native_lines("-u OPENBLAS_CORETYPE XYLEM_NATIVE_ISA=avx2 OPENBLAS_CORETYPE=Sandybridge");
     EXPECT_NE(forced.find("core Sandybridge (forced by OPENBLAS_CORETYPE=Sandybridge)"), std::string::npos) << forced;
 }
 
