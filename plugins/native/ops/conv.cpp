@@ -186,7 +186,7 @@ void scale_filters(float* dw, int64_t n, float beta) {
 // on the calling thread at single-thread sgemm speed and sums into double.
 constexpr int64_t kSmallFilter = 1024;  // outputs per group up to which the kernel is used
 
-using V8 = float __attribute__((vector_size(32)));  // two SSE registers in the baseline clone
+using V8 = float __attribute__((vector_size(32)));  // two SSE registers at the baseline level
 using V8u = float __attribute__((vector_size(32), aligned(4), may_alias));  // for unaligned loads
 
 // acc[(i+ii)*n + j+jj] += sum_t a[(i+ii)*lda + t] * b[(j+jj)*ldb + t] for a TM x TN tile, t < len.
