@@ -50,7 +50,7 @@ namespace {
 xylem_framework_s make_framework() {
     // OpenBLAS runs one thread (blas.cpp); GEMMs, big convolutions, reductions and fused programs
     // are spread over the plugin's own pool (workers.cpp), in slices fixed by the shape.
-    return xylem_framework_s{1, hardware_threads()};
+    return xylem_framework_s{hardware_threads()};
 }
 
 void cpu_model(char* out, size_t size) {

@@ -49,8 +49,7 @@ private:
 
 // The ABI's opaque handles (declared by plugin_api.h in the global namespace).
 struct xylem_framework_s {
-    int num_threads_;  // OpenBLAS threads: always 1 (blas.h)
-    int hw_threads_;   // hardware threads of this machine
+    int hw_threads_;  // hardware threads of this machine (OpenBLAS runs one: blas.h)
 };
 
 // One allocation: this header, padded to 64 bytes, then the data.

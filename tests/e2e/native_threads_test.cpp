@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli_run.h"
+#include "support/native_levels.h"
 
 using xylem::test::run_cli;
 
@@ -23,10 +24,6 @@ std::string native_lines(const std::string& env) {
     return r.out.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
 }
 
-bool has_avx2() {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
-}
 
 }  // namespace
 
@@ -46,15 +43,15 @@ TEST(NativeIsa, CapPinsTheKernelsAndOpenBlasCore) {
     if (base.empty()) GTEST_SKIP() << "no native backend line in `xylem backends`";
     EXPECT_NE(base.find("own kernels baseline"), std::string::npos) << base;
     EXPECT_NE(base.find("core Prescott (pinned to Prescott by XYLEM_NATIVE_ISA=baseline)"), std::string::npos) << base;
-    if (!has_avx2()) {
+    const xylem::test::CpuLevels levels = xylem::test::cpu_levels();
+    if (!levels.has("avx2")) {
         std::printf("[ SKIPPED  ] the avx2 cap: this CPU lacks AVX2\n");
         return;
     }
     const std::string avx2 = native_lines("-u OPENBLAS_CORETYPE XYLEM_NATIVE_ISA=avx2");
     EXPECT_NE(avx2.find("own kernels avx2"), std::string::npos) << avx2;
     // An AVX2 CPU runs its own OpenBLAS core (Haswell, Zen, ...); a bigger one is pinned to Haswell.
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) {
+    if (levels.has("avx512")) {
         EXPECT_NE(avx2.find("core Haswell (pinned to Haswell by XYLEM_NATIVE_ISA=avx2)"), std::string::npos) << avx2;
     }
     // A core the user forced at or below the cap is kept.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli_run.h"
+#include "support/native_levels.h"
 #include "xylem/io/safetensors.h"
 
 using namespace xylem;
@@ -46,15 +47,6 @@ Params train(const std::string& example, const std::string& level, int threads) 
     return out;
 }
 
-// The levels this CPU runs, highest first.
-std::vector<std::string> levels_here() {
-    __builtin_cpu_init();
-    std::vector<std::string> l;
-    if (__builtin_cpu_supports("avx512f")) l.push_back("avx512");
-    if (__builtin_cpu_supports("avx2")) l.push_back("avx2");
-    l.push_back("baseline");
-    return l;
-}
 
 void expect_same_bits(const Params& got, const Params& want, const std::string& what) {
     ASSERT_EQ(got.size(), want.size()) << what;
@@ -62,9 +54,7 @@ void expect_same_bits(const Params& got, const Params& want, const std::string& 
         const auto it = got.find(name);
         ASSERT_NE(it, got.end()) << what << ": no " << name;
         ASSERT_EQ(it->second.size(), v.size()) << what << ": " << name;
-        size_t differ = 0;
-        for (size_t i = 0; i < v.size(); ++i) differ += std::memcmp(&v[i], &it->second[i], sizeof(float)) != 0;
-        EXPECT_EQ(differ, 0u) << what << ": " << name << " (" << v.size() << " values)";
+        EXPECT_EQ(test::bits_differ(it->second, v), 0u) << what << ": " << name << " (" << v.size() << " values)";
     }
 }
 
@@ -74,7 +64,8 @@ class TrainingDeterminism : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TrainingDeterminism, SameBitsForEveryThreadCountAndCloseAcrossLevels) {
     const std::string example = GetParam();
-    const std::vector<std::string> levels = levels_here();
+    const std::vector<std::string> lowest_first = test::cpu_levels().have;
+    const std::vector<std::string> levels(lowest_first.rbegin(), lowest_first.rend());  // the CPU's own first
     const int more = static_cast<int>(std::max(4u, std::thread::hardware_concurrency())) + 1;
     std::vector<Params> first;  // one thread, per level
     for (size_t l = 0; l < levels.size(); ++l) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "support/backends.h"
+#include "support/native_levels.h"  // bits_differ
 #include "xylem/op_calls.h"
 
 namespace xylem::test {
@@ -45,11 +46,5 @@ inline std::vector<float> gemm_by_row_blocks(Device& dev, bool ta, bool tb, int6
     return out;
 }
 
-// Elements whose bits differ.
-inline size_t bits_differ(const std::vector<float>& x, const std::vector<float>& y) {
-    size_t differ = x.size() == y.size() ? 0 : std::max(x.size(), y.size());
-    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) differ += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
-    return differ;
-}
 
 }  // namespace xylem::test

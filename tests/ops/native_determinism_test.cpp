@@ -19,26 +19,17 @@
 #include <thread>
 #include <vector>
 
+#include "support/native_levels.h"
+
 namespace {
 
 namespace fs = std::filesystem;
+using xylem::test::bits_differ;
 
 struct Record {
     std::string name;
     std::vector<float> values;
 };
-
-// The levels this CPU can run, lowest first (isa.h's names), and the ones it cannot.
-std::vector<std::string> levels_here(std::vector<std::string>* missing = nullptr) {
-    std::vector<std::string> have = {"baseline"};
-    __builtin_cpu_init();
-    const bool avx2 = __builtin_cpu_supports("avx2"), avx512 = __builtin_cpu_supports("avx512f");
-    if (avx2) have.push_back("avx2");
-    else if (missing) missing->push_back("avx2");
-    if (avx512) have.push_back("avx512");
-    else if (missing) missing->push_back("avx512");
-    return have;
-}
 
 std::vector<Record> read_records(const fs::path& file) {
     std::vector<Record> out;
@@ -72,12 +63,6 @@ std::vector<Record> battery(const std::string& env) {
     return r;
 }
 
-size_t bits_differ(const std::vector<float>& a, const std::vector<float>& b) {
-    if (a.size() != b.size()) return std::max(a.size(), b.size());
-    size_t n = 0;
-    for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
-    return n;
-}
 
 // max |a - b| / max(1, max |b|).
 double difference(const std::vector<float>& a, const std::vector<float>& b) {
@@ -99,8 +84,8 @@ std::vector<int> thread_counts() {
 }  // namespace
 
 TEST(NativeDeterminism, EveryThreadCountGivesTheSameBitsOnEachLevel) {
-    std::vector<std::string> missing;
-    for (const std::string& level : levels_here(&missing)) {
+    const xylem::test::CpuLevels levels = xylem::test::cpu_levels();
+    for (const std::string& level : levels.have) {
         SCOPED_TRACE("XYLEM_NATIVE_ISA=" + level);
         const std::vector<Record> one = battery("XYLEM_NATIVE_ISA=" + level + " XYLEM_NUM_THREADS=1");
         ASSERT_GT(one.size(), 30u) << "the battery wrote too few results";
@@ -115,7 +100,7 @@ TEST(NativeDeterminism, EveryThreadCountGivesTheSameBitsOnEachLevel) {
                     << one[i].values.size();
         }
     }
-    for (const std::string& level : missing)
+    for (const std::string& level : levels.missing)
         std::printf("[ SKIPPED  ] level %s: this CPU lacks its instructions (%s)\n", level.c_str(),
                     level == "avx2" ? "avx2" : "avx512f");
 }
@@ -123,8 +108,7 @@ TEST(NativeDeterminism, EveryThreadCountGivesTheSameBitsOnEachLevel) {
 // Levels differ in OpenBLAS's kernels and in the AVX-512 narrow GEMM (FMA, other summation
 // orders), so their results agree within float rounding of the op, not in bits.
 TEST(NativeDeterminism, LevelsAgreeWithinFloatTolerance) {
-    std::vector<std::string> missing;
-    const std::vector<std::string> levels = levels_here(&missing);
+    const std::vector<std::string> levels = xylem::test::cpu_levels().have;
     if (levels.size() < 2) GTEST_SKIP() << "this CPU runs the baseline level only";
     const std::vector<Record> base = battery("XYLEM_NATIVE_ISA=baseline XYLEM_NUM_THREADS=2");
     for (size_t l = 1; l < levels.size(); ++l) {
