@@ -24,7 +24,7 @@ std::string pixels(const io::Dataset& d) { return std::to_string(d.rows) + "x" +
 // Builds the model for the images' size and loads the checkpoint. When an --input file's images
 // do not fit the model (the checkpoint's shapes say so, or a layer does), the error names that
 // file and the size the config's own data has, if it can be read.
-std::unique_ptr<Sequential> load_model(const RunConfig& c, const Args& a, Device& dev, const io::Dataset& data) {
+std::unique_ptr<Net> load_model(const RunConfig& c, const Args& a, Device& dev, const io::Dataset& data) {
     auto model = app::build_model(c);
     try {
         model->build(dev, {1, data.rows, data.cols}, c.seed);

@@ -9,7 +9,7 @@
 #include "xylem/layers/elementwise.h"
 #include "xylem/layers/linear.h"
 #include "xylem/layers/loss.h"
-#include "xylem/layers/sequential.h"
+#include "xylem/layers/net.h"
 #include "xylem/op_calls.h"
 #include "xylem/registry.h"
 #include "xylem/solvers/solver.h"
@@ -127,7 +127,7 @@ TEST_P(Lifecycle, TransfersPerTrainingStepWithinBudget) {
     for (uint32_t op : {XYLEM_OP_FILL, XYLEM_OP_LINEAR_FWD, XYLEM_OP_GEMM, XYLEM_OP_BIAS_GRAD, XYLEM_OP_ACT_FWD, XYLEM_OP_ACT_BWD,
                         XYLEM_OP_XENT_FWD, XYLEM_OP_XENT_BWD, XYLEM_OP_SGD_UPDATE})
         XYLEM_REQUIRE_OP(op);
-    Sequential model;
+    Net model;
     model.add(std::make_unique<Linear>(32, true));
     model.add(std::make_unique<Activation>(XYLEM_ACT_RELU));
     model.add(std::make_unique<Linear>(10, true));

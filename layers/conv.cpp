@@ -78,8 +78,11 @@ const Tensor& Conv2d::backward(Device& dev, const Tensor& dy, bool need_dx) {
         ops::act_bwd(dev, act, dy, y_, dz_);
         dz = &dz_;
     }
-    if (o_.bias) ops::bias_grad(dev, *dz, bias_.grad);  // sum over N, H, W: the Flux #558 reduction
-    ops::conv2d_bwd_filter(dev, x_, *dz, weight_.grad, attrs_);
+    // Sum over N, H, W: the Flux #558 reduction. beta 1 adds to a shared parameter's gradient.
+    if (o_.bias) ops::bias_grad(dev, *dz, bias_.grad, param_grad_beta());
+    xylem_conv2d_attrs filter = attrs_;
+    filter.beta = param_grad_beta();
+    ops::conv2d_bwd_filter(dev, x_, *dz, weight_.grad, filter);
     if (!need_dx) return dx_;
     ensure(dx_, x_.shape(), dev);
     ops::conv2d_bwd_data(dev, *dz, weight_.value, dx_, attrs_);
@@ -111,6 +114,32 @@ const Tensor& Pool2d::forward(Device& dev, const Tensor& x, bool) {
 const Tensor& Pool2d::backward(Device& dev, const Tensor& dy, bool) {
     if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
     ops::pool2d_bwd(dev, dy, x_, y_, ensure(dx_, x_.shape(), dev), attrs_);
+    return dx_;
+}
+
+Shape GlobalAvgPool::output_shape(const Shape& input) const {
+    if (input.size() != 3) shape_error("expects [channels, height, width] per sample", input, {-1, -1, -1});
+    return {input[0]};
+}
+
+// An average pool whose window is the whole image, so its backward pass is the pool's own.
+xylem_pool2d_attrs GlobalAvgPool::window(const Shape& x) const {
+    const auto h = static_cast<int32_t>(x[2]), w = static_cast<int32_t>(x[3]);
+    return {XYLEM_POOL_AVG, h, w, h, w, 0, 0, 1};
+}
+
+const Tensor& GlobalAvgPool::forward(Device& dev, const Tensor& x, bool) {
+    if (x.shape().size() != 4) shape_error("input", x.shape(), {-1, -1, -1, -1});
+    x_ = x;
+    ensure(y_, {x.dim(0), x.dim(1), 1, 1}, dev);
+    ops::pool2d_fwd(dev, x, y_, window(x.shape()));
+    out_ = y_.reshaped({x.dim(0), x.dim(1)});
+    return out_;
+}
+
+const Tensor& GlobalAvgPool::backward(Device& dev, const Tensor& dy, bool) {
+    if (dy.shape() != out_.shape()) shape_error("output gradient", dy.shape(), out_.shape());
+    ops::pool2d_bwd(dev, dy.reshaped(y_.shape()), x_, y_, ensure(dx_, x_.shape(), dev), window(x_.shape()));
     return dx_;
 }
 
@@ -171,6 +200,9 @@ const LayerRegistration<Pool2dConfig> kMaxPool2d{
 const LayerRegistration<Pool2dConfig> kAvgPool2d{
     "avgpool2d", {"kernel", "stride", "padding", "count_include_pad"},
     [](const ConfigSection& s) { return parse_pool(s, XYLEM_POOL_AVG); }, build_pool};
+const LayerRegistration<NoLayerOptions> kGlobalAvgPool{
+    "global_avgpool", {}, nullptr,
+    [](const NoLayerOptions&, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<GlobalAvgPool>(); }};
 }  // namespace
 
 }  // namespace xylem

@@ -59,8 +59,9 @@ const Tensor& Embedding::forward(Device& dev, const Tensor& x, bool) { return lo
 const Tensor& Embedding::backward(Device& dev, const Tensor& dy, bool need_dx) {
     if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
     refuse_input_gradient(need_dx);
-    // dW[v] = sum of dy over the tokens equal to v: rows no token names get 0.
-    ops::fill(dev, weight_.grad, 0.0f);
+    // dW[v] = sum of dy over the tokens equal to v: rows no token names get 0 (a shared weight:
+    // another layer wrote the gradient first, and this one adds to it).
+    if (param_grad_beta() == 0.0f) ops::fill(dev, weight_.grad, 0.0f);
     ops::scatter_add_rows(dev, dy.reshaped({idx_.numel(), width_}), idx_, weight_.grad);
     return none_;
 }

@@ -34,6 +34,56 @@ Tensor& Layer::ensure(Tensor& t, const Shape& shape, Device& dev, DType dtype) {
     return t;
 }
 
+namespace {
+void expect_one(const Layer& l, size_t got) {
+    if (got != 1) throw Error(l.label() + ": takes one input, got " + std::to_string(got));
+}
+}  // namespace
+
+Shape Layer::output_shape_of(const std::vector<Shape>& inputs) const {
+    expect_one(*this, inputs.size());
+    return output_shape(inputs[0]);
+}
+
+void Layer::bind_inputs(Device& dev, const std::vector<Shape>& inputs, std::mt19937_64& rng) {
+    expect_one(*this, inputs.size());
+    bind(dev, inputs[0], rng);
+}
+
+const Tensor& Layer::forward_inputs(Device& dev, const std::vector<const Tensor*>& xs, bool train) {
+    expect_one(*this, xs.size());
+    return forward(dev, *xs[0], train);
+}
+
+void Layer::backward_inputs(Device& dev, const Tensor& dy, const std::vector<bool>& need_dx,
+                            std::vector<const Tensor*>& dxs) {
+    expect_one(*this, need_dx.size());
+    const Tensor& dx = backward(dev, dy, need_dx[0]);
+    dxs.assign(1, need_dx[0] ? &dx : nullptr);
+}
+
+void MultiInputLayer::check_input_count(size_t got) const {
+    const size_t want = input_count();
+    if (want ? got != want : got < 2)
+        throw Error(label() + ": takes " + (want ? std::to_string(want) : std::string("two or more")) +
+                    " inputs, got " + std::to_string(got) + " (list them in `inputs`)");
+}
+
+void MultiInputLayer::bind_inputs(Device&, const std::vector<Shape>& inputs, std::mt19937_64&) {
+    output_shape_of(inputs);
+}
+
+Shape MultiInputLayer::output_shape(const Shape&) const { check_input_count(1); return {}; }
+void MultiInputLayer::bind(Device&, const Shape&, std::mt19937_64&) { check_input_count(1); }
+const Tensor& MultiInputLayer::forward(Device&, const Tensor&, bool) {
+    check_input_count(1);
+    throw Error(label() + ": takes several inputs");
+}
+const Tensor& MultiInputLayer::backward(Device&, const Tensor&, bool) {
+    check_input_count(1);
+    throw Error(label() + ": takes several inputs");
+}
+
 Shape batched(int64_t batch, const Shape& sample) {
     Shape s{batch};
     s.insert(s.end(), sample.begin(), sample.end());

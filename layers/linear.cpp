@@ -58,8 +58,9 @@ const Tensor& Linear::backward(Device& dev, const Tensor& dy, bool need_dx) {
         ops::act_bwd(dev, act_, dy_rows, y_rows_, dz_);
         dz = &dz_;
     }
-    ops::gemm(dev, true, false, 1.0f, *dz, x_, 0.0f, weight_.grad);  // dW = dz^T x
-    if (has_bias_) ops::bias_grad(dev, *dz, bias_.grad);
+    // dW = dz^T x; beta 1 adds to a shared parameter's gradient.
+    ops::gemm(dev, true, false, 1.0f, *dz, x_, param_grad_beta(), weight_.grad);
+    if (has_bias_) ops::bias_grad(dev, *dz, bias_.grad, param_grad_beta());
     if (!need_dx) return dx_;
     Shape x_shape = y_.shape();
     x_shape.back() = in_;

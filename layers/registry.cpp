@@ -60,6 +60,7 @@ LayerSpec parse_layer(const ConfigSection& s) {
         s.fail("type", "names an unknown layer type '" + l.type + "' (known: " + known + ")");
     }
     std::vector<std::string> keys{"type"};
+    keys.insert(keys.end(), layer_wiring_keys().begin(), layer_wiring_keys().end());  // read by parse_config
     keys.insert(keys.end(), type->keys.begin(), type->keys.end());
     s.allow(keys);
     l.options = type->parse(s);

@@ -18,7 +18,7 @@ bool is_training_state(const std::string& name) { return name.rfind(kStatePrefix
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, Sequential& model, const std::map<std::string, std::string>& metadata) {
+void save_checkpoint(const std::string& path, Net& model, const std::map<std::string, std::string>& metadata) {
     std::vector<io::TensorView> views;
     for (Param* p : model.state())
         views.push_back({p->name, "F32", p->value.shape(), p->value.host_read<float>(), p->value.bytes()});
@@ -56,7 +56,7 @@ void check_finite(const std::string& path, const io::Safetensors& file, const st
 }
 
 // Checks every model tensor in `file` against the model, then copies them in.
-void apply_model_tensors(const std::string& path, const io::Safetensors& file, Sequential& model) {
+void apply_model_tensors(const std::string& path, const io::Safetensors& file, Net& model) {
     std::vector<Param*> params = model.state();
     for (Param* p : params) {
         auto it = file.tensors.find(p->name);
@@ -82,9 +82,9 @@ void apply_model_tensors(const std::string& path, const io::Safetensors& file, S
 
 }  // namespace
 
-void load_checkpoint(const std::string& path, Sequential& model) { apply_model_tensors(path, io::read_safetensors(path), model); }
+void load_checkpoint(const std::string& path, Net& model) { apply_model_tensors(path, io::read_safetensors(path), model); }
 
-std::map<std::string, SavedTensor> carried_snapshot(Sequential& model) {
+std::map<std::string, SavedTensor> carried_snapshot(Net& model) {
     std::map<std::string, SavedTensor> out;
     for (const auto& [name, t] : model.carried_state()) {
         const float* v = t->host_read<float>();
@@ -93,7 +93,7 @@ std::map<std::string, SavedTensor> carried_snapshot(Sequential& model) {
     return out;
 }
 
-void save_training_checkpoint(const std::string& path, Sequential& model, Solver& solver, Device& dev,
+void save_training_checkpoint(const std::string& path, Net& model, Solver& solver, Device& dev,
                               const TrainingState& st, const std::map<std::string, std::string>& metadata) {
     std::vector<Param*> params = model.params();
     std::vector<io::TensorView> views;
@@ -191,7 +191,7 @@ TrainingState read_training_state(const std::string& path, const io::Safetensors
 
 TrainingState read_training_state(const std::string& path) { return read_training_state(path, io::read_safetensors(path)); }
 
-TrainingState load_training_checkpoint(const std::string& path, Sequential& model, Solver& solver, Device& dev) {
+TrainingState load_training_checkpoint(const std::string& path, Net& model, Solver& solver, Device& dev) {
     const io::Safetensors file = io::read_safetensors(path);
     TrainingState st = read_training_state(path, file);
     const nlohmann::json j = nlohmann::json::parse(file.metadata.at(kStateKey));

@@ -13,16 +13,16 @@
 #include <string>
 #include <vector>
 
-#include "xylem/layers/sequential.h"
+#include "xylem/layers/net.h"
 #include "xylem/solvers/solver.h"
 
 namespace xylem::app {
 
 // Written atomically: a crash mid-write leaves the previous checkpoint in place.
-void save_checkpoint(const std::string& path, Sequential& model, const std::map<std::string, std::string>& metadata);
+void save_checkpoint(const std::string& path, Net& model, const std::map<std::string, std::string>& metadata);
 // Validates names, dtypes and shapes against the model before changing any parameter. Training
 // state tensors ("xylem.*") are ignored, so a training checkpoint loads as a model checkpoint.
-void load_checkpoint(const std::string& path, Sequential& model);
+void load_checkpoint(const std::string& path, Net& model);
 
 // Where a run stands, and everything besides tensors that resuming it needs.
 struct TrainingState {
@@ -42,22 +42,22 @@ struct TrainingState {
     bool has_best = false;
     std::string config_text, config_source;   // the run's config, as first given
     nlohmann::json overrides = nlohmann::json::object();  // command-line overrides it ran with
-    // The recurrent layers' state at this position (Sequential::carried_state, host copies): a run
+    // The recurrent layers' state at this position (Net::carried_state, host copies): a run
     // resumed mid-epoch continues its text streams from it. Empty at an epoch's start.
     std::map<std::string, SavedTensor> carried;
 };
 
 // Host copies of the model's carried state (reads device tensors: call it between steps).
-std::map<std::string, SavedTensor> carried_snapshot(Sequential& model);
+std::map<std::string, SavedTensor> carried_snapshot(Net& model);
 
 // Saves the model, the solver's state and `state`. Reads device tensors (a sync): call it
 // between steps.
-void save_training_checkpoint(const std::string& path, Sequential& model, Solver& solver, Device& dev,
+void save_training_checkpoint(const std::string& path, Net& model, Solver& solver, Device& dev,
                               const TrainingState& state, const std::map<std::string, std::string>& metadata);
 // Reads a training checkpoint's state without touching any model (to learn its config first).
 TrainingState read_training_state(const std::string& path);
 // Restores the model, the solver and the layers' counters from a training checkpoint written
 // for the same model and solver; everything is validated before anything changes.
-TrainingState load_training_checkpoint(const std::string& path, Sequential& model, Solver& solver, Device& dev);
+TrainingState load_training_checkpoint(const std::string& path, Net& model, Solver& solver, Device& dev);
 
 }  // namespace xylem::app

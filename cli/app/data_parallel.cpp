@@ -48,7 +48,7 @@ std::string mib(double bytes) {
 }
 
 // The model's parameters and buffers as names and shapes: what every rank must build alike.
-uint64_t model_fingerprint(Sequential& model, uint64_t* count) {
+uint64_t model_fingerprint(Net& model, uint64_t* count) {
     uint64_t h = fingerprint("model");
     *count = 0;
     for (Param* p : model.state()) {
@@ -85,7 +85,7 @@ DataParallel::~DataParallel() {
     if (comm_joined_) device_comm_destroy(dev_.backend());
 }
 
-void DataParallel::start(const Identity& id, Sequential& model, Solver& solver, int64_t batch_size) {
+void DataParallel::start(const Identity& id, Net& model, Solver& solver, int64_t batch_size) {
     // 1. Agreement: every rank sends what it loaded; every rank judges all of them the same way,
     //    so every rank raises the same error.
     uint64_t params = 0;
@@ -162,11 +162,12 @@ void DataParallel::copy_from_root(Tensor& t, const char* what) {
 
 // Buckets in reverse parameter order (the order backward writes them), each parameter's gradient
 // re-pointed to its slice of its bucket's one buffer.
-void DataParallel::layout_buckets(Sequential& model) {
+void DataParallel::layout_buckets(Net& model) {
+    // The node after whose backward each gradient is complete (a shared weight: its last writer).
     std::map<const Param*, size_t> layer_of;
-    for (size_t i = 0; i < model.size(); ++i)
-        for (Param* p : model.layer(i).params()) layer_of[p] = i;
     std::vector<Param*> params = model.params();
+    const std::vector<size_t> ready = model.grad_ready_nodes();
+    for (size_t k = 0; k < params.size(); ++k) layer_of[params[k]] = ready[k];
     std::reverse(params.begin(), params.end());
     const int64_t cap = bucket_bytes();
     std::vector<std::vector<Param*>> groups;
@@ -277,7 +278,7 @@ io::Dataset DataParallel::shard_of(const io::Dataset& d) const {
     return s;
 }
 
-Scores DataParallel::score(Sequential& model, Loss& loss, Device& dev, const io::Dataset& shard, int64_t total,
+Scores DataParallel::score(Net& model, Loss& loss, Device& dev, const io::Dataset& shard, int64_t total,
                            int64_t classes) {
     double sums[2] = {0, 0};
     if (shard.count > 0) {
@@ -289,20 +290,20 @@ Scores DataParallel::score(Sequential& model, Loss& loss, Device& dev, const io:
     return {sums[0] / static_cast<double>(total), sums[1] / static_cast<double>(total)};
 }
 
-double DataParallel::accuracy(Sequential& model, Device& dev, const io::Dataset& shard, int64_t total) {
+double DataParallel::accuracy(Net& model, Device& dev, const io::Dataset& shard, int64_t total) {
     double correct = shard.count > 0 ? std::round(evaluate(model, dev, shard) * static_cast<double>(shard.count)) : 0;
     ranks_.sum(&correct, 1, "summing the test accuracy");
     return correct / static_cast<double>(total);
 }
 
-double DataParallel::accuracy(Sequential& model, Device& dev, const ResidentData& shard, int64_t total) {
+double DataParallel::accuracy(Net& model, Device& dev, const ResidentData& shard, int64_t total) {
     const int64_t n = shard.images.dim(0);
     double correct = n > 0 ? std::round(evaluate(model, dev, shard) * static_cast<double>(n)) : 0;
     ranks_.sum(&correct, 1, "summing the test accuracy");
     return correct / static_cast<double>(total);
 }
 
-void DataParallel::average_buffers(Sequential& model) {
+void DataParallel::average_buffers(Net& model) {
     const std::vector<Param*> state = model.state();  // the parameters, then the buffers
     for (size_t i = model.params().size(); i < state.size(); ++i) {
         Tensor& t = state[i]->value;
@@ -316,7 +317,7 @@ void DataParallel::average_buffers(Sequential& model) {
     }
 }
 
-void DataParallel::check_identical(Sequential& model) {
+void DataParallel::check_identical(Net& model) {
     uint64_t h = fingerprint("values");
     for (Param* p : model.state()) {
         p->value.download();

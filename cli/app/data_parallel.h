@@ -22,7 +22,7 @@
 #include "xylem/error.h"
 #include "xylem/io/idx.h"
 #include "xylem/layers/loss.h"
-#include "xylem/layers/sequential.h"
+#include "xylem/layers/net.h"
 #include "xylem/registry.h"
 #include "xylem/solvers/solver.h"
 
@@ -65,7 +65,7 @@ public:
     // model (parameter names and shapes) or position differ from rank 0's (a RanksAgreeError naming
     // the rank and what differs); copies rank 0's parameters, buffers and solver state to every
     // rank; lays the gradients out in buckets and hooks the reduction into model.backward.
-    void start(const Identity& id, Sequential& model, Solver& solver, int64_t batch_size);
+    void start(const Identity& id, Net& model, Solver& solver, int64_t batch_size);
     // One line for the banner: ranks, MPI library, batch per rank, buckets and how they are summed.
     std::string describe(int64_t batch_size) const;
 
@@ -89,15 +89,15 @@ public:
 
     // Evaluation over this rank's contiguous part of a data set, summed over the ranks.
     io::Dataset shard_of(const io::Dataset& d) const;
-    Scores score(Sequential& model, Loss& loss, Device& dev, const io::Dataset& shard, int64_t total, int64_t classes);
-    double accuracy(Sequential& model, Device& dev, const io::Dataset& shard, int64_t total);
-    double accuracy(Sequential& model, Device& dev, const ResidentData& shard, int64_t total);
+    Scores score(Net& model, Loss& loss, Device& dev, const io::Dataset& shard, int64_t total, int64_t classes);
+    double accuracy(Net& model, Device& dev, const io::Dataset& shard, int64_t total);
+    double accuracy(Net& model, Device& dev, const ResidentData& shard, int64_t total);
 
     // Buffers (batch-norm running statistics) become their mean over the ranks: before evaluating and
     // before rank 0 saves a checkpoint. No-op for a model without buffers.
-    void average_buffers(Sequential& model);
+    void average_buffers(Net& model);
     // At the end: a RanksAgreeError unless every rank's parameters and buffers are bit-identical.
-    void check_identical(Sequential& model);
+    void check_identical(Net& model);
 
     // The run's reduction cost, for the final report: "gradient allreduce: 0.31 ms per step ...".
     std::string summary() const;
@@ -109,7 +109,7 @@ private:
         size_t ready_layer = 0;    // the layer whose backward completes it (the lowest of its params')
         bool started = false;
     };
-    void layout_buckets(Sequential& model);
+    void layout_buckets(Net& model);
     void after_layer(size_t layer);
     void launch(Bucket& b);
     void finish();

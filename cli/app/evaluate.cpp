@@ -9,7 +9,7 @@
 
 namespace xylem::app {
 
-void for_each_batch(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size, const BatchFn& fn) {
+void for_each_batch(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size, const BatchFn& fn) {
     std::vector<int64_t> order(static_cast<size_t>(data.count));
     std::iota(order.begin(), order.end(), 0);
     // The training loop's own batch source, over the data in its order: host batches, uploaded.
@@ -35,7 +35,7 @@ void count_correct(Device& dev, const Tensor& output, const Tensor& labels, Tens
 }
 }  // namespace
 
-double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size) {
+double evaluate(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size) {
     require_scoring_ops(dev);
     Tensor correct({1}, DType::F32, dev);
     ops::fill(dev, correct, 0.0f);
@@ -44,7 +44,7 @@ double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t
     return data.labels.empty() ? 0.0 : correct.to_vector()[0] / static_cast<double>(data.labels.size());
 }
 
-double evaluate(Sequential& model, Device& dev, const ResidentData& data, int64_t batch_size) {
+double evaluate(Net& model, Device& dev, const ResidentData& data, int64_t batch_size) {
     require_scoring_ops(dev);
     const int64_t count = data.images.dim(0);
     Tensor correct({1}, DType::F32, dev);
@@ -57,7 +57,7 @@ double evaluate(Sequential& model, Device& dev, const ResidentData& data, int64_
     return count ? correct.to_vector()[0] / static_cast<double>(data.targets.numel()) : 0.0;
 }
 
-Scores score(Sequential& model, Loss& loss, Device& dev, const io::Dataset& data, int64_t classes, int64_t batch_size) {
+Scores score(Net& model, Loss& loss, Device& dev, const io::Dataset& data, int64_t classes, int64_t batch_size) {
     require_scoring_ops(dev);
     std::vector<int64_t> order(static_cast<size_t>(data.count));  // for_each_batch's order: the data's own
     std::iota(order.begin(), order.end(), 0);

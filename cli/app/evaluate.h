@@ -7,7 +7,7 @@
 #include "app/batch_feed.h"
 #include "xylem/io/idx.h"
 #include "xylem/layers/loss.h"
-#include "xylem/layers/sequential.h"
+#include "xylem/layers/net.h"
 
 namespace xylem::app {
 
@@ -16,20 +16,20 @@ namespace xylem::app {
 // labels and the model's output [n, classes] (a token set's: [n, steps, classes]) on the device. The one batching loop over a host
 // data set that evaluate, score and predict share.
 using BatchFn = std::function<void(int64_t first, int64_t n, const Tensor& labels, const Tensor& output)>;
-void for_each_batch(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size, const BatchFn& fn);
+void for_each_batch(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size, const BatchFn& fn);
 
 // Fraction of `data`'s labels (a token set: of its tokens) the model predicts; counts accumulate on
 // the device.
-double evaluate(Sequential& model, Device& dev, const io::Dataset& data, int64_t batch_size = 1000);
+double evaluate(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size = 1000);
 // The same over a device-resident set (int32 targets): batches are row views, nothing moves.
-double evaluate(Sequential& model, Device& dev, const ResidentData& data, int64_t batch_size = 1000);
+double evaluate(Net& model, Device& dev, const ResidentData& data, int64_t batch_size = 1000);
 
 // Mean loss (per sample; a token set's: per token) and accuracy over a held-out set (the
 // validation set). A recurrent model carries its state along a token set's batches: reset it first.
 struct Scores {
     double loss = 0, accuracy = 0;
 };
-Scores score(Sequential& model, Loss& loss, Device& dev, const io::Dataset& data, int64_t classes,
+Scores score(Net& model, Loss& loss, Device& dev, const io::Dataset& data, int64_t classes,
              int64_t batch_size = 1000);
 
 }  // namespace xylem::app

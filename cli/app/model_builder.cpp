@@ -6,11 +6,14 @@
 
 namespace xylem::app {
 
-std::unique_ptr<Sequential> build_model(const RunConfig& c, int64_t vocabulary) {
+std::unique_ptr<Net> build_model(const RunConfig& c, int64_t vocabulary) {
     if (c.layers.empty()) throw Error(c.source + ": the model has no layers ([[model.layers]])");
-    auto model = std::make_unique<Sequential>();
+    auto model = std::make_unique<Net>();
     LayerContext context(c.source, c.seed, vocabulary);
-    for (const LayerSpec& l : c.layers) model->add(build_layer(l, context));
+    for (const LayerSpec& l : c.layers) {
+        if (l.name.empty()) model->add(build_layer(l, context));  // a spec made in code: the next link of a chain
+        else model->add(l.name, l.inputs, build_layer(l, context), l.shares);
+    }
     return model;
 }
 

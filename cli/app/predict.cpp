@@ -36,7 +36,7 @@ void probabilities(const float* x, int64_t classes, OutputKind kind, double* p) 
     for (int64_t j = 0; j < classes; ++j) p[j] /= sum;
 }
 
-Predictions predict(Sequential& model, Device& dev, const io::Dataset& data, OutputKind kind, int64_t k,
+Predictions predict(Net& model, Device& dev, const io::Dataset& data, OutputKind kind, int64_t k,
                     int64_t batch_size) {
     const Shape& out = model.output_sample_shape();
     if (out.size() != 1)

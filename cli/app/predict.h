@@ -9,7 +9,7 @@
 #include "xylem/backend.h"
 #include "xylem/config.h"
 #include "xylem/io/idx.h"
-#include "xylem/layers/sequential.h"
+#include "xylem/layers/net.h"
 
 namespace xylem::app {
 
@@ -30,7 +30,7 @@ struct Predictions {
 // Runs a built model over `data` in evaluate.cpp's batches and keeps each image's k best classes.
 // They are ranked by the raw outputs, ties to the lower index, so top-1 is exactly the class that
 // accuracy (and `xylem eval`) counts, even where two probabilities round to the same float.
-Predictions predict(Sequential& model, Device& dev, const io::Dataset& data, OutputKind kind, int64_t k,
+Predictions predict(Net& model, Device& dev, const io::Dataset& data, OutputKind kind, int64_t k,
                     int64_t batch_size = 1000);
 
 // Fashion-MNIST's ten names when the model has 10 classes and the data dir is a fashion-mnist

@@ -81,14 +81,14 @@ RunData load_run_data(const RunConfig& c) {
     return data;
 }
 
-void check_model_fits_data(const RunConfig& c, Sequential& model, const RunData& data) {
+void check_model_fits_data(const RunConfig& c, Net& model, const RunData& data) {
     if (data.is_text()) return check_text_model(c, model, data.vocabulary, "the text");
     if (model.input_dtype() == DType::I32)
         throw Error(c.source + ": model.layers[0] (" + model.layer(0).kind() +
                     ") takes token indices, which only text data gives: set [data] text");
 }
 
-void check_text_model(const RunConfig& c, Sequential& model, const Vocabulary& vocabulary, const std::string& whose) {
+void check_text_model(const RunConfig& c, Net& model, const Vocabulary& vocabulary, const std::string& whose) {
     const std::string first = "model.layers[0] (" + model.layer(0).kind() + ")";
     if (model.input_dtype() != DType::I32)
         throw Error(c.source + ": a text model starts with an embedding or one_hot layer (token indices in), but " + first +

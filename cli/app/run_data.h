@@ -8,7 +8,7 @@
 #include "app/text_data.h"
 #include "xylem/config.h"
 #include "xylem/io/idx.h"
-#include "xylem/layers/sequential.h"
+#include "xylem/layers/net.h"
 
 namespace xylem::app {
 
@@ -32,10 +32,10 @@ RunData load_run_data(const RunConfig& config);
 // Whether a built model takes this data: its input type (int32 tokens for text, float images) and,
 // for text, a first layer whose vocabulary covers the data's and an output of one score per
 // vocabulary entry per step. An Error naming the key that does not fit.
-void check_model_fits_data(const RunConfig& config, Sequential& model, const RunData& data);
+void check_model_fits_data(const RunConfig& config, Net& model, const RunData& data);
 // The text half of it, for a vocabulary from the data or from a checkpoint (`whose`: "the text",
 // "checkpoint.safetensors"): int32 input, a first layer covering the vocabulary, [steps, vocab] out.
-void check_text_model(const RunConfig& config, Sequential& model, const Vocabulary& vocabulary, const std::string& whose);
+void check_text_model(const RunConfig& config, Net& model, const Vocabulary& vocabulary, const std::string& whose);
 
 // A resumed run's checkpoint must hold the vocabulary the data gives now (none for images): else
 // its tokens would mean other characters. An Error naming the checkpoint.

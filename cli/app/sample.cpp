@@ -46,7 +46,7 @@ int32_t draw(const std::vector<double>& p, std::mt19937_64& rng) {
 
 }  // namespace
 
-std::string sample_text(Sequential& model, Device& dev, const Vocabulary& vocab, const SampleOptions& o) {
+std::string sample_text(Net& model, Device& dev, const Vocabulary& vocab, const SampleOptions& o) {
     if (!(o.temperature > 0)) throw Error("sample: the temperature must be positive");
     const std::vector<int32_t> prime = vocab.encode(o.prime, "--prime");
     const int64_t n = vocab.size();

@@ -9,7 +9,7 @@
 
 #include "app/predict.h"
 #include "app/text_data.h"
-#include "xylem/layers/sequential.h"
+#include "xylem/layers/net.h"
 
 namespace xylem::app {
 
@@ -25,6 +25,6 @@ struct SampleOptions {
 // (input [1] per sample, output [1, vocab]) and holds the trained weights; its state is reset
 // first. Without a prime the first character is drawn uniformly (char-rnn's rule). An Error names
 // a prime character outside the vocabulary, or the step whose outputs are not finite.
-std::string sample_text(Sequential& model, Device& dev, const Vocabulary& vocabulary, const SampleOptions& options);
+std::string sample_text(Net& model, Device& dev, const Vocabulary& vocabulary, const SampleOptions& options);
 
 }  // namespace xylem::app

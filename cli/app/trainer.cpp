@@ -112,7 +112,7 @@ private:
     std::vector<std::string> stale_;  // before files_: preparing the folder fills it
     const RunFiles files_;
     const RunData data_;
-    std::unique_ptr<Sequential> model_;
+    std::unique_ptr<Net> model_;
     std::unique_ptr<Loss> loss_;
     std::unique_ptr<Solver> solver_;
     std::vector<Param*> params_;

@@ -15,7 +15,7 @@
 #include "xylem/config.h"
 #include "xylem/io/idx.h"
 #include "xylem/layers/loss.h"
-#include "xylem/layers/sequential.h"
+#include "xylem/layers/net.h"
 
 namespace xylem::app {
 

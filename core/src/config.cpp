@@ -9,28 +9,11 @@
 #include <toml++/toml.h>
 
 #include "xylem/error.h"
+#include "model_config.h"
+#include "toml_section.h"
 
 namespace xylem {
 namespace {
-
-// ConfigSection (config_section.h) plus the toml++ view the core's own sections use.
-class Section : public ConfigSection {
-public:
-    Section(const toml::table& t, std::string path, std::string source)
-        : ConfigSection(&t, std::move(path), std::move(source)) {}
-
-    const toml::node* node(const std::string& key) const { return table().get(key); }
-
-    Section sub(const std::string& key) const {
-        const toml::node* n = node(key);
-        static const toml::table empty;
-        if (!n) return Section(empty, key_path(key), source());
-        if (!n->is_table()) fail(key, "must be a table");
-        return Section(*n->as_table(), key_path(key), source());
-    }
-
-    const toml::table& table() const { return *static_cast<const toml::table*>(table_); }
-};
 
 // Set by the layer registry (layers/registry.cpp) when xylem_layers is linked.
 LayerTableParser layer_table_parser = nullptr;
@@ -127,15 +110,10 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
         c.validation_fraction = 0.05;  // the end of the text: char-rnn's held-out share
     }
 
-    Section model = top.sub("model");
-    model.allow({"layers"});
-    if (const toml::node* n = model.node("layers")) {
-        if (!n->is_array_of_tables()) model.fail("layers", "must be an array of tables ([[model.layers]])");
+    if (top.node("model")) {
         if (!layer_table_parser)
-            model.fail("layers", "cannot be read by this program: it does not link the layer registry (xylem_layers)");
-        size_t i = 0;
-        for (const toml::node& e : *n->as_array())
-            c.layers.push_back(layer_table_parser(Section(*e.as_table(), "model.layers[" + std::to_string(i++) + "]", source)));
+            top.sub("model").fail("layers", "cannot be read by this program: it does not link the layer registry (xylem_layers)");
+        c.layers = parse_model(top.sub("model"), layer_table_parser);
     }
 
     Section loss = top.sub("loss");

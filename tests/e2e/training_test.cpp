@@ -34,7 +34,7 @@ RunConfig mlp_config(const std::string& out_dir) {
 }
 
 // Mean cross-entropy of `model` on a fixed batch, read back once.
-double batch_loss(Sequential& model, Device& dev, const Tensor& x, const Tensor& y) {
+double batch_loss(Net& model, Device& dev, const Tensor& x, const Tensor& y) {
     Tensor loss({1}, DType::F32, dev);
     ops::xent_fwd(dev, model.forward(dev, x, false), y, loss, 1.0f / static_cast<float>(x.dim(0)), false);
     return loss.to_vector()[0];

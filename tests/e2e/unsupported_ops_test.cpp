@@ -10,7 +10,7 @@
 #include "app/trainer.h"
 #include "xylem/error.h"
 #include "xylem/layers/conv.h"
-#include "xylem/layers/sequential.h"
+#include "xylem/layers/net.h"
 #include "xylem/registry.h"
 #include "xylem/transfer.h"
 
@@ -41,7 +41,7 @@ std::string error_of(const std::function<void()>& fn) {
 TEST(UnsupportedOps, ConvModelFailsAtBuildNamingLayerOpAndBackend) {
     Device& dev = fake_discrete();
     ASSERT_FALSE(dev.backend().supports(XYLEM_OP_CONV2D_FWD)) << "test bug: the fixture plugin gained conv";
-    Sequential model;
+    Net model;
     Conv2dOptions conv;
     conv.out_channels = 2;
     conv.kernel_h = conv.kernel_w = 1;

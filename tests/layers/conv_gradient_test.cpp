@@ -8,7 +8,7 @@
 #include "xylem/error.h"
 #include "xylem/layers/batchnorm.h"
 #include "xylem/layers/conv.h"
-#include "xylem/layers/sequential.h"
+#include "xylem/layers/net.h"
 
 namespace xylem::test {
 namespace {
@@ -94,7 +94,7 @@ TEST_P(ConvLayerGradient, BatchNormTraining) {
     }
 }
 
-std::string build_error(Sequential& model, Device& dev, const Shape& input) {
+std::string build_error(Net& model, Device& dev, const Shape& input) {
     try {
         model.build(dev, input, 1);
     } catch (const Error& e) {
@@ -105,18 +105,18 @@ std::string build_error(Sequential& model, Device& dev, const Shape& input) {
 
 TEST_P(ConvLayerGradient, ShapeErrorsNameTheLayer) {
     XYLEM_REQUIRE_OP(XYLEM_OP_FILL);
-    Sequential flat;  // conv2d needs [C, H, W] per sample
+    Net flat;  // conv2d needs [C, H, W] per sample
     flat.add(std::make_unique<Conv2d>(Conv2dOptions{4, 3, 3}));
     std::string msg = build_error(flat, dev(), {12});
     EXPECT_TRUE(contains(msg, "model layer 0 (conv2d)"));
     EXPECT_TRUE(contains(msg, "[12]"));
-    Sequential small;  // a 5x5 kernel on a 3x3 image
+    Net small;  // a 5x5 kernel on a 3x3 image
     small.add(std::make_unique<Conv2d>(Conv2dOptions{4, 5, 5}));
     msg = build_error(small, dev(), {1, 3, 3});
     EXPECT_TRUE(contains(msg, "model layer 0 (conv2d)"));
     EXPECT_TRUE(contains(msg, "3, 3]"));
     EXPECT_TRUE(contains(msg, "[5, 5]"));
-    Sequential pooled;
+    Net pooled;
     pooled.add(std::make_unique<Pool2d>(Pool2dOptions{XYLEM_POOL_MAX, 4}));
     msg = build_error(pooled, dev(), {1, 2, 2});
     EXPECT_TRUE(contains(msg, "model layer 0 (maxpool2d)"));

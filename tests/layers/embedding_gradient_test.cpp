@@ -7,7 +7,7 @@
 #include "support/gradcheck.h"
 #include "xylem/error.h"
 #include "xylem/layers/embedding.h"
-#include "xylem/layers/sequential.h"
+#include "xylem/layers/net.h"
 
 namespace xylem::test {
 namespace {
@@ -91,7 +91,7 @@ TEST_P(TokenLayers, OneHotRowsAndNoParameters) {
 TEST_P(TokenLayers, MisuseIsAnErrorNamingTheLayer) {
     XYLEM_REQUIRE_OP(XYLEM_OP_GATHER_ROWS);
     XYLEM_REQUIRE_HELPER_OP(XYLEM_OP_FILL);
-    Sequential model;
+    Net model;
     model.add(std::make_unique<Embedding>(4, 2));
     model.build(dev(), {3}, 1);
     EXPECT_EQ(model.input_dtype(), DType::I32);

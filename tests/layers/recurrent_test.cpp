@@ -359,8 +359,8 @@ TEST(RecurrentConfig, BadValuesNameTheirKey) {
               "test.toml: key 'model.layers[0].init' must be positive (the bound of U(-init, init)); leave it out for "
               "PyTorch's 1/sqrt(hidden)");
     EXPECT_EQ(config_error_of(gru + "hidden = 8\nforget_bias = 1\n"),
-              "test.toml: unknown key 'model.layers[0].forget_bias' (known keys here: dropout, hidden, init, layers, "
-              "type)");
+              "test.toml: unknown key 'model.layers[0].forget_bias' (known keys here: dropout, enabled, hidden, init, "
+              "inputs, layers, name, shares, type)");
 }
 
 

@@ -13,7 +13,7 @@
 #include "xylem/layers/conv.h"
 #include "xylem/layers/embedding.h"
 #include "xylem/layers/linear.h"
-#include "xylem/layers/sequential.h"
+#include "xylem/layers/net.h"
 
 namespace xylem::test {
 namespace {
@@ -59,8 +59,8 @@ const LayerRegistration<CheckWidthOptions> kCheckWidth{
 
 const std::string kHead = "[[model.layers]]\ntype = \"flatten\"\n[[model.layers]]\ntype = \"test_check_width\"\n";
 
-std::unique_ptr<Sequential> build(const RunConfig& c) {
-    auto model = std::make_unique<Sequential>();
+std::unique_ptr<Net> build(const RunConfig& c) {
+    auto model = std::make_unique<Net>();
     LayerContext context(c.source, c.seed);
     for (const LayerSpec& l : c.layers) model->add(build_layer(l, context));
     return model;
@@ -82,7 +82,8 @@ TEST(LayerRegistry, ATestOnlyTypeIsParsedFromItsTable) {
 
 TEST(LayerRegistry, ATestOnlyTypesKeysFollowTheConfigRules) {
     EXPECT_EQ(config_error_of(kHead + "width = 6\nbogus = 1\n"),
-              "test.toml: unknown key 'model.layers[1].bogus' (known keys here: note, scale, type, width)");
+              "test.toml: unknown key 'model.layers[1].bogus' (known keys here: enabled, inputs, name, note, scale, shares, type, "
+              "width)");
     EXPECT_EQ(config_error_of(kHead), "test.toml: key 'model.layers[1].width' is required for a test_check_width layer");
     EXPECT_EQ(config_error_of(kHead + "width = 65\n"), "test.toml: key 'model.layers[1].width' must be in [1, 64], got 65");
     EXPECT_EQ(config_error_of(kHead + "width = 6.0\n"), "test.toml: key 'model.layers[1].width' must be an integer");
@@ -93,7 +94,7 @@ TEST(LayerRegistry, ATestOnlyTypesKeysFollowTheConfigRules) {
     EXPECT_EQ(config_error_of(kHead + "width = 6\nnote = 3\n"), "test.toml: key 'model.layers[1].note' must be a string");
     // An unknown type lists every registered one, this test's included.
     const std::string e = config_error_of("[[model.layers]]\ntype = \"conv9\"\n");
-    EXPECT_NE(e.find("key 'model.layers[0].type' names an unknown layer type 'conv9' (known: avgpool2d, batchnorm, "),
+    EXPECT_NE(e.find("key 'model.layers[0].type' names an unknown layer type 'conv9' (known: add, avgpool2d, batchnorm, "),
               std::string::npos)
         << e;
     EXPECT_NE(e.find("test_check_width"), std::string::npos) << e;
@@ -108,7 +109,7 @@ XYLEM_INSTANTIATE_OVER_BACKENDS(LayerRegistryTest);
 
 TEST_P(LayerRegistryTest, ATestOnlyTypeBuildsAndRuns) {
     const RunConfig c = parse_config(kHead + "width = 6\n", "t.toml");
-    std::unique_ptr<Sequential> model = build(c);
+    std::unique_ptr<Net> model = build(c);
     ASSERT_EQ(model->size(), 2u);
     auto* layer = dynamic_cast<CheckWidth*>(&model->layer(1));
     ASSERT_NE(layer, nullptr);
@@ -120,7 +121,7 @@ TEST_P(LayerRegistryTest, ATestOnlyTypeBuildsAndRuns) {
     EXPECT_NE(model->summary().find("test_check_width"), std::string::npos) << model->summary();
 
     // The option reached the layer: a width that does not match the input is refused at build.
-    std::unique_ptr<Sequential> narrow = build(parse_config(kHead + "width = 5\n", "t.toml"));
+    std::unique_ptr<Net> narrow = build(parse_config(kHead + "width = 5\n", "t.toml"));
     try {
         narrow->build(dev(), {2, 3}, 1);
         ADD_FAILURE() << "a width of 5 accepted 6 features";

@@ -12,7 +12,7 @@
 #include "xylem/layers/gru.h"
 #include "xylem/layers/loss.h"
 #include "xylem/layers/lstm.h"
-#include "xylem/layers/sequential.h"
+#include "xylem/layers/net.h"
 #include "xylem/op_calls.h"
 #include "xylem/solvers/solver.h"
 
@@ -54,7 +54,7 @@ Trained train(const std::string& backend, bool lstm) {
     o.dropout = 0.2f;
     o.forget_bias = lstm ? 1.0f : 0.0f;
     o.init = 0.08f;
-    Sequential model;
+    Net model;
     if (lstm) model.add(std::make_unique<Lstm>(o, 42));
     else model.add(std::make_unique<Gru>(o, 42));
     model.build(dev, {kTime, kFeatures}, 7);

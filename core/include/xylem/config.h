@@ -37,11 +37,23 @@ struct LayerOptions {
     virtual ~LayerOptions() = default;
 };
 
-// One [[model.layers]] table: its type name and its parsed options.
+// One layer of the model as the config describes it: its type, its parsed options, and where it
+// sits in the model graph. parse_config resolves every name (blocks expanded, defaults filled in),
+// so `name` and `inputs` are complete (layers/include/xylem/layers/net.h).
 struct LayerSpec {
     std::string type;  // a registered layer type: linear, conv2d, relu, ...
     std::shared_ptr<const LayerOptions> options;
+    std::string name;                 // "3" (its place in model.layers) or "layer2.0.conv1"
+    std::vector<std::string> inputs;  // the layers it reads; "input" is the model's input
+    std::string shares;               // a layer whose parameters it uses (a tied weight); "" for its own
 };
+
+// The keys every [[model.layers]] table (and every layer of a [model.blocks] block) may hold
+// besides `type` and its type's own: how it is wired into the model graph (docs/training.md).
+inline const std::vector<std::string>& layer_wiring_keys() {
+    static const std::vector<std::string> keys{"name", "inputs", "shares", "enabled"};
+    return keys;
+}
 
 // [solver.schedule]: the learning rate as a closed form of the epoch or step, computed on the host
 // and passed to the update ops by value. t = epochs done (unit "epoch") or steps done ("step").
@@ -102,7 +114,7 @@ struct RunConfig {
     int64_t seq_len = 50;  // data.seq_len: characters (time steps) per training sequence
     bool is_text() const { return !text_paths.empty(); }
 
-    std::vector<LayerSpec> layers;
+    std::vector<LayerSpec> layers;  // [model]: every layer, blocks expanded, in the order written
     std::string loss = "cross_entropy";
     SolverSpec solver;
 

@@ -1,5 +1,5 @@
 // Conv2d (NCHW, stride, padding, dilation, groups, bias) with a fusable activation, and
-// 2-D max/average pooling.
+// 2-D max/average pooling, and global average pooling.
 #pragma once
 
 #include "xylem/layers/layer.h"
@@ -24,6 +24,7 @@ public:
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
     std::vector<Param*> params() override;
+    bool can_accumulate_param_grads() const override { return true; }
     bool fuse_activation(xylem_activation act, Backend& backend) override;
     std::vector<uint32_t> ops_needed(bool backward) const override;
 
@@ -63,6 +64,24 @@ public:
 private:
     xylem_pool2d_attrs attrs_{};
     Tensor x_, y_, dx_;
+};
+
+// [[model.layers]] type = "global_avgpool": the mean of each channel over the image, [C, H, W] ->
+// [C] (PyTorch: x.mean((2, 3)), or AdaptiveAvgPool2d(1) then flatten).
+class GlobalAvgPool : public Layer {
+public:
+    std::string kind() const override { return "global_avgpool"; }
+    Shape output_shape(const Shape& input) const override;
+    const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
+    const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+    std::vector<uint32_t> ops_needed(bool backward) const override {
+        if (!backward) return {XYLEM_OP_POOL2D_FWD};
+        return {XYLEM_OP_POOL2D_FWD, XYLEM_OP_POOL2D_BWD};
+    }
+
+private:
+    xylem_pool2d_attrs window(const Shape& x) const;
+    Tensor x_, y_, out_, dx_;
 };
 
 }  // namespace xylem

@@ -47,6 +47,7 @@ public:
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
     std::vector<Param*> params() override { return {&weight_}; }
+    bool can_accumulate_param_grads() const override { return true; }
     std::vector<uint32_t> ops_needed(bool backward) const override;
 
 private:

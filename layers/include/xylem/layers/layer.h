@@ -26,6 +26,10 @@ struct SavedTensor {
     std::vector<float> values;
 };
 
+// A layer of a Net (net.h). Most layers take one input tensor and return one: they implement the
+// one-input methods below (output_shape, bind, forward, backward) and the Net calls them through
+// the N-input methods, whose defaults adapt them. A layer with several inputs (add, concat)
+// derives from MultiInputLayer and implements the N-input methods instead.
 class Layer {
 public:
     virtual ~Layer() = default;
@@ -68,12 +72,36 @@ public:
     // can; returns whether it did.
     virtual bool fuse_activation(xylem_activation, Backend&) { return false; }
     // The ops this layer's forward pass runs (after fusion), and with `backward` those of its
-    // backward pass too: checked against the backend before any work (Sequential::check_ops).
+    // backward pass too: checked against the backend before any work (Net::check_ops).
     virtual std::vector<uint32_t> ops_needed(bool /*backward*/) const { return {}; }
+
+    // The N-input interface the Net calls. input_count(): how many inputs the layer takes (0: any
+    // number from two on). The defaults hand a one-input layer its one input.
+    virtual size_t input_count() const { return 1; }
+    virtual Shape output_shape_of(const std::vector<Shape>& inputs) const;
+    virtual void bind_inputs(Device& dev, const std::vector<Shape>& inputs, std::mt19937_64& rng);
+    virtual const Tensor& forward_inputs(Device& dev, const std::vector<const Tensor*>& xs, bool train);
+    // Backward from dL/dy: writes (or, when accumulating, adds to) the parameter gradients and sets
+    // dxs[i] to dL/d(input i) for each i with need_dx[i] (a tensor the layer owns, or dy itself
+    // when the two are equal); the others are left null.
+    virtual void backward_inputs(Device& dev, const Tensor& dy, const std::vector<bool>& need_dx,
+                                 std::vector<const Tensor*>& dxs);
+
+    // Shared parameters (a tied weight): a layer whose parameters another layer owns adds its
+    // parameter gradients to what that layer wrote in the same backward pass instead of
+    // overwriting it. Only layers that say they can accumulate may share (the Net checks).
+    virtual bool can_accumulate_param_grads() const { return false; }
+    void set_accumulate_param_grads(bool on) { accumulate_param_grads_ = on; }
+    // The beta of the ops that write parameter gradients: 0 (overwrite) or 1 (accumulate).
+    float param_grad_beta() const { return accumulate_param_grads_ ? 1.0f : 0.0f; }
 
     // "model layer 2 (linear)": used in every error message about this layer.
     const std::string& label() const { return label_; }
     void set_label(std::string label) { label_ = std::move(label); }
+    // The names of the tensors this layer reads, as its model wired them (for messages that must
+    // say which input is wrong: "add of 'bn2' [16, 8, 8] and 'shortcut' [32, 4, 4]").
+    const std::vector<std::string>& input_names() const { return input_names_; }
+    void set_input_names(std::vector<std::string> names) { input_names_ = std::move(names); }
     const std::string& param_prefix() const { return prefix_; }
     void set_param_prefix(std::string prefix) { prefix_ = std::move(prefix); }
 
@@ -88,6 +116,29 @@ protected:
 
 private:
     std::string label_ = "layer", prefix_;
+    std::vector<std::string> input_names_;
+    bool accumulate_param_grads_ = false;
+};
+
+// A layer of several inputs: implements the N-input methods; the one-input ones refuse, naming
+// the layer.
+class MultiInputLayer : public Layer {
+public:
+    size_t input_count() const override = 0;
+    Shape output_shape_of(const std::vector<Shape>& inputs) const override = 0;
+    void bind_inputs(Device& dev, const std::vector<Shape>& inputs, std::mt19937_64& rng) override;
+    const Tensor& forward_inputs(Device& dev, const std::vector<const Tensor*>& xs, bool train) override = 0;
+    void backward_inputs(Device& dev, const Tensor& dy, const std::vector<bool>& need_dx,
+                         std::vector<const Tensor*>& dxs) override = 0;
+
+    Shape output_shape(const Shape& input) const override;
+    void bind(Device& dev, const Shape& input, std::mt19937_64& rng) override;
+    const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
+    const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+
+protected:
+    // An Error naming this layer unless `got` inputs fit input_count().
+    void check_input_count(size_t got) const;
 };
 
 // Prepends the batch dimension to a per-sample shape.

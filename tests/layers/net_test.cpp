@@ -1,7 +1,7 @@
-// Sequential over every available backend: the parameter gradients of a small MLP through
-// Sequential::backward (with the ReLU fused into its linear layer), and build-time shape errors
+// Net over every available backend: the parameter gradients of a small MLP through
+// Net::backward (with the ReLU fused into its linear layer), and build-time shape errors
 // that name the layer and both shapes.
-#include "xylem/layers/sequential.h"
+#include "xylem/layers/net.h"
 
 #include <memory>
 
@@ -29,7 +29,7 @@ std::unique_ptr<Layer> flatten() {
 // The summary a user sees: each layer's output shape and parameter count, and the totals.
 TEST_P(SequentialTest, SummaryListsShapesAndParameterCounts) {
     XYLEM_REQUIRE_OP(XYLEM_OP_FILL);
-    Sequential model;
+    Net model;
     model.add(flatten());
     model.add(std::make_unique<Linear>(500));
     model.add(std::make_unique<Activation>(XYLEM_ACT_TANH));
@@ -48,7 +48,7 @@ TEST_P(SequentialTest, MlpParameterGradients) {
     for (uint32_t op : {XYLEM_OP_FILL, XYLEM_OP_LINEAR_FWD, XYLEM_OP_GEMM, XYLEM_OP_BIAS_GRAD, XYLEM_OP_ACT_FWD,
                         XYLEM_OP_ACT_BWD, XYLEM_OP_XENT_FWD, XYLEM_OP_XENT_BWD})
         XYLEM_REQUIRE_OP(op);
-    Sequential model;
+    Net model;
     model.add(flatten());
     model.add(std::make_unique<Linear>(5));
     model.add(std::make_unique<Activation>(XYLEM_ACT_RELU));
@@ -92,7 +92,7 @@ TEST_P(SequentialTest, BackwardHookAndGradientsInOneBuffer) {
                         XYLEM_OP_ACT_BWD, XYLEM_OP_XENT_FWD, XYLEM_OP_XENT_BWD})
         XYLEM_REQUIRE_OP(op);
     auto make = [&] {
-        auto m = std::make_unique<Sequential>();
+        auto m = std::make_unique<Net>();
         m->add(flatten());
         m->add(std::make_unique<Linear>(5));
         m->add(std::make_unique<Activation>(XYLEM_ACT_RELU));
@@ -100,7 +100,7 @@ TEST_P(SequentialTest, BackwardHookAndGradientsInOneBuffer) {
         m->build(dev(), {2, 3}, 7);
         return m;
     };
-    std::unique_ptr<Sequential> own = make(), flat = make();
+    std::unique_ptr<Net> own = make(), flat = make();
     // flat's gradients: slices of one buffer, in reverse parameter order.
     std::vector<Param*> fp = flat->params();
     int64_t total = 0;
@@ -123,7 +123,7 @@ TEST_P(SequentialTest, BackwardHookAndGradientsInOneBuffer) {
     Tensor x = upload(dev(), {n, 2, 3}, rng_.uniform(n * 6, -1.0f, 1.0f));
     Tensor labels = upload_i32(dev(), {n}, rng_.labels(n, 3));
     CrossEntropyLoss loss;
-    for (Sequential* m : {own.get(), flat.get()}) {
+    for (Net* m : {own.get(), flat.get()}) {
         const Tensor& y = m->forward(dev(), x, true);
         m->backward(dev(), loss.backward(dev(), y, labels));
     }
@@ -138,7 +138,7 @@ TEST_P(SequentialTest, BackwardHookAndGradientsInOneBuffer) {
     }
 }
 
-std::string build_error(Sequential& model, Device& dev, const Shape& input) {
+std::string build_error(Net& model, Device& dev, const Shape& input) {
     try {
         model.build(dev, input, 1);
     } catch (const Error& e) {
@@ -150,7 +150,7 @@ std::string build_error(Sequential& model, Device& dev, const Shape& input) {
 // An image-like sample (rank 3 and more) needs a flatten; a sequence [time, features] does not.
 TEST_P(SequentialTest, LinearOnNonFlatInputNamesLayerAndShapes) {
     XYLEM_REQUIRE_OP(XYLEM_OP_FILL);
-    Sequential model;
+    Net model;
     model.add(std::make_unique<Linear>(4));
     const std::string msg = build_error(model, dev(), {1, 2, 3});
     EXPECT_TRUE(contains(msg, "model layer 0 (linear)"));
@@ -158,7 +158,7 @@ TEST_P(SequentialTest, LinearOnNonFlatInputNamesLayerAndShapes) {
     EXPECT_TRUE(contains(msg, "[1, 2, 3]"));
     EXPECT_TRUE(contains(msg, "[6]"));
     // Deeper in the model: a reshape back to 3-D before the second linear layer.
-    Sequential deep;
+    Net deep;
     deep.add(flatten());
     deep.add(std::make_unique<Linear>(6));
     deep.add(std::make_unique<Reshape>(Shape{2, 3, 1}));
@@ -173,11 +173,11 @@ TEST_P(SequentialTest, LinearOnNonFlatInputNamesLayerAndShapes) {
 TEST_P(SequentialTest, LinearOverASequenceAppliesToEveryStep) {
     XYLEM_REQUIRE_OP(XYLEM_OP_FILL);
     XYLEM_REQUIRE_OP(XYLEM_OP_LINEAR_FWD);
-    Sequential seq;
+    Net seq;
     seq.add(std::make_unique<Linear>(4));
     seq.build(dev(), {3, 5}, 7);
     EXPECT_EQ(seq.output_sample_shape(), (Shape{3, 4}));
-    Sequential flat;
+    Net flat;
     flat.add(std::make_unique<Linear>(4));
     flat.build(dev(), {5}, 7);  // the same seed: the same weights
     std::vector<float> xv(2 * 3 * 5);
@@ -190,7 +190,7 @@ TEST_P(SequentialTest, LinearOverASequenceAppliesToEveryStep) {
 
 TEST_P(SequentialTest, WrongFeatureCountNamesLayerAndShapes) {
     XYLEM_REQUIRE_OP(XYLEM_OP_FILL);
-    Sequential model;
+    Net model;
     model.add(flatten());
     model.add(std::make_unique<Linear>(5));
     model.build(dev(), {2, 3}, 1);

@@ -1,0 +1,141 @@
+// Net: the model. A directed acyclic graph of named layers wired by name; a chain of layers
+// (what nn.Sequential holds) is the special case where each layer reads the one before it.
+// Every model xylem trains, loads or exports is a Net: the configs' [[model.layers]], the
+// training loop, checkpoints and data-parallel training all work on this one class.
+//
+// Each node has a name, a layer and the names of its inputs: other nodes, or "input" (the
+// model's input batch). Every node has one output tensor; the model's output is the last node
+// added. build() orders the nodes topologically, infers every shape by name, decides which
+// tensors need a gradient, fuses activations, and allocates the parameters.
+//
+// The accumulate rule. A tensor read by several nodes (a residual connection, y = f(x) + g(x))
+// gets the sum of their input gradients: backward visits the nodes in reverse topological order,
+// and the first consumer's gradient is copied into the tensor's accumulator, each later one
+// added to it (persistent buffers: every step issues the same ops on the same buffers, which step
+// fusion and capture rely on). Parameters shared by several nodes (a tied weight) are one
+// parameter: the first node backward reaches writes the gradient, the others add to it, and
+// params() lists it once.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xylem/layers/layer.h"
+
+namespace xylem {
+
+class Net {
+public:
+    // The name that stands for the model's input in a node's inputs.
+    static constexpr const char* kInput = "input";
+
+    // Appends a layer that reads the previous node (the first: the model input), named by its
+    // position as nn.Sequential names its children ("0", "1", ...), so its parameters are
+    // "0.weight", "0.bias", ...
+    void add(std::unique_ptr<Layer> layer);
+    // Appends a named node. `inputs` name other nodes (defined before or after this one) or
+    // kInput; `shares` names a node of the same type whose parameters this node uses instead of
+    // its own (a tied weight), "" for none. An Error for an empty, reserved or duplicate name.
+    void add(const std::string& name, std::vector<std::string> inputs, std::unique_ptr<Layer> layer,
+             const std::string& shares = "");
+    size_t size() const { return nodes_.size(); }
+    // Node i: in the order added until build(), in topological order (the order forward runs)
+    // after it.
+    Layer& layer(size_t i) { return *nodes_.at(i).layer; }
+    const Layer& layer(size_t i) const { return *nodes_.at(i).layer; }
+    const std::string& name(size_t i) const { return nodes_.at(i).name; }
+    const std::vector<std::string>& inputs(size_t i) const { return nodes_.at(i).inputs; }
+    // The index of the node named `name` (after build: topological), or size() if none.
+    size_t find(const std::string& name) const;
+
+    // Checks the graph (every input names a node, no cycle, every output but the model's is read,
+    // shared parameters fit), walks the per-sample shapes through it in topological order (a
+    // mismatch names the layer and both shapes), fuses each activation into the linear or conv
+    // layer it reads when that layer's output has no other reader and the backend runs the fused
+    // op, and allocates and initialises the parameters on `dev` (drawn from `seed`, in
+    // topological order).
+    void build(Device& dev, const Shape& input_sample, uint64_t seed);
+    const Shape& output_sample_shape() const { return output_; }
+    // The element type of the model's input (that of the layers that read it: int32 token
+    // indices for a text model, f32 otherwise).
+    DType input_dtype() const;
+    // Throws an Error naming the first layer whose forward (and, with `backward`, backward) ops
+    // the backend does not support: "model layer 0 (conv2d): op conv2d_fwd is not supported by
+    // backend 'tiny'". build() runs it for the forward ops, before any work is done.
+    void check_ops(Backend& backend, bool backward) const;
+
+    const Tensor& forward(Device& dev, const Tensor& x, bool train);
+    // Backward from dL/doutput; fills every parameter's gradient.
+    void backward(Device& dev, const Tensor& dy);
+    // Called during backward right after node i's backward pass has enqueued the writes of its
+    // parameter gradients, for every node that has parameters, in reverse topological order; the
+    // call for the lowest such node ends the pass. Data-parallel training starts reducing a
+    // bucket of gradients as soon as the nodes that write it are done (PyTorch DDP's autograd
+    // hooks): see grad_ready_nodes().
+    using BackwardHook = std::function<void(size_t node)>;
+    void set_backward_hook(BackwardHook hook) { backward_hook_ = std::move(hook); }
+
+    // The trainable parameters, each once (a shared parameter under its owner's name), in
+    // topological order of their owners.
+    std::vector<Param*> params();
+    // For each of params(), the node after whose backward its gradient is complete (the lowest
+    // of the nodes that write it).
+    std::vector<size_t> grad_ready_nodes();
+    std::vector<Param*> state();  // params, then buffers: every tensor a checkpoint holds
+    // Every node's host counters, named "<node name>.<counter>" ("3.mask_calls").
+    std::vector<std::pair<std::string, uint64_t*>> counters();
+    // Every layer's reset_state(): drops recurrent state carried between batches.
+    void reset_state();
+    // Every node's carried state, named "<node name>.<name>" ("1.h_l0"), and its inverse: each
+    // node gets the entries under its name (an Error for a name of no node, or one a layer refuses).
+    std::vector<std::pair<std::string, const Tensor*>> carried_state();
+    void restore_carried_state(const std::map<std::string, SavedTensor>& saved);
+    std::string summary() const;  // one line per node: name, type, inputs, shape, parameters, fusion
+
+private:
+    struct Node {
+        std::string name;
+        std::vector<std::string> inputs;  // as given
+        std::unique_ptr<Layer> layer;
+        std::string shares;               // "" or the owner's name
+        // Set by build():
+        std::vector<size_t> from;         // each input's producer node, or kModelInput
+        size_t owner = SIZE_MAX;          // the node whose parameters this one uses (SIZE_MAX: its own)
+        size_t consumers = 0;             // readers of this node's output
+        bool fused = false;               // an activation run inside the node it reads
+        bool needs_grad = false;          // its output needs a gradient (it, or a node before it, learns)
+        bool owns_params = false;         // has parameters of its own (not shared from another node)
+        bool writes_grads = false;        // has parameters at all (its own or shared)
+        Shape shape;                      // per-sample output shape
+        std::string forward_scope, backward_scope;  // profiler names
+    };
+    static constexpr size_t kModelInput = SIZE_MAX;
+
+    void resolve_inputs();
+    void order_topologically();
+    void check_outputs_used() const;
+    void bind_shared(size_t i);
+    void sync_shared();
+    void fuse_activations(Backend& backend);
+    // Adds dx to the gradient of node `to`'s output (the accumulate rule).
+    void deliver(Device& dev, size_t to, const Tensor* dx);
+
+    std::vector<Node> nodes_;
+    std::map<std::string, size_t> index_;  // name -> node
+    bool built_ = false;
+    Shape input_, output_;
+    size_t output_node_ = 0;
+    // Per step: each node's output, and the gradient of each node's output.
+    std::vector<const Tensor*> outputs_, grads_;
+    std::vector<size_t> arrived_;          // gradients added to a node's accumulator this pass
+    std::vector<Tensor> accumulators_;     // for outputs read by several nodes
+    std::vector<const Tensor*> xs_;        // scratch: a node's inputs
+    std::vector<const Tensor*> dxs_;       // scratch: a node's input gradients
+    std::vector<bool> need_dx_;            // scratch
+    BackwardHook backward_hook_;
+};
+
+}  // namespace xylem

@@ -1,0 +1,238 @@
+// add and concat: merges of several inputs, written with the core's add, reduce, copy and
+// gather_rows ops (merge.h).
+#include "xylem/layers/merge.h"
+
+#include "xylem/error.h"
+#include "xylem/layers/registry.h"
+#include "xylem/op_calls.h"
+
+namespace xylem {
+namespace {
+
+std::string named(const Layer& l, size_t k) {
+    return k < l.input_names().size() ? "'" + l.input_names()[k] + "'" : "input " + std::to_string(k);
+}
+
+}  // namespace
+
+const Tensor& RowIndexCache::get(Device& dev, int64_t batch, const std::function<std::vector<int32_t>(int64_t)>& make) {
+    auto it = by_batch_.find(batch);
+    if (it != by_batch_.end()) return it->second;
+    const std::vector<int32_t> rows = make(batch);
+    Tensor t({static_cast<int64_t>(rows.size())}, DType::I32);
+    std::copy(rows.begin(), rows.end(), t.host_write<int32_t>());
+    t.upload(dev);  // once per batch size: an explicit transfer
+    return by_batch_.emplace(batch, std::move(t)).first->second;
+}
+
+// ---- add ----
+
+Shape Add::output_shape_of(const std::vector<Shape>& in) const {
+    check_input_count(in.size());
+    const Shape& a = in[0];
+    const Shape& b = in[1];
+    const bool trailing = b.size() <= a.size() && std::equal(b.begin(), b.end(), a.end() - static_cast<std::ptrdiff_t>(b.size()));
+    if (!trailing)
+        throw Error(label() + ": cannot add " + named(*this, 0) + " " + to_string(a) + " and " + named(*this, 1) + " " +
+                    to_string(b) + " per sample: the second must have the first's shape or its trailing part");
+    return a;
+}
+
+void Add::bind_inputs(Device&, const std::vector<Shape>& in, std::mt19937_64&) {
+    output_shape_of(in);
+    b_sample_ = in[1];
+    const int64_t cols = numel(b_sample_);
+    repeat_ = cols ? numel(in[0]) / cols : 1;
+}
+
+const Tensor& Add::forward_inputs(Device& dev, const std::vector<const Tensor*>& xs, bool) {
+    check_input_count(xs.size());
+    const Tensor& a = *xs[0];
+    const Tensor& b = *xs[1];
+    if (a.shape().empty() || b.shape().empty() || a.dim(0) != b.dim(0))
+        throw Error(label() + ": the inputs' batches differ: " + to_string(a.shape()) + " and " + to_string(b.shape()));
+    const Shape a_sample(a.shape().begin() + 1, a.shape().end());
+    b_sample_.assign(b.shape().begin() + 1, b.shape().end());
+    output_shape_of({a_sample, b_sample_});
+    const int64_t n = a.dim(0), cols = numel(b_sample_);
+    repeat_ = cols ? numel(a_sample) / cols : 1;
+    ensure(y_, a.shape(), dev);
+    if (repeat_ == 1) {
+        ops::add(dev, 1.0f, a, 1.0f, b.reshaped(a.shape()), y_);
+        return y_;
+    }
+    // Spread b over a's rows (sample n's b for each of its repeat_ rows), then add elementwise.
+    const int64_t reps = repeat_;
+    const Tensor& idx = spread_.get(dev, n, [reps](int64_t batch) {
+        std::vector<int32_t> rows(static_cast<size_t>(batch * reps));
+        for (size_t r = 0; r < rows.size(); ++r) rows[r] = static_cast<int32_t>(static_cast<int64_t>(r) / reps);
+        return rows;
+    });
+    ensure(b_wide_, {n * repeat_, cols}, dev);
+    ops::gather_rows(dev, b.reshaped({n, cols}), idx, b_wide_);
+    ops::add(dev, 1.0f, a, 1.0f, b_wide_.reshaped(a.shape()), y_);
+    return y_;
+}
+
+void Add::backward_inputs(Device& dev, const Tensor& dy, const std::vector<bool>& need_dx,
+                          std::vector<const Tensor*>& dxs) {
+    if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
+    dxs.assign(2, nullptr);
+    if (need_dx[0]) dxs[0] = &dy;  // d(a + b)/da = 1
+    if (!need_dx[1]) return;
+    if (repeat_ == 1) {
+        dxs[1] = &dy;
+        return;
+    }
+    const int64_t n = dy.dim(0), cols = numel(b_sample_);
+    ensure(db_, batched(n, b_sample_), dev);
+    Tensor db_rows = db_.reshaped({n, cols});
+    ops::reduce(dev, dy.reshaped({n, repeat_, cols}), db_rows, XYLEM_REDUCE_SUM, 1);  // b's gradient: its copies' sum
+    dxs[1] = &db_;
+}
+
+std::vector<uint32_t> Add::ops_needed(bool backward) const {
+    std::vector<uint32_t> ops{XYLEM_OP_ADD};
+    if (repeat_ != 1) ops.push_back(XYLEM_OP_GATHER_ROWS);
+    if (backward && repeat_ != 1) ops.push_back(XYLEM_OP_REDUCE);
+    return ops;
+}
+
+// ---- concat ----
+
+Concat::Concat(int64_t axis) : axis_(axis) {
+    if (axis == 0) throw Error("concat layer: axis 0 is the batch; join along axis 1 or later (or -1, the last)");
+}
+
+size_t Concat::sample_axis(size_t rank) const {
+    const int64_t batched_rank = static_cast<int64_t>(rank) + 1;
+    const int64_t a = axis_ < 0 ? axis_ + batched_rank : axis_;
+    if (a < 1 || a >= batched_rank)
+        throw Error(label() + ": axis " + std::to_string(axis_) + " is out of range for inputs of " + std::to_string(rank) +
+                    " axes per sample (batched: " + std::to_string(batched_rank) + "; axis 0, the batch, cannot be joined)");
+    return static_cast<size_t>(a - 1);
+}
+
+Shape Concat::output_shape_of(const std::vector<Shape>& in) const {
+    check_input_count(in.size());
+    const size_t ax = sample_axis(in[0].size());
+    Shape out = in[0];
+    for (size_t k = 1; k < in.size(); ++k) {
+        bool fits = in[k].size() == in[0].size();
+        for (size_t d = 0; fits && d < in[0].size(); ++d) fits = d == ax || in[k][d] == in[0][d];
+        if (!fits)
+            throw Error(label() + ": cannot join " + named(*this, 0) + " " + to_string(in[0]) + " and " + named(*this, k) +
+                        " " + to_string(in[k]) + " along axis " + std::to_string(axis_) +
+                        ": every other axis must agree");
+        out[ax] += in[k][ax];
+    }
+    return out;
+}
+
+void Concat::bind_inputs(Device&, const std::vector<Shape>& in, std::mt19937_64&) {
+    output_shape_of(in);
+    const size_t ax = sample_axis(in[0].size());
+    inner_ = 1;
+    for (size_t d = ax + 1; d < in[0].size(); ++d) inner_ *= in[0][d];
+    extents_.clear();
+    total_ = 0;
+    for (const Shape& s : in) {
+        int64_t rows = 1;
+        for (size_t d = 0; d <= ax; ++d) rows *= s[d];
+        extents_.push_back(rows);
+        total_ += rows;
+    }
+    samples_ = in;
+    dx_.assign(in.size(), Tensor());
+    pick_.assign(in.size(), RowIndexCache());
+}
+
+// Forward: each input's rows are copied one after the other into `stacked_`, then one gather puts
+// every sample's rows in order. Backward: one gather per input picks its rows out of dy.
+const Tensor& Concat::forward_inputs(Device& dev, const std::vector<const Tensor*>& xs, bool) {
+    check_input_count(xs.size());
+    if (xs.size() != extents_.size()) throw Error(label() + ": used before the model was built");
+    const int64_t n = xs[0]->dim(0);
+    std::vector<Shape> samples;
+    for (const Tensor* x : xs) {
+        if (x->shape().empty() || x->dim(0) != n)
+            throw Error(label() + ": the inputs' batches differ: " + to_string(xs[0]->shape()) + " and " + to_string(x->shape()));
+        samples.emplace_back(x->shape().begin() + 1, x->shape().end());
+    }
+    const Shape out = output_shape_of(samples);
+    ensure(stacked_, {n * total_, inner_}, dev);
+    int64_t at = 0;
+    for (size_t k = 0; k < xs.size(); ++k) {
+        Tensor part = stacked_.rows(at, n * extents_[k]);
+        ops::copy(dev, xs[k]->reshaped({n * extents_[k], inner_}), part);
+        at += n * extents_[k];
+    }
+    const std::vector<int64_t> extents = extents_;
+    const int64_t total = total_;
+    const Tensor& idx = interleave_.get(dev, n, [extents, total](int64_t batch) {
+        std::vector<int32_t> rows;
+        rows.reserve(static_cast<size_t>(batch * total));
+        for (int64_t s = 0; s < batch; ++s) {
+            int64_t base = 0;
+            for (int64_t e : extents) {
+                for (int64_t r = 0; r < e; ++r) rows.push_back(static_cast<int32_t>(base + s * e + r));
+                base += batch * e;
+            }
+        }
+        return rows;
+    });
+    ensure(y_, batched(n, out), dev);
+    Tensor y_rows = y_.reshaped({n * total_, inner_});
+    ops::gather_rows(dev, stacked_, idx, y_rows);
+    return y_;
+}
+
+void Concat::backward_inputs(Device& dev, const Tensor& dy, const std::vector<bool>& need_dx,
+                             std::vector<const Tensor*>& dxs) {
+    if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
+    const int64_t n = dy.dim(0);
+    const Tensor dy_rows = dy.reshaped({n * total_, inner_});
+    dxs.assign(extents_.size(), nullptr);
+    int64_t offset = 0;
+    for (size_t k = 0; k < extents_.size(); ++k) {
+        const int64_t e = extents_[k], start = offset, total = total_;
+        offset += e;
+        if (!need_dx[k]) continue;
+        const Tensor& idx = pick_[k].get(dev, n, [e, start, total](int64_t batch) {
+            std::vector<int32_t> rows;
+            rows.reserve(static_cast<size_t>(batch * e));
+            for (int64_t s = 0; s < batch; ++s)
+                for (int64_t r = 0; r < e; ++r) rows.push_back(static_cast<int32_t>(s * total + start + r));
+            return rows;
+        });
+        ensure(dx_[k], batched(n, samples_[k]), dev);
+        Tensor rows = dx_[k].reshaped({n * e, inner_});
+        ops::gather_rows(dev, dy_rows, idx, rows);
+        dxs[k] = &dx_[k];
+    }
+}
+
+std::vector<uint32_t> Concat::ops_needed(bool) const { return {XYLEM_OP_COPY, XYLEM_OP_GATHER_ROWS}; }
+
+namespace {
+
+struct ConcatOptions {
+    int64_t axis = 1;
+};
+
+const LayerRegistration<NoLayerOptions> kAdd{
+    "add", {}, nullptr, [](const NoLayerOptions&, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Add>(); }};
+
+const LayerRegistration<ConcatOptions> kConcat{
+    "concat", {"axis"},
+    [](const ConfigSection& s) {
+        ConcatOptions o;
+        s.get("axis", o.axis, IntRange{-64, 64});
+        if (o.axis == 0) s.fail("axis", "is 0, the batch axis; join along axis 1 (channels or features) or later, or -1 (the last)");
+        return o;
+    },
+    [](const ConcatOptions& o, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Concat>(o.axis); }};
+
+}  // namespace
+
+}  // namespace xylem

@@ -1,0 +1,477 @@
+// Net: graph checks, topological order, shape inference by name, activation fusion, forward and
+// backward with the accumulate rule (net.h).
+#include "xylem/layers/net.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <map>
+#include <queue>
+
+#include "xylem/error.h"
+#include "xylem/layers/elementwise.h"
+#include "xylem/op_calls.h"
+#include "xylem/profiler.h"
+
+namespace xylem {
+namespace {
+
+bool is_index(const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; }
+
+// "model layer 2 (linear)" for a chain's layers, "model layer 'layer1.0.conv1' (conv2d)" for named ones.
+std::string node_label(const std::string& name, const std::string& kind) {
+    return "model layer " + (is_index(name) ? name : "'" + name + "'") + " (" + kind + ")";
+}
+
+std::string joined(const std::vector<std::string>& names) {
+    std::string s;
+    for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s;
+}
+
+}  // namespace
+
+void Net::add(std::unique_ptr<Layer> layer) {
+    std::vector<std::string> inputs{nodes_.empty() ? std::string(kInput) : nodes_.back().name};
+    add(std::to_string(nodes_.size()), std::move(inputs), std::move(layer));
+}
+
+void Net::add(const std::string& name, std::vector<std::string> inputs, std::unique_ptr<Layer> layer,
+              const std::string& shares) {
+    if (!layer) throw Error("model layer '" + name + "': no layer given");
+    const std::string label = node_label(name, layer->kind());
+    if (built_) throw Error(label + ": the model is already built; add every layer before build()");
+    if (name.empty()) throw Error("model layer " + std::to_string(nodes_.size()) + " (" + layer->kind() + "): its name is empty");
+    if (name == kInput)
+        throw Error(label + ": the name '" + std::string(kInput) + "' is reserved for the model's input");
+    if (find(name) != nodes_.size())
+        throw Error(label + ": the name '" + name + "' is taken by " + nodes_[find(name)].layer->label() +
+                    " (every layer needs a name of its own)");
+    if (inputs.empty()) throw Error(label + ": has no inputs");
+    layer->set_label(label);
+    layer->set_input_names(inputs);
+    layer->set_param_prefix(name + ".");  // PyTorch state_dict names: "0.weight", "layer1.0.conv1.weight"
+    Node n;
+    n.name = name;
+    n.inputs = std::move(inputs);
+    n.layer = std::move(layer);
+    n.shares = shares;
+    index_.emplace(name, nodes_.size());
+    nodes_.push_back(std::move(n));
+}
+
+size_t Net::find(const std::string& name) const {
+    const auto it = index_.find(name);
+    return it == index_.end() ? nodes_.size() : it->second;
+}
+
+void Net::resolve_inputs() {
+    for (Node& n : nodes_) {
+        n.from.clear();
+        const size_t want = n.layer->input_count();
+        if (want ? n.inputs.size() != want : n.inputs.size() < 2)
+            throw Error(n.layer->label() + ": takes " + (want ? std::to_string(want) : std::string("two or more")) +
+                        " input(s), `inputs` names " + std::to_string(n.inputs.size()) + " (" + joined(n.inputs) + ")");
+        for (const std::string& in : n.inputs) {
+            if (in == kInput) {
+                n.from.push_back(kModelInput);
+                continue;
+            }
+            const size_t j = find(in);
+            if (j == nodes_.size())
+                throw Error(n.layer->label() + ": input '" + in + "' names no layer of the model (and is not '" +
+                            std::string(kInput) + "', the model's input)");
+            if (j == static_cast<size_t>(&n - nodes_.data())) throw Error(n.layer->label() + ": reads its own output (a cycle)");
+            n.from.push_back(j);
+        }
+    }
+}
+
+// Kahn's algorithm, taking the earliest-added ready node each time: a chain, or any graph listed
+// in an order that already works, keeps its order.
+void Net::order_topologically() {
+    const size_t count = nodes_.size();
+    std::vector<size_t> waiting(count, 0);
+    std::vector<std::vector<size_t>> readers(count);
+    for (size_t i = 0; i < count; ++i)
+        for (size_t j : nodes_[i].from)
+            if (j != kModelInput) {
+                ++waiting[i];
+                readers[j].push_back(i);
+            }
+    std::vector<size_t> order;
+    std::vector<bool> done(count, false);
+    std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> ready;
+    for (size_t i = 0; i < count; ++i)
+        if (waiting[i] == 0) ready.push(i);
+    while (order.size() < count) {
+        if (ready.empty()) {  // every node left waits on another: follow inputs until one repeats
+            size_t at = 0;
+            while (done[at]) ++at;
+            std::vector<size_t> path;
+            while (std::find(path.begin(), path.end(), at) == path.end()) {
+                path.push_back(at);
+                for (size_t j : nodes_[at].from)
+                    if (j != kModelInput && !done[j]) {
+                        at = j;
+                        break;
+                    }
+            }
+            std::string cycle;
+            for (auto it = std::find(path.begin(), path.end(), at); it != path.end(); ++it) cycle += nodes_[*it].name + " reads ";
+            throw Error("model layers form a cycle: " + cycle + nodes_[at].name + " (a layer cannot read its own output)");
+        }
+        const size_t next = ready.top();
+        ready.pop();
+        done[next] = true;
+        order.push_back(next);
+        for (size_t r : readers[next])
+            if (--waiting[r] == 0) ready.push(r);
+    }
+    std::vector<size_t> position(count);
+    for (size_t k = 0; k < count; ++k) position[order[k]] = k;
+    std::vector<Node> sorted;
+    sorted.reserve(count);
+    for (size_t k = 0; k < count; ++k) sorted.push_back(std::move(nodes_[order[k]]));
+    nodes_ = std::move(sorted);
+    index_.clear();
+    for (size_t k = 0; k < count; ++k) index_.emplace(nodes_[k].name, k);
+    for (Node& n : nodes_)
+        for (size_t& j : n.from)
+            if (j != kModelInput) j = position[j];
+    output_node_ = position[count - 1];  // the last node added is the model's output
+}
+
+void Net::check_outputs_used() const {
+    for (size_t i = 0; i < nodes_.size(); ++i)
+        if (i != output_node_ && nodes_[i].consumers == 0)
+            throw Error(nodes_[i].layer->label() + ": its output is read by no layer (only the last layer, " +
+                        nodes_[output_node_].layer->label() + ", gives the model's output; name '" + nodes_[i].name +
+                        "' in a later layer's inputs or remove it)");
+}
+
+// A node sharing another's parameters: same type, same parameter shapes, and a layer that can
+// add its parameter gradients to the owner's.
+void Net::bind_shared(size_t i) {
+    Node& n = nodes_[i];
+    const size_t o = find(n.shares);
+    if (o == nodes_.size()) throw Error(n.layer->label() + ": shares the parameters of '" + n.shares + "', which names no layer");
+    if (o == i) throw Error(n.layer->label() + ": shares the parameters of itself");
+    if (nodes_[o].owner != SIZE_MAX)
+        throw Error(n.layer->label() + ": shares the parameters of '" + n.shares + "', which shares those of '" +
+                    nodes_[o].shares + "'; name '" + nodes_[o].shares + "' instead");
+    Layer& owner = *nodes_[o].layer;
+    if (owner.kind() != n.layer->kind())
+        throw Error(n.layer->label() + ": shares the parameters of " + owner.label() + ", a layer of another type");
+    if (!n.layer->can_accumulate_param_grads())
+        throw Error(n.layer->label() + ": cannot share parameters (its backward pass cannot add to a shared gradient)");
+    n.owner = o;
+}
+
+void Net::sync_shared() {
+    for (Node& n : nodes_) {
+        if (n.owner == SIZE_MAX) continue;
+        std::vector<Param*> mine = n.layer->params(), theirs = nodes_[n.owner].layer->params();
+        for (size_t k = 0; k < mine.size(); ++k) {
+            mine[k]->value = theirs[k]->value;  // the same storage: one parameter, one gradient
+            mine[k]->grad = theirs[k]->grad;
+        }
+    }
+}
+
+void Net::fuse_activations(Backend& backend) {
+    for (Node& n : nodes_) {
+        auto* act = dynamic_cast<Activation*>(n.layer.get());
+        if (!act || n.from[0] == kModelInput) continue;
+        Node& p = nodes_[n.from[0]];
+        // Valid only when the activation is the producer's one reader: any other reader needs the
+        // value before the activation.
+        if (p.fused || p.consumers != 1 || n.from[0] == output_node_ || p.owner != SIZE_MAX) continue;
+        n.fused = p.layer->fuse_activation(act->activation(), backend);
+    }
+}
+
+void Net::build(Device& dev, const Shape& input_sample, uint64_t seed) {
+    if (nodes_.empty()) throw Error("model has no layers");
+    if (built_) throw Error("model is already built");
+    resolve_inputs();
+    order_topologically();
+    for (Node& n : nodes_)
+        for (size_t j : n.from)
+            if (j != kModelInput) ++nodes_[j].consumers;
+    check_outputs_used();
+    std::mt19937_64 rng(seed);
+    input_ = input_sample;
+    std::vector<Shape> shapes;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+        Node& n = nodes_[i];
+        if (!n.shares.empty()) bind_shared(i);
+        shapes.clear();
+        for (size_t j : n.from) shapes.push_back(j == kModelInput ? input_sample : nodes_[j].shape);
+        n.layer->bind_inputs(dev, shapes, rng);
+        n.shape = n.layer->output_shape_of(shapes);
+        const std::vector<Param*> ps = n.layer->params();
+        n.writes_grads = !ps.empty();
+        n.owns_params = n.writes_grads && n.owner == SIZE_MAX;
+        if (n.owner != SIZE_MAX) {
+            const std::vector<Param*> theirs = nodes_[n.owner].layer->params();
+            for (size_t k = 0; k < ps.size(); ++k)
+                if (k >= theirs.size() || ps[k]->value.shape() != theirs[k]->value.shape())
+                    throw Error(n.layer->label() + ": shares the parameters of " + nodes_[n.owner].layer->label() +
+                                " but its " + ps[k]->name + " is " + to_string(ps[k]->value.shape()) + " where that layer's is " +
+                                (k < theirs.size() ? to_string(theirs[k]->value.shape()) : std::string("missing")));
+        }
+        n.needs_grad = n.writes_grads;
+        for (size_t j : n.from)
+            if (j != kModelInput && nodes_[j].needs_grad) n.needs_grad = true;
+    }
+    // The first node backward reaches (the highest index) writes a shared gradient; the rest add.
+    std::vector<bool> written(nodes_.size(), false);
+    for (size_t i = nodes_.size(); i-- > 0;) {
+        Node& n = nodes_[i];
+        if (!n.writes_grads) continue;
+        const size_t group = n.owner == SIZE_MAX ? i : n.owner;
+        n.layer->set_accumulate_param_grads(written[group]);
+        written[group] = true;
+    }
+    sync_shared();
+    DType in_type = DType::F32;
+    bool seen = false;
+    for (const Node& n : nodes_)
+        for (size_t j : n.from)
+            if (j == kModelInput) {
+                if (seen && n.layer->input_dtype() != in_type)
+                    throw Error(n.layer->label() + ": reads the model input as " + dtype_name(n.layer->input_dtype()) +
+                                " values, another layer reads it as " + dtype_name(in_type));
+                in_type = n.layer->input_dtype();
+                seen = true;
+            }
+    fuse_activations(dev.backend());
+    output_ = nodes_[output_node_].shape;
+    for (Node& n : nodes_) {
+        n.forward_scope = n.layer->label() + " forward";
+        n.backward_scope = n.layer->label() + " backward";
+    }
+    outputs_.assign(nodes_.size(), nullptr);
+    grads_.assign(nodes_.size(), nullptr);
+    arrived_.assign(nodes_.size(), 0);
+    accumulators_.assign(nodes_.size(), Tensor());
+    built_ = true;
+    check_ops(dev.backend(), false);  // inference needs the forward ops; train() checks backward too
+}
+
+DType Net::input_dtype() const {
+    if (nodes_.empty()) throw Error("model has no layers");
+    for (const Node& n : nodes_)
+        for (size_t j : n.from)
+            if (j == kModelInput) return n.layer->input_dtype();
+    return nodes_.front().layer->input_dtype();  // before build(): the first layer added reads the input
+}
+
+void Net::check_ops(Backend& backend, bool backward) const {
+    for (const Node& n : nodes_)
+        if (!n.fused)
+            for (uint32_t op : n.layer->ops_needed(backward)) backend.require(op, n.layer->label());
+    if (backward)
+        for (const Node& n : nodes_)
+            if (n.consumers > 1 && n.needs_grad) {  // gradient accumulators
+                backend.require(XYLEM_OP_COPY, n.layer->label() + " (its output feeds several layers)");
+                backend.require(XYLEM_OP_AXPBY, n.layer->label() + " (its output feeds several layers)");
+            }
+}
+
+const Tensor& Net::forward(Device& dev, const Tensor& x, bool train) {
+    if (!built_) throw Error("model used before build()");
+    Shape sample(x.shape().begin() + (x.shape().empty() ? 0 : 1), x.shape().end());
+    if (x.shape().empty() || sample != input_)
+        throw Error("model input: got batch shape " + to_string(x.shape()) + ", expected [N" +
+                    (input_.empty() ? "" : ", ") + to_string(input_).substr(1));
+    if (x.dtype() != input_dtype())
+        throw Error("model input: got " + std::string(dtype_name(x.dtype())) + " values, the model takes " +
+                    dtype_name(input_dtype()));
+    sync_shared();
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+        Node& n = nodes_[i];
+        if (n.fused) {  // its producer's output already holds the activation
+            outputs_[i] = outputs_[n.from[0]];
+            continue;
+        }
+        xs_.clear();
+        for (size_t j : n.from) xs_.push_back(j == kModelInput ? &x : outputs_[j]);
+        profiler::Scope scope(&n.forward_scope);
+        outputs_[i] = &n.layer->forward_inputs(dev, xs_, train);
+    }
+    return *outputs_[output_node_];
+}
+
+void Net::deliver(Device& dev, size_t to, const Tensor* dx) {
+    if (to == kModelInput || !nodes_[to].needs_grad) return;
+    if (nodes_[to].consumers == 1) {
+        grads_[to] = dx;
+        return;
+    }
+    Tensor& acc = accumulators_[to];
+    if (arrived_[to]++ == 0) {
+        if (!acc.defined() || acc.shape() != dx->shape()) acc = Tensor(dx->shape(), DType::F32, dev);
+        ops::copy(dev, *dx, acc);
+    } else {
+        ops::axpby_inplace(dev, 1.0f, *dx, 1.0f, acc);
+    }
+    grads_[to] = &acc;
+}
+
+void Net::backward(Device& dev, const Tensor& dy) {
+    if (!built_) throw Error("model used before build()");
+    sync_shared();
+    std::fill(grads_.begin(), grads_.end(), nullptr);
+    std::fill(arrived_.begin(), arrived_.end(), 0);
+    grads_[output_node_] = &dy;
+    for (size_t i = nodes_.size(); i-- > 0;) {
+        Node& n = nodes_[i];
+        if (!n.needs_grad) continue;
+        const Tensor* g = grads_[i];
+        if (!g) throw Error(n.layer->label() + ": no gradient reached its output");  // unreachable: every output is read
+        if (n.fused) {  // the activation's gradient goes to the node that ran it
+            deliver(dev, n.from[0], g);
+            continue;
+        }
+        need_dx_.clear();
+        for (size_t j : n.from) need_dx_.push_back(j != kModelInput && nodes_[j].needs_grad);
+        dxs_.clear();
+        {
+            profiler::Scope scope(&n.backward_scope);
+            n.layer->backward_inputs(dev, *g, need_dx_, dxs_);
+        }
+        for (size_t k = 0; k < n.from.size(); ++k)
+            if (need_dx_[k]) {
+                if (k >= dxs_.size() || !dxs_[k] || !dxs_[k]->defined())
+                    throw Error(n.layer->label() + ": its backward pass gave no gradient for input '" + n.inputs[k] + "'");
+                deliver(dev, n.from[k], dxs_[k]);
+            }
+        if (backward_hook_ && n.writes_grads) backward_hook_(i);
+    }
+}
+
+std::vector<Param*> Net::params() {
+    std::vector<Param*> out;
+    for (Node& n : nodes_)
+        if (n.owner == SIZE_MAX)
+            for (Param* p : n.layer->params()) out.push_back(p);
+    return out;
+}
+
+std::vector<size_t> Net::grad_ready_nodes() {
+    std::vector<size_t> ready(nodes_.size());
+    for (size_t i = 0; i < nodes_.size(); ++i) ready[i] = i;
+    for (size_t i = 0; i < nodes_.size(); ++i)
+        if (nodes_[i].owner != SIZE_MAX) ready[nodes_[i].owner] = std::min(ready[nodes_[i].owner], i);
+    std::vector<size_t> out;
+    for (size_t i = 0; i < nodes_.size(); ++i)
+        if (nodes_[i].owner == SIZE_MAX)
+            for (size_t k = 0, c = nodes_[i].layer->params().size(); k < c; ++k) out.push_back(ready[i]);
+    return out;
+}
+
+std::vector<Param*> Net::state() {
+    std::vector<Param*> out = params();
+    for (Node& n : nodes_)
+        for (Param* p : n.layer->buffers()) out.push_back(p);
+    return out;
+}
+
+std::vector<std::pair<std::string, uint64_t*>> Net::counters() {
+    std::vector<std::pair<std::string, uint64_t*>> out;
+    for (Node& n : nodes_)
+        for (auto& [name, value] : n.layer->counters()) out.emplace_back(n.name + "." + name, value);
+    return out;
+}
+
+namespace {
+
+std::string grouped(int64_t n) {  // 109386 -> "109,386"
+    std::string digits = std::to_string(n), out;
+    for (size_t i = 0; i < digits.size(); ++i) {
+        if (i && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return out;
+}
+
+std::string bytes_text(double bytes) {
+    char buf[32];
+    if (bytes >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+    else if (bytes >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024));
+    else std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
+    return buf;
+}
+
+}  // namespace
+
+std::string Net::summary() const {
+    constexpr size_t kCols = 5;
+    std::vector<std::array<std::string, kCols>> rows{{"name", "layer", "inputs", "output shape", "parameters"}};
+    int64_t trainable = 0, buffers = 0, activations = 0;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+        const Node& n = nodes_[i];
+        int64_t count = 0;
+        for (Param* p : n.layer->params()) count += p->value.numel();
+        for (Param* p : const_cast<Layer&>(*n.layer).buffers()) buffers += p->value.numel();
+        std::string params = grouped(count);
+        if (n.owner != SIZE_MAX) params = "shared with " + nodes_[n.owner].name;
+        else trainable += count;
+        std::string shape = built_ ? to_string(n.shape) : "?";
+        if (n.fused) shape += " (fused into " + nodes_[n.from[0]].name + ")";
+        else if (built_) activations += numel(n.shape);
+        rows.push_back({n.name, n.layer->kind(), joined(n.inputs), shape, params});
+    }
+    size_t width[kCols] = {};
+    for (const auto& r : rows)
+        for (size_t c = 0; c < kCols; ++c) width[c] = std::max(width[c], r[c].size());
+    std::string s;
+    for (const auto& r : rows) {
+        for (size_t c = 0; c < kCols; ++c) {
+            const std::string pad(width[c] - r[c].size(), ' ');
+            s += "  " + (c + 1 == kCols ? pad + r[c] : r[c] + pad);  // the counts right-aligned
+        }
+        s += "\n";
+    }
+    const double f32 = 4.0;
+    s += "  parameters: " + grouped(trainable) + " trainable (" + bytes_text(f32 * static_cast<double>(trainable)) +
+         ", as much again for gradients)";
+    if (buffers) s += ", " + grouped(buffers) + " in buffers (" + bytes_text(f32 * static_cast<double>(buffers)) + ")";
+    s += "; layer outputs: " + bytes_text(f32 * static_cast<double>(activations)) + " per sample\n";
+    return s;
+}
+
+void Net::reset_state() {
+    for (Node& n : nodes_) n.layer->reset_state();
+}
+
+std::vector<std::pair<std::string, const Tensor*>> Net::carried_state() {
+    std::vector<std::pair<std::string, const Tensor*>> out;
+    for (Node& n : nodes_)
+        for (auto& [name, t] : n.layer->carried_state()) out.emplace_back(n.name + "." + name, t);
+    return out;
+}
+
+void Net::restore_carried_state(const std::map<std::string, SavedTensor>& saved) {
+    std::vector<std::map<std::string, SavedTensor>> per_node(nodes_.size());
+    for (const auto& [name, t] : saved) {
+        // Node names may hold dots ("layer1.0.lstm"): the longest one that prefixes the entry wins.
+        size_t node = nodes_.size(), cut = 0;
+        for (size_t dot = name.rfind('.'); dot != std::string::npos && dot > 0; dot = name.rfind('.', dot - 1)) {
+            node = find(name.substr(0, dot));
+            if (node != nodes_.size()) {
+                cut = dot;
+                break;
+            }
+        }
+        if (node == nodes_.size())
+            throw Error("carried state '" + name + "' names no layer of the model (" + std::to_string(nodes_.size()) +
+                        " layers)");
+        per_node[node].emplace(name.substr(cut + 1), t);
+    }
+    for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i].layer->restore_carried_state(per_node[i]);
+}
+
+}  // namespace xylem
