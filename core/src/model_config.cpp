@@ -12,7 +12,8 @@
 //   args = { channels = 32 }; first = { stride = 2, project = true }   # instance 0 only
 //
 // Inside a block, "input" is the block instance's input and names are local: instance r of
-// layer2 prefixes its layers' names with "layer2.<r>." (PyTorch module paths: layer2.0.conv1.weight).
+// layer2 prefixes its layers' names with "layer2.<r>." (PyTorch module paths: layer2.0.conv1.weight);
+// a block instantiated without a count is one module, "shortcut.", as in layer2.0.shortcut.0.weight.
 // A string "$arg" anywhere in a block's layer is replaced by that argument's value. A layer with
 // enabled = false is left out and its name stands for its input (an identity shortcut).
 #include "model_config.h"
@@ -229,7 +230,9 @@ void Expander::instantiate(const Section& s, const std::string& global, const st
             s.fail("count", "makes more than " + std::to_string(kMaxLayers) + " block instances in the model");
         toml::table instance = args;
         if (r == 0) overlay(instance, "first");
-        Scope inner{global + "." + std::to_string(r) + ".", current, &instance, block};
+        // With a count, instance r is "<name>.<r>" (an nn.Sequential of blocks); without, "<name>".
+        const std::string prefix = s.has("count") ? global + "." + std::to_string(r) + "." : global + ".";
+        Scope inner{prefix, current, &instance, block};
         current = expand(*layers->as_array(), def.key_path("layers"), inner);
     }
     stack_.pop_back();

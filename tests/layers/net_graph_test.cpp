@@ -1,0 +1,327 @@
+// Net as a graph, over every available backend: parameter gradients against central differences
+// for fan-out (y = f(x) + g(x)), concat, a residual block with batch norm and tied weights; the
+// accumulate rule (a second consumer's gradient is never dropped); activation fusion only for a
+// sole reader; the backward hook and grad_ready_nodes with a shared weight; and the build-time
+// errors that name the layer (unknown input, duplicate name, cycle, unused output, add shapes).
+#include <memory>
+
+#include "support/backends.h"
+#include "support/gradcheck.h"
+#include "xylem/error.h"
+#include "xylem/layers/batchnorm.h"
+#include "xylem/layers/conv.h"
+#include "xylem/layers/elementwise.h"
+#include "xylem/layers/linear.h"
+#include "xylem/layers/merge.h"
+#include "xylem/layers/net.h"
+#include "xylem/layers/reshape.h"
+
+namespace xylem::test {
+namespace {
+
+class NetGraphTest : public BackendTest {
+protected:
+    Rng rng_;
+
+    // J = sum(r * net(x)) with random r: every parameter's gradient against central differences.
+    void check_gradients(Net& net, Tensor& x, double tol = kGradTol, double eps = kGradEps) {
+        const Shape out = net.forward(dev(), x, true).shape();
+        const std::vector<double> r = to_double(rng_.uniform(numel(out), -1.0f, 1.0f));
+        auto objective = [&] { return weighted_sum(net.forward(dev(), x, true), r); };
+        objective();
+        const Tensor dy = upload(dev(), out, to_float(r));
+        net.backward(dev(), dy);
+        const std::vector<Param*> ps = net.params();
+        std::vector<std::vector<float>> analytic;
+        for (Param* p : ps) analytic.push_back(p->grad.to_vector());
+        for (size_t i = 0; i < ps.size(); ++i)
+            EXPECT_TRUE(near(analytic[i], numeric_gradient(ps[i]->value, objective, eps), tol))
+                << "gradient of " << ps[i]->name;
+    }
+
+};
+XYLEM_INSTANTIATE_OVER_BACKENDS(NetGraphTest);
+
+// Skips the test unless the backend runs every op listed.
+#define REQUIRE_OPS(...)                        \
+    for (uint32_t op_ : {__VA_ARGS__}) XYLEM_REQUIRE_OP(op_)
+#define LINEAR_OPS                                                                                          \
+    XYLEM_OP_FILL, XYLEM_OP_LINEAR_FWD, XYLEM_OP_GEMM, XYLEM_OP_BIAS_GRAD, XYLEM_OP_ACT_FWD, XYLEM_OP_ACT_BWD, \
+        XYLEM_OP_ADD, XYLEM_OP_COPY, XYLEM_OP_AXPBY
+
+std::unique_ptr<Layer> linear(int64_t out) { return std::make_unique<Linear>(out); }
+std::unique_ptr<Layer> act(xylem_activation a) { return std::make_unique<Activation>(a); }
+std::unique_ptr<Layer> conv(int64_t out, int32_t kernel, int32_t stride = 1, int32_t padding = 0, bool bias = true) {
+    Conv2dOptions o;
+    o.out_channels = out;
+    o.kernel_h = o.kernel_w = kernel;
+    o.stride = stride;
+    o.padding = padding;
+    o.bias = bias;
+    return std::make_unique<Conv2d>(o);
+}
+
+// y = f(t) + g(t), t = h(x): h's gradient is the sum of both branches'.
+TEST_P(NetGraphTest, FanOutSumsBothBranches) {
+    REQUIRE_OPS(LINEAR_OPS);
+    Net net;
+    net.add("h", {"input"}, linear(5));
+    net.add("f", {"h"}, linear(5));
+    net.add("g", {"h"}, act(XYLEM_ACT_TANH));
+    net.add("y", {"f", "g"}, std::make_unique<Add>());
+    net.build(dev(), {4}, 3);
+    Tensor x = upload(dev(), {3, 4}, rng_.uniform(12, -1.0f, 1.0f));
+    check_gradients(net, x);
+}
+
+// A second consumer's gradient must reach the producer: with g's contribution dropped, h's
+// gradient would equal what f alone gives. Compared against a net without g.
+TEST_P(NetGraphTest, SecondConsumerGradientIsNotDropped) {
+    REQUIRE_OPS(LINEAR_OPS);
+    auto make = [&](bool both) {
+        auto net = std::make_unique<Net>();
+        net->add("h", {"input"}, linear(5));
+        net->add("f", {"h"}, linear(5));
+        if (both) {
+            net->add("g", {"h"}, linear(5));
+            net->add("y", {"f", "g"}, std::make_unique<Add>());
+        }
+        net->build(dev(), {4}, 3);
+        return net;
+    };
+    std::unique_ptr<Net> one = make(false), two = make(true);
+    Tensor x = upload(dev(), {3, 4}, rng_.uniform(12, -1.0f, 1.0f));
+    Tensor dy = upload(dev(), {3, 5}, rng_.uniform(15, -1.0f, 1.0f));
+    for (Net* n : {one.get(), two.get()}) {
+        n->forward(dev(), x, true);
+        n->backward(dev(), dy);
+    }
+    // h and f start from the same seed in both nets: h's gradient differs exactly by g's share.
+    const std::vector<float> alone = one->params()[0]->grad.to_vector(), summed = two->params()[0]->grad.to_vector();
+    double diff = 0;
+    for (size_t i = 0; i < alone.size(); ++i) diff = std::max(diff, std::abs(static_cast<double>(alone[i] - summed[i])));
+    EXPECT_GT(diff, 1e-3) << "h's gradient ignores g";
+    Tensor x2 = x;
+    check_gradients(*two, x2);
+}
+
+// The same tensor read twice by one layer: x + x has gradient 2.
+TEST_P(NetGraphTest, OneTensorTwiceInOneLayer) {
+    REQUIRE_OPS(LINEAR_OPS);
+    Net net;
+    net.add("h", {"input"}, linear(3));
+    net.add("y", {"h", "h"}, std::make_unique<Add>());
+    net.build(dev(), {2}, 5);
+    Tensor x = upload(dev(), {4, 2}, rng_.uniform(8, -1.0f, 1.0f));
+    check_gradients(net, x);
+}
+
+// add with a trailing-shape broadcast: a [T, F] + b [F] per sample.
+TEST_P(NetGraphTest, AddBroadcastsATrailingShape) {
+    REQUIRE_OPS(LINEAR_OPS, XYLEM_OP_GATHER_ROWS, XYLEM_OP_REDUCE);
+    Net net;
+    net.add("a", {"input"}, linear(4));                                   // [3, 4]
+    net.add("flat", {"input"}, std::make_unique<Reshape>(Shape{-1}, "flatten"));
+    net.add("b", {"flat"}, linear(4));                                    // [4]
+    net.add("y", {"a", "b"}, std::make_unique<Add>());
+    net.build(dev(), {3, 2}, 11);
+    EXPECT_EQ(net.output_sample_shape(), (Shape{3, 4}));
+    Tensor x = upload(dev(), {5, 3, 2}, rng_.uniform(30, -1.0f, 1.0f));
+    check_gradients(net, x);
+}
+
+// concat of feature vectors (axis 1) and of images along channels (1) and width (-1).
+TEST_P(NetGraphTest, ConcatGradients) {
+    REQUIRE_OPS(LINEAR_OPS, XYLEM_OP_GATHER_ROWS, XYLEM_OP_CONV2D_FWD, XYLEM_OP_CONV2D_BWD_DATA, XYLEM_OP_CONV2D_BWD_FILTER);
+    {
+        Net net;
+        net.add("h", {"input"}, linear(5));
+        net.add("a", {"h"}, linear(3));
+        net.add("b", {"h"}, act(XYLEM_ACT_TANH));
+        net.add("cat", {"a", "b"}, std::make_unique<Concat>(1));
+        net.add("y", {"cat"}, linear(2));
+        net.build(dev(), {4}, 3);
+        EXPECT_EQ(net.output_sample_shape(), Shape{2});
+        Tensor x = upload(dev(), {3, 4}, rng_.uniform(12, -1.0f, 1.0f));
+        check_gradients(net, x);
+    }
+    for (int64_t axis : {int64_t{1}, int64_t{-1}}) {
+        Net net;
+        net.add("a", {"input"}, conv(2, 3, 1, 1));
+        net.add("b", {"input"}, conv(axis == 1 ? 3 : 2, 1));
+        net.add("cat", {"a", "b", "a"}, std::make_unique<Concat>(axis));
+        net.add("y", {"cat"}, conv(2, 3));
+        net.build(dev(), {1, 5, 4}, 3);
+        EXPECT_EQ(net.output_sample_shape(), axis == 1 ? (Shape{2, 3, 2}) : (Shape{2, 3, 10})) << "axis " << axis;
+        Tensor x = upload(dev(), {2, 1, 5, 4}, rng_.uniform(40, -1.0f, 1.0f));
+        check_gradients(net, x);
+    }
+}
+
+// relu(bn(conv(relu(bn(conv(s))))) + s) with s = conv(x) feeding both the block and the shortcut.
+TEST_P(NetGraphTest, ResidualBlockWithBatchNorm) {
+    REQUIRE_OPS(LINEAR_OPS, XYLEM_OP_CONV2D_FWD, XYLEM_OP_CONV2D_BWD_DATA, XYLEM_OP_CONV2D_BWD_FILTER, XYLEM_OP_BATCHNORM_FWD,
+             XYLEM_OP_BATCHNORM_BWD);
+    Net net;
+    net.add("stem", {"input"}, conv(3, 3, 1, 1));
+    net.add("conv1", {"stem"}, conv(3, 3, 1, 1, false));
+    net.add("bn1", {"conv1"}, std::make_unique<BatchNorm>());
+    net.add("act1", {"bn1"}, act(XYLEM_ACT_TANH));
+    net.add("conv2", {"act1"}, conv(3, 3, 1, 1, false));
+    net.add("bn2", {"conv2"}, std::make_unique<BatchNorm>());
+    net.add("add", {"bn2", "stem"}, std::make_unique<Add>());
+    net.add("out", {"add"}, act(XYLEM_ACT_TANH));
+    net.build(dev(), {2, 4, 4}, 9);
+    Tensor x = upload(dev(), {3, 2, 4, 4}, rng_.uniform(96, -1.0f, 1.0f));
+    check_gradients(net, x, 5e-4, 2e-3);  // batch statistics over 48 values per channel: a little more float noise
+}
+
+// Tied weights: b uses a's weight and bias. One parameter, updated once, whose gradient is the sum
+// of both uses.
+TEST_P(NetGraphTest, TiedWeightsAreOneParameterWithSummedGradient) {
+    REQUIRE_OPS(LINEAR_OPS);
+    Net net;
+    net.add("a", {"input"}, linear(4));
+    net.add("t", {"a"}, act(XYLEM_ACT_TANH));
+    net.add("b", {"t"}, linear(4), "a");
+    net.build(dev(), {4}, 13);
+    ASSERT_EQ(net.params().size(), 2u);
+    EXPECT_EQ(net.params()[0]->name, "a.weight");
+    EXPECT_EQ(net.state().size(), 2u);  // checkpoints hold it once
+    EXPECT_NE(net.summary().find("shared with a"), std::string::npos) << net.summary();
+    Tensor x = upload(dev(), {3, 4}, rng_.uniform(12, -1.0f, 1.0f));
+    check_gradients(net, x);
+    // Both uses read the weight the solver updates: a change to it shows in both.
+    const std::vector<float> before = net.forward(dev(), x, false).to_vector();
+    Param* w = net.params()[0];
+    std::vector<float> v = w->value.to_vector();
+    v[0] += 0.5f;
+    set_values(w->value, v);
+    EXPECT_NE(net.forward(dev(), x, false).to_vector(), before);
+}
+
+// The hook fires per node with parameters in reverse topological order; a shared weight's gradient
+// is ready only after its last writer (the lowest node).
+TEST_P(NetGraphTest, BackwardHookAndReadyNodesWithASharedWeight) {
+    REQUIRE_OPS(LINEAR_OPS);
+    Net net;
+    net.add("a", {"input"}, linear(4));
+    net.add("p", {"a"}, linear(4));
+    net.add("b", {"p"}, linear(4), "a");
+    net.build(dev(), {4}, 13);
+    std::vector<size_t> order;
+    net.set_backward_hook([&](size_t node) { order.push_back(node); });
+    Tensor x = upload(dev(), {2, 4}, rng_.uniform(8, -1.0f, 1.0f));
+    Tensor dy = upload(dev(), {2, 4}, rng_.uniform(8, -1.0f, 1.0f));
+    net.forward(dev(), x, true);
+    net.backward(dev(), dy);
+    EXPECT_EQ(order, (std::vector<size_t>{2, 1, 0}));
+    EXPECT_EQ(net.grad_ready_nodes(), (std::vector<size_t>{0, 0, 1, 1}));  // a.weight, a.bias, p.weight, p.bias
+}
+
+// An activation fuses into the linear layer it reads only when it is that layer's one reader.
+TEST_P(NetGraphTest, FusionOnlyForASoleReader) {
+    REQUIRE_OPS(LINEAR_OPS);
+    Net shared;
+    shared.add("h", {"input"}, linear(5));
+    shared.add("r", {"h"}, act(XYLEM_ACT_RELU));
+    shared.add("y", {"r", "h"}, std::make_unique<Add>());
+    shared.build(dev(), {4}, 3);
+    EXPECT_EQ(shared.summary().find("fused into"), std::string::npos) << shared.summary();
+    Tensor x = upload(dev(), {3, 4}, rng_.uniform(12, -1.0f, 1.0f));
+    // relu(h) + h must see h before the relu.
+    const std::vector<float> y = shared.forward(dev(), x, false).to_vector();
+    Param* w = shared.params()[0];
+    Param* b = shared.params()[1];
+    const std::vector<float> xv = x.to_vector(), wv = w->value.to_vector(), bv = b->value.to_vector();
+    for (int64_t n = 0; n < 3; ++n)
+        for (int64_t o = 0; o < 5; ++o) {
+            double h = bv[o];
+            for (int64_t i = 0; i < 4; ++i) h += static_cast<double>(xv[n * 4 + i]) * wv[o * 4 + i];
+            EXPECT_NEAR(y[n * 5 + o], std::max(h, 0.0) + h, 1e-5) << n << "," << o;
+        }
+    if (dev().backend().supports(XYLEM_OP_LINEAR_FWD)) {
+        Net sole;
+        sole.add("h", {"input"}, linear(5));
+        sole.add("r", {"h"}, act(XYLEM_ACT_RELU));
+        sole.build(dev(), {4}, 3);
+        EXPECT_NE(sole.summary().find("(fused into h)"), std::string::npos) << sole.summary();
+    }
+}
+
+std::string build_error(Net& net, Device& dev, const Shape& input) {
+    try {
+        net.build(dev, input, 1);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+// Graph mistakes are refused at build, each naming the layer and what is wrong.
+TEST_P(NetGraphTest, GraphErrorsNameTheLayer) {
+    REQUIRE_OPS(LINEAR_OPS);
+    {
+        Net net;
+        net.add("a", {"input"}, linear(3));
+        net.add("b", {"nope"}, linear(3));
+        EXPECT_TRUE(contains(build_error(net, dev(), {2}), "model layer 'b' (linear): input 'nope' names no layer"));
+    }
+    {
+        Net net;
+        net.add("a", {"input"}, linear(3));
+        try {
+            net.add("a", {"a"}, linear(3));
+            ADD_FAILURE() << "a duplicate name was taken";
+        } catch (const Error& e) {
+            EXPECT_TRUE(contains(e.what(), "the name 'a' is taken by model layer 'a' (linear)"));
+        }
+        EXPECT_THROW(net.add("input", {"a"}, linear(3)), Error);
+    }
+    {
+        Net net;
+        net.add("a", {"input"}, linear(3));
+        net.add("b", {"a", "d"}, std::make_unique<Add>());
+        net.add("c", {"b"}, linear(3));
+        net.add("d", {"c"}, linear(3));
+        const std::string e = build_error(net, dev(), {2});
+        EXPECT_TRUE(contains(e, "model layers form a cycle: ")) << e;
+        EXPECT_TRUE(contains(e, "b reads ")) << e;
+    }
+    {
+        Net net;
+        net.add("a", {"input"}, linear(3));
+        net.add("unused", {"a"}, linear(3));
+        net.add("out", {"a"}, linear(2));
+        EXPECT_TRUE(contains(build_error(net, dev(), {2}), "model layer 'unused' (linear): its output is read by no layer"));
+    }
+    {
+        Net net;
+        net.add("big", {"input"}, linear(4));
+        net.add("small", {"input"}, linear(3));
+        net.add("sum", {"big", "small"}, std::make_unique<Add>());
+        EXPECT_TRUE(contains(build_error(net, dev(), {2}),
+                             "model layer 'sum' (add): cannot add 'big' [4] and 'small' [3] per sample"));
+    }
+    {
+        Net net;
+        net.add("a", {"input"}, linear(3));
+        net.add("sum", {"a"}, std::make_unique<Add>());
+        EXPECT_TRUE(contains(build_error(net, dev(), {2}), "model layer 'sum' (add): takes 2 input(s), `inputs` names 1 (a)"));
+    }
+    {
+        Net net;
+        net.add("a", {"input"}, linear(3));
+        net.add("b", {"a"}, act(XYLEM_ACT_TANH), "a");
+        EXPECT_TRUE(contains(build_error(net, dev(), {2}), "shares the parameters of model layer 'a' (linear), a layer of another type"));
+    }
+    {
+        Net net;
+        net.add("a", {"input"}, linear(3));
+        net.add("b", {"a"}, linear(3), "a");  // a's weight is [3, 2], b's would be [3, 3]
+        EXPECT_TRUE(contains(build_error(net, dev(), {2}), "model layer 'b' (linear): shares the parameters of model layer 'a'"));
+    }
+}
+
+}  // namespace
+}  // namespace xylem::test
