@@ -91,5 +91,5 @@ TEST(FusionExamples, CharRnnLaunchesAtLeastThreeTimesFewerOpsFused) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, FusionExamples,
-                         ::testing::Values("fashion_mlp", "leaf_mlp", "conv_mlp", "fashion_lenet", "fashion_vgg_small",
+                         ::testing::Values("fashion_mlp", "leaf_mlp", "conv_mlp", "fashion_lenet", "fashion_vgg_small", "fashion_resnet",
                                            "char_rnn"));

@@ -88,4 +88,4 @@ TEST_P(TrainingDeterminism, SameBitsForEveryThreadCountAndCloseAcrossLevels) {
         }
 }
 
-INSTANTIATE_TEST_SUITE_P(Examples, TrainingDeterminism, ::testing::Values("fashion_mlp", "fashion_lenet", "char_rnn"));
+INSTANTIATE_TEST_SUITE_P(Examples, TrainingDeterminism, ::testing::Values("fashion_mlp", "fashion_lenet", "fashion_resnet", "char_rnn"));
