@@ -287,8 +287,10 @@ const Tensor& Net::forward(Device& dev, const Tensor& x, bool train) {
         throw Error("model input: got batch shape " + to_string(x.shape()) + ", expected [N" +
                     (input_.empty() ? "" : ", ") + to_string(input_).substr(1));
     if (x.dtype() != input_dtype())
-        throw Error("model input: got " + std::string(dtype_name(x.dtype())) + " values, the model takes " +
-                    dtype_name(input_dtype()));
+        for (const Node& n : nodes_)
+            if (std::find(n.from.begin(), n.from.end(), kModelInput) != n.from.end())
+                throw Error("model input: got " + std::string(dtype_name(x.dtype())) + " values, " + n.layer->label() +
+                            " takes " + dtype_name(input_dtype()));
     sync_shared();
     for (size_t i = 0; i < nodes_.size(); ++i) {
         Node& n = nodes_[i];
