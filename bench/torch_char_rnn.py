@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch CPU peer of xylem's examples/char_rnn.toml (Karpathy's char-rnn defaults), for benchmarking.
 
-The same data, laid out the same way as xylem's [data] text (cli/app/text_data.h):
+The same data, laid out the same way as xylem's [data] text (train/include/xylem/train/text_data.h):
   - the corpus: the regular files of each --text folder (not recursive, links followed) in sorted
     name order less those matching an --exclude glob (files named directly are taken as given),
     concatenated as bytes;

@@ -14,15 +14,15 @@
 #include <sstream>
 #include <utility>
 
-#include "app/backend_select.h"
-#include "app/checkpoint.h"
-#include "app/data_parallel.h"
-#include "app/distributed.h"
-#include "app/interrupt.h"
-#include "app/evaluate.h"
-#include "app/model_builder.h"
-#include "app/run_data.h"
-#include "app/trainer.h"
+#include "xylem/train/backend_select.h"
+#include "xylem/train/checkpoint.h"
+#include "xylem/train/data_parallel.h"
+#include "xylem/train/distributed.h"
+#include "xylem/train/interrupt.h"
+#include "xylem/train/evaluate.h"
+#include "xylem/train/model_builder.h"
+#include "xylem/train/run_data.h"
+#include "xylem/train/trainer.h"
 #include "xylem/error.h"
 #include "xylem/io/idx.h"
 #include "xylem/profiler.h"
@@ -253,9 +253,9 @@ namespace {
 // `xylem train`, alone or as one rank of `mpirun -np N xylem train` (`launch`). A rank joins the
 // others (`ranks`) once its backend is chosen: plugins are probed in forked children, which must
 // happen before MPI starts. Only rank 0 prints and writes files.
-int train_run(const Args& a, const app::Launch& launch, std::unique_ptr<app::Collectives>& ranks) {
+int train_run(const Args& a, const train::Launch& launch, std::unique_ptr<train::Collectives>& ranks) {
     RunConfig c;
-    app::TrainOptions options;
+    train::RunOptions options;
     options.profile = a.profile;
     options.overrides = flag_overrides(a);
     if (a.resume) {
@@ -267,7 +267,7 @@ int train_run(const Args& a, const app::Launch& launch, std::unique_ptr<app::Col
         options.resume_from = (fs::path(dir) / "last.safetensors").string();
         if (!fs::exists(options.resume_from))
             throw Error(dir + ": no run to resume here (" + options.resume_from + " does not exist)");
-        const app::TrainingState saved = app::read_training_state(options.resume_from);
+        const train::TrainingState saved = train::read_training_state(options.resume_from);
         // The run continues with the config it started with (or the one given now, if it fits),
         // the command-line overrides it started with, and those given now on top.
         RunConfig was = parse_config(saved.config_text, saved.config_source);
@@ -282,26 +282,26 @@ int train_run(const Args& a, const app::Launch& launch, std::unique_ptr<app::Col
     } else {
         c = config_with_flags(a);
     }
-    app::share_cores(launch, c.threads);  // a distributed run's ranks on one machine split its cores
+    train::share_cores(launch, c.threads);  // a distributed run's ranks on one machine split its cores
     Registry registry;
-    const BackendChoice choice = app::select_backend(registry, c, a.backend, a.plugin_dirs);
-    options.backend_choice = app::describe_choice(choice);  // the banner says which device runs, what was skipped and why
+    const BackendChoice choice = train::select_backend(registry, c, a.backend, a.plugin_dirs);
+    options.backend_choice = train::describe_choice(choice);  // the banner says which device runs, what was skipped and why
     uint32_t device = choice.device;
     if (launch.distributed()) {
-        ranks = app::join_ranks(launch);
-        device = app::device_for_rank(registry, choice, launch.local_rank);  // one GPU per rank on a node
+        ranks = train::join_ranks(launch);
+        device = train::device_for_rank(registry, choice, launch.local_rank);  // one GPU per rank on a node
         options.progress = launch.rank == 0;
     }
     auto dev = choice.backend->device(device);
-    std::unique_ptr<app::DataParallel> data_parallel;
+    std::unique_ptr<train::DataParallel> data_parallel;
     if (ranks) {
-        data_parallel = std::make_unique<app::DataParallel>(*ranks, *dev);
+        data_parallel = std::make_unique<train::DataParallel>(*ranks, *dev);
         options.data_parallel = data_parallel.get();
     }
-    app::TrainResult r;
+    train::RunResult r;
     {
-        app::InterruptGuard interrupts;  // Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130 / 143
-        r = app::train(c, *dev, std::cout, options);
+        train::InterruptGuard interrupts;  // Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130 / 143
+        r = train::run(c, *dev, std::cout, options);
     }
     if (data_parallel && !data_parallel->root())  // rank 0 reports for the run
         return r.stopped_by_signal ? 128 + r.stopped_by_signal : 0;
@@ -320,16 +320,16 @@ int train_run(const Args& a, const app::Launch& launch, std::unique_ptr<app::Col
         std::fflush(stdout);
         return 128 + r.stopped_by_signal;
     }
-    const app::EpochMetrics& last = r.epochs.back();  // the run's last epoch always scores the test set (images)
+    const train::EpochMetrics& last = r.epochs.back();  // the run's last epoch always scores the test set (images)
     const std::string why = r.finish_reason.empty() ? "" : " (" + r.finish_reason + ")";
     if (!r.text)
         std::printf("test accuracy %.2f%% after %d epoch(s)%s\n", 100 * last.test_accuracy, last.epoch, why.c_str());
     else if (last.has_validation)  // text: no test set; the held-out end of the text
         std::printf("validation loss %.4f nats/char (%.4f bits/char), accuracy %.2f%% after %d epoch(s)%s\n",
-                    last.val_loss, app::bits_per_char(last.val_loss), 100 * last.val_accuracy, last.epoch, why.c_str());
+                    last.val_loss, train::bits_per_char(last.val_loss), 100 * last.val_accuracy, last.epoch, why.c_str());
     else
         std::printf("train loss %.4f nats/char (%.4f bits/char) after %d epoch(s)%s\n", last.train_loss,
-                    app::bits_per_char(last.train_loss), last.epoch, why.c_str());
+                    train::bits_per_char(last.train_loss), last.epoch, why.c_str());
     std::printf("checkpoint: %s\nlast (resumable): %s\n", r.checkpoint_path.c_str(), r.last_checkpoint.c_str());
     if (const fs::path best = fs::path(c.out_dir) / "best.safetensors"; fs::exists(best))
         std::printf("best (by %s): %s\n", c.best_metric.c_str(), best.string().c_str());
@@ -341,13 +341,13 @@ int train_run(const Args& a, const app::Launch& launch, std::unique_ptr<app::Col
 }  // namespace
 
 int run_train(const Args& a) {
-    const app::Launch launch = app::launch_from_environment();
-    std::unique_ptr<app::Collectives> ranks;  // outlives train_run's data-parallel state
+    const train::Launch launch = train::launch_from_environment();
+    std::unique_ptr<train::Collectives> ranks;  // outlives train_run's data-parallel state
     if (!launch.distributed()) return train_run(a, launch, ranks);
-    app::require_mpi(launch);  // a build without MPI says so before any work (every rank alike)
+    train::require_mpi(launch);  // a build without MPI says so before any work (every rank alike)
     try {
         return train_run(a, launch, ranks);
-    } catch (const app::RanksAgreeError& e) {
+    } catch (const train::RanksAgreeError& e) {
         // Every rank raised it at the same point: rank 0 says why, and all of them end normally.
         std::fflush(stdout);
         if (launch.rank == 0) std::cerr << "xylem: error: " << e.what() << "\n";
@@ -369,25 +369,25 @@ namespace {
 
 // Text data has no test set: eval scores the held-out end of the text, in the training layout.
 int run_eval_text(const Args& a, const RunConfig& c, Backend& backend, Device& dev) {
-    const app::RunData data = app::load_run_data(c);
+    const train::RunData data = train::load_run_data(c);
     if (!data.validation.count)
         throw Error(c.source + ": key 'data.validation' holds out no text: there is nothing to evaluate");
-    app::check_resumed_vocabulary(a.checkpoint, data);
-    auto model = app::build_model(c, data.vocabulary.size());
-    model->build(dev, app::input_sample_shape(data.validation), c.seed);
-    app::check_model_fits_data(c, *model, data);
-    app::load_checkpoint(a.checkpoint, *model);
+    train::check_resumed_vocabulary(a.checkpoint, data);
+    auto model = train::build_model(c, data.vocabulary.size());
+    model->build(dev, train::input_sample_shape(data.validation), c.seed);
+    train::check_model_fits_data(c, *model, data);
+    train::load_checkpoint(a.checkpoint, *model);
     auto loss = make_loss(c.loss);
     const int64_t classes = model->output_sample_shape().back();
     profiler::enable(a.profile);
     const auto t0 = std::chrono::steady_clock::now();
     model->reset_state();
-    const app::Scores s = app::score(*model, *loss, dev, data.validation, classes, data.eval_batch(c.batch_size));
+    const train::Scores s = train::score(*model, *loss, dev, data.validation, classes, data.eval_batch(c.batch_size));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     profiler::enable(false);
     const double chars = static_cast<double>(data.validation.labels.size());
     std::printf("validation loss %.4f nats/char (%.4f bits/char), accuracy %.2f%% (%.0f characters, backend %s, %.3f s, "
-                "%.0f char/s)\n", s.loss, app::bits_per_char(s.loss), 100 * s.accuracy, chars, backend.name().c_str(),
+                "%.0f char/s)\n", s.loss, train::bits_per_char(s.loss), 100 * s.accuracy, chars, backend.name().c_str(),
                 seconds, chars / seconds);
     if (a.profile) profiler::print(std::cout);
     return 0;
@@ -399,17 +399,17 @@ int run_eval(const Args& a) {
     if (a.checkpoint.empty()) throw UsageError{"eval needs --checkpoint FILE"};
     RunConfig c = config_with_flags(a);
     Registry registry;
-    const BackendChoice choice = app::select_backend(registry, c, a.backend, a.plugin_dirs);
+    const BackendChoice choice = train::select_backend(registry, c, a.backend, a.plugin_dirs);
     auto backend = choice.backend;
     auto dev = backend->device(choice.device);
     if (c.is_text()) return run_eval_text(a, c, *backend, *dev);
     io::Dataset test = io::load_mnist_dir(c.data_dir, false);
-    auto model = app::build_model(c);
+    auto model = train::build_model(c);
     model->build(*dev, {1, test.rows, test.cols}, c.seed);
-    app::load_checkpoint(a.checkpoint, *model);
+    train::load_checkpoint(a.checkpoint, *model);
     profiler::enable(a.profile);  // per op kind and per layer; syncs after every op while on
     const auto t0 = std::chrono::steady_clock::now();
-    const double acc = app::evaluate(*model, *dev, test);  // ends with a device read: the time is complete
+    const double acc = train::evaluate(*model, *dev, test);  // ends with a device read: the time is complete
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     profiler::enable(false);
     std::printf("test accuracy %.2f%% (%lld images, backend %s, %.3f s, %.0f images/s at batch 1000)\n", 100 * acc,

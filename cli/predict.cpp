@@ -4,10 +4,10 @@
 #include <filesystem>
 #include <string>
 
-#include "app/backend_select.h"
-#include "app/checkpoint.h"
-#include "app/model_builder.h"
-#include "app/predict.h"
+#include "xylem/train/backend_select.h"
+#include "xylem/train/checkpoint.h"
+#include "xylem/train/model_builder.h"
+#include "xylem/train/predict.h"
 #include "commands.h"
 #include "xylem/error.h"
 #include "xylem/io/idx.h"
@@ -25,10 +25,10 @@ std::string pixels(const io::Dataset& d) { return std::to_string(d.rows) + "x" +
 // do not fit the model (the checkpoint's shapes say so, or a layer does), the error names that
 // file and the size the config's own data has, if it can be read.
 std::unique_ptr<Net> load_model(const RunConfig& c, const Args& a, Device& dev, const io::Dataset& data) {
-    auto model = app::build_model(c);
+    auto model = train::build_model(c);
     try {
         model->build(dev, {1, data.rows, data.cols}, c.seed);
-        app::load_checkpoint(a.checkpoint, *model);
+        train::load_checkpoint(a.checkpoint, *model);
     } catch (const Error& e) {
         if (a.input.empty()) throw;
         io::Dataset own;
@@ -54,7 +54,7 @@ int run_predict(const Args& a) {
         throw Error(c.source + ": a character model ([data] text) predicts text, not image classes: use xylem sample "
                     "to generate text, or xylem eval for its validation loss");
     Registry registry;
-    const BackendChoice choice = app::select_backend(registry, c, a.backend, a.plugin_dirs);
+    const BackendChoice choice = train::select_backend(registry, c, a.backend, a.plugin_dirs);
     auto backend = choice.backend;
     auto dev = backend->device(choice.device);
     const bool test_set = a.input.empty();
@@ -68,11 +68,11 @@ int run_predict(const Args& a) {
         throw UsageError{"--top " + std::to_string(*a.top) + " asks for more classes than the model's " +
                              std::to_string(classes),
                          "predict"};
-    const app::Predictions p =
-        app::predict(*model, *dev, data, app::output_kind(c), a.top ? *a.top : std::min<int64_t>(kDefaultTop, classes));
-    const std::vector<std::string> names = app::class_names(c, p.classes);
+    const train::Predictions p =
+        train::predict(*model, *dev, data, train::output_kind(c), a.top ? *a.top : std::min<int64_t>(kDefaultTop, classes));
+    const std::vector<std::string> names = train::class_names(c, p.classes);
     const std::string out = !a.out.empty() ? a.out : (fs::path(a.checkpoint).parent_path() / "predictions.csv").string();
-    app::write_predictions_csv(out, p, names, test_set ? &data.labels : nullptr);
+    train::write_predictions_csv(out, p, names, test_set ? &data.labels : nullptr);
 
     std::printf("%lld images of %s (%s pixels), backend %s\n", static_cast<long long>(p.count), what.c_str(),
                 pixels(data).c_str(), backend->name().c_str());

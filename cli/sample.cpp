@@ -2,11 +2,11 @@
 #include <cstdio>
 #include <string>
 
-#include "app/backend_select.h"
-#include "app/checkpoint.h"
-#include "app/model_builder.h"
-#include "app/run_data.h"
-#include "app/sample.h"
+#include "xylem/train/backend_select.h"
+#include "xylem/train/checkpoint.h"
+#include "xylem/train/model_builder.h"
+#include "xylem/train/run_data.h"
+#include "xylem/train/sample.h"
 #include "commands.h"
 #include "xylem/error.h"
 
@@ -17,26 +17,26 @@ int run_sample(const Args& a) {
     if (a.checkpoint.empty()) throw UsageError{"sample needs --checkpoint FILE", "sample"};
     const RunConfig c = load_config(a.config);
     // The tokens are the checkpoint's: the model may sample anywhere, without the text it learnt from.
-    const app::Vocabulary vocab = app::read_vocabulary(a.checkpoint);
+    const train::Vocabulary vocab = train::read_vocabulary(a.checkpoint);
     if (vocab.empty())
-        throw Error(a.checkpoint + ": has no vocabulary (metadata '" + app::kVocabularyKey +
+        throw Error(a.checkpoint + ": has no vocabulary (metadata '" + train::kVocabularyKey +
                     "'): it was not trained on text data ([data] text), so there is nothing to sample");
     Registry registry;
-    const BackendChoice choice = app::select_backend(registry, c, a.backend, a.plugin_dirs);
+    const BackendChoice choice = train::select_backend(registry, c, a.backend, a.plugin_dirs);
     auto dev = choice.backend->device(choice.device);
-    auto model = app::build_model(c, vocab.size());
+    auto model = train::build_model(c, vocab.size());
     model->build(*dev, {1}, c.seed);  // one step per call: the state carries the history
-    app::check_text_model(c, *model, vocab, a.checkpoint);
-    app::load_checkpoint(a.checkpoint, *model);
+    train::check_text_model(c, *model, vocab, a.checkpoint);
+    train::load_checkpoint(a.checkpoint, *model);
     for (Param* p : model->state()) p->value.upload(*dev);
 
-    app::SampleOptions o;
+    train::SampleOptions o;
     o.prime = a.prime.value_or("");
     o.length = a.length.value_or(500);
     o.temperature = a.temperature.value_or(1.0);  // parse_args refuses a temperature <= 0
     o.seed = a.seed.value_or(c.seed);
-    o.output = app::output_kind(c);
-    const std::string text = app::sample_text(*model, *dev, vocab, o);
+    o.output = train::output_kind(c);
+    const std::string text = train::sample_text(*model, *dev, vocab, o);
     std::fwrite(text.data(), 1, text.size(), stdout);
     if (text.empty() || text.back() != '\n') std::fputc('\n', stdout);
     return 0;

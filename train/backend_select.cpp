@@ -1,9 +1,9 @@
 // Backend selection order and plugin search path.
-#include "app/backend_select.h"
+#include "xylem/train/backend_select.h"
 
 #include <cstdlib>
 
-namespace xylem::app {
+namespace xylem::train {
 
 namespace {
 
@@ -41,4 +41,4 @@ std::string describe_choice(const BackendChoice& choice) {
     return s;
 }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -1,5 +1,5 @@
 // Batches from the host (uploaded per step) or from a device-resident dataset (gathered there).
-#include "app/batch_feed.h"
+#include "xylem/train/batch_feed.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include "xylem/layers/layer.h"
 #include "xylem/op_calls.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 Shape input_sample_shape(const io::Dataset& d) { return d.is_tokens() ? Shape{d.steps} : Shape{1, d.rows, d.cols}; }
 
@@ -136,4 +136,4 @@ std::pair<const Tensor&, const Tensor&> BatchFeed::enqueue(int64_t first, int64_
     return {s.x, s.y};
 }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

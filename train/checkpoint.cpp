@@ -1,5 +1,5 @@
 // Checkpoint save/load over the safetensors reader and writer.
-#include "app/checkpoint.h"
+#include "xylem/train/checkpoint.h"
 
 #include <cmath>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include "xylem/error.h"
 #include "xylem/io/safetensors.h"
 
-namespace xylem::app {
+namespace xylem::train {
 namespace {
 
 const std::string kStatePrefix = "xylem.", kSolverPrefix = "xylem.solver.", kOrderName = "xylem.train.order",
@@ -232,4 +232,4 @@ TrainingState load_training_checkpoint(const std::string& path, Net& model, Solv
     return st;
 }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -1,6 +1,6 @@
 // Data-parallel training: start-up agreement, gradient buckets and their reduction, sharded
 // evaluation. See data_parallel.h.
-#include "app/data_parallel.h"
+#include "xylem/train/data_parallel.h"
 
 #include <algorithm>
 #include <chrono>
@@ -14,7 +14,7 @@
 #include "xylem/error.h"
 #include "xylem/op_calls.h"
 
-namespace xylem::app {
+namespace xylem::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -282,7 +282,7 @@ Scores DataParallel::score(Net& model, Loss& loss, Device& dev, const io::Datase
                            int64_t classes) {
     double sums[2] = {0, 0};
     if (shard.count > 0) {
-        const Scores mine = app::score(model, loss, dev, shard, classes);
+        const Scores mine = train::score(model, loss, dev, shard, classes);
         sums[0] = mine.loss * static_cast<double>(shard.count);
         sums[1] = std::round(mine.accuracy * static_cast<double>(shard.count));  // a count of images
     }
@@ -362,4 +362,4 @@ std::string DataParallel::summary() const {
     return buf;
 }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

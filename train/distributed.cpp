@@ -1,6 +1,6 @@
 // How this process was launched, read from the environment mpirun sets; shared by the builds
 // with and without MPI.
-#include "app/distributed.h"
+#include "xylem/train/distributed.h"
 
 #include <sched.h>
 
@@ -11,7 +11,7 @@
 
 #include "xylem/error.h"
 
-namespace xylem::app {
+namespace xylem::train {
 namespace {
 
 // The variable's value as an int in [lo, hi], or `fallback` when unset.
@@ -60,4 +60,4 @@ double collective_timeout_seconds() {
     return s;
 }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

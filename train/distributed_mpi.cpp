@@ -15,10 +15,10 @@
 #include <string>
 #include <thread>
 
-#include "app/distributed.h"
+#include "xylem/train/distributed.h"
 #include "xylem/error.h"
 
-namespace xylem::app {
+namespace xylem::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -178,4 +178,4 @@ void require_mpi(const Launch&) {}
 
 std::unique_ptr<Collectives> join_ranks(const Launch& launch) { return std::make_unique<MpiCollectives>(launch); }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

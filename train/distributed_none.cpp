@@ -1,8 +1,8 @@
 // A build without MPI: single-process runs only, and a clear error for a distributed launch.
-#include "app/distributed.h"
+#include "xylem/train/distributed.h"
 #include "xylem/error.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 void require_mpi(const Launch& launch) {
     if (launch.distributed())
@@ -16,4 +16,4 @@ std::unique_ptr<Collectives> join_ranks(const Launch& launch) {
     throw Error("this xylem was built without MPI");
 }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

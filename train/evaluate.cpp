@@ -1,5 +1,5 @@
 // Evaluation loops over host or device-resident data sets.
-#include "app/evaluate.h"
+#include "xylem/train/evaluate.h"
 
 #include <algorithm>
 #include <map>
@@ -7,7 +7,7 @@
 
 #include "xylem/op_calls.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 void for_each_batch(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size, const BatchFn& fn) {
     std::vector<int64_t> order(static_cast<size_t>(data.count));
@@ -82,4 +82,4 @@ Scores score(Net& model, Loss& loss, Device& dev, const io::Dataset& data, int64
     return {loss_sum.to_vector()[0] / count, correct.to_vector()[0] / labels};
 }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -1,6 +1,6 @@
 // Signal handlers that only set a flag (the loop polls it between steps) or, the second time,
 // clean up and _exit: everything here is async-signal-safe.
-#include "app/interrupt.h"
+#include "xylem/train/interrupt.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 
 #include "xylem/io/atomic_file.h"
 
-namespace xylem::app {
+namespace xylem::train {
 namespace {
 
 volatile sig_atomic_t g_signal = 0;
@@ -50,4 +50,4 @@ InterruptGuard::~InterruptGuard() {
 
 int stop_signal() { return g_signal; }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

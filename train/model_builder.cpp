@@ -1,10 +1,10 @@
 // Config -> layers, loss and solver.
-#include "app/model_builder.h"
+#include "xylem/train/model_builder.h"
 
 #include "xylem/error.h"
 #include "xylem/layers/registry.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 std::unique_ptr<Net> build_model(const RunConfig& c, int64_t vocabulary) {
     if (c.layers.empty()) throw Error(c.source + ": the model has no layers ([[model.layers]])");
@@ -31,4 +31,4 @@ std::unique_ptr<Solver> build_solver(const RunConfig& c) {
     return solver;
 }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -1,5 +1,5 @@
 // Top-k classes and their probabilities over evaluate.cpp's batches, and the predictions CSV.
-#include "app/predict.h"
+#include "xylem/train/predict.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,11 +8,11 @@
 #include <limits>
 #include <numeric>
 
-#include "app/evaluate.h"
+#include "xylem/train/evaluate.h"
 #include "xylem/error.h"
 #include "xylem/io/atomic_file.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 OutputKind output_kind(const RunConfig& c) {
     if (!c.layers.empty() && c.layers.back().type == "softmax") return OutputKind::probabilities;
@@ -103,4 +103,4 @@ void write_predictions_csv(const std::string& path, const Predictions& p, const 
     io::write_file_atomic(path, csv);  // errors name the file
 }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -1,5 +1,5 @@
 // Loading a run's data sets and holding out the validation set.
-#include "app/run_data.h"
+#include "xylem/train/run_data.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "xylem/error.h"
 #include "xylem/layers/embedding.h"
 
-namespace xylem::app {
+namespace xylem::train {
 namespace {
 
 // The images of `from` at `rows`, as a dataset of their own.
@@ -115,4 +115,4 @@ void check_resumed_vocabulary(const std::string& checkpoint, const RunData& data
                 " (data.text changed?)");
 }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -1,5 +1,5 @@
 // Out dir preparation and the live CSV log.
-#include "app/run_files.h"
+#include "xylem/train/run_files.h"
 
 #include <cmath>
 #include <filesystem>
@@ -7,7 +7,7 @@
 #include "xylem/error.h"
 #include "xylem/io/atomic_file.h"
 
-namespace xylem::app {
+namespace xylem::train {
 namespace fs = std::filesystem;
 
 double bits_per_char(double nats) { return nats / std::log(2.0); }
@@ -82,4 +82,4 @@ void RunLog::row(const LogRow& r) {
     if (!out_) throw Error(path_ + ": cannot write the training log (disk full?)");
 }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

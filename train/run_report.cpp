@@ -1,5 +1,5 @@
 // Epoch metrics to and from JSON, and the rules that judge them.
-#include "app/run_report.h"
+#include "xylem/train/run_report.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 
 #include "xylem/io/atomic_file.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 nlohmann::json to_json(const EpochMetrics& m) {
     nlohmann::json j = {{"epoch", m.epoch},
@@ -188,4 +188,4 @@ void RunReport::metrics(const std::vector<EpochMetrics>& epochs, const RunSummar
     io::write_file_atomic(metrics_path_, j.dump(2) + "\n");
 }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -1,5 +1,5 @@
 // Character-by-character generation: a forward step on the device, a draw on the host.
-#include "app/sample.h"
+#include "xylem/train/sample.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "xylem/error.h"
 
-namespace xylem::app {
+namespace xylem::train {
 namespace {
 
 // softmax(log p / temperature) in double, shifted by the largest term so that no exp overflows.
@@ -73,4 +73,4 @@ std::string sample_text(Net& model, Device& dev, const Vocabulary& vocab, const 
     return text;
 }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -1,5 +1,5 @@
 // Reading a text corpus, its vocabulary, and the stream layout of its batches.
-#include "app/text_data.h"
+#include "xylem/train/text_data.h"
 
 #include <fnmatch.h>
 
@@ -14,7 +14,7 @@
 #include "xylem/error.h"
 #include "xylem/io/safetensors.h"
 
-namespace xylem::app {
+namespace xylem::train {
 namespace fs = std::filesystem;
 
 Vocabulary Vocabulary::of_text(const std::string& text) {
@@ -178,4 +178,4 @@ TextData load_text_data(const RunConfig& c) {
     return t;
 }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

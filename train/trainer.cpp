@@ -1,5 +1,5 @@
 // Training and evaluation loops.
-#include "app/trainer.h"
+#include "xylem/train/trainer.h"
 
 #include <unistd.h>
 
@@ -18,15 +18,15 @@
 #include <random>
 #include <sstream>
 
-#include "app/checkpoint.h"
-#include "app/data_parallel.h"
-#include "app/evaluate.h"
-#include "app/interrupt.h"
-#include "app/model_builder.h"
-#include "app/run_data.h"
-#include "app/run_files.h"
-#include "app/run_report.h"
-#include "app/text_data.h"
+#include "xylem/train/checkpoint.h"
+#include "xylem/train/data_parallel.h"
+#include "xylem/train/evaluate.h"
+#include "xylem/train/interrupt.h"
+#include "xylem/train/model_builder.h"
+#include "xylem/train/run_data.h"
+#include "xylem/train/run_files.h"
+#include "xylem/train/run_report.h"
+#include "xylem/train/text_data.h"
 #include "xylem/solvers/schedule.h"
 #include "xylem/error.h"
 #include "xylem/fusion.h"
@@ -36,7 +36,7 @@
 #include "xylem/profiler.h"
 #include "xylem/transfer.h"
 
-namespace xylem::app {
+namespace xylem::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -53,7 +53,7 @@ void check_labels(const io::Dataset& d, int64_t classes, const std::string& what
 
 }  // namespace
 
-std::string capture_blocker(const RunConfig& c, Device& dev, const TrainOptions& opt) {
+std::string capture_blocker(const RunConfig& c, Device& dev, const RunOptions& opt) {
     if (!c.capture) return "";
     const std::string key = "train.capture = true";
     if (opt.data_parallel)
@@ -83,8 +83,8 @@ std::string where(int epoch, int64_t step) { return "epoch " + std::to_string(ep
 // is `st_` (what a checkpoint saves) plus the model, solver and data it owns.
 class Run {
 public:
-    Run(const RunConfig& c, Device& dev, std::ostream& out, const TrainOptions& opt);
-    TrainResult go();
+    Run(const RunConfig& c, Device& dev, std::ostream& out, const RunOptions& opt);
+    RunResult go();
 
 private:
     void check_ops();
@@ -106,7 +106,7 @@ private:
     const RunConfig& c_;
     Device& dev_;
     std::ostream& out_;
-    const TrainOptions& opt_;
+    const RunOptions& opt_;
     DataParallel* const dp_;  // null unless this process is one rank of a distributed run
     const bool resuming_;
     std::vector<std::string> stale_;  // before files_: preparing the folder fills it
@@ -120,7 +120,7 @@ private:
     TrainingState st_;
     std::mt19937_64 shuffle_rng_;
     std::vector<int64_t> order_;
-    TrainResult result_;
+    RunResult result_;
     std::map<std::string, std::string> meta_;
     RunReport report_;
 
@@ -142,7 +142,7 @@ private:
     io::Dataset validation_shard_, test_shard_;
 };
 
-Run::Run(const RunConfig& c, Device& dev, std::ostream& out, const TrainOptions& opt)
+Run::Run(const RunConfig& c, Device& dev, std::ostream& out, const RunOptions& opt)
     : c_(c), dev_(dev), out_(out), opt_(opt), dp_(opt.data_parallel), resuming_(!opt.resume_from.empty()),
       // The out dir must take files before any work is done, not after an epoch of training; in a
       // distributed run only rank 0 writes there.
@@ -340,7 +340,7 @@ void Run::progress(int epoch, int64_t step, double loss, bool last_of_epoch) {
     report_.progress(p);
 }
 
-TrainResult Run::go() {
+RunResult Run::go() {
     if (resuming_) restore();
     else {
         st_.order.resize(static_cast<size_t>(data_.train.count));
@@ -603,11 +603,11 @@ void Run::end_epoch(int epoch) {
 
 }  // namespace
 
-TrainResult train(const RunConfig& c, Device& dev, std::ostream& out, const TrainOptions& opt) {
+RunResult run(const RunConfig& c, Device& dev, std::ostream& out, const RunOptions& opt) {
     if (std::string why = capture_blocker(c, dev, opt); !why.empty()) throw Error(c.source + ": " + why);
     if (c.epochs < 1) throw Error(c.source + ": key 'train.epochs' must be at least 1");
     Run run(c, dev, out, opt);
     return run.go();
 }
 
-}  // namespace xylem::app
+}  // namespace xylem::train

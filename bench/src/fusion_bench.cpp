@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "app/model_builder.h"
+#include "xylem/train/model_builder.h"
 #include "xylem/config.h"
 #include "xylem/error.h"
 #include "xylem/fusion.h"
@@ -123,10 +123,10 @@ Comparison chain(Device& dev, int64_t n, int reps) {
 Comparison model_step(Device& dev, const std::string& config_path, int reps, int64_t& batch) {
     const RunConfig c = load_config(config_path);
     batch = c.batch_size;
-    auto model = app::build_model(c);
+    auto model = train::build_model(c);
     model->build(dev, {1, 28, 28}, c.seed);
     auto loss = make_loss(c.loss);
-    auto solver = app::build_solver(c);
+    auto solver = train::build_solver(c);
     model->check_ops(dev.backend(), true);
     for (uint32_t op : loss->ops_needed()) dev.backend().require(op, "loss " + c.loss);
     for (uint32_t op : solver->ops_needed()) dev.backend().require(op, "solver " + solver->kind());

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <vector>
 
-#include "app/predict.h"
+#include "xylem/train/predict.h"
 #include "cli_run.h"
 #include "xylem/io/idx.h"
 #include "xylem/io/safetensors.h"
@@ -177,16 +177,16 @@ TEST_F(Predict, SoftmaxAndLogSoftmaxModelsGiveTheSameProbabilities) {
 TEST(PredictProbabilities, EachOutputKind) {
     const float logits[3] = {1000.0f, 999.0f, -5.0f};  // softmax shifted by the max: no overflow
     double p[3];
-    xylem::app::probabilities(logits, 3, xylem::app::OutputKind::logits, p);
+    xylem::train::probabilities(logits, 3, xylem::train::OutputKind::logits, p);
     const double z = 1 + std::exp(-1.0) + std::exp(-1005.0);
     EXPECT_NEAR(p[0], 1 / z, 1e-12);
     EXPECT_NEAR(p[1], std::exp(-1.0) / z, 1e-12);
     const float probs[3] = {0.5f, 0.25f, 0.25f};
-    xylem::app::probabilities(probs, 3, xylem::app::OutputKind::probabilities, p);
+    xylem::train::probabilities(probs, 3, xylem::train::OutputKind::probabilities, p);
     EXPECT_EQ(p[0], 0.5);
     EXPECT_EQ(p[2], 0.25);
     const float logp[2] = {std::log(0.75f), std::log(0.25f)};
-    xylem::app::probabilities(logp, 2, xylem::app::OutputKind::log_probabilities, p);
+    xylem::train::probabilities(logp, 2, xylem::train::OutputKind::log_probabilities, p);
     EXPECT_NEAR(p[0], 0.75, 1e-6);
     EXPECT_NEAR(p[1], 0.25, 1e-6);
 }
@@ -230,8 +230,8 @@ TEST_F(Predict, ClassIndexWhenTheDataIsNotFashionMnist) {
     const auto rows = read_csv(dir_ / "digits.csv");
     for (size_t i = 1; i < rows.size(); i += 500) EXPECT_EQ(rows[i][3], rows[i][2]) << i;
     EXPECT_NE(r.out.find("(label: 9"), std::string::npos) << r.out;
-    EXPECT_EQ(xylem::app::class_names(xylem::load_config(kMlp), 10)[9], "Ankle boot");
-    EXPECT_EQ(xylem::app::class_names(xylem::load_config(kMlp), 11)[9], "9");
+    EXPECT_EQ(xylem::train::class_names(xylem::load_config(kMlp), 10)[9], "Ankle boot");
+    EXPECT_EQ(xylem::train::class_names(xylem::load_config(kMlp), 11)[9], "9");
 }
 
 TEST_F(Predict, BadInputsAreOneLineNamingTheFile) {

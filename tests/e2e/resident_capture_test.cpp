@@ -6,9 +6,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "app/checkpoint.h"
-#include "app/model_builder.h"
-#include "app/trainer.h"
+#include "xylem/train/checkpoint.h"
+#include "xylem/train/model_builder.h"
+#include "xylem/train/trainer.h"
 #include "support/backends.h"
 #include "xylem/error.h"
 #include "xylem/registry.h"
@@ -50,7 +50,7 @@ void write_subset(const io::Dataset& d, int64_t n, const fs::path& dir, const st
 }
 
 struct Outcome {
-    app::TrainResult result;
+    train::RunResult result;
     std::vector<std::string> logged_losses;  // log.csv's loss column, one per progress line
     double train_loss = 0;
     std::vector<std::vector<float>> params;
@@ -82,12 +82,12 @@ protected:
     Outcome train(const RunConfig& c, Device& dev) {
         std::ostringstream log;
         Outcome r;
-        r.result = app::train(c, dev, log, app::TrainOptions::quiet());
+        r.result = train::run(c, dev, log, train::RunOptions::quiet());
         std::ifstream mf(r.result.metrics_path);
         r.train_loss = nlohmann::json::parse(mf)["epochs"][1]["train_loss"].get<double>();
-        auto model = app::build_model(c);
+        auto model = train::build_model(c);
         model->build(dev, {1, 28, 28}, c.seed + 7);
-        app::load_checkpoint(r.result.checkpoint_path, *model);
+        train::load_checkpoint(r.result.checkpoint_path, *model);
         for (Param* p : model->params()) r.params.push_back(p->value.to_vector());
         std::ifstream lf(r.result.log_path);
         std::string line;
@@ -133,7 +133,7 @@ TEST_F(ResidentCapture, ResidentDataOnDiscreteMemoryMovesNothingPerStepAndMatche
         // transfers are the loss reads for the progress line, device->host).
         const double target_bytes = std::string(loss) == "mse" ? 10 * 4 : 4;
         EXPECT_EQ(a.result.epochs[0].h2d_bytes_per_step, 1000 * (784 * 4 + target_bytes) / 16);
-        for (const app::EpochMetrics& m : b.result.epochs) EXPECT_EQ(m.h2d_bytes_per_step, 0.0);
+        for (const train::EpochMetrics& m : b.result.epochs) EXPECT_EQ(m.h2d_bytes_per_step, 0.0);
         EXPECT_GT(b.result.epochs[1].test_accuracy, 0.3);  // it learned something (chance is 0.1)
     }
 }
@@ -163,16 +163,16 @@ TEST_F(ResidentCapture, CapturedStepsOverResidentDataMatchAndMoveNothing) {
     captured.capture = captured.data_resident = true;
     const Outcome a = train(eager, fake_discrete()), b = train(captured, fake_discrete());
     expect_identical(a, b);
-    for (const app::EpochMetrics& m : b.result.epochs) EXPECT_EQ(m.h2d_bytes_per_step, 0.0);
+    for (const train::EpochMetrics& m : b.result.epochs) EXPECT_EQ(m.h2d_bytes_per_step, 0.0);
 }
 
 TEST_F(ResidentCapture, CaptureRejectsWhatItCannotReplay) {
     auto message = [&](RunConfig c, Device& dev, bool profile = false) {
         std::ostringstream log;
         try {
-            app::TrainOptions options = app::TrainOptions::quiet();
+            train::RunOptions options = train::RunOptions::quiet();
             options.profile = profile;
-            app::train(c, dev, log, options);
+            train::run(c, dev, log, options);
         } catch (const Error& e) {
             return std::string(e.what());
         }

@@ -17,9 +17,9 @@
 #include <sstream>
 #include <thread>
 
-#include "app/checkpoint.h"
-#include "app/model_builder.h"
-#include "app/trainer.h"
+#include "xylem/train/checkpoint.h"
+#include "xylem/train/model_builder.h"
+#include "xylem/train/trainer.h"
 #include "support/backends.h"
 #include "xylem/error.h"
 #include "xylem/io/safetensors.h"
@@ -182,20 +182,20 @@ TEST_F(Resume, TwoEpochsThenResumeEqualsThreeEpochs) {
     std::ostringstream log;
     c.epochs = 3;
     c.out_dir = path("whole");
-    const app::TrainResult whole = app::train(c, *dev, log, app::TrainOptions::quiet());
+    const train::RunResult whole = train::run(c, *dev, log, train::RunOptions::quiet());
     c.epochs = 2;
     c.out_dir = path("split");
-    app::train(c, *dev, log, app::TrainOptions::quiet());
+    train::run(c, *dev, log, train::RunOptions::quiet());
     c.epochs = 3;
-    app::TrainOptions resume = app::TrainOptions::quiet();
+    train::RunOptions resume = train::RunOptions::quiet();
     resume.resume_from = path("split/last.safetensors");
-    const app::TrainResult split = app::train(c, *dev, log, resume);
+    const train::RunResult split = train::run(c, *dev, log, resume);
     expect_same_tensors(path("whole/model.safetensors"), path("split/model.safetensors"));
     expect_same_tensors(path("whole/last.safetensors"), path("split/last.safetensors"));
     ASSERT_EQ(split.epochs.size(), 3u);  // the metrics of the first process's epochs carry over
     for (size_t i = 0; i < 3; ++i) EXPECT_EQ(split.epochs[i].train_loss, whole.epochs[i].train_loss) << i;
     // Resuming a finished run trains nothing.
-    const app::TrainResult again = app::train(c, *dev, log, resume);
+    const train::RunResult again = train::run(c, *dev, log, resume);
     EXPECT_TRUE(again.already_complete);
 }
 
@@ -217,7 +217,7 @@ TEST_F(Resume, SigintThenResumeEqualsUninterruptedRun) {
     EXPECT_TRUE(has(stopped.out, "resume with: xylem train --resume " + path("cut"))) << stopped.out;
     EXPECT_FALSE(fs::exists(path("cut/model.safetensors")));  // the run is not finished
     EXPECT_TRUE(temp_files(dir_ / "cut").empty());
-    const app::TrainingState st = app::read_training_state(path("cut/last.safetensors"));
+    const train::TrainingState st = train::read_training_state(path("cut/last.safetensors"));
     EXPECT_EQ(st.epoch, 1);
     EXPECT_GT(st.step, 149);
     EXPECT_LT(st.step, 400);  // stopped mid-epoch, not at its end
@@ -250,7 +250,7 @@ TEST_F(Resume, SigtermCheckpointsAndExits143) {
     });
     EXPECT_EQ(r.code, 143) << r.out;
     EXPECT_TRUE(has(r.out, "stopped by SIGTERM")) << r.out;
-    EXPECT_NO_THROW(app::read_training_state(path("t/last.safetensors")));
+    EXPECT_NO_THROW(train::read_training_state(path("t/last.safetensors")));
 }
 
 // A second Ctrl-C exits at once: nothing under a final name is half-written and no temp file stays.
@@ -270,7 +270,7 @@ TEST_F(Resume, SecondSigintExitsAtOnceWithoutTempFiles) {
     });
     EXPECT_EQ(r.code, 130) << r.out;
     EXPECT_TRUE(temp_files(dir_ / "b").empty());
-    EXPECT_NO_THROW(app::read_training_state(path("b/last.safetensors")));
+    EXPECT_NO_THROW(train::read_training_state(path("b/last.safetensors")));
 }
 
 // kill -9 at random moments of a run that checkpoints every step: the last checkpoint is always
@@ -294,11 +294,11 @@ TEST_F(Resume, KillDuringCheckpointWritingKeepsThePreviousOne) {
         EXPECT_EQ(r.code, 128 + SIGKILL) << r.out;
         last_left_temp = !temp_files(dir_ / "k").empty();
         killed_mid_write += last_left_temp;
-        const app::TrainingState st = app::read_training_state(path("k/last.safetensors"));
+        const train::TrainingState st = train::read_training_state(path("k/last.safetensors"));
         EXPECT_GT(st.step, 0);
-        auto model = app::build_model(parse_config(cfg, file));
+        auto model = train::build_model(parse_config(cfg, file));
         model->build(*test::backend_named("native")->device(0), {1, 28, 28}, 1);
-        EXPECT_NO_THROW(app::load_checkpoint(path("k/last.safetensors"), *model));
+        EXPECT_NO_THROW(train::load_checkpoint(path("k/last.safetensors"), *model));
     }
     // The resumed run cleans what the killed ones left and finishes.
     const Outcome resumed = run_xylem({"train", "--resume", path("k")});
@@ -317,7 +317,7 @@ TEST_F(Resume, CheckpointEveryStepsWritesMidEpoch) {
         if (has(line, "step 120/")) kill(pid, SIGKILL);
     });
     EXPECT_EQ(r.code, 128 + SIGKILL) << r.out;
-    const app::TrainingState st = app::read_training_state(path("c/last.safetensors"));
+    const train::TrainingState st = train::read_training_state(path("c/last.safetensors"));
     EXPECT_EQ(st.epoch, 1);
     EXPECT_GE(st.step, 100);
     EXPECT_EQ(st.step % 50, 0);
@@ -414,7 +414,7 @@ TEST_F(Resume, BestCheckpointIsTheBestByValidationLoss) {
     c.out_dir = path("v");
     auto dev = test::backend_named("native")->device(0);
     std::ostringstream log;
-    const app::TrainResult r = app::train(c, *dev, log, app::TrainOptions::quiet());
+    const train::RunResult r = train::run(c, *dev, log, train::RunOptions::quiet());
     ASSERT_EQ(r.epochs.size(), 4u);
     size_t best = 0;
     for (size_t i = 0; i < r.epochs.size(); ++i) {
@@ -422,7 +422,7 @@ TEST_F(Resume, BestCheckpointIsTheBestByValidationLoss) {
         EXPECT_GT(r.epochs[i].val_accuracy, 0.3);
         if (r.epochs[i].val_loss < r.epochs[best].val_loss) best = i;
     }
-    const app::TrainingState st = app::read_training_state(path("v/best.safetensors"));
+    const train::TrainingState st = train::read_training_state(path("v/best.safetensors"));
     EXPECT_EQ(st.epoch, static_cast<int>(best) + 2);  // written after epoch best+1: resumes at the next
     EXPECT_TRUE(st.has_best);
     EXPECT_DOUBLE_EQ(st.best_value, r.epochs[best].val_loss);

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <sstream>
 
-#include "app/checkpoint.h"
-#include "app/model_builder.h"
-#include "app/trainer.h"
+#include "xylem/train/checkpoint.h"
+#include "xylem/train/model_builder.h"
+#include "xylem/train/trainer.h"
 #include "support/backends.h"
 #include "xylem/op_calls.h"
 #include "xylem/error.h"
@@ -27,7 +27,7 @@ RunConfig with_solver(const std::string& solver_section) {
 bool has(const std::vector<uint32_t>& ops, uint32_t op) { return std::find(ops.begin(), ops.end(), op) != ops.end(); }
 
 TEST(BuildSolver, MapsTheSolverSection) {
-    auto rms = app::build_solver(with_solver("type = \"rmsprop\"\nmomentum = 0.9\ncentered = true\nclip_norm = 1.0\n"));
+    auto rms = train::build_solver(with_solver("type = \"rmsprop\"\nmomentum = 0.9\ncentered = true\nclip_norm = 1.0\n"));
     EXPECT_EQ(rms->kind(), "rmsprop");
     EXPECT_FLOAT_EQ(rms->lr(), 0.01f);
     EXPECT_FLOAT_EQ(rms->clipping().norm, 1.0f);
@@ -36,7 +36,7 @@ TEST(BuildSolver, MapsTheSolverSection) {
     EXPECT_TRUE(has(rms->ops_needed(), XYLEM_OP_CLIP_BY_NORM));
     EXPECT_FALSE(rms->no_decay_bias());
 
-    auto adamw = app::build_solver(with_solver("type = \"adamw\"\nclip_value = 0.5\nno_decay_bias = true\n"));
+    auto adamw = train::build_solver(with_solver("type = \"adamw\"\nclip_value = 0.5\nno_decay_bias = true\n"));
     EXPECT_EQ(adamw->kind(), "adamw");
     EXPECT_FLOAT_EQ(adamw->clipping().value, 0.5f);
     EXPECT_TRUE(adamw->no_decay_bias());
@@ -44,7 +44,7 @@ TEST(BuildSolver, MapsTheSolverSection) {
     EXPECT_TRUE(has(adamw->ops_needed(), XYLEM_OP_CLAMP));
     EXPECT_FALSE(adamw->capture_blocker().empty());  // bias corrections change every step
 
-    auto sgd = app::build_solver(with_solver("no_decay_bias = true\nweight_decay = 0.1\n"));
+    auto sgd = train::build_solver(with_solver("no_decay_bias = true\nweight_decay = 0.1\n"));
     EXPECT_EQ(sgd->kind(), "sgd");
     EXPECT_TRUE(sgd->no_decay_bias());
     EXPECT_FALSE(has(sgd->ops_needed(), XYLEM_OP_CLAMP));
@@ -59,19 +59,19 @@ TEST(SolverCheckpoint, RmspropAndAdamwStateRoundTrips) {
                                        std::string("type = \"adamw\"\n")}) {
         SCOPED_TRACE(section);
         RunConfig c = parse_config("[[model.layers]]\ntype = \"linear\"\nout = 3\n[solver]\n" + section, "s.toml");
-        auto model = app::build_model(c);
+        auto model = train::build_model(c);
         model->build(dev, {4}, c.seed);
-        auto solver = app::build_solver(c);
+        auto solver = train::build_solver(c);
         std::vector<Param*> params = model->params();
         for (int t = 0; t < 3; ++t) {
             for (Param* p : params) ops::fill(dev, p->grad, 0.1f * static_cast<float>(t + 1));
             solver->step(dev, params);
         }
-        app::save_training_checkpoint(path.string(), *model, *solver, dev, app::TrainingState{}, {});
-        auto model2 = app::build_model(c);
+        train::save_training_checkpoint(path.string(), *model, *solver, dev, train::TrainingState{}, {});
+        auto model2 = train::build_model(c);
         model2->build(dev, {4}, c.seed + 1);
-        auto solver2 = app::build_solver(c);
-        app::load_training_checkpoint(path.string(), *model2, *solver2, dev);
+        auto solver2 = train::build_solver(c);
+        train::load_training_checkpoint(path.string(), *model2, *solver2, dev);
         EXPECT_EQ(solver2->steps(), 3u);
         auto a = solver->state_slots(dev, params), b = solver2->state_slots(dev, model2->params());
         ASSERT_EQ(a.size(), b.size());
@@ -92,27 +92,27 @@ protected:
     }
     void TearDown() override { fs::remove_all(out_); }
     // The example MLP on native for 300 steps with this solver section.
-    app::TrainResult train(const std::string& solver_section) {
+    train::RunResult train(const std::string& solver_section) {
         RunConfig c = load_config(std::string(XYLEM_SOURCE_DIR) + "/examples/fashion_mlp.toml");
         c.solver = with_solver(solver_section).solver;
         c.epochs = 1;
         c.max_steps = 300;
         c.out_dir = out_.string();
         std::ostringstream log;
-        return app::train(c, *test::backend_named("native")->device(0), log, app::TrainOptions::quiet());
+        return train::run(c, *test::backend_named("native")->device(0), log, train::RunOptions::quiet());
     }
     fs::path out_;
 };
 
 TEST_F(SolverTraining, RmspropWithGlobalNormClippingLearns) {
-    const app::TrainResult r = train("type = \"rmsprop\"\nlr = 0.001\nmomentum = 0.5\ncentered = true\nclip_norm = 1.0\n");
+    const train::RunResult r = train("type = \"rmsprop\"\nlr = 0.001\nmomentum = 0.5\ncentered = true\nclip_norm = 1.0\n");
     ASSERT_EQ(r.epochs.size(), 1u);
     EXPECT_GT(r.epochs[0].test_accuracy, 0.70);
     EXPECT_LT(r.epochs[0].train_loss, 1.0);
 }
 
 TEST_F(SolverTraining, AdamwWithValueClippingAndNoDecayBiasLearns) {
-    const app::TrainResult r = train("type = \"adamw\"\nlr = 0.002\nweight_decay = 0.05\nclip_value = 0.1\nno_decay_bias = true\n");
+    const train::RunResult r = train("type = \"adamw\"\nlr = 0.002\nweight_decay = 0.05\nclip_value = 0.1\nno_decay_bias = true\n");
     ASSERT_EQ(r.epochs.size(), 1u);
     EXPECT_GT(r.epochs[0].test_accuracy, 0.70);
     EXPECT_LT(r.epochs[0].train_loss, 1.0);

@@ -14,18 +14,18 @@
 #include <random>
 #include <sstream>
 
-#include "app/batch_feed.h"
-#include "app/model_builder.h"
-#include "app/run_data.h"
-#include "app/text_data.h"
-#include "app/trainer.h"
+#include "xylem/train/batch_feed.h"
+#include "xylem/train/model_builder.h"
+#include "xylem/train/run_data.h"
+#include "xylem/train/text_data.h"
+#include "xylem/train/trainer.h"
 #include "support/backends.h"
 #include "xylem/io/safetensors.h"
 #include "xylem/error.h"
 #include "xylem/layers/registry.h"
 
 using namespace xylem;
-using namespace xylem::app;
+using namespace xylem::train;
 namespace fs = std::filesystem;
 
 namespace {
@@ -183,7 +183,7 @@ TEST_F(TextDataTest, ValidationIsTheEndOfTheTextAndShortTextsAreErrorsNamingTheK
     text += "XYZ";  // the end, held out: in the vocabulary, never in the training text
     const std::string f = quoted(fs::path(write("t.txt", text)).filename().string());
     RunConfig c = config("text = " + f + "\nseq_len = 5\nvalidation = 40", "[train]\nbatch_size = 4\n");
-    app::TextData t = load_text_data(c);
+    train::TextData t = load_text_data(c);
     EXPECT_EQ(t.chars, 403);
     EXPECT_EQ(t.validation_chars, 40);
     EXPECT_EQ(t.vocabulary.size(), 10);
@@ -328,7 +328,7 @@ TEST_P(TextTraining, LearnsPerCharacterAndResetsStateAtEpochsAndValidation) {
     auto dev = test::backend_named(GetParam())->device(0);
     const RunConfig c = config();
     state_log().clear();
-    const TrainResult r = train(c, *dev, std::cout, TrainOptions::quiet());
+    const RunResult r = run(c, *dev, std::cout, RunOptions::quiet());
     ASSERT_EQ(r.epochs.size(), 2u);
     EXPECT_TRUE(r.text);
     const double uniform = std::log(14.0);  // 14 distinct characters
@@ -363,7 +363,7 @@ TEST_P(TextTraining, BatchesFollowTheStreamsInOrder) {
     const RunData data = load_run_data(c);
     recorded_batches().clear();
     record_tokens() = true;
-    const TrainResult r = train(c, *dev, std::cout, TrainOptions::quiet());
+    const RunResult r = run(c, *dev, std::cout, RunOptions::quiet());
     record_tokens() = false;
     ASSERT_EQ(r.epochs.size(), 2u);
     const int64_t rows = c.batch_size, steps = data.train.steps, per_epoch = data.train.count / rows;
@@ -387,9 +387,9 @@ TEST_P(TextTraining, AgreesWithNative) {
         RunConfig c = config("max_steps = 50\n");
         c.out_dir = (dir_ / out).string();
         auto dev = test::backend_named(backend)->device(0);
-        return train(c, *dev, std::cout, TrainOptions::quiet());
+        return train::run(c, *dev, std::cout, RunOptions::quiet());
     };
-    const TrainResult a = run("native", "native"), b = run(GetParam(), "other");
+    const RunResult a = run("native", "native"), b = run(GetParam(), "other");
     ASSERT_EQ(a.epochs.size(), b.epochs.size());
     for (size_t i = 0; i < a.epochs.size(); ++i) {
         EXPECT_NEAR(b.epochs[i].train_loss, a.epochs[i].train_loss, 1e-3 * a.epochs[i].train_loss);
@@ -434,17 +434,17 @@ TEST_P(TextTraining, ResumedMidEpochContinuesTheStreams) {
         c.max_steps = max_steps;
         return c;
     };
-    train(lstm("whole", 30), *dev, std::cout, TrainOptions::quiet());
-    const TrainResult cut = train(lstm("cut", 12), *dev, std::cout, TrainOptions::quiet());
+    run(lstm("whole", 30), *dev, std::cout, RunOptions::quiet());
+    const RunResult cut = run(lstm("cut", 12), *dev, std::cout, RunOptions::quiet());
     const io::Safetensors ckpt = io::read_safetensors(cut.last_checkpoint);
     for (const char* name : {"h_l0", "c_l0", "h_l1", "c_l1"}) {
         auto it = ckpt.tensors.find(std::string("xylem.carried.1.") + name);
         ASSERT_NE(it, ckpt.tensors.end()) << name;
         EXPECT_EQ(it->second.shape, (Shape{16, 8})) << name;
     }
-    TrainOptions o = TrainOptions::quiet();
+    RunOptions o = RunOptions::quiet();
     o.resume_from = cut.last_checkpoint;
-    train(lstm("cut", 30), *dev, std::cout, o);
+    run(lstm("cut", 30), *dev, std::cout, o);
     auto max_diff = [&](const std::string& a, const std::string& b) {
         const io::Safetensors x = io::read_safetensors(a), y = io::read_safetensors(b);
         double d = 0;
@@ -463,7 +463,7 @@ TEST_P(TextTraining, ResumedMidEpochContinuesTheStreams) {
     const double resumed = max_diff((dir_ / "whole" / "model.safetensors").string(), (dir_ / "cut" / "model.safetensors").string());
     EXPECT_LT(resumed, 1e-6);
     // The same resume with the carried state dropped from the checkpoint: the streams restart.
-    train(lstm("cut0", 12), *dev, std::cout, TrainOptions::quiet());
+    run(lstm("cut0", 12), *dev, std::cout, RunOptions::quiet());
     {
         io::Safetensors f = io::read_safetensors((dir_ / "cut0" / "last.safetensors").string());
         std::vector<io::TensorView> views;
@@ -472,7 +472,7 @@ TEST_P(TextTraining, ResumedMidEpochContinuesTheStreams) {
         io::write_safetensors((dir_ / "cut0" / "last.safetensors").string(), views, f.metadata);
     }
     o.resume_from = (dir_ / "cut0" / "last.safetensors").string();
-    train(lstm("cut0", 30), *dev, std::cout, o);
+    run(lstm("cut0", 30), *dev, std::cout, o);
     const double from_zero = max_diff((dir_ / "whole" / "model.safetensors").string(), (dir_ / "cut0" / "model.safetensors").string());
     EXPECT_GT(from_zero, 100 * std::max(resumed, 1e-7));
 }
@@ -489,7 +489,7 @@ TEST_P(TextTraining, ResumeRefusesDamagedCarriedState) {
                                    "[solver]\ntype = \"sgd\"\nlr = 0.1\n[train]\nbatch_size = 4\nepochs = 1\nmax_steps = 3\n",
                                (dir_ / "gru.toml").string());
     c.out_dir = (dir_ / "run").string();
-    const std::string ckpt = train(c, *dev, std::cout, TrainOptions::quiet()).last_checkpoint;
+    const std::string ckpt = run(c, *dev, std::cout, RunOptions::quiet()).last_checkpoint;
     const io::Safetensors good = io::read_safetensors(ckpt);
     ASSERT_TRUE(good.tensors.count("xylem.carried.1.h_l0"));
     // rewrite(name, dtype, shape, values): the checkpoint with one carried tensor replaced (or added).
@@ -501,21 +501,21 @@ TEST_P(TextTraining, ResumeRefusesDamagedCarriedState) {
         io::write_safetensors(ckpt, views, good.metadata);
     };
     c.max_steps = 6;
-    TrainOptions o = TrainOptions::quiet();
+    RunOptions o = RunOptions::quiet();
     o.resume_from = ckpt;
     const std::string layer = ckpt + ": model layer 1 (gru): ";
     rewrite("xylem.carried.1.h_l0", "F32", {7, 4}, std::vector<float>(28, 0.0f));
-    EXPECT_EQ(error_of([&] { train(c, *dev, std::cout, o); }),
+    EXPECT_EQ(error_of([&] { run(c, *dev, std::cout, o); }),
               layer + "carried state 'h_l0' is [7, 4], expected [8, batch]");
     rewrite("xylem.carried.1.h_l0", "F32", {8, 3}, std::vector<float>(24, 0.0f));  // another batch size
-    EXPECT_EQ(error_of([&] { train(c, *dev, std::cout, o); }),
+    EXPECT_EQ(error_of([&] { run(c, *dev, std::cout, o); }),
               "model layer 1 (gru): the checkpoint's carried state is for batches of 3, the resumed run's first batch has 4");
     std::vector<float> nan(32, 0.0f);
     nan[5] = std::nanf("");
     rewrite("xylem.carried.1.h_l0", "F32", {8, 4}, nan);
-    EXPECT_EQ(error_of([&] { train(c, *dev, std::cout, o); }), layer + "carried state 'h_l0' holds non-finite values (NaN or inf)");
+    EXPECT_EQ(error_of([&] { run(c, *dev, std::cout, o); }), layer + "carried state 'h_l0' holds non-finite values (NaN or inf)");
     rewrite("xylem.carried.0.h_l0", "F32", {8, 4}, std::vector<float>(32, 0.0f));
-    EXPECT_EQ(error_of([&] { train(c, *dev, std::cout, o); }),
+    EXPECT_EQ(error_of([&] { run(c, *dev, std::cout, o); }),
               ckpt + ": model layer 0 (one_hot): carries no state between batches, but the checkpoint holds 'h_l0' for it");
 }
 
@@ -524,12 +524,12 @@ TEST_P(TextTraining, ResumeRefusesAChangedVocabulary) {
     if (GetParam() != "native") GTEST_SKIP() << "backend-independent";
     auto dev = test::backend_named("native")->device(0);
     RunConfig c = config("max_steps = 5\n");
-    const TrainResult r = train(c, *dev, std::cout, TrainOptions::quiet());
+    const RunResult r = run(c, *dev, std::cout, RunOptions::quiet());
     std::ofstream(dir_ / "corpus.txt", std::ios::app | std::ios::binary) << "QQQ";
     c.max_steps = 10;
-    TrainOptions o = TrainOptions::quiet();
+    RunOptions o = RunOptions::quiet();
     o.resume_from = r.last_checkpoint;
-    EXPECT_EQ(error_of([&] { train(c, *dev, std::cout, o); }),
+    EXPECT_EQ(error_of([&] { run(c, *dev, std::cout, o); }),
               r.last_checkpoint + ": the run trained with a vocabulary of 14 characters, the data now gives a vocabulary "
                                   "of 15 characters (data.text changed?)");
 }

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "app/checkpoint.h"
-#include "app/run_data.h"
-#include "app/trainer.h"
+#include "xylem/train/checkpoint.h"
+#include "xylem/train/run_data.h"
+#include "xylem/train/trainer.h"
 #include "support/backends.h"
 #include "xylem/error.h"
 #include "xylem/io/safetensors.h"
@@ -62,11 +62,11 @@ protected:
         fs::remove_all(dir_);
     }
     void TearDown() override { fs::remove_all(dir_); }
-    app::TrainResult train(const std::string& text, const std::string& name) {
+    train::RunResult train(const std::string& text, const std::string& name) {
         RunConfig c = parse_config(text, (dir_ / (name + ".toml")).string());
         c.out_dir = (dir_ / name).string();
         std::ostringstream log;
-        return app::train(c, *test::backend_named("native")->device(0), log, app::TrainOptions::quiet());
+        return train::run(c, *test::backend_named("native")->device(0), log, train::RunOptions::quiet());
     }
     fs::path dir_;
 };
@@ -79,7 +79,7 @@ TEST_F(TrainingLoop, ScheduleSetsEachStepsRate) {
     const std::string text = config("epochs = 3\nsteps_per_epoch = 20\n") +
                              "[solver.schedule]\ntype = \"step\"\nstep_size = 1\ngamma = 0.5\nwarmup_steps = 8\n";
     // (TOML: [solver.schedule] after [train] is still the solver's subtable.)
-    const app::TrainResult r = train(text, "sched");
+    const train::RunResult r = train(text, "sched");
     const RunConfig c = parse_config(text, "x.toml");
     int checked = 0;
     for (const Row& row : read_log(r.log_path)) {
@@ -100,15 +100,15 @@ TEST_F(TrainingLoop, ScheduledRateReachesTheUpdateOps) {
     std::string text = config("epochs = 2\nsteps_per_epoch = 10\n") +
                        "[solver.schedule]\ntype = \"exponential\"\ngamma = 1e-30\n";
     text.replace(text.find("momentum = 0.9"), 14, "momentum = 0.0");
-    const app::TrainResult two = train(text, "two");
+    const train::RunResult two = train(text, "two");
     std::string one_epoch = text;
     one_epoch.replace(one_epoch.find("epochs = 2"), 10, "epochs = 1");
-    const app::TrainResult one = train(one_epoch, "one");
+    const train::RunResult one = train(one_epoch, "one");
     const io::Safetensors a = io::read_safetensors(two.checkpoint_path), b = io::read_safetensors(one.checkpoint_path);
     for (const auto& [name, t] : a.tensors) EXPECT_TRUE(t.data == b.tensors.at(name).data) << name;
     // Without the schedule the second epoch does move them.
     std::string unscheduled = text.substr(0, text.find("[solver.schedule]"));
-    const app::TrainResult moved = train(unscheduled, "moved");
+    const train::RunResult moved = train(unscheduled, "moved");
     const io::Safetensors c = io::read_safetensors(moved.checkpoint_path);
     EXPECT_FALSE(c.tensors.at("1.weight").data == b.tensors.at("1.weight").data);
 }
@@ -118,7 +118,7 @@ TEST_F(TrainingLoop, EarlyStoppingEndsTheRunAndSaysWhy) {
     const std::string text = config("epochs = 10\nsteps_per_epoch = 10\nearly_stopping = { patience = 2 }\n",
                                     "validation = 500") +
                              "[solver.schedule]\ntype = \"exponential\"\ngamma = 1e-30\n";
-    const app::TrainResult r = train(text, "early");
+    const train::RunResult r = train(text, "early");
     ASSERT_EQ(r.epochs.size(), 3u);  // epoch 1 is the best; 2 and 3 do not improve; stop
     EXPECT_NE(r.finish_reason.find("early stopping: val_loss has not improved for 2 epoch(s)"), std::string::npos)
         << r.finish_reason;
@@ -129,10 +129,10 @@ TEST_F(TrainingLoop, EarlyStoppingEndsTheRunAndSaysWhy) {
     // Resuming an early-stopped run trains nothing.
     RunConfig c = parse_config(text, "e.toml");
     c.out_dir = (dir_ / "early").string();
-    app::TrainOptions o = app::TrainOptions::quiet();
+    train::RunOptions o = train::RunOptions::quiet();
     o.resume_from = r.last_checkpoint;
     std::ostringstream log;
-    EXPECT_TRUE(app::train(c, *test::backend_named("native")->device(0), log, o).already_complete);
+    EXPECT_TRUE(train::run(c, *test::backend_named("native")->device(0), log, o).already_complete);
 }
 
 // The validation set is held out of the training images, not copied from them: training and
@@ -141,9 +141,9 @@ TEST_F(TrainingLoop, EarlyStoppingEndsTheRunAndSaysWhy) {
 // so a resumed run (and every backend) holds out the same images, and another seed others.
 TEST_F(TrainingLoop, ValidationIsHeldOutOfTheTrainingImagesBySeed) {
     auto split = [&](const std::string& seed) {
-        return app::load_run_data(parse_config(config("seed = " + seed + "\n", "validation = 700"), "v.toml"));
+        return train::load_run_data(parse_config(config("seed = " + seed + "\n", "validation = 700"), "v.toml"));
     };
-    const app::RunData a = split("3"), again = split("3"), other = split("4");
+    const train::RunData a = split("3"), again = split("3"), other = split("4");
     const io::Dataset all = io::load_mnist_dir(kData, true);
     ASSERT_EQ(a.validation.count, 700);
     ASSERT_EQ(a.train.count + a.validation.count, all.count);
@@ -168,25 +168,25 @@ TEST_F(TrainingLoop, ValidationIsHeldOutOfTheTrainingImagesBySeed) {
 
 // train.max_steps counts over the whole run: 25 steps of 10-step epochs end inside epoch 3.
 TEST_F(TrainingLoop, MaxStepsIsATotalOverTheRun) {
-    const app::TrainResult r = train(config("epochs = 5\nsteps_per_epoch = 10\nmax_steps = 25\n"), "total");
+    const train::RunResult r = train(config("epochs = 5\nsteps_per_epoch = 10\nmax_steps = 25\n"), "total");
     ASSERT_EQ(r.epochs.size(), 3u);
     EXPECT_EQ(r.epochs[2].steps, 5);
     EXPECT_FALSE(r.epochs[2].complete);
     EXPECT_TRUE(r.epochs[2].has_test);
-    const app::TrainingState st = app::read_training_state(r.last_checkpoint);
+    const train::TrainingState st = train::read_training_state(r.last_checkpoint);
     EXPECT_EQ(st.global_step, 25u);
     EXPECT_EQ(st.epoch, 3);
     EXPECT_EQ(st.step, 5);  // a resume with a larger limit continues inside epoch 3
 }
 
 TEST_F(TrainingLoop, TestSetIsScoredAtTheEndUnlessAskedEveryEpoch) {
-    const app::TrainResult end = train(config("epochs = 3\nsteps_per_epoch = 5\n"), "end");
+    const train::RunResult end = train(config("epochs = 3\nsteps_per_epoch = 5\n"), "end");
     ASSERT_EQ(end.epochs.size(), 3u);
     EXPECT_FALSE(end.epochs[0].has_test);
     EXPECT_FALSE(end.epochs[1].has_test);
     EXPECT_TRUE(end.epochs[2].has_test);
-    const app::TrainResult every = train(config("epochs = 3\nsteps_per_epoch = 5\ntest_every_epoch = true\n"), "every");
-    for (const app::EpochMetrics& m : every.epochs) EXPECT_TRUE(m.has_test);
+    const train::RunResult every = train(config("epochs = 3\nsteps_per_epoch = 5\ntest_every_epoch = true\n"), "every");
+    for (const train::EpochMetrics& m : every.epochs) EXPECT_TRUE(m.has_test);
     // Rows: one per print_every steps, and one per epoch.
     const std::vector<Row> rows = read_log(end.log_path);
     ASSERT_EQ(rows.size(), 6u);

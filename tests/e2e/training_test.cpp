@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "app/checkpoint.h"
-#include "app/model_builder.h"
-#include "app/trainer.h"
+#include "xylem/train/checkpoint.h"
+#include "xylem/train/model_builder.h"
+#include "xylem/train/trainer.h"
 #include "xylem/op_calls.h"
 #include "support/backends.h"
 #include "xylem/registry.h"
@@ -64,17 +64,17 @@ TEST_P(Training, ShortRunLearnsAndCheckpointReloadsExactly) {
     const io::Dataset test = io::load_mnist_dir(kData, false);
 
     // The loss a fresh model (same seed) has on a fixed test batch, before any training.
-    auto fresh = app::build_model(c);
+    auto fresh = train::build_model(c);
     fresh->build(dev, {1, 28, 28}, c.seed);
     std::vector<int64_t> order(256);
     std::iota(order.begin(), order.end(), 0);
     Tensor x({256, 1, 28, 28}, DType::F32, dev), y({256}, DType::I32, dev);
-    app::fill_batch(test, order, 0, x, y);
+    train::fill_batch(test, order, 0, x, y);
     const double start = batch_loss(*fresh, dev, x, y);
     EXPECT_GT(start, 2.0);  // about ln(10) for an untrained 10-way classifier
 
     std::ostringstream log;
-    app::TrainResult r = app::train(c, dev, log, app::TrainOptions::quiet());
+    train::RunResult r = train::run(c, dev, log, train::RunOptions::quiet());
     ASSERT_EQ(r.epochs.size(), 1u);
     EXPECT_EQ(r.epochs[0].steps, 300);
     EXPECT_GT(r.epochs[0].test_accuracy, 0.70);
@@ -95,18 +95,18 @@ TEST_P(Training, ShortRunLearnsAndCheckpointReloadsExactly) {
 
     // Reloaded into a fresh model, the checkpoint gives identical predictions and a loss
     // well below the start.
-    auto reloaded = app::build_model(c);
+    auto reloaded = train::build_model(c);
     reloaded->build(dev, {1, 28, 28}, c.seed + 1);  // other init: the checkpoint must overwrite it
-    app::load_checkpoint(r.checkpoint_path, *reloaded);
+    train::load_checkpoint(r.checkpoint_path, *reloaded);
     const double after = batch_loss(*reloaded, dev, x, y);
     EXPECT_LT(after, 0.5 * start);
-    auto trained = app::build_model(c);
+    auto trained = train::build_model(c);
     trained->build(dev, {1, 28, 28}, c.seed);
-    app::load_checkpoint(r.checkpoint_path, *trained);
+    train::load_checkpoint(r.checkpoint_path, *trained);
     std::vector<float> a = trained->forward(dev, x, false).to_vector();
     std::vector<float> b = reloaded->forward(dev, x, false).to_vector();
     EXPECT_EQ(a, b);
-    EXPECT_NEAR(app::evaluate(*reloaded, dev, test), r.epochs[0].test_accuracy, 1e-12);
+    EXPECT_NEAR(train::evaluate(*reloaded, dev, test), r.epochs[0].test_accuracy, 1e-12);
 }
 
 TEST_P(Training, TrainingStepMovesNoDataOnHostMemoryBackends) {
@@ -114,7 +114,7 @@ TEST_P(Training, TrainingStepMovesNoDataOnHostMemoryBackends) {
     RunConfig c = mlp_config(out_.string());
     c.max_steps = 20;
     std::ostringstream log;
-    app::TrainResult r = app::train(c, dev, log, app::TrainOptions::quiet());
+    train::RunResult r = train::run(c, dev, log, train::RunOptions::quiet());
     // The only host->device traffic a step may have is its input batch (images + labels); the
     // host reads the loss scalar back only when it prints (here once, at the end of the run).
     const double batch_bytes = static_cast<double>(c.batch_size) * (28 * 28 + 1) * 4;

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "app/model_builder.h"
-#include "app/trainer.h"
+#include "xylem/train/model_builder.h"
+#include "xylem/train/trainer.h"
 #include "xylem/error.h"
 #include "xylem/layers/conv.h"
 #include "xylem/layers/net.h"
@@ -58,7 +58,7 @@ TEST(UnsupportedOps, TrainingLeNetStopsBeforeTheFirstStepAndWritesNothing) {
     const std::string dir = (std::filesystem::temp_directory_path() / "xylem_unsupported_ops").string();
     c.out_dir = dir;
     std::ostringstream log;
-    const std::string msg = error_of([&] { app::train(c, dev, log, app::TrainOptions::quiet()); });
+    const std::string msg = error_of([&] { train::run(c, dev, log, train::RunOptions::quiet()); });
     EXPECT_EQ(msg, "model layer 0 (conv2d): op conv2d_fwd is not supported by backend 'fake_discrete'");
     EXPECT_FALSE(std::filesystem::exists(dir + "/model.safetensors"));
     std::filesystem::remove_all(dir);
@@ -75,7 +75,7 @@ TEST(UnsupportedOps, ABackendWithoutFillNamesTheLayerThatNeedsIt) {
     if (!rec.available) GTEST_SKIP() << "no_ops fixture: " << rec.reason;
     Device& dev = *rec.backend->device(0);
     RunConfig c = load_config(std::string(XYLEM_SOURCE_DIR) + "/examples/fashion_mlp.toml");
-    auto model = app::build_model(c);
+    auto model = train::build_model(c);
     const std::string msg = error_of([&] { model->build(dev, {1, 28, 28}, 1); });
     EXPECT_EQ(msg, "model layer 1 (linear): op fill is not supported by backend '" + rec.name + "'");
 }

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "app/trainer.h"
+#include "xylem/train/trainer.h"
 #include "support/backends.h"
 #include "xylem/io/safetensors.h"
 
@@ -122,7 +122,7 @@ TEST_P(OpenclAgreesWithNative, SameSeedSameLossesAndWeights) {
     if (!opencl_available()) GTEST_SKIP() << "no OpenCL platform on this machine";
     const std::string example = GetParam();
     TempDir dir(example);
-    std::map<std::string, app::TrainResult> results;
+    std::map<std::string, train::RunResult> results;
     for (const std::string backend : {"native", "opencl"}) {
         RunConfig c = load_config(std::string(XYLEM_SOURCE_DIR) + "/examples/" + example + ".toml");
         c.epochs = 1;
@@ -134,9 +134,9 @@ TEST_P(OpenclAgreesWithNative, SameSeedSameLossesAndWeights) {
         c.max_steps = example == "fashion_mlp" ? 50 : 30;
         c.out_dir = (dir.path() / backend).string();
         std::ostringstream log;
-        results[backend] = app::train(c, *test::backend_named(backend)->device(0), log, app::TrainOptions::quiet());
+        results[backend] = train::run(c, *test::backend_named(backend)->device(0), log, train::RunOptions::quiet());
     }
-    const app::EpochMetrics &n = results["native"].epochs.at(0), &o = results["opencl"].epochs.at(0);
+    const train::EpochMetrics &n = results["native"].epochs.at(0), &o = results["opencl"].epochs.at(0);
     EXPECT_NEAR(o.train_loss, n.train_loss, 1e-3 * std::max(1.0, std::fabs(n.train_loss)));
     EXPECT_NEAR(o.test_accuracy, n.test_accuracy, 0.003);
 
@@ -177,14 +177,14 @@ TEST(OpenclPlugin, ResumedRunAgreesWithAnUninterruptedOne) {
     std::ostringstream log;
     c.epochs = 3;
     c.out_dir = (dir.path() / "whole").string();
-    const app::TrainResult whole = app::train(c, *dev, log, app::TrainOptions::quiet());
+    const train::RunResult whole = train::run(c, *dev, log, train::RunOptions::quiet());
     c.epochs = 2;
     c.out_dir = (dir.path() / "split").string();
-    app::train(c, *dev, log, app::TrainOptions::quiet());
+    train::run(c, *dev, log, train::RunOptions::quiet());
     c.epochs = 3;
-    app::TrainOptions resume = app::TrainOptions::quiet();
+    train::RunOptions resume = train::RunOptions::quiet();
     resume.resume_from = (dir.path() / "split" / "last.safetensors").string();
-    const app::TrainResult split = app::train(c, *dev, log, resume);
+    const train::RunResult split = train::run(c, *dev, log, resume);
     const io::Safetensors a = io::read_safetensors(whole.checkpoint_path), b = io::read_safetensors(split.checkpoint_path);
     ASSERT_EQ(a.tensors.size(), b.tensors.size());
     for (const auto& [name, ta] : a.tensors) {

@@ -8,7 +8,7 @@
 #include "xylem/config.h"
 #include "xylem/registry.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 // Applies the config's native thread count (unless XYLEM_NUM_THREADS is already set),
 // probes the plugin files in child processes and loads only the selected backend into this
@@ -22,4 +22,4 @@ BackendChoice select_backend(Registry& registry, const RunConfig& config, const 
 // why" per backend or device passed over.
 std::string describe_choice(const BackendChoice& choice);
 
-}  // namespace xylem::app
+}  // namespace xylem::train

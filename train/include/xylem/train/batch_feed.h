@@ -11,7 +11,7 @@
 #include "xylem/io/idx.h"
 #include "xylem/tensor.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 // What one sample of a data set gives the model: its input shape and type (an image [1, rows,
 // cols] f32, or a token set's [steps] int32 tokens) and its target's shape (a label [], or one
@@ -70,4 +70,4 @@ private:
     std::map<int64_t, Slot> slots_;  // the full batch size and the epoch's tail
 };
 
-}  // namespace xylem::app
+}  // namespace xylem::train

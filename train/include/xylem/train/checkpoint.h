@@ -16,7 +16,7 @@
 #include "xylem/layers/net.h"
 #include "xylem/solvers/solver.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 // Written atomically: a crash mid-write leaves the previous checkpoint in place.
 void save_checkpoint(const std::string& path, Net& model, const std::map<std::string, std::string>& metadata);
@@ -60,4 +60,4 @@ TrainingState read_training_state(const std::string& path);
 // for the same model and solver; everything is validated before anything changes.
 TrainingState load_training_checkpoint(const std::string& path, Net& model, Solver& solver, Device& dev);
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "app/batch_feed.h"
-#include "app/distributed.h"
-#include "app/evaluate.h"
+#include "xylem/train/batch_feed.h"
+#include "xylem/train/distributed.h"
+#include "xylem/train/evaluate.h"
 #include "xylem/error.h"
 #include "xylem/io/idx.h"
 #include "xylem/layers/loss.h"
@@ -26,7 +26,7 @@
 #include "xylem/registry.h"
 #include "xylem/solvers/solver.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 // An error every rank raises at the same point (ranks that disagree at start, a non-finite global
 // loss): rank 0 reports it and every rank ends normally, so the job ends without MPI_Abort.
@@ -128,4 +128,4 @@ private:
     int64_t steps_ = 0;
 };
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace xylem::app {
+namespace xylem::train {
 
 // How this process was started: alone, or as one rank of `mpirun -np N` (read from Open MPI's
 // OMPI_COMM_WORLD_SIZE, _RANK and _LOCAL_RANK; a malformed value is an Error naming it).
@@ -67,4 +67,4 @@ std::unique_ptr<Collectives> join_ranks(const Launch& launch);
 // Seconds a collective may wait for the other ranks: XYLEM_DIST_TIMEOUT, else 300.
 double collective_timeout_seconds();
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -4,12 +4,12 @@
 
 #include <functional>
 
-#include "app/batch_feed.h"
+#include "xylem/train/batch_feed.h"
 #include "xylem/io/idx.h"
 #include "xylem/layers/loss.h"
 #include "xylem/layers/net.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 // Runs the model over `data` in order, `batch_size` samples at a time (the last batch may be
 // shorter), in inference mode: fn(first, n, labels, output) for each batch, with the batch's int32
@@ -32,4 +32,4 @@ struct Scores {
 Scores score(Net& model, Loss& loss, Device& dev, const io::Dataset& data, int64_t classes,
              int64_t batch_size = 1000);
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -4,7 +4,7 @@
 // nothing under a final name is half-written).
 #pragma once
 
-namespace xylem::app {
+namespace xylem::train {
 
 // Installs the handlers for SIGINT and SIGTERM while it lives; restores the previous ones after.
 class InterruptGuard {
@@ -18,4 +18,4 @@ public:
 // The signal that asked training to stop (SIGINT or SIGTERM), or 0.
 int stop_signal();
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -8,11 +8,11 @@
 #include "xylem/layers/net.h"
 #include "xylem/solvers/solver.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 // `vocabulary`: the data's vocabulary size (text data), for layers that take their size from it
 // (embedding and one_hot without `vocab`, linear out = "vocab"); 0 when the data has none.
 std::unique_ptr<Net> build_model(const RunConfig& config, int64_t vocabulary = 0);
 std::unique_ptr<Solver> build_solver(const RunConfig& config);
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -11,7 +11,7 @@
 #include "xylem/io/idx.h"
 #include "xylem/layers/net.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 // What a model's outputs are, from its last layer: logits (their softmax is the probabilities),
 // probabilities (it ends in softmax) or log-probabilities (it ends in log_softmax).
@@ -42,4 +42,4 @@ std::vector<std::string> class_names(const RunConfig& config, int64_t classes);
 void write_predictions_csv(const std::string& path, const Predictions& p, const std::vector<std::string>& names,
                            const std::vector<int32_t>* labels);
 
-}  // namespace xylem::app
+}  // namespace xylem::train

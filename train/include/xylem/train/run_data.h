@@ -1,16 +1,16 @@
 // The data of one training run: the training set, a validation set held out of it (data.validation),
-// and the test set, each checked to be non-empty. Text data ([data] text, app/text_data.h) is token
+// and the test set, each checked to be non-empty. Text data ([data] text, xylem/train/text_data.h) is token
 // sets instead, with its vocabulary and no test set.
 #pragma once
 
 #include <string>
 
-#include "app/text_data.h"
+#include "xylem/train/text_data.h"
 #include "xylem/config.h"
 #include "xylem/io/idx.h"
 #include "xylem/layers/net.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 struct RunData {
     io::Dataset train, validation, test;  // validation.count == 0 when none is held out; test: none for text
@@ -26,7 +26,7 @@ struct RunData {
 
 // Loads the config's data dir and holds out the validation images: a fixed, seeded choice, so a
 // resumed run, and every backend, see the same split. Error naming the file or key when a set is empty.
-// Text data: app/text_data.h's load_text_data.
+// Text data: xylem/train/text_data.h's load_text_data.
 RunData load_run_data(const RunConfig& config);
 
 // Whether a built model takes this data: its input type (int32 tokens for text, float images) and,
@@ -41,4 +41,4 @@ void check_text_model(const RunConfig& config, Net& model, const Vocabulary& voc
 // its tokens would mean other characters. An Error naming the checkpoint.
 void check_resumed_vocabulary(const std::string& checkpoint, const RunData& data);
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace xylem::app {
+namespace xylem::train {
 
 struct RunFiles {
     std::string dir;
@@ -61,4 +61,4 @@ private:
     std::ofstream out_;
 };
 
-}  // namespace xylem::app
+}  // namespace xylem::train

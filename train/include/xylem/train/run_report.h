@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "app/run_files.h"
+#include "xylem/train/run_files.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 struct EpochMetrics {
     int epoch = 0;
@@ -97,4 +97,4 @@ private:
     double last_shown_ = 0;  // seconds on a steady clock
 };
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <string>
 
-#include "app/predict.h"
-#include "app/text_data.h"
+#include "xylem/train/predict.h"
+#include "xylem/train/text_data.h"
 #include "xylem/layers/net.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 struct SampleOptions {
     std::string prime;         // fed to the model first, and the start of the text
@@ -27,4 +27,4 @@ struct SampleOptions {
 // a prime character outside the vocabulary, or the step whose outputs are not finite.
 std::string sample_text(Net& model, Device& dev, const Vocabulary& vocabulary, const SampleOptions& options);
 
-}  // namespace xylem::app
+}  // namespace xylem::train

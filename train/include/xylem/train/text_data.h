@@ -12,7 +12,7 @@
 #include "xylem/config.h"
 #include "xylem/io/idx.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
 // The distinct bytes of a corpus in increasing order: token i stands for bytes()[i].
 class Vocabulary {
@@ -74,4 +74,4 @@ struct TextData {
 // one batch of train.batch_size streams of data.seq_len steps.
 TextData load_text_data(const RunConfig& config);
 
-}  // namespace xylem::app
+}  // namespace xylem::train

@@ -8,20 +8,20 @@
 #include <string>
 #include <vector>
 
-#include "app/batch_feed.h"
-#include "app/evaluate.h"
-#include "app/run_report.h"
+#include "xylem/train/batch_feed.h"
+#include "xylem/train/evaluate.h"
+#include "xylem/train/run_report.h"
 #include "xylem/backend.h"
 #include "xylem/config.h"
 #include "xylem/io/idx.h"
 #include "xylem/layers/loss.h"
 #include "xylem/layers/net.h"
 
-namespace xylem::app {
+namespace xylem::train {
 
-class DataParallel;  // app/data_parallel.h
+class DataParallel;  // xylem/train/data_parallel.h
 
-struct TrainResult {
+struct RunResult {
     std::vector<EpochMetrics> epochs;  // every epoch of the run, the resumed ones included
     std::string checkpoint_path, metrics_path, log_path;
     std::string last_checkpoint, best_checkpoint;  // resumable; "" if none was written
@@ -33,7 +33,7 @@ struct TrainResult {
     bool text = false;  // a text run: losses are nats per character, and there is no test set
 };
 
-struct TrainOptions {
+struct RunOptions {
     bool profile = false;  // print the per-op profile after training
     bool progress = true;  // progress lines on `out`
     std::string backend_choice;  // lines the banner starts with: how the backend was chosen (describe_choice)
@@ -44,17 +44,17 @@ struct TrainOptions {
     // This process is one rank of a data-parallel run (`mpirun -np N xylem train`); null: alone.
     DataParallel* data_parallel = nullptr;
 
-    static TrainOptions quiet() {  // no progress output (tests, benchmarks)
-        TrainOptions o;
+    static RunOptions quiet() {  // no progress output (tests, benchmarks)
+        RunOptions o;
         o.progress = false;
         return o;
     }
 };
 
-TrainResult train(const RunConfig& config, Device& dev, std::ostream& out, const TrainOptions& options = {});
+RunResult run(const RunConfig& config, Device& dev, std::ostream& out, const RunOptions& options = {});
 
 
 // Why `config` cannot train with train.capture = true on `dev` (one line naming the key), or "".
-std::string capture_blocker(const RunConfig& config, Device& dev, const TrainOptions& options);
+std::string capture_blocker(const RunConfig& config, Device& dev, const RunOptions& options);
 
-}  // namespace xylem::app
+}  // namespace xylem::train
