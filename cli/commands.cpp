@@ -3,6 +3,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -111,6 +112,15 @@ RunConfig config_with_flags(const Args& a) {
     return c;
 }
 
+// "conv2d 'layer1.0.conv1' <- [stem.relu]", plus " sharing 'x'" for a tied weight.
+std::string layer_wiring(const LayerSpec& l) {
+    std::string s = l.type + " '" + l.name + "' <- [";
+    for (size_t i = 0; i < l.inputs.size(); ++i) s += (i ? ", " : "") + l.inputs[i];
+    s += "]";
+    if (!l.shares.empty()) s += " sharing '" + l.shares + "'";
+    return s;
+}
+
 // What a resumed run may not change, since its checkpoint's order, solver state and position
 // depend on it: "" when `now` can continue `was`, else the first key that differs. (The epoch
 // count and train.max_steps are totals: a resume may raise them.)
@@ -132,10 +142,14 @@ std::string resume_conflict(const RunConfig& was, const RunConfig& now) {
           now.validation_fraction + static_cast<double>(now.validation_count));
     check("loss.type", was.loss, now.loss);
     check("solver.type", was.solver.type, now.solver.type);
-    std::string layers_was, layers_now;
-    for (const LayerSpec& l : was.layers) layers_was += l.type + " ";
-    for (const LayerSpec& l : now.layers) layers_now += l.type + " ";
-    check("model.layers", "[ " + layers_was + "]", "[ " + layers_now + "]");
+    // The graph: each layer's type, name (its parameters' names in the checkpoint), inputs and tied weight.
+    for (size_t i = 0; why.empty() && i < std::max(was.layers.size(), now.layers.size()); ++i) {
+        const std::string a = i < was.layers.size() ? layer_wiring(was.layers[i]) : "no layer",
+                          b = i < now.layers.size() ? layer_wiring(now.layers[i]) : "no layer";
+        if (a != b)
+            why = "key 'model.layers' differs at layer " + std::to_string(i) + ": it was " + a +
+                  " in the run being resumed and is " + b + " now";
+    }
     return why;
 }
 

@@ -67,10 +67,7 @@ std::string capture_blocker(const RunConfig& c, Device& dev, const RunOptions& o
         return key + " does not support solver.schedule: a captured step replays the learning rate it was recorded "
                      "with; set train.capture = false or remove the schedule";
     if (std::string why = build_solver(c)->capture_blocker(); !why.empty()) return why;  // each solver knows its own
-    for (size_t i = 0; i < c.layers.size(); ++i)
-        if (c.layers[i].type == "dropout")
-            return key + " does not support model.layers[" + std::to_string(i) +
-                   "] (dropout): its mask seed changes every step and a captured step would replay one mask";
+    // Layers drawing dropout masks are refused once the model is built (Run::Run), named by their layer names.
     if (opt.profile) return key + " cannot be profiled (--profile syncs after every op, which a graph cannot record)";
     return "";
 }

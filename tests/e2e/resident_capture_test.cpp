@@ -191,12 +191,15 @@ TEST_F(ResidentCapture, CaptureRejectsWhatItCannotReplay) {
     EXPECT_TRUE(test::contains(msg, "train.capture")) << msg;
     EXPECT_TRUE(test::contains(msg, "solver.type")) << msg;
 
+    // A dropout layer is named as the model graph names it.
     RunConfig dropout = c;
-    LayerSpec d;
-    d.type = "dropout";
-    dropout.layers.insert(dropout.layers.begin() + 2, d);
+    dropout.layers = parse_config("[data]\ndir = \"x\"\n[[model.layers]]\ntype = \"flatten\"\n[[model.layers]]\n"
+                                  "type = \"linear\"\nout = 16\n[[model.layers]]\ntype = \"dropout\"\nname = \"drop\"\n"
+                                  "[[model.layers]]\ntype = \"linear\"\nout = 10\n",
+                                  "dropout.toml")
+                         .layers;
     msg = message(dropout, fake_discrete());
-    EXPECT_TRUE(test::contains(msg, "model.layers[2] (dropout)")) << msg;
+    EXPECT_TRUE(test::contains(msg, "model layer 'drop' (dropout)")) << msg;
 
     // A layer that draws masks without being a dropout layer: a stacked lstm with dropout between
     // its levels (rows of the image as time steps).

@@ -342,6 +342,19 @@ TEST_F(Resume, ResumeRefusesAChangedBatchSizeNamingTheKey) {
     EXPECT_TRUE(has(more.out, "step 50/400")) << more.out;
 }
 
+// The model graph may not change either: a renamed layer (its parameters' names) or a rewired one
+// is refused naming the first layer that differs, not only a changed layer type.
+TEST_F(Resume, ResumeRefusesARenamedLayerNamingIt) {
+    const std::string cfg = write("mlp.toml", mlp_config("epochs = 2"));
+    ASSERT_EQ(run_xylem({"train", "--config", cfg, "--out", path("g"), "--max-steps", "20"}).code, 0);
+    std::string renamed = mlp_config("epochs = 2");
+    renamed.replace(renamed.find("type = \"relu\""), 13, "type = \"relu\"\nname = \"act\"");
+    const Outcome r = run_xylem({"train", "--resume", path("g"), "--config", write("renamed.toml", renamed)});
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(has(r.out, "key 'model.layers' differs at layer 2: it was relu '2' <- [1] in the run being resumed "
+                           "and is relu 'act' <- [1] now")) << r.out;
+}
+
 TEST_F(Resume, ResumeWithoutACheckpointIsOneLine) {
     const Outcome r = run_xylem({"train", "--resume", path("nothing")});
     EXPECT_EQ(r.code, 1) << r.out;
