@@ -21,7 +21,7 @@
 # steps right after the loss is read back (a host sync): the mean step time of each 100-step
 # window, median over the full windows after the first (the first holds the first step's
 # algorithm choice and, captured, the graph capture). Also shown: metrics.json seconds/steps of
-# the whole epoch (trainer.cpp: the clock starts after the dataset upload and the epoch's order
+# the whole epoch (train/fit.cpp: the clock starts after the dataset upload and the epoch's order
 # upload and stops after the last step's loss read, before evaluation; it includes the first
 # steps, the capture and the last partial batch). PyTorch: torch_mlp.py's step_seconds, the same
 # windows (synchronised clock reads every 100 steps), and its seconds/steps.

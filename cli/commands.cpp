@@ -23,7 +23,7 @@
 #include "xylem/train/evaluate.h"
 #include "xylem/train/model_builder.h"
 #include "xylem/train/run_data.h"
-#include "xylem/train/trainer.h"
+#include "xylem/train/run.h"
 #include "xylem/error.h"
 #include "xylem/io/idx.h"
 #include "xylem/profiler.h"
@@ -315,6 +315,7 @@ int train_run(const Args& a, const train::Launch& launch, std::unique_ptr<train:
     train::RunResult r;
     {
         train::InterruptGuard interrupts;  // Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130 / 143
+        options.callbacks.push_back(&interrupts);
         r = train::run(c, *dev, std::cout, options);
     }
     if (data_parallel && !data_parallel->root())  // rank 0 reports for the run

@@ -5,22 +5,26 @@
 #include <map>
 #include <numeric>
 
+#include "xylem/error.h"
 #include "xylem/op_calls.h"
 
 namespace xylem::train {
 
-void for_each_batch(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size, const BatchFn& fn) {
-    std::vector<int64_t> order(static_cast<size_t>(data.count));
+void for_each_batch(Net& model, Device& dev, BatchSource& source, int64_t batch_size, const BatchFn& fn) {
+    std::vector<int64_t> order(static_cast<size_t>(source.size()));
     std::iota(order.begin(), order.end(), 0);
-    // The training loop's own batch source, over the data in its order: host batches, uploaded.
-    BatchFeed feed(data, dev, DType::I32, 0, /*resident=*/false, /*staged=*/false);
-    feed.begin_epoch(order);
-    for (int64_t first = 0; first < data.count; first += batch_size) {
-        const int64_t n = std::min(batch_size, data.count - first);
-        feed.stage(first, n);
-        auto [x, y] = feed.enqueue(first, n);
+    source.begin_epoch(order);
+    for (int64_t first = 0; first < source.size(); first += batch_size) {
+        const int64_t n = std::min(batch_size, source.size() - first);
+        source.stage(first, n);
+        auto [x, y] = source.enqueue(first, n);
         fn(first, n, y, model.forward(dev, x, false));
     }
+}
+
+void for_each_batch(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size, const BatchFn& fn) {
+    HostBatches source(data, dev, DType::I32, 0, /*staged=*/false);  // the training loop's, uploaded per batch
+    for_each_batch(model, dev, source, batch_size, fn);
 }
 
 namespace {
@@ -35,13 +39,22 @@ void count_correct(Device& dev, const Tensor& output, const Tensor& labels, Tens
 }
 }  // namespace
 
-double evaluate(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size) {
+double evaluate(Net& model, Device& dev, BatchSource& source, int64_t batch_size) {
     require_scoring_ops(dev);
     Tensor correct({1}, DType::F32, dev);
     ops::fill(dev, correct, 0.0f);
-    for_each_batch(model, dev, data, batch_size,
-                   [&](int64_t, int64_t, const Tensor& y, const Tensor& output) { count_correct(dev, output, y, correct); });
-    return data.labels.empty() ? 0.0 : correct.to_vector()[0] / static_cast<double>(data.labels.size());
+    int64_t labels = 0;
+    for_each_batch(model, dev, source, batch_size, [&](int64_t, int64_t, const Tensor& y, const Tensor& output) {
+        if (y.dtype() != DType::I32) throw Error("evaluate: the batch source's targets are not int32 labels");
+        count_correct(dev, output, y, correct);
+        labels += y.numel();
+    });
+    return labels ? correct.to_vector()[0] / static_cast<double>(labels) : 0.0;
+}
+
+double evaluate(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size) {
+    HostBatches source(data, dev, DType::I32, 0, /*staged=*/false);
+    return evaluate(model, dev, source, batch_size);
 }
 
 double evaluate(Net& model, Device& dev, const ResidentData& data, int64_t batch_size) {

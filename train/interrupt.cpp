@@ -50,4 +50,6 @@ InterruptGuard::~InterruptGuard() {
 
 int stop_signal() { return g_signal; }
 
+int InterruptGuard::stop_requested() { return stop_signal(); }
+
 }  // namespace xylem::train

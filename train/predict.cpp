@@ -36,20 +36,19 @@ void probabilities(const float* x, int64_t classes, OutputKind kind, double* p) 
     for (int64_t j = 0; j < classes; ++j) p[j] /= sum;
 }
 
-Predictions predict(Net& model, Device& dev, const io::Dataset& data, OutputKind kind, int64_t k,
-                    int64_t batch_size) {
+Predictions predict(Net& model, Device& dev, BatchSource& source, OutputKind kind, int64_t k, int64_t batch_size) {
     const Shape& out = model.output_sample_shape();
     if (out.size() != 1)
         throw Error("the model's output per image is " + to_string(out) + ", not a vector of class scores");
     Predictions p;
-    p.count = data.count;
+    p.count = source.size();
     p.classes = out[0];
     p.k = std::min<int64_t>(k, p.classes);
     p.top.resize(static_cast<size_t>(p.count * p.k));
     p.prob.resize(p.top.size());
     std::vector<int32_t> order(static_cast<size_t>(p.classes));
     std::vector<double> probs(order.size());
-    for_each_batch(model, dev, data, batch_size, [&](int64_t first, int64_t n, const Tensor&, const Tensor& output) {
+    for_each_batch(model, dev, source, batch_size, [&](int64_t first, int64_t n, const Tensor&, const Tensor& output) {
         const float* rows = output.host_read<float>();  // the batch's one device read
         for (int64_t i = 0; i < n; ++i) {
             const float* x = rows + i * p.classes;
@@ -67,6 +66,11 @@ Predictions predict(Net& model, Device& dev, const io::Dataset& data, OutputKind
         }
     });
     return p;
+}
+
+Predictions predict(Net& model, Device& dev, const io::Dataset& data, OutputKind kind, int64_t k, int64_t batch_size) {
+    HostBatches source(data, dev, DType::I32, 0, /*staged=*/false);
+    return predict(model, dev, source, kind, k, batch_size);
 }
 
 std::vector<std::string> class_names(const RunConfig& c, int64_t classes) {

@@ -19,7 +19,7 @@
 
 #include "xylem/train/checkpoint.h"
 #include "xylem/train/model_builder.h"
-#include "xylem/train/trainer.h"
+#include "xylem/train/run.h"
 #include "support/backends.h"
 #include "xylem/error.h"
 #include "xylem/io/safetensors.h"

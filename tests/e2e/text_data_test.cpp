@@ -14,11 +14,11 @@
 #include <random>
 #include <sstream>
 
-#include "xylem/train/batch_feed.h"
+#include "xylem/train/batch_source.h"
 #include "xylem/train/model_builder.h"
 #include "xylem/train/run_data.h"
 #include "xylem/train/text_data.h"
-#include "xylem/train/trainer.h"
+#include "xylem/train/run.h"
 #include "support/backends.h"
 #include "xylem/io/safetensors.h"
 #include "xylem/error.h"
@@ -223,7 +223,8 @@ TEST_F(TextDataTest, BatchesOfTokensFromTheHostAndFromTheDevice) {
     auto dev = test::backend_named("native")->device(0);
     std::vector<int64_t> order(static_cast<size_t>(d.count));
     std::iota(order.begin(), order.end(), 0);
-    BatchFeed host(d, *dev, DType::I32, 0, false, false), resident(d, *dev, DType::I32, 0, true, false);
+    HostBatches host(d, *dev, DType::I32, 0, false);
+    ResidentBatches resident(d, *dev, DType::I32, 0, false);
     host.begin_epoch(order);
     resident.begin_epoch(order);
     for (int64_t first = 0; first < d.count; first += 2) {

@@ -11,7 +11,7 @@
 
 #include "xylem/train/checkpoint.h"
 #include "xylem/train/run_data.h"
-#include "xylem/train/trainer.h"
+#include "xylem/train/run.h"
 #include "support/backends.h"
 #include "xylem/error.h"
 #include "xylem/io/safetensors.h"

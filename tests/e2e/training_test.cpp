@@ -8,8 +8,9 @@
 #include <numeric>
 
 #include "xylem/train/checkpoint.h"
+#include "xylem/train/evaluate.h"
 #include "xylem/train/model_builder.h"
-#include "xylem/train/trainer.h"
+#include "xylem/train/run.h"
 #include "xylem/op_calls.h"
 #include "support/backends.h"
 #include "xylem/registry.h"

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "xylem/train/model_builder.h"
-#include "xylem/train/trainer.h"
+#include "xylem/train/run.h"
 #include "xylem/error.h"
 #include "xylem/layers/conv.h"
 #include "xylem/layers/net.h"

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "xylem/train/trainer.h"
+#include "xylem/train/run.h"
 #include "support/backends.h"
 #include "xylem/io/safetensors.h"
 

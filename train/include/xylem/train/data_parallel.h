@@ -8,7 +8,7 @@
 //   backend that memory is the device buffer itself (no copy); otherwise one counted copy each way.
 //   Device path (a plugin with the ABI 1.6 collectives on every rank: CUDA with NCCL): the plugin
 //   sums the device buffer on its stream; the communicator's id travels over MPI.
-// The trainer calls this at fixed points that every rank reaches in the same order.
+// fit() calls this at fixed points that every rank reaches in the same order.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "xylem/train/batch_feed.h"
+#include "xylem/train/batch_source.h"
 #include "xylem/train/distributed.h"
 #include "xylem/train/evaluate.h"
 #include "xylem/error.h"

@@ -4,15 +4,19 @@
 // nothing under a final name is half-written).
 #pragma once
 
+#include "xylem/train/callbacks.h"
+
 namespace xylem::train {
 
 // Installs the handlers for SIGINT and SIGTERM while it lives; restores the previous ones after.
-class InterruptGuard {
+// Passed to fit() (or RunOptions::callbacks), it asks the run to stop once a signal came.
+class InterruptGuard final : public Callbacks {
 public:
     InterruptGuard();
-    ~InterruptGuard();
+    ~InterruptGuard() override;
     InterruptGuard(const InterruptGuard&) = delete;
     InterruptGuard& operator=(const InterruptGuard&) = delete;
+    int stop_requested() override;
 };
 
 // The signal that asked training to stop (SIGINT or SIGTERM), or 0.

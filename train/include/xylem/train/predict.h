@@ -10,6 +10,7 @@
 #include "xylem/config.h"
 #include "xylem/io/idx.h"
 #include "xylem/layers/net.h"
+#include "xylem/train/batch_source.h"
 
 namespace xylem::train {
 
@@ -30,6 +31,9 @@ struct Predictions {
 // Runs a built model over `data` in evaluate.cpp's batches and keeps each image's k best classes.
 // They are ranked by the raw outputs, ties to the lower index, so top-1 is exactly the class that
 // accuracy (and `xylem eval`) counts, even where two probabilities round to the same float.
+// Over a batch source the samples come in its own order (sample 0 first).
+Predictions predict(Net& model, Device& dev, BatchSource& source, OutputKind kind, int64_t k,
+                    int64_t batch_size = 1000);
 Predictions predict(Net& model, Device& dev, const io::Dataset& data, OutputKind kind, int64_t k,
                     int64_t batch_size = 1000);
 

@@ -1,6 +1,6 @@
 // What a run reports: per-epoch metrics and the rules that judge them ("best", early stopping),
 // and RunReport, the one place that shows and writes a run's progress: the live line, the epoch
-// line, log.csv and metrics.json. The trainer calls it; it knows nothing of the trainer.
+// line, log.csv and metrics.json. ReportCallbacks (run_callbacks.h) calls it; it knows nothing of the loop.
 #pragma once
 
 #include <cstdint>

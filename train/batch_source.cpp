@@ -1,5 +1,5 @@
 // Batches from the host (uploaded per step) or from a device-resident dataset (gathered there).
-#include "xylem/train/batch_feed.h"
+#include "xylem/train/batch_source.h"
 
 #include <algorithm>
 #include <cstring>
@@ -48,6 +48,19 @@ namespace {
 void* host_write_any(Tensor& t) {  // f32 or int32: both fill 4-byte elements
     return t.dtype() == DType::I32 ? static_cast<void*>(t.host_write<int32_t>()) : static_cast<void*>(t.host_write<float>());
 }
+
+// A batch of n targets: int32 labels, or one-hot rows of `classes` for regression losses.
+Tensor batch_targets(const io::Dataset& d, int64_t n, DType target_dtype, int64_t classes, Device& dev) {
+    return target_dtype == DType::I32 ? Tensor(batched(n, target_sample_shape(d)), DType::I32, dev)
+                                      : Tensor({n, classes}, DType::F32, dev);
+}
+
+// A batch of n rows of a resident tensor [count, ...]: the same sample shape and type.
+Tensor rows_like(const Tensor& all, int64_t n, Device& dev) {
+    Shape s = all.shape();
+    s[0] = n;
+    return Tensor(s, all.dtype(), dev);
+}
 }  // namespace
 
 void fill_batch(const io::Dataset& d, const std::vector<int64_t>& order, int64_t first, Tensor& inputs, Tensor& labels) {
@@ -74,44 +87,24 @@ ResidentData upload_dataset(const io::Dataset& d, Device& dev, DType target_dtyp
     return r;
 }
 
-BatchFeed::BatchFeed(const io::Dataset& data, Device& dev, DType target_dtype, int64_t classes, bool resident,
-                     bool staged)
-    : data_(data), dev_(dev), target_dtype_(target_dtype), classes_(classes), resident_(resident), staged_(staged) {
-    if (resident_) {
-        resident_data_ = upload_dataset(data, dev, target_dtype, classes);
-        perm_ = Tensor({data.count}, DType::I32, dev);
-    }
-}
+HostBatches::HostBatches(const io::Dataset& data, Device& dev, DType target_dtype, int64_t classes, bool staged)
+    : data_(data), dev_(dev), target_dtype_(target_dtype), classes_(classes), staged_(staged) {}
 
-BatchFeed::Slot& BatchFeed::slot(int64_t n) {
+HostBatches::Slot& HostBatches::slot(int64_t n) {
     auto it = slots_.find(n);
     if (it != slots_.end()) return it->second;
     Slot s;
     s.x = Tensor(batched(n, input_sample_shape(data_)), input_dtype(data_), dev_);
-    s.y = target_dtype_ == DType::I32 ? Tensor(batched(n, target_sample_shape(data_)), DType::I32, dev_)
-                                      : Tensor({n, classes_}, DType::F32, dev_);
-    if (resident_ && staged_) s.idx = Tensor({n}, DType::I32, dev_);
-    if (!resident_ && staged_) {
+    s.y = batch_targets(data_, n, target_dtype_, classes_, dev_);
+    if (staged_) {
         s.x_stage.resize(static_cast<size_t>(s.x.numel()));
         s.y_stage.resize(static_cast<size_t>(s.y.numel()));
     }
     return slots_.emplace(n, std::move(s)).first->second;
 }
 
-void BatchFeed::begin_epoch(const std::vector<int64_t>& order) {
-    order_ = &order;
-    if (!resident_) return;
-    dev_.sync();  // the previous epoch's upload may still read perm_host_
-    perm_host_.assign(order.begin(), order.end());
-    perm_.upload_from(dev_, perm_host_.data());
-}
-
-void BatchFeed::stage(int64_t first, int64_t n) {
+void HostBatches::stage(int64_t first, int64_t n) {
     Slot& s = slot(n);
-    if (resident_) {
-        if (staged_) ops::copy(dev_, perm_.rows(first, n), s.idx);  // device to device: no transfer
-        return;
-    }
     if (!staged_) {
         fill_batch(data_, *order_, first, s.x, s.y);
         return;
@@ -120,13 +113,9 @@ void BatchFeed::stage(int64_t first, int64_t n) {
     gather_host(data_, *order_, first, n, s.x_stage.data(), s.y_stage.data(), target_dtype_, classes_);
 }
 
-std::pair<const Tensor&, const Tensor&> BatchFeed::enqueue(int64_t first, int64_t n) {
+Batch HostBatches::enqueue(int64_t, int64_t n) {
     Slot& s = slot(n);
-    if (resident_) {
-        const Tensor idx = staged_ ? s.idx : perm_.rows(first, n);
-        ops::gather_rows(dev_, resident_data_.images, idx, s.x);
-        ops::gather_rows(dev_, resident_data_.targets, idx, s.y);
-    } else if (staged_) {
+    if (staged_) {
         s.x.upload_from(dev_, s.x_stage.data());
         s.y.upload_from(dev_, s.y_stage.data());
     } else {
@@ -134,6 +123,43 @@ std::pair<const Tensor&, const Tensor&> BatchFeed::enqueue(int64_t first, int64_
         s.y.upload(dev_);
     }
     return {s.x, s.y};
+}
+
+ResidentBatches::ResidentBatches(const io::Dataset& data, Device& dev, DType target_dtype, int64_t classes, bool staged)
+    : dev_(dev), count_(data.count), staged_(staged), data_(upload_dataset(data, dev, target_dtype, classes)),
+      perm_({data.count}, DType::I32, dev) {}
+
+ResidentBatches::Slot& ResidentBatches::slot(int64_t n) {
+    auto it = slots_.find(n);
+    if (it != slots_.end()) return it->second;
+    Slot s{rows_like(data_.images, n, dev_), rows_like(data_.targets, n, dev_), Tensor()};
+    if (staged_) s.idx = Tensor({n}, DType::I32, dev_);
+    return slots_.emplace(n, std::move(s)).first->second;
+}
+
+void ResidentBatches::begin_epoch(const std::vector<int64_t>& order) {
+    dev_.sync();  // the previous epoch's upload may still read perm_host_
+    perm_host_.assign(order.begin(), order.end());
+    perm_.upload_from(dev_, perm_host_.data());
+}
+
+void ResidentBatches::stage(int64_t first, int64_t n) {
+    Slot& s = slot(n);
+    if (staged_) ops::copy(dev_, perm_.rows(first, n), s.idx);  // device to device: no transfer
+}
+
+Batch ResidentBatches::enqueue(int64_t first, int64_t n) {
+    Slot& s = slot(n);
+    const Tensor idx = staged_ ? s.idx : perm_.rows(first, n);
+    ops::gather_rows(dev_, data_.images, idx, s.x);
+    ops::gather_rows(dev_, data_.targets, idx, s.y);
+    return {s.x, s.y};
+}
+
+std::unique_ptr<BatchSource> make_batch_source(const io::Dataset& data, Device& dev, DType target_dtype,
+                                               int64_t classes, bool resident, bool staged) {
+    if (resident) return std::make_unique<ResidentBatches>(data, dev, target_dtype, classes, staged);
+    return std::make_unique<HostBatches>(data, dev, target_dtype, classes, staged);
 }
 
 }  // namespace xylem::train

@@ -1,6 +1,8 @@
-// The training loop: minibatch SGD over an image dataset, with device-side loss and accuracy
-// accumulation, a live progress line, metrics.json, a CSV log, resumable checkpoints (every epoch,
-// every train.checkpoint_every steps, and when interrupted) and the best one by a chosen metric.
+// A training run from a config: the data it names, the model, loss and solver it builds, its out
+// dir, and fit() with the run's callbacks (run_callbacks.h): a live progress line, metrics.json, a
+// CSV log, resumable checkpoints (every epoch, every train.checkpoint_every steps, and when a
+// stop is requested) and the best one by a chosen metric, early stopping, validation and test
+// scores. `xylem train` is this plus its flags, the backend choice and a signal handler.
 #pragma once
 
 #include <iosfwd>
@@ -8,28 +10,21 @@
 #include <string>
 #include <vector>
 
-#include "xylem/train/batch_feed.h"
-#include "xylem/train/evaluate.h"
-#include "xylem/train/run_report.h"
 #include "xylem/backend.h"
 #include "xylem/config.h"
-#include "xylem/io/idx.h"
-#include "xylem/layers/loss.h"
-#include "xylem/layers/net.h"
+#include "xylem/train/callbacks.h"
+#include "xylem/train/fit.h"
+#include "xylem/train/run_report.h"
 
 namespace xylem::train {
 
-class DataParallel;  // xylem/train/data_parallel.h
+class DataParallel;  // data_parallel.h
 
-struct RunResult {
-    std::vector<EpochMetrics> epochs;  // every epoch of the run, the resumed ones included
+struct RunResult : FitResult {  // epochs, last and best checkpoints, stop signal, finish reason
     std::string checkpoint_path, metrics_path, log_path;
-    std::string last_checkpoint, best_checkpoint;  // resumable; "" if none was written
-    int stopped_by_signal = 0;  // SIGINT / SIGTERM asked the run to stop; last_checkpoint resumes it
-    int next_epoch = 0;         // where a stopped run resumes: epoch (1-based) and step in it
+    int next_epoch = 0;  // where a stopped run resumes: epoch (1-based) and step in it
     int64_t next_step = 0;
     bool already_complete = false;  // a resumed run had nothing left to train
-    std::string finish_reason;      // why the run ended before its last epoch ("early stopping: ...", "train.max_steps ...")
     bool text = false;  // a text run: losses are nats per character, and there is no test set
 };
 
@@ -43,6 +38,9 @@ struct RunOptions {
     nlohmann::json overrides = nlohmann::json::object();
     // This process is one rank of a data-parallel run (`mpirun -np N xylem train`); null: alone.
     DataParallel* data_parallel = nullptr;
+    // Asked after the run's own callbacks: the caller's (`xylem train` passes its InterruptGuard,
+    // whose stop requests end the run at a checkpoint).
+    std::vector<Callbacks*> callbacks;
 
     static RunOptions quiet() {  // no progress output (tests, benchmarks)
         RunOptions o;
@@ -53,8 +51,7 @@ struct RunOptions {
 
 RunResult run(const RunConfig& config, Device& dev, std::ostream& out, const RunOptions& options = {});
 
-
-// Why `config` cannot train with train.capture = true on `dev` (one line naming the key), or "".
-std::string capture_blocker(const RunConfig& config, Device& dev, const RunOptions& options);
+// fit()'s options for a config: its [train] keys, the schedule, and the data's shuffling (`shuffle`).
+FitOptions fit_options(const RunConfig& config, bool shuffle);
 
 }  // namespace xylem::train
