@@ -1,5 +1,6 @@
 // The level the native plugin's kernels run at: the CPU's, capped by XYLEM_NATIVE_ISA (isa.h).
 #include "isa.h"
+#include "simd.h"  // cpu_has_fma
 
 #include <algorithm>
 #include <cstdio>
@@ -47,6 +48,15 @@ Isa cpu_isa() {
     if (__builtin_cpu_supports("avx2")) return Isa::avx2;
 #endif
     return Isa::baseline;
+}
+
+bool cpu_has_fma() {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
 }
 
 Isa isa() { return level().isa; }

@@ -1,5 +1,8 @@
-// CONV2D_FWD / BWD_DATA / BWD_FILTER, NCHW f32. Whole-input and 1x1 kernels go straight to sgemm
-// (MXNet #2011); the rest is im2col over a chunk of images, then one big sgemm per group.
+// CONV2D_FWD / BWD_DATA / BWD_FILTER, NCHW f32. Whole-input and 1x1 stride-1 kernels go straight
+// to sgemm (MXNet #2011); the rest runs the direct kernels of ops/conv_direct.cpp, or, for the
+// shapes those leave (a data gradient of a strided conv, or of one whose flipped form would read
+// mostly padding; sizes past their int32 offsets), im2col over a chunk of images, then one big
+// sgemm per group.
 
 #include <algorithm>
 #include <array>
@@ -8,6 +11,7 @@
 
 #include "blas.h"
 #include "native.h"
+#include "ops/conv_direct.h"
 
 namespace xylem::native {
 
@@ -237,16 +241,15 @@ void finish_filters(float* dw, const double* acc, int64_t n, float beta) {
 }
 
 // ---- split over images between threads --------------------------------------------------------
-// A big conv runs its images in slices, each doing im2col + single-threaded GEMMs (or, forward,
-// the direct kernel) on its own scratch, shared out among the plugin's workers: forward, backward
+// A big conv runs its images in slices, each doing im2col + single-threaded GEMMs on its own
+// scratch, shared out among the plugin's workers: forward, backward
 // data and backward filter (per-slice partials, added in slice order). Unlike OpenBLAS's second
 // thread (bimodal runs, see docs/benchmarks.md) these threads share nothing and never spin: on
 // the 2-vCPU VM two single-threaded sgemm processes at LeNet conv2's shape each kept their ~58
 // GFLOP/s; LeNet inference went from ~8k to ~12.5k img/s, and training from 11.8 to 8.1 ms per
 // step once the backward passes were split too. The im2col GEMMs take a chunk's images as
 // columns, and OpenBLAS's result depends on the call's shape, so the slices are fixed by the
-// shape (shape_slices), not by the CPUs; the direct kernel's outputs do not depend on the cut
-// (one slice per worker).
+// shape (shape_slices), not by the CPUs. (The direct kernels split the same way: ops/conv_direct.cpp.)
 
 // Work per slice below which starting a thread costs more than it saves (a thread start is
 // ~20-50 us; 2 MFLOP is ~40 us of GEMM here).
@@ -294,79 +297,6 @@ void fwd_pointwise(const Conv& v, const float* x, const float* wt, const float* 
                  yn + g * v.kg * hw, hw);
         if (b || act != XYLEM_ACT_NONE) channel_bias_activate(act, b, yn, hw, yn, hw, v.k, hw);  // while it is hot
     }
-}
-
-// ---- direct forward for filters with few taps ------------------------------------------------
-// C/groups*R*S <= kDirectTaps, stride 1, no dilation or padding (LeNet's first layer: 25 taps):
-// the im2col GEMM has K = 25, is mostly copying, and ran at ~11 GFLOP/s. Here KB filters x 8
-// output columns stay in registers while every tap adds one unaligned input load.
-constexpr int64_t kDirectTaps = 32;
-
-bool direct_fits(const Conv& v) {
-    return v.crs() <= kDirectTaps && v.sh == 1 && v.sw == 1 && v.dh == 1 && v.dw == 1 && v.ph == 0 && v.pw == 0;
-}
-
-// Outputs [o0, o0+8) of row oh for filters k0..k0+KB-1 of one group (xg: the group's input planes).
-template <int KB>
-__attribute__((always_inline)) inline void direct_tile(const Conv& v, const float* xg, const float* wt, int64_t k0,
-                                                       int64_t oh, int64_t o0, V8 (&acc)[KB]) {
-    const int64_t crs = v.crs();
-    for (int64_t c = 0; c < v.cg; ++c)
-        for (int64_t r = 0; r < v.r; ++r) {
-            const float* xr = xg + (c * v.h + oh + r) * v.w + o0;
-            const int64_t t0 = (c * v.r + r) * v.s;
-            for (int64_t s = 0; s < v.s; ++s) {
-                const V8 xv = *reinterpret_cast<const V8u*>(xr + s);
-                for (int kb = 0; kb < KB; ++kb) acc[kb] += wt[(k0 + kb) * crs + t0 + s] * xv;
-            }
-        }
-}
-
-template <int KB>
-__attribute__((always_inline)) inline void direct_filters(const Conv& v, const float* xg, const float* wt,
-                                                          const float* b, int64_t k0, float* yn) {
-    const int64_t P = v.p(), ov = v.ow / 8 * 8;
-    for (int64_t oh = 0; oh < v.oh; ++oh) {
-        for (int64_t o0 = 0; o0 < ov; o0 += 8) {
-            V8 acc[KB];
-            for (int kb = 0; kb < KB; ++kb) acc[kb] = V8{} + (b ? b[k0 + kb] : 0.0f);
-            direct_tile<KB>(v, xg, wt, k0, oh, o0, acc);
-            for (int kb = 0; kb < KB; ++kb) *reinterpret_cast<V8u*>(yn + (k0 + kb) * P + oh * v.ow + o0) = acc[kb];
-        }
-        for (int64_t o = ov; o < v.ow; ++o)  // the row's tail, one output at a time
-            for (int kb = 0; kb < KB; ++kb) {
-                float sum = b ? b[k0 + kb] : 0.0f;
-                for (int64_t c = 0; c < v.cg; ++c)
-                    for (int64_t r = 0; r < v.r; ++r)
-                        for (int64_t s = 0; s < v.s; ++s)
-                            sum += wt[(k0 + kb) * v.crs() + (c * v.r + r) * v.s + s] * xg[(c * v.h + oh + r) * v.w + o + s];
-                yn[(k0 + kb) * P + oh * v.ow + o] = sum;
-            }
-    }
-}
-
-// Images [n0, n1).
-XYLEM_KERNEL(void, fwd_direct_images,
-             (const Conv& v, const float* x, const float* wt, const float* b, int act, float* y, int64_t n0,
-              int64_t n1),
-             (v, x, wt, b, act, y, n0, n1)) {
-    const int64_t P = v.p();
-    for (int64_t n = n0; n < n1; ++n) {
-        float* yn = y + n * v.k * P;
-        for (int64_t g = 0; g < v.g; ++g) {
-            const float* xg = x + (n * v.c + g * v.cg) * v.hw();
-            const int64_t k_end = (g + 1) * v.kg;
-            int64_t k = g * v.kg;
-            for (; k + 4 <= k_end; k += 4) direct_filters<4>(v, xg, wt, b, k, yn);
-            for (; k < k_end; ++k) direct_filters<1>(v, xg, wt, b, k, yn);
-        }
-        if (act != XYLEM_ACT_NONE) activate(act, yn, yn, v.k * P);
-    }
-}
-
-void fwd_direct(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y) {
-    split_work(v.n, split_workers(fwd_flops(v), kMinSplitFlops, v.n),
-               [&](int64_t lo, int64_t hi, int) { fwd_direct_images(v, x, wt, b, act, y, lo, hi); });
 }
 
 // Images [n_lo, n_hi) in chunks of nb; col and tmp hold one chunk (tmp is null when nb = 1).
@@ -548,7 +478,7 @@ void op_conv2d_fwd(const xylem_op_desc& desc, xylem_stream_s& stream) {
     case Path::kLinear: fwd_linear(v, tx.f32(), tw.f32(), b, act, ty.f32()); break;
     case Path::kPointwise: fwd_pointwise(v, tx.f32(), tw.f32(), b, act, ty.f32()); break;
     case Path::kIm2col:
-        if (direct_fits(v)) fwd_direct(v, tx.f32(), tw.f32(), b, act, ty.f32());
+        if (direct_fwd_fits(v)) direct_fwd(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
         else fwd_im2col(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
         break;
     }
@@ -564,7 +494,10 @@ void op_conv2d_bwd_data(const xylem_op_desc& desc, xylem_stream_s& stream) {
     switch (choose_path(v)) {
     case Path::kLinear: bwd_data_linear(v, tdy.f32(), tw.f32(), tdx.f32()); break;
     case Path::kPointwise: bwd_data_pointwise(v, tdy.f32(), tw.f32(), tdx.f32()); break;
-    case Path::kIm2col: bwd_data_im2col(v, tdy.f32(), tw.f32(), tdx.f32(), stream.scratch_); break;
+    case Path::kIm2col:
+        if (direct_bwd_data_fits(v)) direct_bwd_data(v, tdy.f32(), tw.f32(), tdx.f32(), stream.scratch_);
+        else bwd_data_im2col(v, tdy.f32(), tw.f32(), tdx.f32(), stream.scratch_);
+        break;
     }
 }
 
@@ -578,7 +511,11 @@ void op_conv2d_bwd_filter(const xylem_op_desc& desc, xylem_stream_s& stream) {
     switch (choose_path(v)) {
     case Path::kLinear: bwd_filter_linear(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32()); break;
     case Path::kPointwise: bwd_filter_pointwise(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), stream.scratch_); break;
-    case Path::kIm2col: bwd_filter_im2col(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), stream.scratch_); break;
+    case Path::kIm2col:
+        if (direct_bwd_filter_fits(v))
+            direct_bwd_filter(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), stream.scratch_);
+        else bwd_filter_im2col(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), stream.scratch_);
+        break;
     }
 }
 

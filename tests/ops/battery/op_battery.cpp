@@ -98,11 +98,17 @@ struct ConvCase {
 };
 
 void convs(Device& dev, Writer& w) {
-    // LeNet's two layers (direct kernel, im2col), a padded strided im2col one, a pointwise one on
-    // a big plane, and one whose kernel covers the input (a Linear layer).
-    for (const ConvCase& c : {ConvCase{"lenet conv1 (direct)", {64, 1, 28, 28}, {6, 1, 5, 5}, 1, 0},
-                              ConvCase{"lenet conv2 (im2col)", {64, 6, 12, 12}, {16, 6, 5, 5}, 1, 0},
+    // LeNet's two layers (direct kernels; conv2's data gradient by im2col), a padded strided one
+    // (direct; data gradient by im2col), ResNet-20's 3x3 on 28x28, on 7x7 (the filter gradient
+    // in chunks of 6 images, 19 images in slices) and its 1x1 stride-2 projection (direct), a
+    // pointwise one on a big plane (a GEMM per image), and one whose kernel covers the input (a
+    // Linear layer).
+    for (const ConvCase& c : {ConvCase{"lenet conv1", {64, 1, 28, 28}, {6, 1, 5, 5}, 1, 0},
+                              ConvCase{"lenet conv2", {64, 6, 12, 12}, {16, 6, 5, 5}, 1, 0},
                               ConvCase{"3x3 stride 2 pad 1", {32, 8, 17, 17}, {12, 8, 3, 3}, 2, 1},
+                              ConvCase{"resnet 3x3 16ch 28x28", {24, 16, 28, 28}, {16, 16, 3, 3}, 1, 1},
+                              ConvCase{"resnet 3x3 64ch 7x7", {19, 64, 7, 7}, {64, 64, 3, 3}, 1, 1},
+                              ConvCase{"resnet 1x1 stride 2", {32, 16, 28, 28}, {32, 16, 1, 1}, 2, 0},
                               ConvCase{"1x1 on 32x32", {16, 16, 32, 32}, {24, 16, 1, 1}, 1, 0},
                               ConvCase{"kernel covers the input", {128, 4, 6, 6}, {32, 4, 6, 6}, 1, 0}}) {
         xylem_conv2d_attrs at{c.stride, c.stride, c.pad, c.pad, 1, 1, 1, XYLEM_ACT_RELU, 0.0f};

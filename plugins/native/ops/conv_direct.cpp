@@ -1,0 +1,478 @@
+// Direct convolutions: the forward pass, the data gradient (a forward pass of dY with the filters
+// flipped) and the filter gradient as register-tiled multiply-adds over shifted windows of a
+// padded copy of each image, with no im2col and no GEMM call.
+//
+// Why: ResNet's and LeNet's convolutions are GEMMs with one small side (per image 16 x 784 x 144
+// for a 16-channel 3x3 conv on 28x28, 64 x 49 x 576 on 7x7), where OpenBLAS packs both operands
+// for every call and ran at 15-30 GFLOP/s on one core of the AVX-512 Xeon; im2col's copy, 9x
+// the input for a 3x3 filter, came on top. These kernels ran at ~100 GFLOP/s on the same shapes
+// (docs/benchmarks.md).
+//
+// The layout. Each channel of an image, padded, is cut into sh x sw phase planes (rows i*sh + a,
+// columns j*sw + b of the padded plane; a stride-1 conv has one phase, the padded plane), each
+// hq x wq, keeping only the phases some tap reads. Tap (c, r, s) then reads phase
+// ((r*dh) % sh, (s*dw) % sw) at row (r*dh)/sh and column (s*dw)/sw, so output (oh, ow) and tap t
+// read element q + off[t] of the packed image, with q = oh*wq + ow: every tap is one shifted
+// window, with no stride, padding or bounds test. Positions q with ow >= OW (the wq - OW columns
+// past each output row) are computed and dropped.
+//
+// The kernels (XYLEM_KERNEL_LEVELS, simd.h: FMA at avx512 and avx2):
+//   - forward: a tile of KB filters x NV vectors of positions in registers; per tap, NV vector
+//     loads of the window and KB broadcast weights. Each output is its taps' multiply-adds in tap
+//     order, whatever the tile, the image split or the thread count.
+//   - filter gradient: a tile of TB taps x KV vectors of filters (dY transposed to [position][K])
+//     in registers; per output position, KV loads of dY and TB broadcasts of the window. Float
+//     sums over a chunk of images (fixed by the shape), added into float64 per slice of images
+//     (shape_slices), slices added in order: the same bits for any thread count.
+#include "ops/conv_direct.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "simd.h"
+
+namespace xylem::native {
+
+namespace {
+
+constexpr int64_t kAlign = 16;  // positions per image and packed images are padded to this (the widest vector)
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// A thread is worth starting from this much work (as for the im2col path, ops/conv.cpp).
+constexpr double kMinSplitFlops = 2e6;
+
+// The packed layout of one image (see the top of the file) and the taps' offsets into it.
+struct Layout {
+    int64_t sh = 1, sw = 1;              // phases per axis: the stride
+    int64_t hq = 0, wq = 0, plane = 0;   // one phase plane
+    int64_t chan = 0;                    // floats per channel: the kept phases' planes
+    int64_t image = 0;                   // floats per packed image (a multiple of kAlign; zero past the channels)
+    int64_t q = 0, qpad = 0;             // positions computed per image (oh*wq), rounded up to kAlign
+    int64_t taps = 0;                    // cg*R*S
+    int32_t* phase_of = nullptr;         // [sh*sw]: the phase's index among those kept, or -1
+    int32_t* off = nullptr;              // [taps]: offsets from a group's first channel
+};
+
+// The layout's sizes without allocating (for the fits checks): false when an offset would not
+// fit in int32.
+bool layout_sizes(const ConvShape& v, Layout& l, int64_t& phases) {
+    l.sh = v.sh, l.sw = v.sw;
+    l.hq = (v.h + 2 * v.ph + v.sh - 1) / v.sh;
+    l.wq = (v.w + 2 * v.pw + v.sw - 1) / v.sw;
+    l.plane = l.hq * l.wq;
+    // Phases read: a tap's row phase is (r*dh) % sh, at most min(R, sh) of them per axis.
+    phases = std::min(v.r, v.sh) * std::min(v.s, v.sw);
+    l.chan = phases * l.plane;
+    l.q = v.oh * l.wq;
+    l.qpad = round_up(l.q, kAlign);
+    l.taps = v.cg * v.r * v.s;
+    const int64_t reach = ((v.r - 1) * v.dh / v.sh) * l.wq + (v.s - 1) * v.dw / v.sw;  // largest in-plane offset
+    // Reads: [group base + off, + qpad) with off < cg*chan; the last group's base is (c - cg)*chan.
+    const int64_t last = (v.c - 1) * l.chan + (phases - 1) * l.plane + reach + l.qpad;
+    l.image = round_up(std::max(v.c * l.chan, last), kAlign);
+    return l.image < INT_MAX / 2 && l.qpad * v.k < INT_MAX / 2 && l.taps * v.k < INT_MAX / 2;
+}
+
+Layout make_layout(const ConvShape& v, Arena& scratch) {
+    Layout l;
+    int64_t phases = 0;
+    layout_sizes(v, l, phases);
+    l.phase_of = scratch.alloc<int32_t>(v.sh * v.sw);
+    std::fill_n(l.phase_of, v.sh * v.sw, -1);
+    int32_t kept = 0;
+    for (int64_t r = 0; r < v.r; ++r)
+        for (int64_t s = 0; s < v.s; ++s) {
+            int32_t& p = l.phase_of[((r * v.dh) % v.sh) * v.sw + (s * v.dw) % v.sw];
+            if (p < 0) p = kept++;
+        }
+    l.chan = kept * l.plane;  // at most the phases layout_sizes counted
+    l.off = scratch.alloc<int32_t>(l.taps);
+    for (int64_t c = 0; c < v.cg; ++c)
+        for (int64_t r = 0; r < v.r; ++r)
+            for (int64_t s = 0; s < v.s; ++s) {
+                const int64_t a = (r * v.dh) % v.sh, b = (s * v.dw) % v.sw;
+                l.off[(c * v.r + r) * v.s + s] = static_cast<int32_t>(
+                    c * l.chan + l.phase_of[a * v.sw + b] * l.plane + (r * v.dh / v.sh) * l.wq + s * v.dw / v.sw);
+            }
+    return l;
+}
+
+// The outputs [lo, hi) (of n) whose input index o*stride + off lies inside [0, size).
+inline void valid_range(int64_t off, int64_t stride, int64_t size, int64_t n, int64_t& lo, int64_t& hi) {
+    lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    hi = off > size - 1 ? 0 : (size - 1 - off) / stride + 1;
+    lo = std::min(lo, n);
+    hi = std::max(lo, std::min(hi, n));
+}
+
+// out[o] = in[o*SW] for o < n, in whole pieces of 8 (the last one overlapping the one before):
+// GCC turns each piece into vector moves (and, for SW = 2, permutes), where a loop over a
+// 7-to-30-float row left a scalar tail per row.
+template <int SW>
+__attribute__((always_inline)) inline void copy_row(float* __restrict out, const float* __restrict in, int64_t n) {
+    constexpr int64_t kPiece = 8;
+    if (n < kPiece) {
+        for (int64_t o = 0; o < n; ++o) out[o] = in[o * SW];
+        return;
+    }
+    int64_t o = 0;
+    for (; o + kPiece <= n; o += kPiece)
+        for (int64_t e = 0; e < kPiece; ++e) out[o + e] = in[(o + e) * SW];
+    if (o < n)
+        for (int64_t e = 0; e < kPiece; ++e) out[n - kPiece + e] = in[(n - kPiece + e) * SW];
+}
+
+// xq = one image x [C, H, W] in the packed layout, zeros in the padding and past the channels.
+// Channel by channel and row by row, each input row copied into its phases' rows while in L1.
+XYLEM_KERNEL_NO_LIBCALLS(void, pack_image,
+                         (const ConvShape& v, const Layout& l, const float* __restrict x, float* __restrict xq),
+                         (v, l, x, xq)) {
+    for (int64_t c = 0; c < v.c; ++c)
+        for (int64_t a = 0; a < l.sh; ++a) {
+            int64_t ilo, ihi;
+            valid_range(a - v.ph, l.sh, v.h, l.hq, ilo, ihi);
+            for (int64_t b = 0; b < l.sw; ++b) {  // the rows no input row reaches
+                const int32_t p = l.phase_of[a * l.sw + b];
+                if (p < 0) continue;
+                float* dst = xq + c * l.chan + p * l.plane;
+                for (int64_t e = 0; e < ilo * l.wq; ++e) dst[e] = 0.0f;
+                for (int64_t e = ihi * l.wq; e < l.plane; ++e) dst[e] = 0.0f;
+            }
+            for (int64_t i = ilo; i < ihi; ++i) {
+                const float* src = x + (c * v.h + i * l.sh + a - v.ph) * v.w;
+                for (int64_t b = 0; b < l.sw; ++b) {
+                    const int32_t p = l.phase_of[a * l.sw + b];
+                    if (p < 0) continue;
+                    int64_t jlo, jhi;
+                    valid_range(b - v.pw, l.sw, v.w, l.wq, jlo, jhi);
+                    float* row = xq + c * l.chan + p * l.plane + i * l.wq;
+                    const float* in = src + b - v.pw;
+                    for (int64_t j = 0; j < jlo; ++j) row[j] = 0.0f;
+                    if (l.sw == 1) copy_row<1>(row + jlo, in + jlo, jhi - jlo);
+                    else if (l.sw == 2) copy_row<2>(row + jlo, in + 2 * jlo, jhi - jlo);
+                    else for (int64_t j = jlo; j < jhi; ++j) row[j] = in[j * l.sw];
+                    for (int64_t j = jhi; j < l.wq; ++j) row[j] = 0.0f;
+                }
+            }
+        }
+    for (int64_t e = v.c * l.chan; e < l.image; ++e) xq[e] = 0.0f;
+}
+
+// ---- forward --------------------------------------------------------------------------------
+
+// y[a*ldy + q] = sum over taps t of wt[t*ldw + a] * xq[off[t] + q], for KB filters a and the
+// NV vectors of positions at xq (the tile's first position).
+template <class S, int KB, int NV>
+__attribute__((always_inline)) inline void fwd_tile(const float* __restrict xq, const int32_t* __restrict off,
+                                                    int64_t taps, const float* __restrict wt, int64_t ldw,
+                                                    float* __restrict y, int64_t ldy) {
+    using V = typename S::V;
+    using Vu = typename S::Vu;
+    V acc[KB][NV];
+    for (int a = 0; a < KB; ++a)
+        for (int b = 0; b < NV; ++b) acc[a][b] = V{};
+    for (int64_t t = 0; t < taps; ++t) {
+        const float* xt = xq + off[t];
+        V xv[NV];
+        for (int b = 0; b < NV; ++b) xv[b] = *reinterpret_cast<const Vu*>(xt + b * S::L);
+        const float* w = wt + t * ldw;
+        for (int a = 0; a < KB; ++a) {
+            const V wv = S::splat(w[a]);
+            for (int b = 0; b < NV; ++b) acc[a][b] = S::fma(wv, xv[b], acc[a][b]);
+        }
+    }
+    for (int a = 0; a < KB; ++a)
+        for (int b = 0; b < NV; ++b) *reinterpret_cast<Vu*>(y + a * ldy + b * S::L) = acc[a][b];
+}
+
+// KB filters from wt's column k0 over every position vector.
+template <class S, int KB, int NV>
+__attribute__((always_inline)) inline void fwd_filters(const float* xq, const int32_t* off, int64_t taps,
+                                                       const float* wt, int64_t ldw, int64_t vectors, float* y,
+                                                       int64_t ldy) {
+    int64_t q = 0;
+    for (; q + NV <= vectors; q += NV) fwd_tile<S, KB, NV>(xq + q * S::L, off, taps, wt, ldw, y + q * S::L, ldy);
+    switch (vectors - q) {
+    case 1: fwd_tile<S, KB, 1>(xq + q * S::L, off, taps, wt, ldw, y + q * S::L, ldy); break;
+    case 2: fwd_tile<S, KB, 2>(xq + q * S::L, off, taps, wt, ldw, y + q * S::L, ldy); break;
+    default: break;
+    }
+}
+
+// y[k*ldy + q] = sum_t wt[t*kg + k] * xq[off[t] + q] for k < kg, q < qpad (a multiple of kAlign):
+// one group of one image.
+XYLEM_KERNEL_LEVELS(void, fwd_group,
+                    (const float* xq, const int32_t* off, int64_t taps, const float* wt, int64_t kg, int64_t qpad,
+                     float* y, int64_t ldy),
+                    (xq, off, taps, wt, kg, qpad, y, ldy)) {
+    constexpr int NV = S::L == 4 ? 2 : 3;  // vectors of positions per tile
+    constexpr int KB = S::kAcc / NV;       // filters per tile: 8 at avx512, 4 at avx2, 5 at baseline
+    static_assert(NV <= 3);
+    const int64_t vectors = qpad / S::L;
+    int64_t k = 0;
+    for (; k + KB <= kg; k += KB) fwd_filters<S, KB, NV>(xq, off, taps, wt + k, kg, vectors, y + k * ldy, ldy);
+    if constexpr (KB > 4)
+        for (; k + 4 <= kg; k += 4) fwd_filters<S, 4, NV>(xq, off, taps, wt + k, kg, vectors, y + k * ldy, ldy);
+    for (; k + 2 <= kg; k += 2) fwd_filters<S, 2, NV>(xq, off, taps, wt + k, kg, vectors, y + k * ldy, ldy);
+    for (; k < kg; ++k) fwd_filters<S, 1, NV>(xq, off, taps, wt + k, kg, vectors, y + k * ldy, ldy);
+}
+
+// y[k][oh][ow] = yq[k*qpad + oh*wq + ow]: the computed positions less the columns past each
+// output row.
+XYLEM_KERNEL_NO_LIBCALLS(void, compact_rows,
+                         (const ConvShape& v, const Layout& l, const float* __restrict yq, float* __restrict y),
+                         (v, l, yq, y)) {
+    for (int64_t k = 0; k < v.k; ++k)
+        for (int64_t oh = 0; oh < v.oh; ++oh)
+            copy_row<1>(y + (k * v.oh + oh) * v.ow, yq + k * l.qpad + oh * l.wq, v.ow);
+}
+
+// The forward pass of images [n0, n1) of shape v with the filters wt ([G][taps][kg], each group's
+// taps by filters), on one thread: xq holds one packed image, yq [K][qpad].
+void fwd_images(const ConvShape& v, const Layout& l, const float* x, const float* wt, const float* b, int act,
+                float* y, int64_t n0, int64_t n1, float* xq, float* yq) {
+    const int64_t P = v.oh * v.ow;
+    for (int64_t n = n0; n < n1; ++n) {
+        pack_image(v, l, x + n * v.c * v.hw(), xq);
+        for (int64_t g = 0; g < v.g; ++g)
+            fwd_group(xq + g * v.cg * l.chan, l.off, l.taps, wt + g * l.taps * v.kg, v.kg, l.qpad,
+                      yq + g * v.kg * l.qpad, l.qpad);
+        float* yn = y + n * v.k * P;
+        compact_rows(v, l, yq, yn);
+        if (b || act != XYLEM_ACT_NONE) channel_bias_activate(act, b, yn, P, yn, P, v.k, P);
+    }
+}
+
+// Images split between the workers: each output's arithmetic does not depend on the cut.
+void fwd_run(const ConvShape& v, const float* x, const float* wt, const float* b, int act, float* y, Arena& scratch) {
+    const Layout l = make_layout(v, scratch);
+    const double flops = 2.0 * static_cast<double>(v.n) * v.k * v.oh * v.ow * l.taps;
+    const int workers = split_workers(flops, kMinSplitFlops, v.n);
+    std::array<float*, kMaxSplit> xq{}, yq{};
+    for (int w = 0; w < workers; ++w) {
+        xq[w] = scratch.alloc<float>(l.image);
+        yq[w] = scratch.alloc<float>(v.k * l.qpad);
+    }
+    split_work(v.n, workers, [&](int64_t lo, int64_t hi, int w) { fwd_images(v, l, x, wt, b, act, y, lo, hi, xq[w], yq[w]); });
+}
+
+// ---- filter gradient --------------------------------------------------------------------------
+
+// acc[t*ldk + kv*L ...] += the tile's float sums: TB taps (from off) x KV vectors of filters,
+// over the positions of m images.
+template <class S, int TB, int KV>
+__attribute__((always_inline)) inline void filter_tile(const ConvShape& v, const Layout& l, const float* __restrict xq,
+                                                       const int32_t* __restrict off, const float* __restrict dyt,
+                                                       int64_t ldk, int64_t m, double* __restrict acc) {
+    using V = typename S::V;
+    using Vu = typename S::Vu;
+    V s[TB][KV];
+    for (int a = 0; a < TB; ++a)
+        for (int b = 0; b < KV; ++b) s[a][b] = V{};
+    const int64_t P = v.oh * v.ow;
+    for (int64_t j = 0; j < m; ++j)
+        for (int64_t oh = 0; oh < v.oh; ++oh) {
+            const float* xr = xq + j * l.image + oh * l.wq;
+            const float* d = dyt + (j * P + oh * v.ow) * ldk;
+            for (int64_t ow = 0; ow < v.ow; ++ow, d += ldk) {
+                V dv[KV];
+                for (int b = 0; b < KV; ++b) dv[b] = *reinterpret_cast<const Vu*>(d + b * S::L);
+                for (int a = 0; a < TB; ++a) {
+                    const V xv = S::splat(xr[off[a] + ow]);
+                    for (int b = 0; b < KV; ++b) s[a][b] = S::fma(xv, dv[b], s[a][b]);
+                }
+            }
+        }
+    for (int a = 0; a < TB; ++a)
+        for (int b = 0; b < KV; ++b) {
+            double* o = acc + a * ldk + b * S::L;
+            for (int e = 0; e < S::L; ++e) o[e] += s[a][b][e];
+        }
+}
+
+template <class S, int TB, int KV>
+__attribute__((always_inline)) inline void filter_taps(const ConvShape& v, const Layout& l, const float* xq,
+                                                       const float* dyt, int64_t ldk, int64_t m, double* acc) {
+    int64_t t = 0;
+    for (; t + TB <= l.taps; t += TB) filter_tile<S, TB, KV>(v, l, xq, l.off + t, dyt, ldk, m, acc + t * ldk);
+    if constexpr (TB > 4)
+        for (; t + 4 <= l.taps; t += 4) filter_tile<S, 4, KV>(v, l, xq, l.off + t, dyt, ldk, m, acc + t * ldk);
+    for (; t < l.taps; ++t) filter_tile<S, 1, KV>(v, l, xq, l.off + t, dyt, ldk, m, acc + t * ldk);
+}
+
+// acc[t*ldk + k] += sum over the m images at xq (packed, l.image apart) and dyt ([m][P][ldk]: dY
+// transposed, zero past kg) of the window of tap t times dY of filter k: one group.
+XYLEM_KERNEL_LEVELS(void, filter_group,
+                    (const ConvShape& v, const Layout& l, const float* xq, const float* dyt, int64_t ldk, int64_t m,
+                     double* acc),
+                    (v, l, xq, dyt, ldk, m, acc)) {
+    constexpr int kMaxTaps = 12;  // more taps per tile spill their window pointers
+    const int64_t vectors = ldk / S::L;
+    int64_t k = 0;
+    // Filters in blocks of 4, 2 or 1 vectors, the taps per tile filling the accumulators.
+    for (; k + 4 <= vectors; k += 4)
+        filter_taps<S, std::min(kMaxTaps, S::kAcc / 4), 4>(v, l, xq, dyt + k * S::L, ldk, m, acc + k * S::L);
+    for (; k + 2 <= vectors; k += 2)
+        filter_taps<S, std::min(kMaxTaps, S::kAcc / 2), 2>(v, l, xq, dyt + k * S::L, ldk, m, acc + k * S::L);
+    for (; k < vectors; ++k)
+        filter_taps<S, std::min(kMaxTaps, S::kAcc), 1>(v, l, xq, dyt + k * S::L, ldk, m, acc + k * S::L);
+}
+
+using V8 = float __attribute__((vector_size(32)));
+using V8u = float __attribute__((vector_size(32), aligned(4), may_alias));
+using I8 = int __attribute__((vector_size(32)));
+
+// out[e*ldo + k] = in[k*ldi + e] for an 8x8 block: unpack, shuffle, then swap 128-bit halves,
+// 24 shuffles for 64 floats (GCC picks the instructions for each level; at baseline a V8 is two
+// SSE registers and the last step only renames them).
+__attribute__((always_inline)) inline void transpose8(const float* in, int64_t ldi, float* out, int64_t ldo) {
+    V8 r[8], t[8];
+    for (int i = 0; i < 8; ++i) r[i] = *reinterpret_cast<const V8u*>(in + i * ldi);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = __builtin_shuffle(r[i], r[i + 1], I8{0, 8, 1, 9, 4, 12, 5, 13});
+        t[i + 1] = __builtin_shuffle(r[i], r[i + 1], I8{2, 10, 3, 11, 6, 14, 7, 15});
+    }
+    for (int i = 0; i < 8; i += 4)
+        for (int h = 0; h < 2; ++h) {
+            r[i + h] = __builtin_shuffle(t[i + h], t[i + 2 + h], I8{0, 1, 8, 9, 4, 5, 12, 13});
+            r[i + 2 + h] = __builtin_shuffle(t[i + h], t[i + 2 + h], I8{2, 3, 10, 11, 6, 7, 14, 15});
+        }
+    // r: 0 = rows 0-3 x cols {0,4}, 2 = {1,5}, 1 = {2,6}, 3 = {3,7}; 4-7 the same for rows 4-7.
+    constexpr int kCol[4] = {0, 2, 1, 3};
+    for (int c = 0; c < 4; ++c) {
+        *reinterpret_cast<V8u*>(out + c * ldo) = __builtin_shuffle(r[kCol[c]], r[4 + kCol[c]], I8{0, 1, 2, 3, 8, 9, 10, 11});
+        *reinterpret_cast<V8u*>(out + (c + 4) * ldo) =
+            __builtin_shuffle(r[kCol[c]], r[4 + kCol[c]], I8{4, 5, 6, 7, 12, 13, 14, 15});
+    }
+}
+
+// dyt[j][p][k] = dy[j][k0 + k][p] for k < kg, 0 for kg <= k < ldk: m images' dY of one group,
+// transposed.
+XYLEM_KERNEL(void, transpose_dy,
+             (const ConvShape& v, const float* __restrict dy, int64_t k0, int64_t m, int64_t ldk, float* __restrict dyt),
+             (v, dy, k0, m, ldk, dyt)) {
+    const int64_t P = v.oh * v.ow, kb = v.kg / 8 * 8, pb = P / 8 * 8;
+    for (int64_t j = 0; j < m; ++j) {
+        const float* src = dy + (j * v.k + k0) * P;
+        float* dst = dyt + j * P * ldk;
+        for (int64_t p = 0; p < pb; p += 8) {
+            for (int64_t k = 0; k < kb; k += 8) transpose8(src + k * P + p, P, dst + p * ldk + k, ldk);
+            for (int64_t e = p; e < p + 8; ++e)
+                for (int64_t k = kb; k < ldk; ++k) dst[e * ldk + k] = k < v.kg ? src[k * P + e] : 0.0f;
+        }
+        for (int64_t e = pb; e < P; ++e)
+            for (int64_t k = 0; k < ldk; ++k) dst[e * ldk + k] = k < v.kg ? src[k * P + e] : 0.0f;
+    }
+}
+
+// Images per chunk: enough positions that the float sums flushed into float64 once per chunk
+// cost little (7x7 maps: 6 images), fixed by the shape.
+int64_t filter_chunk(const ConvShape& v) {
+    const int64_t P = v.oh * v.ow;
+    return std::clamp<int64_t>((256 + P - 1) / P, 1, 16);
+}
+
+}  // namespace
+
+// ---- entry points -----------------------------------------------------------------------------
+
+bool direct_fwd_fits(const ConvShape& v) {
+    Layout l;
+    int64_t phases = 0;
+    return layout_sizes(v, l, phases);
+}
+
+// dX is the stride-1 forward conv of dY padded by the dilated kernel's reach less the padding,
+// with the filters flipped and their K and C swapped.
+namespace {
+ConvShape transposed(const ConvShape& v) {
+    ConvShape t = v;
+    t.c = v.k, t.h = v.oh, t.w = v.ow;
+    t.k = v.c, t.cg = v.kg, t.kg = v.cg;
+    t.ph = v.dh * (v.r - 1) - v.ph, t.pw = v.dw * (v.s - 1) - v.pw;
+    t.oh = v.h, t.ow = v.w;
+    return t;
+}
+}  // namespace
+
+// The transposed conv reads dY padded by the kernel's reach less the padding: for a conv with
+// little padding most of its taps read zeros (LeNet's conv2, 5x5 with no padding, 8x8 dY: 12x16
+// positions computed per 8x8 dY, 3x im2col's multiply-adds, and slower than it: 3.8 vs 2.4 ms
+// per call). Taken where it computes at most 1.5x im2col's (ResNet's padded 3x3: 1.07x).
+bool direct_bwd_data_fits(const ConvShape& v) {
+    if (v.sh != 1 || v.sw != 1 || v.ph > v.dh * (v.r - 1) || v.pw > v.dw * (v.s - 1)) return false;
+    const ConvShape t = transposed(v);
+    Layout l;
+    int64_t phases = 0;
+    if (!layout_sizes(t, l, phases)) return false;
+    return static_cast<double>(l.q) <= 1.5 * static_cast<double>(v.oh * v.ow);
+}
+
+bool direct_bwd_filter_fits(const ConvShape& v) {
+    Layout l;
+    int64_t phases = 0;
+    return layout_sizes(v, l, phases) && filter_chunk(v) * l.image < INT_MAX / 2;
+}
+
+void direct_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y,
+                Arena& scratch) {
+    // wt[g][t][k] = W[g*kg + k][t]: a tap's weights for a tile's filters side by side.
+    const int64_t taps = v.cg * v.r * v.s;
+    float* wt = scratch.alloc<float>(v.k * taps);
+    for (int64_t g = 0; g < v.g; ++g)
+        for (int64_t k = 0; k < v.kg; ++k)
+            for (int64_t t = 0; t < taps; ++t) wt[(g * taps + t) * v.kg + k] = w[(g * v.kg + k) * taps + t];
+    fwd_run(v, x, wt, b, act, y, scratch);
+}
+
+void direct_bwd_data(const ConvShape& v, const float* dy, const float* w, float* dx, Arena& scratch) {
+    const ConvShape t = transposed(v);
+    // wt[g][(k*R + r)*S + s][c] = W[g*kg + k][c][R-1-r][S-1-s]: the transposed conv's filters.
+    const int64_t taps = v.kg * v.r * v.s;
+    float* wt = scratch.alloc<float>(v.c * taps);
+    for (int64_t g = 0; g < v.g; ++g)
+        for (int64_t k = 0; k < v.kg; ++k)
+            for (int64_t c = 0; c < v.cg; ++c)
+                for (int64_t r = 0; r < v.r; ++r)
+                    for (int64_t s = 0; s < v.s; ++s)
+                        wt[(g * taps + (k * v.r + r) * v.s + s) * v.cg + c] =
+                            w[(((g * v.kg + k) * v.cg + c) * v.r + v.r - 1 - r) * v.s + v.s - 1 - s];
+    fwd_run(t, dy, wt, nullptr, XYLEM_ACT_NONE, dx, scratch);
+}
+
+void direct_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch) {
+    const Layout l = make_layout(v, scratch);
+    const int64_t P = v.oh * v.ow, ldk = round_up(v.kg, kAlign), m = filter_chunk(v);
+    const int64_t size = v.g * l.taps * ldk;  // one slice's sums: [G][taps][ldk]
+    const double flops = 2.0 * static_cast<double>(v.n) * v.k * P * l.taps;
+    const int64_t slices = shape_slices(flops, kMinSplitFlops, v.n);
+    double* acc = scratch.alloc<double>(slices * size);
+    std::fill_n(acc, slices * size, 0.0);
+    std::array<float*, kMaxSplit> xq{}, dyt{};
+    for (int w = 0; w < slice_workers(slices); ++w) {
+        xq[w] = scratch.alloc<float>(m * l.image);
+        dyt[w] = scratch.alloc<float>(m * P * ldk);
+    }
+    run_slices(v.n, slices, [&](int64_t lo, int64_t hi, int w, int64_t s) {
+        for (int64_t n0 = lo; n0 < hi; n0 += m) {
+            const int64_t mm = std::min(m, hi - n0);
+            for (int64_t j = 0; j < mm; ++j) pack_image(v, l, x + (n0 + j) * v.c * v.hw(), xq[w] + j * l.image);
+            for (int64_t g = 0; g < v.g; ++g) {
+                transpose_dy(v, dy + n0 * v.k * P, g * v.kg, mm, ldk, dyt[w]);
+                filter_group(v, l, xq[w] + g * v.cg * l.chan, dyt[w], ldk, mm, acc + s * size + g * l.taps * ldk);
+            }
+        }
+    });
+    for (int64_t s = 1; s < slices; ++s)
+        for (int64_t i = 0; i < size; ++i) acc[i] += acc[s * size + i];
+    for (int64_t g = 0; g < v.g; ++g)
+        for (int64_t k = 0; k < v.kg; ++k)
+            for (int64_t t = 0; t < l.taps; ++t) {
+                const double sum = acc[(g * l.taps + t) * ldk + k];
+                float& out = dw[(g * v.kg + k) * l.taps + t];
+                out = beta == 0.0f ? static_cast<float>(sum) : static_cast<float>(beta * out + sum);
+            }
+}
+
+}  // namespace xylem::native

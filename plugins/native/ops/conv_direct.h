@@ -1,0 +1,26 @@
+// Direct convolutions (ops/conv_direct.cpp): register-tiled kernels over shifted windows of a
+// padded, phase-split copy of each image, no im2col. ops/conv.cpp calls them for the shapes
+// that would otherwise take its im2col path.
+#pragma once
+
+#include "native.h"
+
+namespace xylem::native {
+
+using ConvShape = plugin_kit::Conv2dShape;
+
+// Whether the direct kernels take this shape (sizes within their int32 offsets, and for the
+// data gradient stride 1 with padding at most the dilated kernel's reach).
+bool direct_fwd_fits(const ConvShape& v);
+bool direct_bwd_data_fits(const ConvShape& v);
+bool direct_bwd_filter_fits(const ConvShape& v);
+
+// Y = act(conv(X, W) + b) (b may be null).
+void direct_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y,
+                Arena& scratch);
+// dX = the adjoint of the forward conv applied to dY (every element written).
+void direct_bwd_data(const ConvShape& v, const float* dy, const float* w, float* dx, Arena& scratch);
+// dW = beta*dW + the filter gradient (beta = 0 does not read dW).
+void direct_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch);
+
+}  // namespace xylem::native

@@ -1,0 +1,124 @@
+// The native plugin's convolution paths, each against the float64 reference with the
+// conformance tolerances (ops/conformance.h): the direct kernels (plugins/native/ops/
+// conv_direct.cpp: forward, data gradient as a flipped stride-1 conv, filter gradient), where
+// they hand a shape to the im2col path instead, and the shapes their tiles and splits cut
+// unevenly. ctest runs this file at every instruction-set level (@isa=avx2, @isa=baseline): the
+// direct kernels' tiles differ by level.
+//
+// What each case reaches (the reason it is here):
+//   - ResNet-20's shapes with batches that are not a multiple of the filter gradient's chunk
+//     (ceil(256 / positions) images) or of its image slices, and a single image;
+//   - stride 2 (phase planes), 1x1 stride 2 (one phase kept), stride 3 with a 2x2 kernel (two of
+//     three phases per axis), dilation 2 with stride 2 (one phase), mixed strides and dilations;
+//   - groups, filters per group not a multiple of 16 (the filter gradient's vectors of filters:
+//     4 + 2 + 1 at avx512 for 100 filters), tap counts that leave tile remainders;
+//   - the data gradient's fallbacks: stride 2, padding beyond the kernel's reach, and a conv
+//     whose transposed form would compute more than 1.5x im2col's work (5x5, no padding).
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "ops/conformance.h"
+#include "support/backends.h"
+#include "support/reference_conv.h"
+#include "xylem/op_calls.h"
+
+namespace xylem::test {
+namespace {
+
+struct Case {
+    const char* what;
+    Shape x, w;
+    xylem_conv2d_attrs a;  // stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, activation, beta
+    bool bias;
+};
+
+const Case kCases[] = {
+    {"resnet 16->16 3x3, 3 images", {3, 16, 28, 28}, {16, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
+    {"resnet stem, 1 image", {1, 1, 28, 28}, {16, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_RELU, 0}, true},
+    {"resnet 16->32 stride 2, 5 images", {5, 16, 28, 28}, {32, 16, 3, 3}, {2, 2, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0},
+     false},
+    {"resnet 1x1 stride 2", {2, 16, 14, 14}, {32, 16, 1, 1}, {2, 2, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
+    {"resnet 64->64 7x7, 13 images", {13, 64, 7, 7}, {64, 64, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
+    {"lenet conv2 shape, 9 images", {9, 20, 12, 12}, {50, 20, 5, 5}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_TANH, 0}, true},
+    {"5x5 pad 2 (direct data gradient)", {3, 6, 11, 9}, {10, 6, 5, 5}, {1, 1, 2, 2, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
+    {"100 filters", {2, 3, 6, 6}, {100, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_SIGMOID, 0}, true},
+    {"groups 3, dilation 2", {2, 12, 9, 11}, {15, 4, 3, 3}, {1, 1, 2, 2, 2, 2, 3, XYLEM_ACT_NONE, 0}, true},
+    {"stride 3, 2x2 kernel", {2, 4, 10, 11}, {6, 4, 2, 2}, {3, 3, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
+    {"dilation 2 with stride 2", {2, 3, 13, 13}, {5, 3, 3, 3}, {2, 2, 2, 2, 2, 2, 1, XYLEM_ACT_RELU, 0}, true},
+    {"stride 1x2, dilation 2x1, groups 2", {3, 4, 9, 10}, {6, 2, 3, 2}, {1, 2, 1, 0, 2, 1, 2, XYLEM_ACT_NONE, 0},
+     false},
+    {"1x3 kernel padded 1x1 (data gradient: im2col)", {2, 5, 5, 7}, {7, 5, 1, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0},
+     true},
+    {"depthwise 3x3", {2, 8, 10, 10}, {8, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 8, XYLEM_ACT_NONE, 0}, false},
+    {"1x1 on a 4x4 plane, groups 2", {3, 6, 4, 4}, {10, 3, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, false},
+};
+
+std::string describe(const Case& c) { return std::string(c.what) + ": x " + to_string(c.x) + " w " + to_string(c.w); }
+
+std::vector<float> uniform(std::mt19937& rng, int64_t n) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& e : v) e = u(rng);
+    return v;
+}
+
+class NativeConvPaths : public ::testing::Test {
+protected:
+    void SetUp() override {
+        backend_ = backend_named("native");
+        if (!backend_) GTEST_SKIP() << "no native plugin";
+    }
+    Device& dev() { return *backend_->device(0); }
+    std::shared_ptr<Backend> backend_;
+};
+
+TEST_F(NativeConvPaths, ForwardMatchesFloat64) {
+    std::mt19937 rng(1);
+    for (const Case& c : kCases) {
+        SCOPED_TRACE(describe(c));
+        const Shape ys = ops::conv2d_output_shape(c.x, c.w, c.a);
+        const auto x = uniform(rng, numel(c.x)), w = uniform(rng, numel(c.w)), b = uniform(rng, c.w[0]);
+        Tensor tx = upload(dev(), c.x, x), tw = upload(dev(), c.w, w), tb = upload(dev(), {c.w[0]}, b);
+        Tensor ty = upload(dev(), ys, std::vector<float>(static_cast<size_t>(numel(ys)), NAN));
+        ops::conv2d_fwd(dev(), tx, tw, c.bias ? &tb : nullptr, ty, c.a);
+        const auto want = ref::conv2d_fwd(to_double(x), c.x, to_double(w), c.w, c.bias ? to_double(b) : ref::Vec{}, c.a);
+        EXPECT_TRUE(near(ty.to_vector(), want, tol::gemm(c.w[1] * c.w[2] * c.w[3] + 1)));
+    }
+}
+
+TEST_F(NativeConvPaths, DataGradientMatchesFloat64) {
+    std::mt19937 rng(2);
+    for (const Case& c : kCases) {
+        SCOPED_TRACE(describe(c));
+        const Shape ys = ops::conv2d_output_shape(c.x, c.w, c.a);
+        const auto dy = uniform(rng, numel(ys)), w = uniform(rng, numel(c.w));
+        Tensor tdy = upload(dev(), ys, dy), tw = upload(dev(), c.w, w);
+        Tensor tdx = upload(dev(), c.x, std::vector<float>(static_cast<size_t>(numel(c.x)), NAN));
+        ops::conv2d_bwd_data(dev(), tdy, tw, tdx, c.a);  // every element written
+        const auto want = ref::conv2d_bwd_data(to_double(dy), c.x, to_double(w), c.w, c.a);
+        EXPECT_TRUE(near(tdx.to_vector(), want, tol::gemm(c.w[0] * c.w[2] * c.w[3])));
+    }
+}
+
+TEST_F(NativeConvPaths, FilterGradientMatchesFloat64) {
+    std::mt19937 rng(3);
+    for (const Case& base : kCases)
+        for (float beta : {0.0f, 0.5f}) {
+            Case c = base;
+            c.a.beta = beta;
+            SCOPED_TRACE(describe(c) + " beta " + std::to_string(beta));
+            const Shape ys = ops::conv2d_output_shape(c.x, c.w, c.a);
+            const auto x = uniform(rng, numel(c.x)), dy = uniform(rng, numel(ys)), old = uniform(rng, numel(c.w));
+            Tensor tx = upload(dev(), c.x, x), tdy = upload(dev(), ys, dy);
+            // beta = 0 must not read dW
+            Tensor tdw = upload(dev(), c.w, beta == 0.0f ? std::vector<float>(old.size(), NAN) : old);
+            ops::conv2d_bwd_filter(dev(), tx, tdy, tdw, c.a);
+            const auto want = ref::conv2d_bwd_filter(to_double(x), c.x, to_double(dy), c.w, beta, to_double(old), c.a);
+            EXPECT_TRUE(near(tdw.to_vector(), want, tol::gemm(ys[0] * ys[2] * ys[3])));
+        }
+}
+
+}  // namespace
+}  // namespace xylem::test
