@@ -1,19 +1,21 @@
 // The native plugin's convolution paths, each against the float64 reference with the
 // conformance tolerances (ops/conformance.h): the direct kernels (plugins/native/ops/
-// conv_direct.cpp: forward, data gradient as a flipped stride-1 conv, filter gradient), where
-// they hand a shape to the im2col path instead, and the shapes their tiles and splits cut
-// unevenly. ctest runs this file at every instruction-set level (@isa=avx2, @isa=baseline): the
+// conv_direct.cpp: forward, data gradient by phases, filter gradient), where they hand a shape
+// to the im2col path instead, and the shapes their tiles and splits cut unevenly. ctest runs this file at every instruction-set level (@isa=avx2, @isa=baseline): the
 // direct kernels' tiles differ by level.
 //
 // What each case reaches (the reason it is here):
 //   - ResNet-20's shapes with batches that are not a multiple of the filter gradient's chunk
 //     (ceil(256 / positions) images) or of its image slices, and a single image;
-//   - stride 2 (phase planes), 1x1 stride 2 (one phase kept), stride 3 with a 2x2 kernel (two of
-//     three phases per axis), dilation 2 with stride 2 (one phase), mixed strides and dilations;
+//   - stride 2 (phase planes; the data gradient in four phases), 1x1 stride 2 (one phase kept;
+//     three quarters of dX zero), stride 3 with a 2x2 kernel (two of three phases per axis;
+//     five of nine data-gradient phases without a tap), dilation 2 with stride 2 (one phase),
+//     mixed strides and dilations, padding beyond the kernel's reach (1x3 padded 1x1);
 //   - groups, filters per group not a multiple of 16 (the filter gradient's vectors of filters:
 //     4 + 2 + 1 at avx512 for 100 filters), tap counts that leave tile remainders;
-//   - the data gradient's fallbacks: stride 2, padding beyond the kernel's reach, and a conv
-//     whose transposed form would compute more than 1.5x im2col's work (5x5, no padding).
+//   - the fallbacks to im2col: a data gradient whose phases would compute more than 1.5x
+//     im2col's multiply-adds (LeNet's 5x5 with no padding: 3x), and a strided 1x1 conv whose
+//     output plane fills less than 1/1.2 of its vectors (7x7: 49 positions in 64).
 #include <cmath>
 #include <limits>
 #include <random>
@@ -39,7 +41,9 @@ const Case kCases[] = {
     {"resnet stem, 1 image", {1, 1, 28, 28}, {16, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_RELU, 0}, true},
     {"resnet 16->32 stride 2, 5 images", {5, 16, 28, 28}, {32, 16, 3, 3}, {2, 2, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0},
      false},
-    {"resnet 1x1 stride 2", {2, 16, 14, 14}, {32, 16, 1, 1}, {2, 2, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
+    {"resnet 1x1 stride 2", {2, 16, 28, 28}, {32, 16, 1, 1}, {2, 2, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
+    {"resnet 1x1 stride 2 to 7x7 (im2col)", {3, 32, 14, 14}, {64, 32, 1, 1}, {2, 2, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0},
+     false},
     {"resnet 64->64 7x7, 13 images", {13, 64, 7, 7}, {64, 64, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
     {"lenet conv2 shape, 9 images", {9, 20, 12, 12}, {50, 20, 5, 5}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_TANH, 0}, true},
     {"5x5 pad 2 (direct data gradient)", {3, 6, 11, 9}, {10, 6, 5, 5}, {1, 1, 2, 2, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
@@ -49,7 +53,7 @@ const Case kCases[] = {
     {"dilation 2 with stride 2", {2, 3, 13, 13}, {5, 3, 3, 3}, {2, 2, 2, 2, 2, 2, 1, XYLEM_ACT_RELU, 0}, true},
     {"stride 1x2, dilation 2x1, groups 2", {3, 4, 9, 10}, {6, 2, 3, 2}, {1, 2, 1, 0, 2, 1, 2, XYLEM_ACT_NONE, 0},
      false},
-    {"1x3 kernel padded 1x1 (data gradient: im2col)", {2, 5, 5, 7}, {7, 5, 1, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0},
+    {"1x3 kernel padded 1x1", {2, 5, 5, 7}, {7, 5, 1, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0},
      true},
     {"depthwise 3x3", {2, 8, 10, 10}, {8, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 8, XYLEM_ACT_NONE, 0}, false},
     {"1x1 on a 4x4 plane, groups 2", {3, 6, 4, 4}, {10, 3, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, false},

@@ -1,7 +1,7 @@
 // CONV2D_FWD / BWD_DATA / BWD_FILTER, NCHW f32. Whole-input and 1x1 stride-1 kernels go straight
 // to sgemm (MXNet #2011); the rest runs the direct kernels of ops/conv_direct.cpp, or, for the
-// shapes those leave (a data gradient of a strided conv, or of one whose flipped form would read
-// mostly padding; sizes past their int32 offsets), im2col over a chunk of images, then one big
+// shapes those leave (a data gradient whose flipped form would read mostly padding, as LeNet's
+// unpadded 5x5; sizes past their int32 offsets), im2col over a chunk of images, then one big
 // sgemm per group.
 
 #include <algorithm>

@@ -196,8 +196,21 @@ __attribute__((always_inline)) inline void fwd_filters(const float* xq, const in
     switch (vectors - q) {
     case 1: fwd_tile<S, KB, 1>(xq + q * S::L, off, taps, wt, ldw, y + q * S::L, ldy); break;
     case 2: fwd_tile<S, KB, 2>(xq + q * S::L, off, taps, wt, ldw, y + q * S::L, ldy); break;
+    case 3: fwd_tile<S, KB, 3>(xq + q * S::L, off, taps, wt, ldw, y + q * S::L, ldy); break;
     default: break;
     }
+}
+
+// Filters [0, kg) in tiles of KB (then 4, 2 and 1) x NV vectors.
+template <class S, int KB, int NV>
+__attribute__((always_inline)) inline void fwd_all(const float* xq, const int32_t* off, int64_t taps, const float* wt,
+                                                   int64_t kg, int64_t vectors, float* y, int64_t ldy) {
+    int64_t k = 0;
+    for (; k + KB <= kg; k += KB) fwd_filters<S, KB, NV>(xq, off, taps, wt + k, kg, vectors, y + k * ldy, ldy);
+    if constexpr (KB > 4)
+        for (; k + 4 <= kg; k += 4) fwd_filters<S, 4, NV>(xq, off, taps, wt + k, kg, vectors, y + k * ldy, ldy);
+    for (; k + 2 <= kg; k += 2) fwd_filters<S, 2, NV>(xq, off, taps, wt + k, kg, vectors, y + k * ldy, ldy);
+    for (; k < kg; ++k) fwd_filters<S, 1, NV>(xq, off, taps, wt + k, kg, vectors, y + k * ldy, ldy);
 }
 
 // y[k*ldy + q] = sum_t wt[t*kg + k] * xq[off[t] + q] for k < kg, q < qpad (a multiple of kAlign):
@@ -208,14 +221,11 @@ XYLEM_KERNEL_LEVELS(void, fwd_group,
                     (xq, off, taps, wt, kg, qpad, y, ldy)) {
     constexpr int NV = S::L == 4 ? 2 : 3;  // vectors of positions per tile
     constexpr int KB = S::kAcc / NV;       // filters per tile: 8 at avx512, 4 at avx2, 5 at baseline
-    static_assert(NV <= 3);
     const int64_t vectors = qpad / S::L;
-    int64_t k = 0;
-    for (; k + KB <= kg; k += KB) fwd_filters<S, KB, NV>(xq, off, taps, wt + k, kg, vectors, y + k * ldy, ldy);
-    if constexpr (KB > 4)
-        for (; k + 4 <= kg; k += 4) fwd_filters<S, 4, NV>(xq, off, taps, wt + k, kg, vectors, y + k * ldy, ldy);
-    for (; k + 2 <= kg; k += 2) fwd_filters<S, 2, NV>(xq, off, taps, wt + k, kg, vectors, y + k * ldy, ldy);
-    for (; k < kg; ++k) fwd_filters<S, 1, NV>(xq, off, taps, wt + k, kg, vectors, y + k * ldy, ldy);
+    // 4 vectors (a 7x7 map at avx512: 9x7 positions) as 3 + 1 left a one-vector tile, its KB
+    // accumulators one FMA chain each: one tile of 4 vectors x kAcc/4 filters instead.
+    if (vectors % NV == 1 && vectors % 4 == 0) return fwd_all<S, S::kAcc / 4, 4>(xq, off, taps, wt, kg, vectors, y, ldy);
+    fwd_all<S, KB, NV>(xq, off, taps, wt, kg, vectors, y, ldy);
 }
 
 // y[k][oh][ow] = yq[k*qpad + oh*wq + ow]: the computed positions less the columns past each
@@ -244,7 +254,8 @@ void fwd_images(const ConvShape& v, const Layout& l, const float* x, const float
     }
 }
 
-// Images split between the workers: each output's arithmetic does not depend on the cut.
+// Images shared out among the workers one at a time (each output's arithmetic does not depend on
+// the cut), so a worker the OS holds back delays no one by more than an image.
 void fwd_run(const ConvShape& v, const float* x, const float* wt, const float* b, int act, float* y, Arena& scratch) {
     const Layout l = make_layout(v, scratch);
     const double flops = 2.0 * static_cast<double>(v.n) * v.k * v.oh * v.ow * l.taps;
@@ -254,7 +265,7 @@ void fwd_run(const ConvShape& v, const float* x, const float* wt, const float* b
         xq[w] = scratch.alloc<float>(l.image);
         yq[w] = scratch.alloc<float>(v.k * l.qpad);
     }
-    split_work(v.n, workers, [&](int64_t lo, int64_t hi, int w) { fwd_images(v, l, x, wt, b, act, y, lo, hi, xq[w], yq[w]); });
+    parallel_items(v.n, workers, [&](int w, int64_t n) { fwd_images(v, l, x, wt, b, act, y, n, n + 1, xq[w], yq[w]); });
 }
 
 // ---- filter gradient --------------------------------------------------------------------------
@@ -373,46 +384,192 @@ int64_t filter_chunk(const ConvShape& v) {
     return std::clamp<int64_t>((256 + P - 1) / P, 1, 16);
 }
 
+// ---- data gradient -----------------------------------------------------------------------------
+// dX[c][ih][iw] sums W[k][c][r][s] * dY[k][oh][ow] over the taps with oh*sh + r*dh = ih + ph and
+// ow*sw + s*dw = iw + pw. Cut dX into sh x sw phases by (ih + ph) % sh = a, (iw + pw) % sw = b:
+// phase (a, b) at (i, j) = ((ih + ph) / sh, (iw + pw) / sw) is a stride-1 correlation of dY with
+// the taps whose r*dh % sh = a and s*dw % sw = b, tap (k, r, s) reading dY[k][i - (r*dh)/sh]
+// [j - (s*dw)/sw] (zero outside dY). With dY packed once per image (padded so that every tap's
+// window starts inside the plane), each phase is the forward kernel with its own taps, offsets
+// and weights, and its outputs land on every sh-th row and sw-th column of dX. A stride-1 conv
+// has one phase: the forward conv of dY with the filters flipped.
+struct Phase {
+    int64_t a = 0, b = 0;                    // the phase
+    int64_t i_lo = 0, n_i = 0, j_lo = 0, n_j = 0;  // its dX rows i*sh + a - ph for i in [i_lo, i_lo + n_i), columns alike
+    int64_t taps = 0, qpad = 0;              // kg * its r's * its s's; positions n_i * wq rounded up to kAlign
+    int32_t* off = nullptr;                  // [taps]: offsets from a group's first dY channel in the packed image
+    float* wt = nullptr;                     // [G][taps][cg]
+};
+
+struct DataPlan {
+    ConvShape d;  // dY as the packed input: channels K, [OH, OW] placed at rows ph, columns pw of hq x wq
+    Layout l;     // its layout (one phase)
+    std::array<Phase, 64> phase{};
+    int64_t phases = 0;    // phases with taps (the rest of dX is zero)
+    bool zero_rest = false;
+    int64_t max_qpad = 0;
+    double computed = 0;   // multiply-adds per image and group, over every phase
+};
+
+// Taps r of one axis in phase a: r*d % st == a; their row offsets (r*d)/st.
+int64_t axis_taps(int64_t n, int64_t d, int64_t st, int64_t a, int64_t* r_of, int64_t* rho) {
+    int64_t count = 0;
+    for (int64_t r = 0; r < n; ++r)
+        if ((r * d) % st == a) {
+            r_of[count] = r;
+            rho[count++] = r * d / st;
+        }
+    return count;
+}
+
+// The phases, their taps and the packed dY's layout; with scratch, also each phase's offsets and
+// weights (w: the filters), else only the sizes (for the fits check). False when the layout's
+// offsets would not fit in int32, or the strides give more than 64 phases.
+bool plan_data(const ConvShape& v, const float* w, Arena* scratch, DataPlan& p) {
+    if (v.sh * v.sw > 64 || v.r > 64 || v.s > 64) return false;
+    int64_t r_of[64], rho[64], s_of[64], sigma[64];
+    // Padding of the packed dY: enough rows above that every tap's window starts inside, enough
+    // below that every phase's last row reads inside.
+    int64_t top = 0, left = 0, rows = v.oh, cols = v.ow;
+    for (int64_t a = 0; a < v.sh; ++a) {
+        int64_t lo, hi;
+        valid_range(a - v.ph, v.sh, v.h, v.h + v.oh + v.r * v.dh, lo, hi);
+        for (int64_t t = 0, n = axis_taps(v.r, v.dh, v.sh, a, r_of, rho); t < n; ++t) {
+            top = std::max(top, rho[t] - lo);
+            rows = std::max(rows, hi - rho[t]);  // rows [lo - rho, hi - rho) of dY, before the shift by top
+        }
+    }
+    for (int64_t b = 0; b < v.sw; ++b) {
+        int64_t lo, hi;
+        valid_range(b - v.pw, v.sw, v.w, v.w + v.ow + v.s * v.dw, lo, hi);
+        for (int64_t t = 0, n = axis_taps(v.s, v.dw, v.sw, b, s_of, sigma); t < n; ++t) {
+            left = std::max(left, sigma[t] - lo);
+            cols = std::max(cols, hi - sigma[t]);
+        }
+    }
+    p.d = v;
+    p.d.c = v.k, p.d.h = v.oh, p.d.w = v.ow, p.d.ph = top, p.d.pw = left, p.d.sh = p.d.sw = 1;
+    Layout& l = p.l;
+    l.hq = top + rows, l.wq = left + cols, l.plane = l.hq * l.wq, l.chan = l.plane;
+    p.phases = 0, p.max_qpad = 0, p.computed = 0, p.zero_rest = false;
+    int64_t last = 0;  // the furthest read past a group's first channel
+    for (int64_t a = 0; a < v.sh; ++a)
+        for (int64_t b = 0; b < v.sw; ++b) {
+            const int64_t nr = axis_taps(v.r, v.dh, v.sh, a, r_of, rho), ns = axis_taps(v.s, v.dw, v.sw, b, s_of, sigma);
+            Phase ph;
+            int64_t hi;
+            valid_range(a - v.ph, v.sh, v.h, v.h + v.oh + v.r * v.dh, ph.i_lo, hi);
+            ph.n_i = hi - ph.i_lo;
+            valid_range(b - v.pw, v.sw, v.w, v.w + v.ow + v.s * v.dw, ph.j_lo, hi);
+            ph.n_j = hi - ph.j_lo;
+            if (ph.n_i == 0 || ph.n_j == 0) continue;  // no dX element in this phase
+            if (nr == 0 || ns == 0) {  // no tap reaches it: zero
+                p.zero_rest = true;
+                continue;
+            }
+            ph.a = a, ph.b = b;
+            ph.taps = v.kg * nr * ns;
+            ph.qpad = round_up(ph.n_i * l.wq, kAlign);
+            p.max_qpad = std::max(p.max_qpad, ph.qpad);
+            p.computed += static_cast<double>(ph.qpad) * ph.taps * v.cg;
+            // Offsets: dY row i - rho + top for dX row i, i.e. (i_lo - rho + top) from output row 0.
+            const int64_t reach = (ph.i_lo - rho[0] + top) * l.wq + ph.j_lo - sigma[0] + left;  // rho, sigma ascending
+            last = std::max(last, (v.kg - 1) * l.chan + reach + ph.qpad);
+            if (scratch) {
+                ph.off = scratch->alloc<int32_t>(ph.taps);
+                ph.wt = scratch->alloc<float>(v.g * ph.taps * v.cg);
+                for (int64_t k = 0; k < v.kg; ++k)
+                    for (int64_t ri = 0; ri < nr; ++ri)
+                        for (int64_t si = 0; si < ns; ++si) {
+                            const int64_t t = (k * nr + ri) * ns + si;
+                            ph.off[t] = static_cast<int32_t>(k * l.chan + (ph.i_lo - rho[ri] + top) * l.wq + ph.j_lo -
+                                                             sigma[si] + left);
+                            for (int64_t g = 0; g < v.g; ++g)
+                                for (int64_t c = 0; c < v.cg; ++c)
+                                    ph.wt[(g * ph.taps + t) * v.cg + c] =
+                                        w[(((g * v.kg + k) * v.cg + c) * v.r + r_of[ri]) * v.s + s_of[si]];
+                        }
+            }
+            p.phase[static_cast<size_t>(p.phases++)] = ph;
+        }
+    l.image = round_up(std::max(v.k * l.chan, (v.k - v.kg) * l.chan + last), kAlign);
+    l.sh = l.sw = 1;
+    if (scratch) {
+        l.phase_of = scratch->alloc<int32_t>(1);
+        l.phase_of[0] = 0;
+    }
+    return l.image < INT_MAX / 2 && p.max_qpad * v.c < INT_MAX / 2;
+}
+
+// dx[c][i*sh + a - ph][j*sw + b - pw] = yq[c][(i - i_lo)*wq + j - j_lo] for the phase's rows and
+// columns, channels [0, cg) of yq into dX's channels from c0.
+XYLEM_KERNEL_NO_LIBCALLS(void, scatter_phase,
+                         (const ConvShape& v, const Phase& ph, int64_t wq, const float* __restrict yq, int64_t c0,
+                          float* __restrict dx),
+                         (v, ph, wq, yq, c0, dx)) {
+    for (int64_t c = 0; c < v.cg; ++c)
+        for (int64_t i = 0; i < ph.n_i; ++i) {
+            float* out = dx + ((c0 + c) * v.h + (ph.i_lo + i) * v.sh + ph.a - v.ph) * v.w + ph.j_lo * v.sw + ph.b - v.pw;
+            const float* in = yq + c * ph.qpad + i * wq;
+            if (v.sw == 1) copy_row<1>(out, in, ph.n_j);
+            else for (int64_t j = 0; j < ph.n_j; ++j) out[j * v.sw] = in[j];
+        }
+}
+
+// Images [n0, n1) of the data gradient, on one thread: xq holds one packed dY, yq one phase's
+// outputs for a group.
+void data_images(const ConvShape& v, const DataPlan& p, const float* dy, float* dx, int64_t n0, int64_t n1, float* xq,
+                 float* yq) {
+    for (int64_t n = n0; n < n1; ++n) {
+        float* dxn = dx + n * v.c * v.hw();
+        if (p.zero_rest) std::fill_n(dxn, v.c * v.hw(), 0.0f);
+        pack_image(p.d, p.l, dy + n * v.k * v.oh * v.ow, xq);
+        for (int64_t g = 0; g < v.g; ++g)
+            for (int64_t f = 0; f < p.phases; ++f) {
+                const Phase& ph = p.phase[static_cast<size_t>(f)];
+                fwd_group(xq + g * v.kg * p.l.chan, ph.off, ph.taps, ph.wt + g * ph.taps * v.cg, v.cg, ph.qpad, yq,
+                          ph.qpad);
+                scatter_phase(v, ph, p.l.wq, yq, g * v.cg, dxn);
+            }
+    }
+}
+
 }  // namespace
 
 // ---- entry points -----------------------------------------------------------------------------
 
+// A 1x1 kernel with a stride (ResNet's projections) has one tap per channel: im2col is a plain
+// subsampling copy, no bigger than the direct kernels' packed image, and its GEMM takes a chunk of
+// images at once, where the direct kernels round each image's positions up to whole vectors: for
+// 7x7 outputs (49 positions in 64) that lost (32->64 channels at batch 128: forward 0.62 vs 0.48
+// ms, data gradient 0.81 vs 0.58), for 14x14 (196 in 208) it won (0.71 vs 0.84, 0.90 vs 1.03).
+bool pointwise_wastes(const ConvShape& v) {
+    const int64_t p = v.oh * v.ow;
+    return v.r == 1 && v.s == 1 && static_cast<double>(round_up(p, kAlign)) > 1.2 * static_cast<double>(p);
+}
+
 bool direct_fwd_fits(const ConvShape& v) {
     Layout l;
     int64_t phases = 0;
-    return layout_sizes(v, l, phases);
+    return layout_sizes(v, l, phases) && !pointwise_wastes(v);
 }
 
-// dX is the stride-1 forward conv of dY padded by the dilated kernel's reach less the padding,
-// with the filters flipped and their K and C swapped.
-namespace {
-ConvShape transposed(const ConvShape& v) {
-    ConvShape t = v;
-    t.c = v.k, t.h = v.oh, t.w = v.ow;
-    t.k = v.c, t.cg = v.kg, t.kg = v.cg;
-    t.ph = v.dh * (v.r - 1) - v.ph, t.pw = v.dw * (v.s - 1) - v.pw;
-    t.oh = v.h, t.ow = v.w;
-    return t;
-}
-}  // namespace
-
-// The transposed conv reads dY padded by the kernel's reach less the padding: for a conv with
-// little padding most of its taps read zeros (LeNet's conv2, 5x5 with no padding, 8x8 dY: 12x16
-// positions computed per 8x8 dY, 3x im2col's multiply-adds, and slower than it: 3.8 vs 2.4 ms
-// per call). Taken where it computes at most 1.5x im2col's (ResNet's padded 3x3: 1.07x).
+// The phases compute their positions' full rows (wq columns for the n_j of dX) over taps that
+// read dY's padding too: for a conv with little padding most of them read zeros (LeNet's conv2,
+// 5x5 with no padding, 8x8 dY: 12x16 positions computed per 8x8 dY, 3x im2col's multiply-adds,
+// and slower than it: 3.8 vs 2.4 ms per call). Taken where it computes at most 1.5x im2col's
+// (ResNet's padded 3x3: 1.07x at stride 1, 1.14x at stride 2; its 1x1 stride 2: 1.06x).
 bool direct_bwd_data_fits(const ConvShape& v) {
-    if (v.sh != 1 || v.sw != 1 || v.ph > v.dh * (v.r - 1) || v.pw > v.dw * (v.s - 1)) return false;
-    const ConvShape t = transposed(v);
-    Layout l;
-    int64_t phases = 0;
-    if (!layout_sizes(t, l, phases)) return false;
-    return static_cast<double>(l.q) <= 1.5 * static_cast<double>(v.oh * v.ow);
+    if (pointwise_wastes(v)) return false;
+    DataPlan p;
+    if (!plan_data(v, nullptr, nullptr, p)) return false;
+    return p.computed <= 1.5 * static_cast<double>(v.oh * v.ow) * v.kg * v.r * v.s * v.cg;
 }
 
 bool direct_bwd_filter_fits(const ConvShape& v) {
     Layout l;
     int64_t phases = 0;
-    return layout_sizes(v, l, phases) && filter_chunk(v) * l.image < INT_MAX / 2;
+    return layout_sizes(v, l, phases) && filter_chunk(v) * l.image < INT_MAX / 2 && !pointwise_wastes(v);
 }
 
 void direct_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y,
@@ -427,18 +584,16 @@ void direct_fwd(const ConvShape& v, const float* x, const float* w, const float*
 }
 
 void direct_bwd_data(const ConvShape& v, const float* dy, const float* w, float* dx, Arena& scratch) {
-    const ConvShape t = transposed(v);
-    // wt[g][(k*R + r)*S + s][c] = W[g*kg + k][c][R-1-r][S-1-s]: the transposed conv's filters.
-    const int64_t taps = v.kg * v.r * v.s;
-    float* wt = scratch.alloc<float>(v.c * taps);
-    for (int64_t g = 0; g < v.g; ++g)
-        for (int64_t k = 0; k < v.kg; ++k)
-            for (int64_t c = 0; c < v.cg; ++c)
-                for (int64_t r = 0; r < v.r; ++r)
-                    for (int64_t s = 0; s < v.s; ++s)
-                        wt[(g * taps + (k * v.r + r) * v.s + s) * v.cg + c] =
-                            w[(((g * v.kg + k) * v.cg + c) * v.r + v.r - 1 - r) * v.s + v.s - 1 - s];
-    fwd_run(t, dy, wt, nullptr, XYLEM_ACT_NONE, dx, scratch);
+    DataPlan p;
+    plan_data(v, w, &scratch, p);
+    const int workers = split_workers(2.0 * p.computed * v.g * static_cast<double>(v.n), kMinSplitFlops, v.n);
+    std::array<float*, kMaxSplit> xq{}, yq{};
+    for (int i = 0; i < workers; ++i) {
+        xq[i] = scratch.alloc<float>(p.l.image);
+        yq[i] = scratch.alloc<float>(v.cg * p.max_qpad);
+    }
+    // Images shared out one at a time, as forward.
+    parallel_items(v.n, workers, [&](int i, int64_t n) { data_images(v, p, dy, dx, n, n + 1, xq[i], yq[i]); });
 }
 
 void direct_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch) {
