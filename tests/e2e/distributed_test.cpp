@@ -318,6 +318,22 @@ TEST_F(Distributed, ResumesBitIdentically) {
     EXPECT_EQ(lines, 1 + 2 * 2);
 }
 
+// The residual example (batch norm on each rank's shard, a model graph with shortcuts) trains on
+// two ranks and resumes bit-identically.
+TEST_F(Distributed, ResidualNetworkResumesBitIdentically) {
+    const std::string cfg = config("fashion_resnet", "resnet", "steps_per_epoch = 4");
+    const std::string whole = out("resnet_whole"), split = out("resnet_split");
+    const Ran a = sh(mpirun(2) + " " + kXylem + " train --config " + cfg + " --backend native --epochs 2 --out " + whole);
+    ASSERT_EQ(a.code, 0) << a.out;
+    EXPECT_TRUE(has(a.out, "parameters identical on all 2 ranks")) << a.out;
+    const Ran b1 = sh(mpirun(2) + " " + kXylem + " train --config " + cfg + " --backend native --epochs 1 --out " + split);
+    ASSERT_EQ(b1.code, 0) << b1.out;
+    const Ran b2 = sh(mpirun(2) + " " + kXylem + " train --resume " + split + " --backend native --epochs 2");
+    ASSERT_EQ(b2.code, 0) << b2.out;
+    EXPECT_TRUE(has(b2.out, "resuming")) << b2.out;
+    EXPECT_EQ(params(split), params(whole));
+}
+
 // Ranks that would not train the same thing are refused before any step, naming the rank.
 TEST_F(Distributed, RefusesRanksThatDisagree) {
     const std::string base = config("fashion_mlp", "agree");

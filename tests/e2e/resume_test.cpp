@@ -44,6 +44,43 @@ std::string mlp_config(const std::string& extra_train = "", const std::string& e
            (extra_train.find("steps_per_epoch") == std::string::npos ? "steps_per_epoch = 400\n" : "") + extra_train;
 }
 
+// A small residual network (blocks, a projection shortcut, batch norm, global average pooling)
+// with SGD momentum and weight decay: the model graph's state (running statistics, shared input
+// gradients) must resume as exactly as a chain's.
+std::string residual_config(const std::string& extra_train = "") {
+    return std::string("backend = \"native\"\n[data]\ndir = \"") + kData + "\"\n" + R"(
+[model.blocks.basic]
+args = { channels = 4, stride = 1, project = false }
+layers = [
+  { name = "conv1", type = "conv2d", out = "$channels", kernel = 3, stride = "$stride", padding = 1, bias = false },
+  { name = "bn1", type = "batchnorm" },
+  { name = "relu1", type = "relu" },
+  { name = "conv2", type = "conv2d", out = "$channels", kernel = 3, padding = 1, bias = false },
+  { name = "bn2", type = "batchnorm" },
+  { name = "shortcut", type = "conv2d", out = "$channels", kernel = 1, stride = "$stride", bias = false, inputs = ["input"], enabled = "$project" },
+  { name = "add", type = "add", inputs = ["bn2", "shortcut"] },
+  { name = "relu2", type = "relu" },
+]
+[model]
+layers = [
+  { name = "conv1", type = "conv2d", out = 4, kernel = 3, padding = 1 },
+  { name = "layer1", type = "block", block = "basic", count = 2 },
+  { name = "layer2", type = "block", block = "basic", args = { channels = 8, stride = 2, project = true } },
+  { name = "pool", type = "global_avgpool" },
+  { name = "fc", type = "linear", out = 10 },
+]
+[solver]
+type = "sgd"
+lr = 0.05
+momentum = 0.9
+weight_decay = 0.0005
+[train]
+batch_size = 32
+print_every = 5
+steps_per_epoch = 40
+)" + extra_train;
+}
+
 struct Outcome {
     int code = -1;
     std::string out;
@@ -236,6 +273,30 @@ TEST_F(Resume, SigintThenResumeEqualsUninterruptedRun) {
         ++compared;
     }
     EXPECT_GE(compared, 20) << resumed.out;
+}
+
+// The same for a residual network: SIGINT mid-epoch, then --resume, gives the uninterrupted run's bits.
+TEST_F(Resume, ResidualNetworkResumesBitIdentically) {
+    const std::string cfg = write("resnet.toml", residual_config("epochs = 2\n"));
+    const Outcome whole = run_xylem({"train", "--config", cfg, "--out", path("whole")});
+    ASSERT_EQ(whole.code, 0) << whole.out;
+    bool sent = false;
+    const Outcome stopped = run_xylem({"train", "--config", cfg, "--out", path("cut")}, [&](const std::string& line, pid_t pid) {
+        if (!sent && has(line, "epoch 1/2  step 15/")) {
+            kill(pid, SIGINT);
+            sent = true;
+        }
+    });
+    ASSERT_TRUE(sent) << stopped.out;
+    ASSERT_EQ(stopped.code, 130) << stopped.out;
+    const train::TrainingState st = train::read_training_state(path("cut/last.safetensors"));
+    EXPECT_EQ(st.epoch, 1);
+    EXPECT_LT(st.step, 40);
+    const Outcome resumed = run_xylem({"train", "--resume", path("cut")});
+    ASSERT_EQ(resumed.code, 0) << resumed.out;
+    expect_same_tensors(path("whole/model.safetensors"), path("cut/model.safetensors"));
+    expect_same_figures(path("whole"), path("cut"));
+    EXPECT_TRUE(has(whole.out, "layer2.shortcut")) << whole.out;  // the summary lists the graph's nodes
 }
 
 // SIGTERM is the same as SIGINT, with exit 143.
