@@ -1,7 +1,7 @@
 // Collectives that a backend runs on its own device buffers (plugin ABI 1.6, optional): a
 // data-parallel run (`mpirun -np N xylem train`) sums its gradient buckets with them where every
 // rank's backend has them (the CUDA plugin, with NCCL), and through host memory otherwise. The
-// core carries bytes only: the ranks exchange the communicator id themselves (cli/app, over MPI).
+// core carries bytes only: the ranks exchange the communicator id themselves (train/, over MPI).
 #pragma once
 
 #include <cstdint>

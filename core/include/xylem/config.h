@@ -108,7 +108,7 @@ struct RunConfig {
     int64_t validation_count = 0;
     // data.text: text files and folders (each folder's files in sorted name order, not recursive,
     // less those whose name matches a data.text_exclude pattern) read as bytes and concatenated: a
-    // character-level language-model corpus instead of data.dir's images (cli/app/text_data.h).
+    // character-level language-model corpus instead of data.dir's images (train/include/xylem/train/text_data.h).
     // data.validation then holds out the text's end (default 0.05 of it).
     std::vector<std::string> text_paths, text_exclude;
     int64_t seq_len = 50;  // data.seq_len: characters (time steps) per training sequence

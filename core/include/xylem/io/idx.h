@@ -23,7 +23,7 @@ IdxArray read_idx(const std::string& path);
 IdxArray parse_idx(const uint8_t* data, size_t size, const std::string& name);
 
 // An image classification set: images are count*rows*cols floats in [0, 1], row-major per image.
-// Or a token set (text, cli/app/text_data.h): steps > 0, each sample is `steps` int32 tokens in
+// Or a token set (text, train/include/xylem/train/text_data.h): steps > 0, each sample is `steps` int32 tokens in
 // `tokens` (count*steps) and `labels` holds every token's target (count*steps); images stay empty.
 struct Dataset {
     int64_t count = 0, rows = 0, cols = 0;
