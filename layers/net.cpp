@@ -157,6 +157,9 @@ void Net::bind_shared(size_t i) {
     const size_t o = find(n.shares);
     if (o == nodes_.size()) throw Error(n.layer->label() + ": shares the parameters of '" + n.shares + "', which names no layer");
     if (o == i) throw Error(n.layer->label() + ": shares the parameters of itself");
+    if (o > i)  // the owner binds (draws its parameters) first
+        throw Error(n.layer->label() + ": shares the parameters of " + nodes_[o].layer->label() +
+                    ", which runs after it; let the layer that runs first own them (move `shares` to the other one)");
     if (nodes_[o].owner != SIZE_MAX)
         throw Error(n.layer->label() + ": shares the parameters of '" + n.shares + "', which shares those of '" +
                     nodes_[o].shares + "'; name '" + nodes_[o].shares + "' instead");

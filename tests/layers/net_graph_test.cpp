@@ -319,7 +319,19 @@ TEST_P(NetGraphTest, GraphErrorsNameTheLayer) {
         Net net;
         net.add("a", {"input"}, linear(3));
         net.add("b", {"a"}, linear(3), "a");  // a's weight is [3, 2], b's would be [3, 3]
-        EXPECT_TRUE(contains(build_error(net, dev(), {2}), "model layer 'b' (linear): shares the parameters of model layer 'a'"));
+        EXPECT_TRUE(contains(build_error(net, dev(), {2}), "model layer 'b' (linear): shares the parameters of model layer 'a' (linear) but its b.weight is [3, 3] where that layer's is [3, 2]"));
+    }
+    {
+        Net net;
+        net.add("a", {"input"}, linear(2), "b");
+        net.add("b", {"a"}, linear(2));
+        EXPECT_TRUE(contains(build_error(net, dev(), {2}), "model layer 'a' (linear): shares the parameters of model layer 'b' (linear), which runs after it"));
+    }
+    {
+        Net net;
+        net.add("a", {"input"}, linear(2));
+        net.add("b", {"a"}, linear(2), "nope");
+        EXPECT_TRUE(contains(build_error(net, dev(), {2}), "model layer 'b' (linear): shares the parameters of 'nope', which names no layer"));
     }
 }
 
