@@ -3,8 +3,8 @@
 //
 // XYLEM_KERNEL_LEVELS(ret, name, (params), (args)) { body } is XYLEM_KERNEL (isa.h) for a body
 // that is a template on its level's `Simd` traits (`template <class S>`): the vector width S::L
-// (16 floats at avx512, 8 at avx2, 4 at baseline), how many accumulators a tile may keep in
-// registers (S::kAcc) and S::fma(a, b, c) = a*b + c. As with XYLEM_KERNEL the three compilations
+// (16 floats at avx512, 8 at avx2, 4 at baseline), its vector registers (S::kRegisters: a kernel
+// sizes its register tiles by them), S::splat(x) and S::fma(a, b, c) = a*b + c. As with XYLEM_KERNEL the three compilations
 // are picked once per process by the level (XYLEM_NATIVE_ISA caps it). Unlike XYLEM_KERNEL's,
 // the avx512 and avx2 compilations fuse the multiply-add (one rounding), the baseline one does
 // not (two): such a kernel gives the same bits for any thread count on one level, and results
@@ -25,7 +25,7 @@ namespace xylem::native {
 
 struct SimdAvx512 {
     static constexpr int L = 16;     // floats per vector
-    static constexpr int kAcc = 24;  // accumulators a tile keeps in registers (of 32)
+    static constexpr int kRegisters = 32;
     using V = float __attribute__((vector_size(64)));
     using Vu = float __attribute__((vector_size(64), aligned(4), may_alias));
     // x in every lane: a broadcast (`V{} + x` adds +0.0 lane by lane, which GCC keeps: it turns
@@ -47,7 +47,7 @@ struct SimdAvx512 {
 
 struct SimdAvx2 {
     static constexpr int L = 8;
-    static constexpr int kAcc = 12;  // of 16
+    static constexpr int kRegisters = 16;
     using V = float __attribute__((vector_size(32)));
     using Vu = float __attribute__((vector_size(32), aligned(4), may_alias));
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -67,7 +67,7 @@ struct SimdAvx2 {
 
 struct SimdBaseline {
     static constexpr int L = 4;
-    static constexpr int kAcc = 10;  // of 16, leaving room for the products (no FMA)
+    static constexpr int kRegisters = 16;
     using V = float __attribute__((vector_size(16)));
     using Vu = float __attribute__((vector_size(16), aligned(4), may_alias));
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -39,6 +39,49 @@ namespace {
 constexpr int64_t kAlign = 16;  // positions per image and packed images are padded to this (the widest vector)
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+// 8 floats, for the copies and transposes below (two SSE registers at the baseline level).
+using V8 = float __attribute__((vector_size(32)));
+using V8u = float __attribute__((vector_size(32), aligned(4), may_alias));
+using I8 = int __attribute__((vector_size(32)));
+
+// Register tiles per level (measured on one core of the 2-vCPU AVX-512 Xeon, each level capped
+// by XYLEM_NATIVE_ISA; ResNet-20's convolutions at batch 128, per step):
+//   - forward: kFilters x kVectors accumulators. avx512 8 x 3. avx2 6 x 2: 4 x 3 spilled an
+//     accumulator to the stack, 3 x 3 and 5 x 2 were slower (312, 325, 313 ms against 296).
+//     baseline (no FMA: each product needs a register) 3 x 3: 5 x 2 spilled.
+//   - filter gradient: kFilterAcc accumulators (taps x vectors of filters): 24 / 12 / 12 (at
+//     baseline 8 and 10 were slower). At baseline, filters with fewer than kMinFilterTaps taps
+//     per group stay on im2col: transposing dY then costs more than the multiply-adds (ResNet's
+//     3x3 stem, 9 taps: 2.9 vs 1.4 ms; LeNet's conv1, 25: 1.9 vs 1.6).
+//   - kWasteLimit: how much more than the output's positions the forward kernel may compute
+//     (each image's positions rounded up to whole vectors, the columns past each output row)
+//     and still beat im2col + OpenBLAS. avx512 1.6 (LeNet's conv2, 1.5: 1.8 vs 2.7 ms); avx2 1.4
+//     (LeNet's conv2: 2.95 vs 2.76 ms, ResNet's 7x7, 1.31: 6.4 vs 7.1); baseline 1.1: without
+//     FMA the kernels are no faster than OpenBLAS's SSE ones (ResNet's 28x28, 1.08: 15.0 vs
+//     15.4 ms; 14x14, 1.14: 14.8 vs 13.5; 7x7: 16.2 vs 13.1).
+template <class S>
+struct Tiles;
+template <>
+struct Tiles<SimdAvx512> {
+    static constexpr int kFilters = 8, kVectors = 3, kFilterAcc = 24, kMinFilterTaps = 1;
+    static constexpr double kWasteLimit = 1.6;
+};
+template <>
+struct Tiles<SimdAvx2> {
+    static constexpr int kFilters = 6, kVectors = 2, kFilterAcc = 12, kMinFilterTaps = 1;
+    static constexpr double kWasteLimit = 1.4;
+};
+template <>
+struct Tiles<SimdBaseline> {
+    static constexpr int kFilters = 3, kVectors = 3, kFilterAcc = 12, kMinFilterTaps = 32;
+    static constexpr double kWasteLimit = 1.1;
+};
+
+// The running level's vector width and limits (the level the kernels below were picked at).
+XYLEM_KERNEL_LEVELS(int64_t, level_lanes, (), ()) { return S::L; }
+XYLEM_KERNEL_LEVELS(double, level_waste_limit, (), ()) { return Tiles<S>::kWasteLimit; }
+XYLEM_KERNEL_LEVELS(int64_t, level_min_filter_taps, (), ()) { return Tiles<S>::kMinFilterTaps; }
+
 // A thread is worth starting from this much work (as for the im2col path, ops/conv.cpp).
 constexpr double kMinSplitFlops = 2e6;
 
@@ -219,12 +262,12 @@ XYLEM_KERNEL_LEVELS(void, fwd_group,
                     (const float* xq, const int32_t* off, int64_t taps, const float* wt, int64_t kg, int64_t qpad,
                      float* y, int64_t ldy),
                     (xq, off, taps, wt, kg, qpad, y, ldy)) {
-    constexpr int NV = S::L == 4 ? 2 : 3;  // vectors of positions per tile
-    constexpr int KB = S::kAcc / NV;       // filters per tile: 8 at avx512, 4 at avx2, 5 at baseline
+    constexpr int NV = Tiles<S>::kVectors;  // vectors of positions per tile
+    constexpr int KB = Tiles<S>::kFilters;  // filters per tile
     const int64_t vectors = qpad / S::L;
     // 4 vectors (a 7x7 map at avx512: 9x7 positions) as 3 + 1 left a one-vector tile, its KB
-    // accumulators one FMA chain each: one tile of 4 vectors x kAcc/4 filters instead.
-    if (vectors % NV == 1 && vectors % 4 == 0) return fwd_all<S, S::kAcc / 4, 4>(xq, off, taps, wt, kg, vectors, y, ldy);
+    // accumulators one FMA chain each: one tile of 4 vectors, as many accumulators, instead.
+    if (vectors % NV == 1 && vectors % 4 == 0) return fwd_all<S, KB * NV / 4, 4>(xq, off, taps, wt, kg, vectors, y, ldy);
     fwd_all<S, KB, NV>(xq, off, taps, wt, kg, vectors, y, ldy);
 }
 
@@ -323,16 +366,12 @@ XYLEM_KERNEL_LEVELS(void, filter_group,
     int64_t k = 0;
     // Filters in blocks of 4, 2 or 1 vectors, the taps per tile filling the accumulators.
     for (; k + 4 <= vectors; k += 4)
-        filter_taps<S, std::min(kMaxTaps, S::kAcc / 4), 4>(v, l, xq, dyt + k * S::L, ldk, m, acc + k * S::L);
+        filter_taps<S, std::min(kMaxTaps, Tiles<S>::kFilterAcc / 4), 4>(v, l, xq, dyt + k * S::L, ldk, m, acc + k * S::L);
     for (; k + 2 <= vectors; k += 2)
-        filter_taps<S, std::min(kMaxTaps, S::kAcc / 2), 2>(v, l, xq, dyt + k * S::L, ldk, m, acc + k * S::L);
+        filter_taps<S, std::min(kMaxTaps, Tiles<S>::kFilterAcc / 2), 2>(v, l, xq, dyt + k * S::L, ldk, m, acc + k * S::L);
     for (; k < vectors; ++k)
-        filter_taps<S, std::min(kMaxTaps, S::kAcc), 1>(v, l, xq, dyt + k * S::L, ldk, m, acc + k * S::L);
+        filter_taps<S, std::min(kMaxTaps, Tiles<S>::kFilterAcc), 1>(v, l, xq, dyt + k * S::L, ldk, m, acc + k * S::L);
 }
-
-using V8 = float __attribute__((vector_size(32)));
-using V8u = float __attribute__((vector_size(32), aligned(4), may_alias));
-using I8 = int __attribute__((vector_size(32)));
 
 // out[e*ldo + k] = in[k*ldi + e] for an 8x8 block: unpack, shuffle, then swap 128-bit halves,
 // 24 shuffles for 64 floats (GCC picks the instructions for each level; at baseline a V8 is two
@@ -551,25 +590,28 @@ bool pointwise_wastes(const ConvShape& v) {
 bool direct_fwd_fits(const ConvShape& v) {
     Layout l;
     int64_t phases = 0;
-    return layout_sizes(v, l, phases) && !pointwise_wastes(v);
+    return layout_sizes(v, l, phases) && !pointwise_wastes(v) &&
+           static_cast<double>(l.qpad) <= level_waste_limit() * static_cast<double>(v.oh * v.ow);
 }
 
 // The phases compute their positions' full rows (wq columns for the n_j of dX) over taps that
 // read dY's padding too: for a conv with little padding most of them read zeros (LeNet's conv2,
 // 5x5 with no padding, 8x8 dY: 12x16 positions computed per 8x8 dY, 3x im2col's multiply-adds,
-// and slower than it: 3.8 vs 2.4 ms per call). Taken where it computes at most 1.5x im2col's
-// (ResNet's padded 3x3: 1.07x at stride 1, 1.14x at stride 2; its 1x1 stride 2: 1.06x).
+// and slower than it at avx512: 3.8 vs 2.4 ms per call). Taken where it computes at most 1.5x
+// im2col's, and at most the level's waste limit (ResNet's padded 3x3: 1.08x at 28x28, 1.14x at
+// 14x14 and at stride 2, 1.31x at 7x7; its 1x1 stride 2 to 14x14: 1.06x).
 bool direct_bwd_data_fits(const ConvShape& v) {
     if (pointwise_wastes(v)) return false;
     DataPlan p;
     if (!plan_data(v, nullptr, nullptr, p)) return false;
-    return p.computed <= 1.5 * static_cast<double>(v.oh * v.ow) * v.kg * v.r * v.s * v.cg;
+    return p.computed <= std::min(1.5, level_waste_limit()) * static_cast<double>(v.oh * v.ow) * v.kg * v.r * v.s * v.cg;
 }
 
 bool direct_bwd_filter_fits(const ConvShape& v) {
     Layout l;
     int64_t phases = 0;
-    return layout_sizes(v, l, phases) && filter_chunk(v) * l.image < INT_MAX / 2 && !pointwise_wastes(v);
+    return layout_sizes(v, l, phases) && filter_chunk(v) * l.image < INT_MAX / 2 && !pointwise_wastes(v) &&
+           v.cg * v.r * v.s >= level_min_filter_taps();
 }
 
 void direct_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y,
@@ -598,7 +640,8 @@ void direct_bwd_data(const ConvShape& v, const float* dy, const float* w, float*
 
 void direct_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch) {
     const Layout l = make_layout(v, scratch);
-    const int64_t P = v.oh * v.ow, ldk = round_up(v.kg, kAlign), m = filter_chunk(v);
+    // dY transposed to [position][ldk]: the filters rounded up to whole vectors of this level.
+    const int64_t P = v.oh * v.ow, ldk = round_up(v.kg, level_lanes()), m = filter_chunk(v);
     const int64_t size = v.g * l.taps * ldk;  // one slice's sums: [G][taps][ldk]
     const double flops = 2.0 * static_cast<double>(v.n) * v.k * P * l.taps;
     const int64_t slices = shape_slices(flops, kMinSplitFlops, v.n);
