@@ -1,0 +1,104 @@
+// Per-call time of the convolutions of ResNet-20 on 28x28 Fashion-MNIST at batch 128
+// (examples/fashion_resnet.toml) and of LeNet at batch 64 (examples/fashion_lenet.toml): forward,
+// data gradient and filter gradient of each distinct shape, medians of `reps` timed calls (each
+// synced; XYLEM_BENCH_MIN=1: the fastest, for a busy machine), and the ResNet step's conv total
+// (each shape times its count in the model).
+// Usage: xylem-bench-conv [backend] [reps] [filter]   (filter: run only shapes whose name holds it)
+// A/B of two native plugin builds, alternating: XYLEM_PLUGIN_PATH=DIR picks the one in DIR; one
+// core: XYLEM_NUM_THREADS=1; a level: XYLEM_NATIVE_ISA=avx2 (docs/benchmarks.md).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "xylem/error.h"
+#include "xylem/op_calls.h"
+#include "xylem/registry.h"
+
+using namespace xylem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Case {
+    const char* name;
+    Shape x, w;
+    int stride, pad;
+    int count;  // how many convs of this shape one step runs (ResNet-20), 1 for LeNet
+    bool data_grad;  // the model needs dX (not for the first layer)
+};
+
+const Case kCases[] = {
+    {"resnet stem 1->16 28x28", {128, 1, 28, 28}, {16, 1, 3, 3}, 1, 1, 1, false},
+    {"resnet 16->16 28x28", {128, 16, 28, 28}, {16, 16, 3, 3}, 1, 1, 6, true},
+    {"resnet 16->32 s2 28->14", {128, 16, 28, 28}, {32, 16, 3, 3}, 2, 1, 1, true},
+    {"resnet 1x1 16->32 s2", {128, 16, 28, 28}, {32, 16, 1, 1}, 2, 0, 1, true},
+    {"resnet 32->32 14x14", {128, 32, 14, 14}, {32, 32, 3, 3}, 1, 1, 5, true},
+    {"resnet 32->64 s2 14->7", {128, 32, 14, 14}, {64, 32, 3, 3}, 2, 1, 1, true},
+    {"resnet 1x1 32->64 s2", {128, 32, 14, 14}, {64, 32, 1, 1}, 2, 0, 1, true},
+    {"resnet 64->64 7x7", {128, 64, 7, 7}, {64, 64, 3, 3}, 1, 1, 5, true},
+    {"lenet conv1 1->20 5x5", {64, 1, 28, 28}, {20, 1, 5, 5}, 1, 0, 1, false},
+    {"lenet conv2 20->50 5x5", {64, 20, 12, 12}, {50, 20, 5, 5}, 1, 0, 1, true},
+};
+
+Tensor random_tensor(Device& dev, const Shape& s, std::mt19937& rng) {
+    Tensor t(s, DType::F32, dev);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    float* p = t.host_write<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = u(rng);
+    return t;
+}
+
+bool use_min = false;  // XYLEM_BENCH_MIN=1: the fastest call instead of the median (a loaded machine)
+
+template <class F>
+double median_us(Device& dev, int reps, F f) {
+    f();  // warm-up: scratch grown, pages touched
+    dev.sync();
+    std::vector<double> t;
+    for (int i = 0; i < reps; ++i) {
+        const auto t0 = Clock::now();
+        f();
+        dev.sync();
+        t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    return use_min ? t[0] : t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+    const std::string name = argc > 1 ? argv[1] : "native";
+    const int reps = argc > 2 ? std::atoi(argv[2]) : 15;
+    const std::string filter = argc > 3 ? argv[3] : "";
+    use_min = std::getenv("XYLEM_BENCH_MIN") && std::strcmp(std::getenv("XYLEM_BENCH_MIN"), "1") == 0;
+    Registry registry;
+    registry.scan(Registry::search_path({}, {}));
+    Device& dev = *registry.select(name)->device(0);
+    std::mt19937 rng(1);
+    double resnet_ms = 0;
+    std::printf("%-26s %10s %10s %10s   (us per call, %s of %d)\n", "shape", "fwd", "bwd_data", "bwd_filter",
+                use_min ? "fastest" : "median", reps);
+    for (const Case& c : kCases) {
+        if (!filter.empty() && std::string(c.name).find(filter) == std::string::npos) continue;
+        const xylem_conv2d_attrs at{c.stride, c.stride, c.pad, c.pad, 1, 1, 1, XYLEM_ACT_NONE, 0.0f};
+        const Shape ys = ops::conv2d_output_shape(c.x, c.w, at);
+        Tensor x = random_tensor(dev, c.x, rng), w = random_tensor(dev, c.w, rng), dy = random_tensor(dev, ys, rng);
+        Tensor y(ys, DType::F32, dev), dx(c.x, DType::F32, dev), dw(c.w, DType::F32, dev);
+        const double f = median_us(dev, reps, [&] { ops::conv2d_fwd(dev, x, w, nullptr, y, at); });
+        const double d = c.data_grad ? median_us(dev, reps, [&] { ops::conv2d_bwd_data(dev, dy, w, dx, at); }) : 0.0;
+        const double g = median_us(dev, reps, [&] { ops::conv2d_bwd_filter(dev, x, dy, dw, at); });
+        std::printf("%-26s %10.0f %10.0f %10.0f\n", c.name, f, d, g);
+        if (std::strncmp(c.name, "resnet", 6) == 0) resnet_ms += c.count * (f + d + g) / 1000.0;
+    }
+    if (filter.empty()) std::printf("resnet-20 step, convs only: %.1f ms\n", resnet_ms);
+    return 0;
+} catch (const Error& e) {
+    std::fprintf(stderr, "xylem-bench-conv: error: %s\n", e.what());
+    return 1;
+}
