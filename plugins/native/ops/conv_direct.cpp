@@ -84,6 +84,8 @@ XYLEM_KERNEL_LEVELS(int64_t, level_min_filter_taps, (), ()) { return Tiles<S>::k
 
 // A thread is worth starting from this much work (as for the im2col path, ops/conv.cpp).
 constexpr double kMinSplitFlops = 2e6;
+// Scratch for the filter gradient's per-slice float64 sums (the arena keeps its high-water mark).
+constexpr double kMaxPartialBytes = 64.0 * 1024 * 1024;
 
 // The packed layout of one image (see the top of the file) and the taps' offsets into it.
 struct Layout {
@@ -650,7 +652,10 @@ void direct_bwd_filter(const ConvShape& v, const float* x, const float* dy, floa
     const int64_t P = v.oh * v.ow, ldk = round_up(v.kg, level_lanes()), m = filter_chunk(v);
     const int64_t size = v.g * l.taps * ldk;  // one slice's sums: [G][taps][ldk]
     const double flops = 2.0 * static_cast<double>(v.n) * v.k * P * l.taps;
-    const int64_t slices = shape_slices(flops, kMinSplitFlops, v.n);
+    // Each slice's float64 sums are the filter's size again: at most kMaxPartialBytes of them
+    // (a 512x512 3x3 filter's sums are 19 MB; ResNet-20's largest, 0.3 MB), fewer slices past it.
+    int64_t slices = shape_slices(flops, kMinSplitFlops, v.n);
+    while (slices > 1 && static_cast<double>(slices) * size * sizeof(double) > kMaxPartialBytes) slices /= 2;
     double* acc = scratch.alloc<double>(slices * size);
     std::fill_n(acc, slices * size, 0.0);
     std::array<float*, kMaxSplit> xq{}, dyt{};
