@@ -1,12 +1,14 @@
-// Direct convolutions: the forward pass, the data gradient (a forward pass of dY with the filters
-// flipped) and the filter gradient as register-tiled multiply-adds over shifted windows of a
-// padded copy of each image, with no im2col and no GEMM call.
+// Direct convolutions: the forward pass, the data gradient (per phase of dX, a forward pass of dY
+// with the filters flipped: see "data gradient" below) and the filter gradient as register-tiled
+// multiply-adds over shifted windows of a padded copy of each image, with no im2col and no GEMM
+// call.
 //
 // Why: ResNet's and LeNet's convolutions are GEMMs with one small side (per image 16 x 784 x 144
 // for a 16-channel 3x3 conv on 28x28, 64 x 49 x 576 on 7x7), where OpenBLAS packs both operands
 // for every call and ran at 15-30 GFLOP/s on one core of the AVX-512 Xeon; im2col's copy, 9x
-// the input for a 3x3 filter, came on top. These kernels ran at ~100 GFLOP/s on the same shapes
-// (docs/benchmarks.md).
+// the input for a 3x3 filter, came on top. These kernels run those shapes at 110-150 GFLOP/s
+// there (ResNet-20's convolutions: 387 -> 184 ms per step on one core; docs/architecture.md,
+// "Convolutions").
 //
 // The layout. Each channel of an image, padded, is cut into sh x sw phase planes (rows i*sh + a,
 // columns j*sw + b of the padded plane; a stride-1 conv has one phase, the padded plane), each
