@@ -61,27 +61,32 @@ using I8 = int __attribute__((vector_size(32)));
 //     (LeNet's conv2: 2.95 vs 2.76 ms, ResNet's 7x7, 1.31: 6.4 vs 7.1); baseline 1.1: without
 //     FMA the kernels are no faster than OpenBLAS's SSE ones (ResNet's 28x28, 1.08: 15.0 vs
 //     15.4 ms; 14x14, 1.14: 14.8 vs 13.5; 7x7: 16.2 vs 13.1).
+//   - kDataWasteLimit: the same for the data gradient, over its phases' multiply-adds against
+//     im2col's. avx512 1.5 (LeNet's conv2, 3.0: 3.8 vs 2.4 ms); avx2 1.2 (ResNet's 7x7 and its
+//     stride-2 32->64, both 1.31: 6.7 vs 6.4 and 3.8 vs 3.3 ms; at 1.14 it won, 6.1 vs 7.3);
+//     baseline 1.1.
 template <class S>
 struct Tiles;
 template <>
 struct Tiles<SimdAvx512> {
     static constexpr int kFilters = 8, kVectors = 3, kFilterAcc = 24, kMinFilterTaps = 1;
-    static constexpr double kWasteLimit = 1.6;
+    static constexpr double kWasteLimit = 1.6, kDataWasteLimit = 1.5;
 };
 template <>
 struct Tiles<SimdAvx2> {
     static constexpr int kFilters = 6, kVectors = 2, kFilterAcc = 12, kMinFilterTaps = 1;
-    static constexpr double kWasteLimit = 1.4;
+    static constexpr double kWasteLimit = 1.4, kDataWasteLimit = 1.2;
 };
 template <>
 struct Tiles<SimdBaseline> {
     static constexpr int kFilters = 3, kVectors = 3, kFilterAcc = 12, kMinFilterTaps = 32;
-    static constexpr double kWasteLimit = 1.1;
+    static constexpr double kWasteLimit = 1.1, kDataWasteLimit = 1.1;
 };
 
 // The running level's vector width and limits (the level the kernels below were picked at).
 XYLEM_KERNEL_LEVELS(int64_t, level_lanes, (), ()) { return S::L; }
 XYLEM_KERNEL_LEVELS(double, level_waste_limit, (), ()) { return Tiles<S>::kWasteLimit; }
+XYLEM_KERNEL_LEVELS(double, level_data_waste_limit, (), ()) { return Tiles<S>::kDataWasteLimit; }
 XYLEM_KERNEL_LEVELS(int64_t, level_min_filter_taps, (), ()) { return Tiles<S>::kMinFilterTaps; }
 
 // A thread is worth starting from this much work (as for the im2col path, ops/conv.cpp).
@@ -607,14 +612,14 @@ bool direct_fwd_fits(const ConvShape& v) {
 // The phases compute their positions' full rows (wq columns for the n_j of dX) over taps that
 // read dY's padding too: for a conv with little padding most of them read zeros (LeNet's conv2,
 // 5x5 with no padding, 8x8 dY: 12x16 positions computed per 8x8 dY, 3x im2col's multiply-adds,
-// and slower than it at avx512: 3.8 vs 2.4 ms per call). Taken where it computes at most 1.5x
-// im2col's, and at most the level's waste limit (ResNet's padded 3x3: 1.08x at 28x28, 1.14x at
-// 14x14 and at stride 2, 1.31x at 7x7; its 1x1 stride 2 to 14x14: 1.06x).
+// and slower than it at avx512: 3.8 vs 2.4 ms per call). Taken where it computes at most the
+// level's kDataWasteLimit times im2col's (ResNet's padded 3x3: 1.08x at 28x28, 1.14x at 14x14
+// and at stride 2, 1.31x at 7x7; its 1x1 stride 2 to 14x14: 1.06x).
 bool direct_bwd_data_fits(const ConvShape& v) {
     if (pointwise_wastes(v)) return false;
     DataPlan p;
     if (!plan_data(v, nullptr, nullptr, p)) return false;
-    return p.computed <= std::min(1.5, level_waste_limit()) * static_cast<double>(v.oh * v.ow) * v.kg * v.r * v.s * v.cg;
+    return p.computed <= level_data_waste_limit() * static_cast<double>(v.oh * v.ow) * v.kg * v.r * v.s * v.cg;
 }
 
 bool direct_bwd_filter_fits(const ConvShape& v) {
