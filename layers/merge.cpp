@@ -167,14 +167,13 @@ const Tensor& Concat::forward_inputs(Device& dev, const std::vector<const Tensor
         ops::copy(dev, xs[k]->reshaped({n * extents_[k], inner_}), part);
         at += n * extents_[k];
     }
-    const std::vector<int64_t> extents = extents_;
-    const int64_t total = total_;
-    const Tensor& idx = interleave_.get(dev, n, [extents, total](int64_t batch) {
+    // Built once per batch size (the lambda runs only then): no copy of the extents per step.
+    const Tensor& idx = interleave_.get(dev, n, [this](int64_t batch) {
         std::vector<int32_t> rows;
-        rows.reserve(static_cast<size_t>(batch * total));
+        rows.reserve(static_cast<size_t>(batch * total_));
         for (int64_t s = 0; s < batch; ++s) {
             int64_t base = 0;
-            for (int64_t e : extents) {
+            for (int64_t e : extents_) {
                 for (int64_t r = 0; r < e; ++r) rows.push_back(static_cast<int32_t>(base + s * e + r));
                 base += batch * e;
             }
