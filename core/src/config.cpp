@@ -8,6 +8,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "config_depth.h"
 #include "xylem/error.h"
 #include "model_config.h"
 #include "toml_section.h"
@@ -64,6 +65,7 @@ void parse_schedule(const Section& s, ScheduleSpec& sc) {
 }  // namespace
 
 RunConfig parse_config(const std::string& text, const std::string& source) {
+    check_toml_depth(text, source);  // before toml++, which a deep dotted key crashes
     toml::table root;
     try {
         root = toml::parse(text, source);

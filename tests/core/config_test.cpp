@@ -282,3 +282,33 @@ TEST(Config, TextDataKeys) {
               "test.toml: key 'loss.type' is mse, which does not apply to text data: a character model predicts classes "
               "(cross_entropy or nll)");
 }
+
+// toml++ recurses once per dotted-key part and crashed on a 50,000-part key (issue 26): the depth of
+// every key path (dotted keys, [table] headers, inline tables, arrays) is checked before it parses.
+TEST(Config, DeepKeysAreRefusedBeforeTomlParses) {
+    auto dotted = [](int parts) {
+        std::string k = "x";
+        for (int i = 1; i < parts; ++i) k += ".y";
+        return k;
+    };
+    const std::string refused = "the config nests deeper than 256 levels (dotted key parts, [table] header parts, "
+                                "arrays and inline tables together)";
+    EXPECT_EQ(config_error_of("backend = \"native\"\n" + dotted(50000) + " = 1\n"), "test.toml:2: " + refused);
+    EXPECT_EQ(config_error_of("[" + dotted(50000) + "]\na = 1\n"), "test.toml:1: " + refused);
+    EXPECT_EQ(config_error_of("[[" + dotted(50000) + "]]\n"), "test.toml:1: " + refused);
+    EXPECT_EQ(config_error_of("[" + dotted(200) + "]\n" + dotted(57) + " = 1\n"), "test.toml:2: " + refused);
+    // Inline tables add their keys' depths: 200 + 50 + 7 parts.
+    EXPECT_EQ(config_error_of(dotted(200) + " = { " + dotted(50) + " = { a = 1, " + dotted(7) + " = 2 } }"),
+              "test.toml:1: " + refused);
+    EXPECT_EQ(config_error_of("a = " + std::string(300, '[') + std::string(300, ']')), "test.toml:1: " + refused);
+    // At the limit toml++ reads it, and the schema names the key.
+    EXPECT_EQ(config_error_of(dotted(256) + " = 1").rfind("test.toml: unknown key 'x'", 0), 0u);
+    EXPECT_EQ(config_error_of("[" + dotted(200) + "]\n" + dotted(56) + " = 1\n").rfind("test.toml: unknown key 'x'", 0), 0u);
+    // Dots in strings, comments, numbers and quoted keys are not key parts.
+    const std::string dots(1000, '.');
+    RunConfig c = parse_config("# " + dots + "\nbackend = \"" + dots + "\" # " + dots + "\n[solver]\nlr = 0.5\n"
+                               "[train]\n\"out\" = '''\n" + dots + "\n'''\n", "test.toml");
+    EXPECT_EQ(c.backend, std::vector<std::string>{dots});
+    EXPECT_EQ(c.out_dir, dots + "\n");
+    EXPECT_EQ(config_error_of("\"" + dots + "\" = 1").rfind("test.toml: unknown key", 0), 0u);
+}

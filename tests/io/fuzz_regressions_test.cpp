@@ -92,4 +92,21 @@ TEST(FuzzRegressions, TomlNonAsciiWhereWhitespaceIsExpected) {
     EXPECT_EQ(checked, 3u) << "the toml++ inputs are missing from " << kDir / "config";
 }
 
+// A 50,000-part dotted key or [table] header crashed toml++ (stack overflow, issue 26): the depth
+// pre-scan (core/src/config_depth.cpp) refuses it before toml++ reads it, naming file and line.
+TEST(FuzzRegressions, DeepDottedKeysAreRefusedBeforeToml) {
+    auto results = replay("config", [](const std::string& b, const std::string& name) { xylem::parse_config(b, name); });
+    const std::string why = ": the config nests deeper than 256 levels (dotted key parts, [table] header parts, arrays "
+                            "and inline tables together)";
+    size_t checked = 0;
+    for (const auto& [path, error] : results) {
+        const std::string name = path.filename().string();
+        if (name == "deep-dotted-key.toml") EXPECT_EQ(error, path.string() + ":2" + why);
+        else if (name == "deep-table-header.toml") EXPECT_EQ(error, path.string() + ":1" + why);
+        else continue;
+        ++checked;
+    }
+    EXPECT_EQ(checked, 2u) << "the deep-key inputs are missing from " << kDir / "config";
+}
+
 }  // namespace
