@@ -11,6 +11,7 @@
 #include <map>
 
 #include "xylem/collective.h"
+#include "xylem/env.h"
 #include "xylem/error.h"
 #include "xylem/op_calls.h"
 
@@ -24,20 +25,12 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 // larger ones (fewer calls). XYLEM_BUCKET_KB sets the larger size (and caps the first).
 constexpr int64_t kFirstBucketBytes = int64_t{1} << 20;
 int64_t bucket_bytes() {
-    const char* v = std::getenv("XYLEM_BUCKET_KB");
-    if (!v || !*v) return int64_t{25} << 20;
-    char* end = nullptr;
-    const long long kb = std::strtoll(v, &end, 10);
-    if (*end || kb < 1) throw Error(std::string("XYLEM_BUCKET_KB='") + v + "' is not a positive number of KiB");
-    return static_cast<int64_t>(kb) * 1024;
+    return env::value_or(env::bucket_kb(), int64_t{25} << 10) * 1024;
 }
 
 // "host" forces the host path even where every rank's plugin could sum device buffers.
 bool host_path_forced() {
-    const char* v = std::getenv("XYLEM_DIST_REDUCE");
-    if (!v || !*v || std::string(v) == "auto") return false;
-    if (std::string(v) == "host") return true;
-    throw Error(std::string("XYLEM_DIST_REDUCE='") + v + "': expected auto or host");
+    return env::value_or(env::dist_reduce(), std::string("auto")) == "host";
 }
 
 std::string mib(double bytes) {
@@ -92,7 +85,8 @@ void DataParallel::start(const Identity& id, Net& model, Solver& solver, int64_t
     const uint64_t model_hash = model_fingerprint(model, &params);
     const bool device_ok = has_device_collectives(dev_.backend()) && !host_path_forced();
     const std::vector<std::vector<uint64_t>> all =
-        ranks_.gather_all({id.config, model_hash, params, id.data, id.position, device_ok ? 1u : 0u}, "comparing the ranks");
+        ranks_.gather_all({id.config, model_hash, params, id.data, id.position, device_ok ? 1u : 0u, fingerprint(id.backend)},
+                          "comparing the ranks");
     std::string why;
     for (int r = 1; r < size() && why.empty(); ++r) {
         const std::vector<uint64_t>& mine = all[static_cast<size_t>(r)];
@@ -101,7 +95,10 @@ void DataParallel::start(const Identity& id, Net& model, Solver& solver, int64_t
         char hashes[96];
         std::snprintf(hashes, sizeof hashes, "%016llx against %016llx", static_cast<unsigned long long>(mine[1]),
                       static_cast<unsigned long long>(root[1]));
-        if (mine[1] != root[1] || mine[2] != root[2])
+        if (mine[6] != root[6])
+            why = who + " runs on another backend than rank 0" + (rank() == 0 ? "'s " + id.backend : std::string()) +
+                  ": every rank must run the same one (name it with --backend or XYLEM_BACKEND)";
+        else if (mine[1] != root[1] || mine[2] != root[2])
             why = who + "'s model differs from rank 0's: " + std::to_string(mine[2]) + " against " +
                   std::to_string(root[2]) + " parameter and buffer values (names and shapes hash " + hashes + ")";
         else if (mine[0] != root[0])

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "xylem/env.h"
 #include "xylem/error.h"
 
 namespace xylem::train {
@@ -42,7 +43,7 @@ Launch launch_from_environment() {
 }
 
 int share_cores(const Launch& launch, int config_threads) {
-    if (!launch.distributed() || config_threads > 0 || std::getenv("XYLEM_NUM_THREADS")) return 0;
+    if (!launch.distributed() || config_threads > 0 || env::num_threads().set) return 0;
     cpu_set_t set;
     CPU_ZERO(&set);
     const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
@@ -52,12 +53,7 @@ int share_cores(const Launch& launch, int config_threads) {
 }
 
 double collective_timeout_seconds() {
-    const char* v = std::getenv("XYLEM_DIST_TIMEOUT");
-    if (!v || !*v) return 300;
-    char* end = nullptr;
-    const double s = std::strtod(v, &end);
-    if (*end || !(s > 0)) throw Error(std::string("XYLEM_DIST_TIMEOUT='") + v + "' is not a positive number of seconds");
-    return s;
+    return env::value_or(env::dist_timeout(), 300.0);
 }
 
 }  // namespace xylem::train

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "fusion_internal.h"
+#include "xylem/env.h"
 #include "xylem/error.h"
 #include "xylem/fused_builder.h"
 #include "xylem/plugin_kit/fused.h"
@@ -23,9 +24,7 @@
 namespace xylem::fusion {
 
 bool enabled(bool config_value) {
-    const char* env = std::getenv("XYLEM_FUSION");
-    if (env && *env) return std::strcmp(env, "0") != 0 && std::strcmp(env, "false") != 0;
-    return config_value;
+    return env::value_or(env::fusion(), config_value);  // XYLEM_FUSION wins; a value that is no switch is an error
 }
 
 namespace {

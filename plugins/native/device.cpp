@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "blas.h"
+#include "xylem/env.h"
 #include "isa.h"
 #include "native.h"
 
@@ -23,19 +24,17 @@ int hardware_threads() {
     return n > 0 ? static_cast<int>(n) : 1;
 }
 
-// The CPUs the plugin uses: XYLEM_NUM_THREADS when it is a positive integer (at most 1024), else
-// the CPUs this process may run on. Read once: every count below derives from it.
+// XYLEM_NUM_THREADS by the one rule (xylem/env.h): read once, every count below derives from it.
+const env::Value<int64_t>& threads_variable() {
+    static const env::Value<int64_t> v = env::num_threads();
+    return v;
+}
+
+// The CPUs the plugin uses: XYLEM_NUM_THREADS, else the CPUs this process may run on (a bad
+// value makes the plugin unusable, naming it: unusable() below).
 int plugin_cpus() {
-    static const int n = [] {
-        const int hw = hardware_threads();
-        const char* s = std::getenv("XYLEM_NUM_THREADS");
-        if (!s || !*s) return hw;
-        char* end = nullptr;
-        const long v = std::strtol(s, &end, 10);
-        if (*end != '\0' || v < 1) return hw;
-        return v > 1024 ? 1024 : static_cast<int>(v);
-    }();
-    return n;
+    const env::Value<int64_t>& v = threads_variable();
+    return v.set && v.error.empty() ? static_cast<int>(v.value) : hardware_threads();
 }
 
 }  // namespace
@@ -86,6 +85,7 @@ const char* cpu_features() {
 // Why the plugin cannot run here, or null: a bad XYLEM_NATIVE_ISA, or OpenBLAS missing.
 const char* unusable() {
     if (const char* e = isa_error()) return e;
+    if (!threads_variable().error.empty()) return threads_variable().error.c_str();
     const Blas& b = blas();
     return b.sgemm ? nullptr : b.error;
 }
@@ -115,7 +115,7 @@ void probe(xylem_probe_info* out) {
     }
     const Blas& b = blas();
     const int hw = hardware_threads();
-    const char* xylem_threads = std::getenv("XYLEM_NUM_THREADS");
+    const std::string xylem_threads = threads_variable().set ? std::to_string(threads_variable().value) : "unset";
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
     char how[112];
     if (b.pinned[0]) std::snprintf(how, sizeof how, "%s", b.pinned);
@@ -129,7 +129,7 @@ void probe(xylem_probe_info* out) {
                   "fused programs",
                   b.config(), corename, how, isa_name(level),
                   level < cpu_isa() ? " (capped by XYLEM_NATIVE_ISA)" : "", b.num_threads(), kernel_threads(),
-                  xylem_threads ? xylem_threads : "unset", hw);
+                  xylem_threads.c_str(), hw);
 
     out->available = 1;
     out->device_count = 1;

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "xylem/env.h"
+
 namespace xylem::native {
 
 namespace {
@@ -20,15 +22,13 @@ struct Level {
 
 Level decide() {
     const Isa cpu = cpu_isa();
-    const char* s = std::getenv("XYLEM_NATIVE_ISA");
-    if (!s || !*s) return {cpu, nullptr};
+    const env::Value<std::string> v = env::native_isa();  // the one rule for XYLEM_* variables
+    if (!v.set) return {cpu, nullptr};
     for (Isa l : kLevels)
-        if (std::strcmp(s, isa_name(l)) == 0) return {std::min(cpu, l), nullptr};
-    static char message[200];
-    std::snprintf(message, sizeof message,
-                  "XYLEM_NATIVE_ISA=%.40s is not a level: expected avx512, avx2 or baseline (a cap: this CPU runs "
-                  "%s at most), or unset for the CPU's own",
-                  s, isa_name(cpu));
+        if (v.error.empty() && v.value == isa_name(l)) return {std::min(cpu, l), nullptr};
+    static char message[240];
+    std::snprintf(message, sizeof message, "%.160s: a cap on the native kernels' instruction set (this CPU runs %s at most)",
+                  v.error.c_str(), isa_name(cpu));
     return {cpu, message};
 }
 

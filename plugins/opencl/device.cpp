@@ -9,6 +9,7 @@
 #include <new>
 
 #include "opencl.h"
+#include "xylem/env.h"
 
 #ifndef XYLEM_CLBLAST_VERSION
 #define XYLEM_CLBLAST_VERSION "unknown version"
@@ -224,7 +225,7 @@ cl_program DeviceContext::build(const char* source, const char* what) {
     // backend's. XYLEM_OPENCL_BUILD_OPTIONS appends options (e.g. -cl-mad-enable) for a user
     // who wants to trade that for speed.
     std::string options = "-cl-std=CL1.2";
-    if (const char* extra = std::getenv("XYLEM_OPENCL_BUILD_OPTIONS"); extra && *extra) options += std::string(" ") + extra;
+    if (const env::Value<std::string> extra = env::text("XYLEM_OPENCL_BUILD_OPTIONS"); extra.set) options += " " + extra.value;
     err = clBuildProgram(p, 1, &id, options.c_str(), nullptr, nullptr);
     if (err != CL_SUCCESS) {
         std::string log = "(no build log)";

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "../support/backends.h"
+#include "xylem/error.h"
 #include "xylem/fusion.h"
 #include "xylem/op_calls.h"
 
@@ -143,6 +144,12 @@ TEST(FusionSwitch, EnvironmentOverridesTheConfig) {
     EXPECT_FALSE(fusion::enabled(true));
     ::setenv("XYLEM_FUSION", "1", 1);
     EXPECT_TRUE(fusion::enabled(false));
+    ::setenv("XYLEM_FUSION", "off", 1);  // every spelling of a switch (xylem/env.h); anything else is an error
+    EXPECT_FALSE(fusion::enabled(true));
+    ::setenv("XYLEM_FUSION", "no", 1);
+    EXPECT_FALSE(fusion::enabled(true));
+    ::setenv("XYLEM_FUSION", "abc", 1);
+    EXPECT_THROW(fusion::enabled(true), Error);
     ::unsetenv("XYLEM_FUSION");
     EXPECT_TRUE(fusion::enabled(true));
     EXPECT_FALSE(fusion::enabled(false));

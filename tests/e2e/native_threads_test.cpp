@@ -62,12 +62,35 @@ TEST(NativeIsa, CapPinsTheKernelsAndOpenBlasCore) {
 TEST(NativeIsa, BadValueIsRefusedNamingTheVariableAndTheLevels) {
     const auto r = run_cli("backends", "XYLEM_NATIVE_ISA=avx3");
     EXPECT_EQ(r.code, 0) << r.err;  // the other backends still list
-    EXPECT_NE(r.out.find("XYLEM_NATIVE_ISA=avx3 is not a level: expected avx512, avx2 or baseline"), std::string::npos)
+    EXPECT_NE(r.out.find("XYLEM_NATIVE_ISA='avx3': must be one of avx512, avx2, baseline (or unset): a cap on the native "
+                         "kernels' instruction set"),
+              std::string::npos)
         << r.out;
     const auto train = run_cli("train --config " + std::string(XYLEM_SOURCE_DIR) +
                                    "/examples/fashion_mlp.toml --backend native --max-steps 1 --out /tmp/xylem_isa_bad",
                                "XYLEM_NATIVE_ISA=avx3");
     EXPECT_NE(train.code, 0);
-    EXPECT_NE(train.err.find("XYLEM_NATIVE_ISA=avx3 is not a level"), std::string::npos) << train.err;
+    EXPECT_NE(train.err.find("XYLEM_NATIVE_ISA='avx3': must be one of"), std::string::npos) << train.err;
     EXPECT_EQ(train.err.find("terminate"), std::string::npos) << train.err;
+}
+
+// XYLEM_NUM_THREADS is read like a config key (xylem/env.h): a value that is not a whole number in
+// [1, 1024], or an empty one, stops `xylem train` before any plugin is probed, naming the variable
+// and the range (it was ignored: 100000 ran 1,024 threads), and `xylem backends` lists the native
+// backend as unavailable with the same sentence (the plugin reads it by the same rule).
+TEST(NativeThreads, BadValuesAreRefusedNamingTheVariableAndTheRange) {
+    const std::string cfg = std::string(XYLEM_SOURCE_DIR) + "/examples/fashion_mlp.toml";
+    for (const std::string bad : {"abc", "-1", "1.5", "", "0", "100000"}) {
+        SCOPED_TRACE("XYLEM_NUM_THREADS='" + bad + "'");
+        const std::string why = "XYLEM_NUM_THREADS='" + bad + "': must be a whole number of CPUs in [1, 1024] (or unset)";
+        for (const std::string backend : {" --backend native", ""}) {
+            const auto train = run_cli("train --config " + cfg + backend + " --max-steps 1 --out /tmp/xylem_threads_bad",
+                                       "XYLEM_NUM_THREADS='" + bad + "'");
+            EXPECT_EQ(train.code, 1);
+            EXPECT_EQ(train.err, "xylem: error: " + why + "\n");
+            EXPECT_EQ(train.out, "");
+        }
+        const auto r = run_cli("backends", "XYLEM_NUM_THREADS='" + bad + "'");
+        EXPECT_NE(r.out.find("reason: " + why + "\n"), std::string::npos) << r.out;
+    }
 }
