@@ -86,7 +86,7 @@ toml::table Expander::substitute(const toml::table& in, const Scope& scope, cons
         if (const auto* s = v.as_string(); s && is_argument(s->get())) value = &argument(s->get(), scope, "key '" + key_path + "'");
         if (const auto* t = value->as_table()) out.insert_or_assign(k, substitute(*t, scope, key_path));
         else if (const auto* a = value->as_array()) out.insert_or_assign(k, substitute(*a, scope, key_path));
-        else value->visit([&](const auto& x) { out.insert_or_assign(k, x); });
+        else value->visit([&out, &key = k](const auto& x) { out.insert_or_assign(key, x); });  // clang 14: no captured bindings
     }
     return out;
 }
@@ -218,7 +218,7 @@ void Expander::instantiate(const Section& s, const std::string& global, const st
             if (!defaults.get(k.str()))
                 s.fail(key, "sets '" + std::string(k.str()) + "', which block '" + block +
                                 "' does not take (declare it in [model.blocks." + block + "] args)");
-            v.visit([&](const auto& x) { onto.insert_or_assign(k, x); });
+            v.visit([&onto, &key = k](const auto& x) { onto.insert_or_assign(key, x); });
         }
     };
     toml::table args = defaults;
