@@ -5,9 +5,13 @@
 // (each shape times its count in the model).
 // Usage: xylem-bench-conv [backend] [reps] [filter]   (filter: run only shapes whose name holds it)
 // A/B of two native plugin builds, alternating: XYLEM_PLUGIN_PATH=DIR picks the one in DIR; one
-// core: XYLEM_NUM_THREADS=1; a level: XYLEM_NATIVE_ISA=avx2 (docs/benchmarks.md).
+// core: XYLEM_NUM_THREADS=1; a level: XYLEM_NATIVE_ISA=avx2 (docs/benchmarks.md). On a machine
+// others load, XYLEM_BENCH_CPU=1 times the process's CPU time instead of the wall clock (with one
+// thread: the time the op ran, not the time it waited for a CPU). Then ResNet-20's batch norms
+// (training forward and backward) and ReLUs, timed alike.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -54,6 +58,14 @@ Tensor random_tensor(Device& dev, const Shape& s, std::mt19937& rng) {
 }
 
 bool use_min = false;  // XYLEM_BENCH_MIN=1: the fastest call instead of the median (a loaded machine)
+bool use_cpu = false;  // XYLEM_BENCH_CPU=1: process CPU time instead of wall time
+
+double now_us() {
+    if (!use_cpu) return std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count();
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
 
 template <class F>
 double median_us(Device& dev, int reps, F f) {
@@ -61,10 +73,10 @@ double median_us(Device& dev, int reps, F f) {
     dev.sync();
     std::vector<double> t;
     for (int i = 0; i < reps; ++i) {
-        const auto t0 = Clock::now();
+        const double t0 = now_us();
         f();
         dev.sync();
-        t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+        t.push_back(now_us() - t0);
     }
     std::sort(t.begin(), t.end());
     return use_min ? t[0] : t[t.size() / 2];
@@ -77,6 +89,7 @@ int main(int argc, char** argv) try {
     const int reps = argc > 2 ? std::atoi(argv[2]) : 15;
     const std::string filter = argc > 3 ? argv[3] : "";
     use_min = std::getenv("XYLEM_BENCH_MIN") && std::strcmp(std::getenv("XYLEM_BENCH_MIN"), "1") == 0;
+    use_cpu = std::getenv("XYLEM_BENCH_CPU") && std::strcmp(std::getenv("XYLEM_BENCH_CPU"), "1") == 0;
     Registry registry;
     registry.scan(Registry::search_path({}, {}));
     Device& dev = *registry.select(name)->device(0);
@@ -97,6 +110,37 @@ int main(int argc, char** argv) try {
         if (std::strncmp(c.name, "resnet", 6) == 0) resnet_ms += c.count * (f + d + g) / 1000.0;
     }
     if (filter.empty()) std::printf("resnet-20 step, convs only: %.1f ms\n", resnet_ms);
+    // ResNet-20's batch norms and ReLUs at batch 128: 7, 7 and 7 of each shape per step (with the
+    // projections' batch norms), 7, 6 and 6 ReLUs outside the fused residual adds.
+    struct Map {
+        const char* name;
+        Shape x;
+        int bn, relu;
+    };
+    const Map kMaps[] = {{"16x28x28", {128, 16, 28, 28}, 7, 7},
+                         {"32x14x14", {128, 32, 14, 14}, 7, 6},
+                         {"64x7x7", {128, 64, 7, 7}, 7, 6}};
+    if (filter.empty() || filter == "bn") {
+        double step_ms = 0;
+        std::printf("%-26s %10s %10s %10s %10s\n", "batch norm / relu", "bn_fwd", "bn_bwd", "relu_fwd", "relu_bwd");
+        for (const Map& m : kMaps) {
+            const Shape c{m.x[1]};
+            Tensor x = random_tensor(dev, m.x, rng), dy = random_tensor(dev, m.x, rng);
+            Tensor y(m.x, DType::F32, dev), dx(m.x, DType::F32, dev);
+            Tensor g = random_tensor(dev, c, rng), b = random_tensor(dev, c, rng), rm = random_tensor(dev, c, rng);
+            Tensor rv = random_tensor(dev, c, rng), sm(c, DType::F32, dev), si(c, DType::F32, dev);
+            Tensor dg(c, DType::F32, dev), db(c, DType::F32, dev);
+            const xylem_batchnorm_attrs at{1e-5f, 0.1f, 1};
+            const double bf = median_us(dev, reps, [&] { ops::batchnorm_fwd(dev, x, g, b, y, rm, rv, sm, si, at); });
+            const double bb =
+                median_us(dev, reps, [&] { ops::batchnorm_bwd(dev, dy, x, g, sm, si, dx, dg, db, at); });
+            const double rf = median_us(dev, reps, [&] { ops::act_fwd(dev, XYLEM_ACT_RELU, x, y); });
+            const double rb = median_us(dev, reps, [&] { ops::act_bwd(dev, XYLEM_ACT_RELU, dy, y, dx); });
+            std::printf("%-26s %10.0f %10.0f %10.0f %10.0f\n", m.name, bf, bb, rf, rb);
+            step_ms += (m.bn * (bf + bb) + m.relu * (rf + rb)) / 1000.0;
+        }
+        std::printf("resnet-20 step, batch norms and relus: %.1f ms\n", step_ms);
+    }
     return 0;
 } catch (const Error& e) {
     std::fprintf(stderr, "xylem-bench-conv: error: %s\n", e.what());

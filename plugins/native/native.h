@@ -207,6 +207,18 @@ void split_work(int64_t n, int workers, const F& body) {
     });
 }
 
+// body(lo, hi) over [0, n) elements of a memory-bound elementwise pass, split among the workers
+// from kMinSplitElements each, at multiples of 16 elements (whole cache lines of floats, no two
+// workers writing one line). Each element's result is the same however the range is cut.
+template <class F>
+void split_elements(int64_t n, const F& body) {
+    constexpr int64_t kLine = 16;
+    const int workers = split_workers(static_cast<double>(n), static_cast<double>(kMinSplitElements), n / kLine);
+    if (workers <= 1) return body(0, n);
+    const int64_t lines = (n + kLine - 1) / kLine;
+    split_work(lines, workers, [&](int64_t lo, int64_t hi, int) { body(lo * kLine, std::min(n, hi * kLine)); });
+}
+
 // body(lo, hi, worker, slice) for each of `slices` slices [lo, hi) of [0, n), fixed by n and
 // slices alone, run by up to slice_workers(slices) workers (worker < that, for per-worker
 // scratch; slice < slices, for per-slice results). body must not throw.

@@ -79,6 +79,28 @@ XYLEM_KERNEL(void, channel_bias_activate,
     }
 }
 
+// dx = dy * act'(y), from the activation's output (dx may alias dy).
+XYLEM_KERNEL(void, activate_grad, (int act, const float* dy, const float* y, float* dx, int64_t n),
+             (act, dy, y, dx, n)) {
+    switch (act) {
+    case XYLEM_ACT_NONE:
+        if (dx != dy) std::memmove(dx, dy, static_cast<size_t>(n) * sizeof(float));
+        break;
+    case XYLEM_ACT_RELU:
+        for (int64_t i = 0; i < n; ++i) {
+            const float d = dy[i];  // read unconditionally so the select vectorizes
+            dx[i] = y[i] > 0.0f ? d : 0.0f;
+        }
+        break;
+    case XYLEM_ACT_SIGMOID:
+        for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+        break;
+    case XYLEM_ACT_TANH:
+        for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+        break;
+    }
+}
+
 void op_fill(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 0, 0, 1);
     const float value = a.attrs<xylem_fill_attrs>().value;
@@ -97,7 +119,13 @@ void op_copy(const xylem_op_desc& desc, xylem_stream_s&) {
     const xylem_dtype dtype = desc.inputs[0].dtype == XYLEM_I32 ? XYLEM_I32 : XYLEM_F32;
     const Tensor in = a.in(0, "in", dtype), out = a.out(0, "out", dtype);
     a.same_numel(in, "in", out, "out");
-    if (in.data != out.data) std::memmove(out.data, in.data, static_cast<size_t>(in.numel) * 4);
+    if (in.data == out.data) return;
+    if (overlap(in, out)) return static_cast<void>(std::memmove(out.data, in.data, static_cast<size_t>(in.numel) * 4));
+    const char* src = static_cast<const char*>(in.data);
+    char* dst = static_cast<char*>(out.data);
+    split_elements(in.numel, [&](int64_t lo, int64_t hi) {
+        std::memcpy(dst + lo * 4, src + lo * 4, static_cast<size_t>(hi - lo) * 4);
+    });
 }
 
 void op_axpby(const xylem_op_desc& desc, xylem_stream_s&) {
@@ -108,17 +136,25 @@ void op_axpby(const xylem_op_desc& desc, xylem_stream_s&) {
     const float alpha = attrs.alpha, beta = attrs.beta;
     const float* x = ta.f32();
     float* out = tout.f32();
-    const int64_t n = ta.numel;
+    const float* y = nullptr;
     if (a.n_inputs() == 2) {
         const Tensor tb = a.in(1, "b");
         a.same_numel(ta, "a", tb, "b");
-        const float* y = tb.f32();
-        for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + beta * y[i];
-    } else if (beta == 0.0f) {  // BLAS convention: beta = 0 does not read out (it may hold NaN)
-        for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i];
-    } else {
-        for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + beta * out[i];
+        y = tb.f32();
     }
+    // A partial overlap runs in one piece, in order, as it always did.
+    auto body = [&](int64_t lo, int64_t hi) {
+        if (y) {
+            for (int64_t i = lo; i < hi; ++i) out[i] = alpha * x[i] + beta * y[i];
+        } else if (beta == 0.0f) {  // BLAS convention: beta = 0 does not read out (it may hold NaN)
+            for (int64_t i = lo; i < hi; ++i) out[i] = alpha * x[i];
+        } else {
+            for (int64_t i = lo; i < hi; ++i) out[i] = alpha * x[i] + beta * out[i];
+        }
+    };
+    const bool partial = (x != out && overlap(ta, tout)) || (y && y != out && overlap(a.in(1, "b"), tout));
+    if (partial) return body(0, ta.numel);
+    split_elements(ta.numel, body);
 }
 
 void op_mul(const xylem_op_desc& desc, xylem_stream_s&) {
@@ -128,7 +164,12 @@ void op_mul(const xylem_op_desc& desc, xylem_stream_s&) {
     a.same_numel(ta, "a", tout, "out");
     const float *x = ta.f32(), *y = tb.f32();
     float* out = tout.f32();
-    for (int64_t i = 0; i < ta.numel; ++i) out[i] = x[i] * y[i];
+    auto body = [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) out[i] = x[i] * y[i];
+    };
+    const bool partial = (x != out && overlap(ta, tout)) || (y != out && overlap(tb, tout));
+    if (partial) return body(0, ta.numel);
+    split_elements(ta.numel, body);
 }
 
 // out = alpha*a + beta*b with b broadcast over rows (a row vector) or columns (a column vector).
@@ -164,7 +205,9 @@ void op_act_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     const int act = a.check_activation(a.attrs<xylem_act_attrs>().activation);
     const Tensor x = a.in(0, "x"), y = a.out(0, "y");
     a.same_numel(x, "x", y, "y");
-    activate(act, x.f32(), y.f32(), x.numel);
+    const float* xp = x.f32();
+    float* yp = y.f32();
+    split_elements(x.numel, [&](int64_t lo, int64_t hi) { activate(act, xp + lo, yp + lo, hi - lo); });
 }
 
 void op_act_bwd(const xylem_op_desc& desc, xylem_stream_s&) {
@@ -175,24 +218,7 @@ void op_act_bwd(const xylem_op_desc& desc, xylem_stream_s&) {
     a.same_numel(tdy, "dy", tdx, "dx");
     const float *dy = tdy.f32(), *y = ty.f32();
     float* dx = tdx.f32();
-    const int64_t n = tdy.numel;
-    switch (act) {
-    case XYLEM_ACT_NONE:
-        if (dx != dy) std::memmove(dx, dy, static_cast<size_t>(n) * sizeof(float));
-        break;
-    case XYLEM_ACT_RELU:
-        for (int64_t i = 0; i < n; ++i) {
-            const float d = dy[i];  // read unconditionally so the select vectorizes
-            dx[i] = y[i] > 0.0f ? d : 0.0f;
-        }
-        break;
-    case XYLEM_ACT_SIGMOID:
-        for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
-        break;
-    case XYLEM_ACT_TANH:
-        for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
-        break;
-    }
+    split_elements(tdy.numel, [&](int64_t lo, int64_t hi) { activate_grad(act, dy + lo, y + lo, dx + lo, hi - lo); });
 }
 
 void op_dropout_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
