@@ -13,6 +13,9 @@
 //     mixed strides and dilations, padding beyond the kernel's reach (1x3 padded 1x1);
 //   - groups, filters per group not a multiple of 16 (the filter gradient's vectors of filters:
 //     4 + 2 + 1 at avx512 for 100 filters), tap counts that leave tile remainders;
+//   - the Winograd kernels (ops/conv_winograd.cpp, 3x3 stride 1 with 8 channels or more in and
+//     out, on maps whose tiles waste little at the level): ResNet's 28x28 and 14x14 (and at avx2
+//     and baseline its 7x7), odd outputs, padding 0 and 2;
 //   - the fallbacks to im2col: a data gradient whose phases would compute more than 1.5x
 //     im2col's multiply-adds (LeNet's 5x5 with no padding: 3x), and a strided 1x1 conv whose
 //     output plane fills less than 1/1.2 of its vectors (7x7: 49 positions in 64).
@@ -57,6 +60,14 @@ const Case kCases[] = {
      true},
     {"depthwise 3x3", {2, 8, 10, 10}, {8, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 8, XYLEM_ACT_NONE, 0}, false},
     {"1x1 on a 4x4 plane, groups 2", {3, 6, 4, 4}, {10, 3, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, false},
+    // Winograd F(2x2, 3x3) (ops/conv_winograd.cpp): chunks of 3 images cut by 7, odd outputs
+    // (the last row and column of tiles half outside), padding 0 and 2 (the data gradient's 2
+    // and 0), channels that are no multiple of a vector.
+    {"winograd 32->32 14x14, 7 images", {7, 32, 14, 14}, {32, 32, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0},
+     false},
+    {"winograd odd 23x21 output, no padding", {2, 8, 25, 23}, {10, 8, 3, 3}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU, 0},
+     true},
+    {"winograd padding 2", {2, 9, 20, 21}, {12, 9, 3, 3}, {1, 1, 2, 2, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
 };
 
 std::string describe(const Case& c) { return std::string(c.what) + ": x " + to_string(c.x) + " w " + to_string(c.w); }

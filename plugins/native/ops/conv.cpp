@@ -12,6 +12,7 @@
 #include "blas.h"
 #include "native.h"
 #include "ops/conv_direct.h"
+#include "ops/conv_winograd.h"
 
 namespace xylem::native {
 
@@ -478,7 +479,8 @@ void op_conv2d_fwd(const xylem_op_desc& desc, xylem_stream_s& stream) {
     case Path::kLinear: fwd_linear(v, tx.f32(), tw.f32(), b, act, ty.f32()); break;
     case Path::kPointwise: fwd_pointwise(v, tx.f32(), tw.f32(), b, act, ty.f32()); break;
     case Path::kIm2col:
-        if (direct_fwd_fits(v)) direct_fwd(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
+        if (winograd_fwd_fits(v)) winograd_fwd(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
+        else if (direct_fwd_fits(v)) direct_fwd(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
         else fwd_im2col(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
         break;
     }
@@ -495,7 +497,8 @@ void op_conv2d_bwd_data(const xylem_op_desc& desc, xylem_stream_s& stream) {
     case Path::kLinear: bwd_data_linear(v, tdy.f32(), tw.f32(), tdx.f32()); break;
     case Path::kPointwise: bwd_data_pointwise(v, tdy.f32(), tw.f32(), tdx.f32()); break;
     case Path::kIm2col:
-        if (direct_bwd_data_fits(v)) direct_bwd_data(v, tdy.f32(), tw.f32(), tdx.f32(), stream.scratch_);
+        if (winograd_bwd_data_fits(v)) winograd_bwd_data(v, tdy.f32(), tw.f32(), tdx.f32(), stream.scratch_);
+        else if (direct_bwd_data_fits(v)) direct_bwd_data(v, tdy.f32(), tw.f32(), tdx.f32(), stream.scratch_);
         else bwd_data_im2col(v, tdy.f32(), tw.f32(), tdx.f32(), stream.scratch_);
         break;
     }

@@ -629,6 +629,11 @@ bool direct_bwd_filter_fits(const ConvShape& v) {
            v.cg * v.r * v.s >= level_min_filter_taps();
 }
 
+void direct_multiply(const float* xq, const int32_t* off, int64_t taps, const float* wt, int64_t kg, int64_t qpad,
+                     float* y, int64_t ldy) {
+    fwd_group(xq, off, taps, wt, kg, qpad, y, ldy);
+}
+
 void direct_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y,
                 Arena& scratch) {
     // wt[g][t][k] = W[g*kg + k][t]: a tap's weights for a tile's filters side by side.

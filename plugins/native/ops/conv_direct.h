@@ -20,6 +20,11 @@ void direct_fwd(const ConvShape& v, const float* x, const float* w, const float*
                 Arena& scratch);
 // dX = the adjoint of the forward conv applied to dY (every element written).
 void direct_bwd_data(const ConvShape& v, const float* dy, const float* w, float* dx, Arena& scratch);
+// y[k*ldy + q] = sum over t < taps of wt[t*kg + k] * xq[off[t] + q], for k < kg and q < qpad (a
+// multiple of 16): the forward kernels' register-tiled multiply, on one thread (the Winograd
+// products use it).
+void direct_multiply(const float* xq, const int32_t* off, int64_t taps, const float* wt, int64_t kg, int64_t qpad,
+                     float* y, int64_t ldy);
 // dW = beta*dW + the filter gradient (beta = 0 does not read dW).
 void direct_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch);
 

@@ -1,0 +1,305 @@
+// Winograd F(2x2, 3x3) for stride-1 undilated 3x3 convolutions (Lavin and Gray, 2016): the forward
+// pass and the data gradient (the forward pass of dY with the filters flipped), 16 multiply-adds
+// per 2x2 outputs and channel where the direct kernels spend 36.
+//
+// Each image's input, padded, is cut into 4x4 tiles overlapping by 2 (one per 2x2 outputs); each
+// tile d becomes V = B^T d B, each filter g becomes U = G g G^T (4x4 both), and element xi of
+// the 16 is one product M[xi] = U[xi] (K x C) * V[xi] (C x tiles), run by the direct kernels'
+// register-tiled multiply (ops/conv_direct.cpp) over the tiles of a chunk of images. The outputs
+// are A^T M A. The transforms are additions and halvings, each output's arithmetic fixed by the
+// shape (not by the chunk, the tile or the thread count), so the bits are the same for any
+// XYLEM_NUM_THREADS; against the direct kernels they differ by float rounding (within the ops'
+// tolerance: tests/ops/native_conv_paths_test.cpp checks both against float64).
+#include "ops/conv_winograd.h"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+
+#include "simd.h"
+#include "ops/conv_direct.h"
+
+namespace xylem::native {
+
+namespace {
+
+constexpr int64_t kAlign = 16;  // tile columns per chunk are padded to this (the widest vector)
+constexpr int64_t kChunkTiles = 128;  // tiles per product at least (images per chunk follow)
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// One Winograd pass: `cin` planes h x w per image, padded by (ph, pw), into `kout` planes
+// oh x ow with oh = h + 2*ph - 2 (and ow alike). The padded plane (2*th + 2 rows, 2*tw + 2
+// columns) is kept as its four phases (row and column parity), each (th + 1) x we with
+// we = tw + 1, so that value (r, j) of tile (a, b) sits at q + (r/2)*we + j/2 of phase
+// (r%2, j%2), q = a*we + b: every tile's values are shifted unit-stride windows, and a vector
+// holds consecutive q. Each row of tiles carries one extra column (b = tw), computed and dropped
+// (as the direct kernels do with the columns past each output row).
+struct Plan {
+    int64_t n, cin, h, w, kout, ph, pw, oh, ow;
+    int64_t th, tw, we, tiles;  // tiles: th*we positions q per image
+    int64_t phase;              // floats per phase plane: (th + 1)*we, plus a vector of zeros
+    int64_t chunk, cols, qpad, ld;  // images per chunk; chunk*tiles; cols rounded up to kAlign;
+                                    // row length of V and M (one vector more: the last image's spill)
+};
+
+Plan make_plan(int64_t n, int64_t cin, int64_t h, int64_t w, int64_t kout, int64_t ph, int64_t pw) {
+    Plan p{n, cin, h, w, kout, ph, pw, h + 2 * ph - 2, w + 2 * pw - 2, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    p.th = (p.oh + 1) / 2, p.tw = (p.ow + 1) / 2, p.we = p.tw + 1, p.tiles = p.th * p.we;
+    p.phase = (p.th + 1) * p.we + 2 * kAlign;
+    p.chunk = std::clamp<int64_t>((kChunkTiles + p.tiles - 1) / p.tiles, 1, 16);
+    p.cols = p.chunk * p.tiles;
+    p.qpad = round_up(p.cols, kAlign);
+    p.ld = p.qpad + kAlign;
+    return p;
+}
+
+bool plan_fits(const Plan& p) {
+    return p.oh >= 1 && p.ow >= 1 && 16 * std::max(p.cin, p.kout) * p.ld < INT_MAX / 2 && 4 * p.phase < INT_MAX / 2;
+}
+
+// A vector of T (a level's vector type, or float) at p, unaligned.
+template <class T, class Tu>
+__attribute__((always_inline)) inline T load(const float* p) {
+    return *reinterpret_cast<const Tu*>(p);
+}
+template <class T, class Tu>
+__attribute__((always_inline)) inline void store(float* p, T x) {
+    *reinterpret_cast<Tu*>(p) = x;
+}
+
+// 8 floats (two SSE registers at the baseline level), for the (de)interleaving copies below.
+using V8 = float __attribute__((vector_size(32)));
+using V8u = float __attribute__((vector_size(32), aligned(4), may_alias));
+using I8 = int __attribute__((vector_size(32)));
+
+// s0[i] = src[2i], s1[i] = src[2i + 1] for 2i (+ 1) < n: blocks of 16, the last one overlapping
+// the one before (from an even start: it rewrites the same values), the rest one by one.
+__attribute__((always_inline)) inline void deinterleave(const float* __restrict src, int64_t n, float* __restrict s0,
+                                                        float* __restrict s1) {
+    auto block = [&](int64_t i) {  // src[2i, 2i + 16)
+        const V8 a = *reinterpret_cast<const V8u*>(src + 2 * i), b = *reinterpret_cast<const V8u*>(src + 2 * i + 8);
+        *reinterpret_cast<V8u*>(s0 + i) = __builtin_shuffle(a, b, I8{0, 2, 4, 6, 8, 10, 12, 14});
+        *reinterpret_cast<V8u*>(s1 + i) = __builtin_shuffle(a, b, I8{1, 3, 5, 7, 9, 11, 13, 15});
+    };
+    if (n < 16) {
+        for (int64_t i = 0; 2 * i < n; ++i) {
+            s0[i] = src[2 * i];
+            if (2 * i + 1 < n) s1[i] = src[2 * i + 1];
+        }
+        return;
+    }
+    for (int64_t i = 0; 2 * i + 16 <= n; i += 8) block(i);
+    block((n - 16 - n % 2) / 2);  // ends at n, or n - 1 for odd n
+    if (n % 2) s0[n / 2] = src[n - 1];
+}
+
+// out[2i] = s0[i], out[2i + 1] = s1[i] for 2i (+ 1) < n, in blocks as deinterleave.
+__attribute__((always_inline)) inline void interleave(const float* __restrict s0, const float* __restrict s1, int64_t n,
+                                                      float* __restrict out) {
+    auto block = [&](int64_t i) {  // out[2i, 2i + 16)
+        const V8 a = *reinterpret_cast<const V8u*>(s0 + i), b = *reinterpret_cast<const V8u*>(s1 + i);
+        *reinterpret_cast<V8u*>(out + 2 * i) = __builtin_shuffle(a, b, I8{0, 8, 1, 9, 2, 10, 3, 11});
+        *reinterpret_cast<V8u*>(out + 2 * i + 8) = __builtin_shuffle(a, b, I8{4, 12, 5, 13, 6, 14, 7, 15});
+    };
+    if (n < 16) {
+        for (int64_t i = 0; 2 * i < n; ++i) {
+            out[2 * i] = s0[i];
+            if (2 * i + 1 < n) out[2 * i + 1] = s1[i];
+        }
+        return;
+    }
+    for (int64_t i = 0; 2 * i + 16 <= n; i += 8) block(i);
+    block((n - 16 - n % 2) / 2);  // ends at n, or n - 1 for odd n
+    if (n % 2) out[n - 1] = s0[n / 2];
+}
+
+// v[(xi*cin + c)*ld + col0 + q] = (B^T d B)[xi] for q < tiles, rounded up to whole vectors (the
+// rest spills into the next image's columns, which it writes next, or the row's last vector):
+// each of the image's channels. scratch: 4 phase planes.
+XYLEM_KERNEL_LEVELS(void, input_transform,
+                    (const Plan& p, const float* __restrict x, int64_t col0, float* __restrict scratch,
+                     float* __restrict v),
+                    (p, x, col0, scratch, v)) {
+    using V = typename S::V;
+    using Vu = typename S::Vu;
+    const int64_t we = p.we, step = p.cin * p.ld;  // step: from xi to xi + 1
+    for (int64_t c = 0; c < p.cin; ++c) {
+        for (int64_t e = 0; e < 4 * p.phase; ++e) scratch[e] = 0.0f;
+        for (int64_t i = 0; i < p.h; ++i) {  // padded row i + ph, column j + pw
+            const float* src = x + (c * p.h + i) * p.w;
+            const int64_t y = i + p.ph;
+            float* even = scratch + (y % 2 * 2) * p.phase + y / 2 * we;  // phase (y%2, 0)
+            float* odd = even + p.phase;                                // phase (y%2, 1)
+            // source column j lands in column (j + pw)/2 of phase (j + pw)%2
+            if (p.pw % 2 == 0) deinterleave(src, p.w, even + p.pw / 2, odd + p.pw / 2);
+            else deinterleave(src, p.w, odd + p.pw / 2, even + (p.pw + 1) / 2);
+        }
+        const float *p00 = scratch, *p01 = scratch + p.phase, *p10 = scratch + 2 * p.phase,
+                    *p11 = scratch + 3 * p.phase;
+        float* out = v + c * p.ld + col0;
+        for (int64_t q = 0; q < p.tiles; q += S::L) {
+            // d[r][j] = phase (r%2, j%2) at q + (r/2)*we + j/2
+            const V d[4][4] = {
+                {load<V, Vu>(p00 + q), load<V, Vu>(p01 + q), load<V, Vu>(p00 + q + 1), load<V, Vu>(p01 + q + 1)},
+                {load<V, Vu>(p10 + q), load<V, Vu>(p11 + q), load<V, Vu>(p10 + q + 1), load<V, Vu>(p11 + q + 1)},
+                {load<V, Vu>(p00 + q + we), load<V, Vu>(p01 + q + we), load<V, Vu>(p00 + q + we + 1),
+                 load<V, Vu>(p01 + q + we + 1)},
+                {load<V, Vu>(p10 + q + we), load<V, Vu>(p11 + q + we), load<V, Vu>(p10 + q + we + 1),
+                 load<V, Vu>(p11 + q + we + 1)}};
+            V t[4][4];  // B^T d
+            for (int j = 0; j < 4; ++j) {
+                t[0][j] = d[0][j] - d[2][j];
+                t[1][j] = d[1][j] + d[2][j];
+                t[2][j] = d[2][j] - d[1][j];
+                t[3][j] = d[1][j] - d[3][j];
+            }
+            for (int i = 0; i < 4; ++i) {  // (B^T d) B
+                float* o = out + i * 4 * step + q;
+                store<V, Vu>(o, t[i][0] - t[i][2]);
+                store<V, Vu>(o + step, t[i][1] + t[i][2]);
+                store<V, Vu>(o + 2 * step, t[i][2] - t[i][1]);
+                store<V, Vu>(o + 3 * step, t[i][1] - t[i][3]);
+            }
+        }
+    }
+}
+
+// y[k][2a + i][2b + j] = (A^T M A)[i][j] of tile (a, b), for the outputs inside oh x ow, from
+// m[(xi*kout + k)*ld + col0 + q]. scratch: 4 rows of tiles + a vector (by i and j).
+XYLEM_KERNEL_LEVELS(void, output_transform,
+                    (const Plan& p, const float* __restrict m, int64_t col0, float* __restrict scratch,
+                     float* __restrict y),
+                    (p, m, col0, scratch, y)) {
+    using V = typename S::V;
+    using Vu = typename S::Vu;
+    const int64_t step = p.kout * p.ld, rs = p.tiles + S::L;  // rs: scratch rows
+    for (int64_t k = 0; k < p.kout; ++k) {
+        const float* mk = m + k * p.ld + col0;
+        for (int64_t q = 0; q < p.tiles; q += S::L) {
+            V r[2][4];  // A^T M
+            for (int j = 0; j < 4; ++j) {
+                const V m0 = load<V, Vu>(mk + j * step + q), m1 = load<V, Vu>(mk + (4 + j) * step + q),
+                        m2 = load<V, Vu>(mk + (8 + j) * step + q), m3 = load<V, Vu>(mk + (12 + j) * step + q);
+                r[0][j] = m0 + m1 + m2;
+                r[1][j] = m1 - m2 - m3;
+            }
+            for (int i = 0; i < 2; ++i) {  // (A^T M) A
+                store<V, Vu>(scratch + 2 * i * rs + q, r[i][0] + r[i][1] + r[i][2]);
+                store<V, Vu>(scratch + (2 * i + 1) * rs + q, r[i][1] - r[i][2] - r[i][3]);
+            }
+        }
+        for (int64_t a = 0; a < p.th; ++a)
+            for (int64_t i = 0; i < 2 && 2 * a + i < p.oh; ++i) {
+                const float *ye = scratch + 2 * i * rs + a * p.we, *yo = ye + rs;
+                interleave(ye, yo, p.ow, y + (k * p.oh + 2 * a + i) * p.ow);
+            }
+    }
+}
+
+// u[(xi*cin + c)*kout + k] = (G g G^T)[xi] for g = filter(k, c), 3x3 at f(k, c) (row-major).
+template <class F>
+void filter_transform(const Plan& p, F filter, float* u) {
+    for (int64_t k = 0; k < p.kout; ++k)
+        for (int64_t c = 0; c < p.cin; ++c) {
+            const float* g = filter(k, c);
+            float t[4][3];  // G g
+            for (int j = 0; j < 3; ++j) {
+                t[0][j] = g[j];
+                t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+                t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+                t[3][j] = g[6 + j];
+            }
+            for (int i = 0; i < 4; ++i) {
+                const float r[4] = {t[i][0], 0.5f * (t[i][0] + t[i][1] + t[i][2]), 0.5f * (t[i][0] - t[i][1] + t[i][2]),
+                                    t[i][2]};
+                for (int j = 0; j < 4; ++j) u[((i * 4 + j) * p.cin + c) * p.kout + k] = r[j];
+            }
+        }
+}
+
+// The pass over every image: chunks of images handed out one at a time to the workers.
+void run(const Plan& p, const float* x, const float* u, const float* b, int act, float* y, Arena& scratch) {
+    const int64_t chunks = (p.n + p.chunk - 1) / p.chunk;
+    const double flops = 2.0 * 16.0 * static_cast<double>(p.n * p.tiles) * p.cin * p.kout;
+    const int workers = split_workers(flops, 2e6, chunks);
+    int32_t* off = scratch.alloc<int32_t>(p.cin);
+    for (int64_t c = 0; c < p.cin; ++c) off[c] = static_cast<int32_t>(c * p.ld);
+    std::array<float*, kMaxSplit> plane{}, v{}, m{};
+    for (int w = 0; w < workers; ++w) {
+        plane[w] = scratch.alloc<float>(std::max(4 * p.phase, 4 * (p.tiles + kAlign)));
+        v[w] = scratch.alloc<float>(16 * p.cin * p.ld);
+        m[w] = scratch.alloc<float>(16 * p.kout * p.ld);
+        std::fill_n(v[w], 16 * p.cin * p.ld, 0.0f);  // the columns past the tiles stay zero
+        std::fill_n(m[w], 16 * p.kout * p.ld, 0.0f);  // read past the tiles, dropped
+    }
+    const int64_t in_image = p.cin * p.h * p.w, out_image = p.kout * p.oh * p.ow;
+    parallel_items(chunks, workers, [&](int w, int64_t ch) {
+        const int64_t n0 = ch * p.chunk, n1 = std::min(p.n, n0 + p.chunk);
+        for (int64_t j = n0; j < n1; ++j) input_transform(p, x + j * in_image, (j - n0) * p.tiles, plane[w], v[w]);
+        for (int64_t xi = 0; xi < 16; ++xi)
+            direct_multiply(v[w] + xi * p.cin * p.ld, off, p.cin, u + xi * p.cin * p.kout, p.kout, p.qpad,
+                            m[w] + xi * p.kout * p.ld, p.ld);
+        for (int64_t j = n0; j < n1; ++j) {
+            float* yj = y + j * out_image;
+            output_transform(p, m[w], (j - n0) * p.tiles, plane[w], yj);
+            if (b || act != XYLEM_ACT_NONE)
+                channel_bias_activate(act, b, yj, p.oh * p.ow, yj, p.oh * p.ow, p.kout, p.oh * p.ow);
+        }
+    });
+}
+
+// How many more positions than the outputs' a pass may compute (4 per tile, with the column past
+// each row of tiles) and still beat the direct kernels, per level (one core of the 2-vCPU AVX-512
+// Xeon, ResNet-20's 3x3 convs at batch 128, forward / data gradient in ms): avx512 1.2 (28x28,
+// 1.07: 3.4 / 3.4 against 3.9-4.5 / 4.0-4.3; 14x14, 1.14: 3.5 / 3.5 against 3.8-3.9 / 3.9-4.3;
+// 7x7, 1.63: 4.5 / 4.6 against 4.2 / 4.3, where the direct kernels compute 1.31x); avx2 and
+// baseline take all three (7x7: 5.8 / 6.0 against 6.8 / 6.4 at avx2, 12.5 / 12.6 against
+// 14.4 / 13.8 at baseline).
+XYLEM_KERNEL_LEVELS(double, winograd_waste_limit, (), ()) { return S::L == 16 ? 1.2 : 2.0; }
+
+bool shape_takes(const ConvShape& v) {
+    return v.r == 3 && v.s == 3 && v.sh == 1 && v.sw == 1 && v.dh == 1 && v.dw == 1 && v.g == 1 && v.ph <= 2 &&
+           v.pw <= 2;
+}
+
+// The transforms cost per channel in and out, the products per pair: with few channels the
+// transforms dominate (ResNet's stem, 1 -> 16 channels: 1.36 against 0.55-0.6 ms at avx512).
+constexpr int64_t kMinChannels = 8;
+
+bool plan_takes(const Plan& p) {
+    return plan_fits(p) && p.cin >= kMinChannels && p.kout >= kMinChannels &&
+           4.0 * static_cast<double>(p.tiles) <= winograd_waste_limit() * static_cast<double>(p.oh * p.ow);
+}
+
+}  // namespace
+
+bool winograd_fwd_fits(const ConvShape& v) {
+    return shape_takes(v) && plan_takes(make_plan(v.n, v.c, v.h, v.w, v.k, v.ph, v.pw));
+}
+
+bool winograd_bwd_data_fits(const ConvShape& v) {
+    return shape_takes(v) && plan_takes(make_plan(v.n, v.k, v.oh, v.ow, v.c, 2 - v.ph, 2 - v.pw));
+}
+
+void winograd_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y,
+                  Arena& scratch) {
+    const Plan p = make_plan(v.n, v.c, v.h, v.w, v.k, v.ph, v.pw);
+    float* u = scratch.alloc<float>(16 * p.cin * p.kout);
+    filter_transform(p, [&](int64_t k, int64_t c) { return w + (k * v.c + c) * 9; }, u);
+    run(p, x, u, b, act, y, scratch);
+}
+
+// dX is the stride-1 conv of dY, padded by 2 - p, with each filter turned 180 degrees and the
+// roles of K and C swapped.
+void winograd_bwd_data(const ConvShape& v, const float* dy, const float* w, float* dx, Arena& scratch) {
+    const Plan p = make_plan(v.n, v.k, v.oh, v.ow, v.c, 2 - v.ph, 2 - v.pw);
+    float* flipped = scratch.alloc<float>(v.c * v.k * 9);  // [c][k][3][3], turned
+    for (int64_t k = 0; k < v.k; ++k)
+        for (int64_t c = 0; c < v.c; ++c)
+            for (int64_t e = 0; e < 9; ++e) flipped[(c * v.k + k) * 9 + e] = w[(k * v.c + c) * 9 + 8 - e];
+    float* u = scratch.alloc<float>(16 * p.cin * p.kout);
+    filter_transform(p, [&](int64_t c, int64_t k) { return flipped + (c * v.k + k) * 9; }, u);
+    run(p, dy, u, nullptr, XYLEM_ACT_NONE, dx, scratch);
+}
+
+}  // namespace xylem::native
