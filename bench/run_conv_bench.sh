@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
 # Convolutional benchmarks: xylem (native) against PyTorch CPU in the same run.
 #
-#   bench/run_conv_bench.sh [--reps N] [--xylem PATH]
+#   bench/run_conv_bench.sh [--reps N] [--xylem PATH] [--out-dir DIR]
 #
 # Per repetition (interleaved): LeNet 1 epoch at batch 64 with xylem (no tuning variables) and
 # with PyTorch tuned (OPENBLAS_NUM_THREADS=1, GLIBC_TUNABLES=..., 2 threads); the conv-as-MLP
 # network (examples/conv_mlp.toml) and fashion_mlp, 1 epoch each on xylem; inference over the
 # 10k test images at batch 1000 (xylem eval vs PyTorch). Then the Flux #558 check: the share of
 # each conv layer's backward pass spent in the bias gradient (--profile) at batch 64 and 256.
-# Prints medians; raw output goes to build/bench/conv-<date>/.
+# Prints medians; raw output goes to build/bench/conv-<date>/ (--out-dir DIR: DIR/conv-<date>/).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REPS=3
 XYLEM="$ROOT/build/bin/xylem"
+OUT_DIR="$ROOT/build/bench"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --reps) REPS="$2"; shift 2 ;;
         --xylem) XYLEM="$(realpath "$2")"; shift 2 ;;
+        --out-dir) OUT_DIR="$2"; shift 2 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
-OUT="$ROOT/build/bench/conv-$(date -u +%Y%m%dT%H%M%SZ)"
+OUT="$OUT_DIR/conv-$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$OUT"
 cd "$ROOT"
 PY=/usr/bin/python3

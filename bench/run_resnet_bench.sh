@@ -1,30 +1,32 @@
 #!/usr/bin/env bash
 # ResNet-20 (examples/fashion_resnet.toml): xylem native against PyTorch CPU in the same run.
 #
-#   bench/run_resnet_bench.sh [--reps N] [--steps N] [--xylem PATH] [--threads "1 2"]
+#   bench/run_resnet_bench.sh [--reps N] [--steps N] [--xylem PATH] [--threads "1 2"] [--out-dir DIR]
 #
 # Per repetition, interleaved: xylem trains N steps of the first epoch (batch 128, lr 0.1, as the
 # config) and PyTorch the same number of steps (bench/torch_resnet.py) at each --threads setting;
 # both report images/s over those steps, from which an epoch (469 steps) is projected. Then
 # inference over the 10k test images: `xylem eval` (batch 1000) against
 # torch_resnet.py's eval at --eval-batch 1000. Then one `--profile` run: where a step's time goes.
-# Prints medians; raw output goes to build/bench/resnet-<date>/.
+# Prints medians; raw output goes to build/bench/resnet-<date>/ (--out-dir DIR: DIR/resnet-<date>/).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REPS=3
 STEPS=60
 THREADS="1 2"
 XYLEM="$ROOT/build/bin/xylem"
+OUT_DIR="$ROOT/build/bench"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --reps) REPS="$2"; shift 2 ;;
         --steps) STEPS="$2"; shift 2 ;;
         --threads) THREADS="$2"; shift 2 ;;
         --xylem) XYLEM="$(realpath "$2")"; shift 2 ;;
+        --out-dir) OUT_DIR="$2"; shift 2 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
-OUT="$ROOT/build/bench/resnet-$(date -u +%Y%m%dT%H%M%SZ)"
+OUT="$OUT_DIR/resnet-$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$OUT"
 cd "$ROOT"
 PY=/usr/bin/python3

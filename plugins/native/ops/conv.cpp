@@ -347,7 +347,7 @@ void bwd_data_pointwise(const Conv& v, const float* dy, const float* wt, float* 
 // Images [n_lo, n_hi) in chunks of nb, on one thread: col and dyt hold one chunk (dyt is null
 // when nb = 1).
 void bwd_data_images(const Conv& v, const float* dy, const float* wt, float* dx, int64_t n_lo, int64_t n_hi,
-                     int64_t nb, float* col, float* dyt) {
+                     int64_t nb, float* col, float* dyt, bool fma_multiply, int32_t* off) {
     const int64_t P = v.p(), crs = v.crs(), rows = v.c * v.r * v.s;
     std::fill(dx + n_lo * v.c * v.hw(), dx + n_hi * v.c * v.hw(), 0.0f);
     for (int64_t n0 = n_lo; n0 < n_hi; n0 += nb) {
@@ -357,11 +357,19 @@ void bwd_data_images(const Conv& v, const float* dy, const float* wt, float* dx,
             gather_dy(v, d, m, dyt);
             d = dyt;
         }
-        // Zeroing ourselves and accumulating is faster than OpenBLAS's beta = 0 pass over C.
-        std::memset(col, 0, static_cast<size_t>(rows * ld) * sizeof(float));
-        for (int64_t g = 0; g < v.g; ++g)
-            gemm_in_worker(true, false, crs, ld, v.kg, wt + g * v.kg * crs, crs, d + g * v.kg * ld, ld, 1.0f,
-                           col + g * crs * ld, ld);
+        if (fma_multiply && ld % 16 == 0 && ld * v.k < INT_MAX / 2) {
+            // col = W^T dY by the direct kernels' register tiles (the taps: dY's K rows), which
+            // beat OpenBLAS here (LeNet's conv2, 500 x 64 x 50 per image)
+            for (int64_t k = 0; k < v.kg; ++k) off[k] = static_cast<int32_t>(k * ld);
+            for (int64_t g = 0; g < v.g; ++g)
+                direct_multiply(d + g * v.kg * ld, off, v.kg, wt + g * v.kg * crs, crs, ld, col + g * crs * ld, ld);
+        } else {
+            // Zeroing ourselves and accumulating is faster than OpenBLAS's beta = 0 pass over C.
+            std::memset(col, 0, static_cast<size_t>(rows * ld) * sizeof(float));
+            for (int64_t g = 0; g < v.g; ++g)
+                gemm_in_worker(true, false, crs, ld, v.kg, wt + g * v.kg * crs, crs, d + g * v.kg * ld, ld, 1.0f,
+                               col + g * crs * ld, ld);
+        }
         col2im(v, col, m, dx + n0 * v.c * v.hw());
     }
 }
@@ -369,8 +377,11 @@ void bwd_data_images(const Conv& v, const float* dy, const float* wt, float* dx,
 // Each slice writes its own images' dX: no sum between slices.
 void bwd_data_im2col(const Conv& v, const float* dy, const float* wt, float* dx, Arena& scratch) {
     const ImageSlices is = image_slices(v, scratch);
+    const bool fma_multiply = direct_multiply_fma();
+    std::array<int32_t*, kMaxSplit> off{};
+    for (int w = 0; w < slice_workers(is.slices); ++w) off[w] = scratch.alloc<int32_t>(v.kg);
     run_slices(v.n, is.slices, [&](int64_t lo, int64_t hi, int w, int64_t) {
-        bwd_data_images(v, dy, wt, dx, lo, hi, is.nb, is.col[w], is.aux[w]);
+        bwd_data_images(v, dy, wt, dx, lo, hi, is.nb, is.col[w], is.aux[w], fma_multiply, off[w]);
     });
 }
 

@@ -634,6 +634,8 @@ void direct_multiply(const float* xq, const int32_t* off, int64_t taps, const fl
     fwd_group(xq, off, taps, wt, kg, qpad, y, ldy);
 }
 
+bool direct_multiply_fma() { return level_lanes() > 4; }
+
 void direct_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y,
                 Arena& scratch) {
     // wt[g][t][k] = W[g*kg + k][t]: a tap's weights for a tile's filters side by side.

@@ -197,6 +197,20 @@ void bwd_general(const Pool& p, const float* dy, const float* x, float* dx) {
     }
 }
 
+// body(q, off_in, off_out) for pieces q of the planes shared out among the workers (each plane's
+// windows are computed the same wherever the planes are cut): q is p with its plane count,
+// off_in / off_out the first plane's offsets in X (dX) and Y (dY).
+template <class F>
+void split_planes(const Pool& p, const F& body) {
+    const int64_t planes = p.planes;
+    const int workers = split_workers(static_cast<double>(planes * p.h * p.w), kMinSplitElements, planes);
+    split_work(planes, workers, [&](int64_t lo, int64_t hi, int) {
+        Pool q = p;
+        q.planes = hi - lo;
+        body(q, lo * p.h * p.w, lo * p.oh * p.ow);
+    });
+}
+
 }  // namespace
 
 void op_pool2d_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
@@ -205,8 +219,12 @@ void op_pool2d_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     const Tensor tx = a.in(0, "X"), ty = a.out(0, "Y");
     const Pool p = pool_shape(a, attrs, tx, "X", ty, "Y");
     if (overlap(ty, tx)) a.fail("Y overlaps X");
-    if (p.fast2x2()) fwd_2x2(p, tx.f32(), ty.f32());
-    else fwd_general(p, tx.f32(), ty.f32());
+    const float* x = tx.f32();
+    float* y = ty.f32();
+    split_planes(p, [&](const Pool& q, int64_t in, int64_t out) {
+        if (q.fast2x2()) fwd_2x2(q, x + in, y + out);
+        else fwd_general(q, x + in, y + out);
+    });
 }
 
 // The max windows are found again in X (ties to the first); Y only flags NaN windows for the fast path.
@@ -218,8 +236,12 @@ void op_pool2d_bwd(const xylem_op_desc& desc, xylem_stream_s&) {
     a.same_numel(tdy, "dY", ty, "Y");
     a.same_numel(tx, "X", tdx, "dX");
     if (overlap(tdx, tdy) || overlap(tdx, tx)) a.fail("dX overlaps dY or X");
-    if (p.fast2x2()) bwd_2x2(p, tdy.f32(), tx.f32(), ty.f32(), tdx.f32());
-    else bwd_general(p, tdy.f32(), tx.f32(), tdx.f32());
+    const float *dy = tdy.f32(), *x = tx.f32(), *y = ty.f32();
+    float* dx = tdx.f32();
+    split_planes(p, [&](const Pool& q, int64_t in, int64_t out) {
+        if (q.fast2x2()) bwd_2x2(q, dy + out, x + in, y + out, dx + in);
+        else bwd_general(q, dy + out, x + in, dx + in);
+    });
 }
 
 }  // namespace xylem::native

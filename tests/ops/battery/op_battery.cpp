@@ -99,7 +99,8 @@ struct ConvCase {
 
 void convs(Device& dev, Writer& w) {
     // LeNet's two layers (direct kernels; conv2's data gradient by im2col), a padded strided one
-    // (direct; data gradient by im2col), ResNet-20's 3x3 on 28x28, on 7x7 (the filter gradient
+    // (direct; data gradient by im2col), ResNet-20's 3x3 on 28x28 and 14x14 (Winograd, 7 images
+    // in chunks of 3), on 7x7 (Winograd at avx2 and baseline, else direct: the filter gradient
     // in chunks of 6 images, 19 images in slices) and its 1x1 stride-2 projection (direct), a
     // pointwise one on a big plane (a GEMM per image), and one whose kernel covers the input (a
     // Linear layer).
@@ -107,6 +108,7 @@ void convs(Device& dev, Writer& w) {
                               ConvCase{"lenet conv2", {64, 6, 12, 12}, {16, 6, 5, 5}, 1, 0},
                               ConvCase{"3x3 stride 2 pad 1", {32, 8, 17, 17}, {12, 8, 3, 3}, 2, 1},
                               ConvCase{"resnet 3x3 16ch 28x28", {24, 16, 28, 28}, {16, 16, 3, 3}, 1, 1},
+                              ConvCase{"resnet 3x3 32ch 14x14", {7, 32, 14, 14}, {32, 32, 3, 3}, 1, 1},
                               ConvCase{"resnet 3x3 64ch 7x7", {19, 64, 7, 7}, {64, 64, 3, 3}, 1, 1},
                               ConvCase{"resnet 1x1 stride 2", {32, 16, 28, 28}, {32, 16, 1, 1}, 2, 0},
                               ConvCase{"1x1 on 32x32", {16, 16, 32, 32}, {24, 16, 1, 1}, 1, 0},
@@ -222,6 +224,24 @@ void elementwise(Device& dev, Writer& w) {
     w.add("batchnorm running_var", rv);
     w.add("batchnorm_bwd dx", dx);
     w.add("batchnorm_bwd dgamma", dg);
+
+    // Rows of 256: training's batch norm channel by channel (ops/norm.cpp), then a ReLU's
+    // gradient over 2^20 split among the workers.
+    const Tensor x2 = random_tensor(dev, {64, 12, 16, 16}), dy2 = random_tensor(dev, {64, 12, 16, 16});
+    const Tensor g2 = random_tensor(dev, {12}), b2 = random_tensor(dev, {12});
+    Tensor y2({64, 12, 16, 16}, DType::F32, dev), dx2({64, 12, 16, 16}, DType::F32, dev);
+    Tensor rm2({12}, DType::F32, dev), rv2({12}, DType::F32, dev), sm2({12}, DType::F32, dev);
+    Tensor si2({12}, DType::F32, dev), dg2({12}, DType::F32, dev), db2({12}, DType::F32, dev);
+    ops::fill(dev, rm2, 0.0f);
+    ops::fill(dev, rv2, 1.0f);
+    ops::batchnorm_fwd(dev, x2, g2, b2, y2, rm2, rv2, sm2, si2, bn);
+    ops::batchnorm_bwd(dev, dy2, x2, g2, sm2, si2, dx2, dg2, db2, bn);
+    w.add("batchnorm_fwd, rows of 256", y2);
+    w.add("batchnorm_bwd dx, rows of 256", dx2);
+    w.add("batchnorm_bwd dbeta, rows of 256", db2);
+    Tensor relu_dx({n}, DType::F32, dev);
+    ops::act_bwd(dev, XYLEM_ACT_RELU, b.reshaped({n}), a.reshaped({n}), relu_dx);
+    w.add("relu gradient over 2^20", relu_dx);
 }
 
 }  // namespace
