@@ -47,6 +47,11 @@ void Conv2d::bind(Device& dev, const Shape& input, std::mt19937_64& rng) {
     if (o_.bias) bias_ = uniform_param(dev, "bias", {ws[0]}, k, rng);
 }
 
+Layer::ParamFloats Conv2d::param_floats_of(const std::vector<Shape>& in) const {
+    const Shape ws = weight_shape(in[0][0]);
+    return {numel(ws) + (o_.bias ? ws[0] : 0), 0};
+}
+
 bool Conv2d::fuse_activation(xylem_activation act, Backend&) {
     if (attrs_.activation != XYLEM_ACT_NONE) return false;
     attrs_.activation = act;  // conv2d_fwd always carries the fused bias + activation

@@ -9,6 +9,7 @@
 #include <queue>
 
 #include "xylem/error.h"
+#include "xylem/memory.h"
 #include "xylem/layers/elementwise.h"
 #include "xylem/op_calls.h"
 #include "xylem/profiler.h"
@@ -194,25 +195,73 @@ void Net::fuse_activations(Backend& backend) {
     }
 }
 
-void Net::build(Device& dev, const Shape& input_sample, uint64_t seed) {
+void Net::prepare(const Shape& input_sample) {
+    if (prepared_) {
+        if (input_ != input_sample)
+            throw Error("model was planned for samples of shape " + to_string(input_) + ", not " + to_string(input_sample));
+        return;
+    }
     if (nodes_.empty()) throw Error("model has no layers");
-    if (built_) throw Error("model is already built");
     resolve_inputs();
     order_topologically();
     for (Node& n : nodes_)
         for (size_t j : n.from)
             if (j != kModelInput) ++nodes_[j].consumers;
     check_outputs_used();
-    std::mt19937_64 rng(seed);
     input_ = input_sample;
     std::vector<Shape> shapes;
     for (size_t i = 0; i < nodes_.size(); ++i) {
         Node& n = nodes_[i];
         if (!n.shares.empty()) bind_shared(i);
-        shapes.clear();
-        for (size_t j : n.from) shapes.push_back(j == kModelInput ? input_sample : nodes_[j].shape);
+        n.shape = n.layer->output_shape_of(input_shapes(i, shapes));
+    }
+    prepared_ = true;
+}
+
+const std::vector<Shape>& Net::input_shapes(size_t i, std::vector<Shape>& shapes) const {
+    shapes.clear();
+    for (size_t j : nodes_[i].from) shapes.push_back(j == kModelInput ? input_ : nodes_[j].shape);
+    return shapes;
+}
+
+Net::Footprint Net::footprint(const Shape& input_sample) {
+    prepare(input_sample);
+    return count_footprint();
+}
+
+Net::Footprint Net::count_footprint() const {
+    Footprint f;
+    std::vector<bool> needs_grad(nodes_.size(), false);
+    std::vector<Shape> shapes;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+        const Node& n = nodes_[i];
+        const Layer::ParamFloats p = nodes_[n.owner == SIZE_MAX ? i : n.owner].layer->param_floats_of(
+            input_shapes(n.owner == SIZE_MAX ? i : n.owner, shapes));
+        if (n.owner == SIZE_MAX) {  // a shared parameter is counted once, under its owner
+            f.trainable += p.trainable;
+            f.buffers += p.buffers;
+        }
+        needs_grad[i] = p.trainable > 0;
+        for (size_t j : n.from)
+            if (j != kModelInput && needs_grad[j]) needs_grad[i] = true;
+        if (n.fused) continue;  // runs in its producer's output (known once built)
+        f.outputs_per_sample += numel(n.shape);
+        if (needs_grad[i]) f.output_grads_per_sample += numel(n.shape);
+    }
+    return f;
+}
+
+void Net::build(Device& dev, const Shape& input_sample, uint64_t seed) {
+    if (built_) throw Error("model is already built");
+    prepare(input_sample);
+    std::mt19937_64 rng(seed);
+    std::vector<Shape> shapes;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+        Node& n = nodes_[i];
+        input_shapes(i, shapes);
         n.layer->bind_inputs(dev, shapes, rng);
         n.shape = n.layer->output_shape_of(shapes);
+        check_param_floats(n, shapes);
         const std::vector<Param*> ps = n.layer->params();
         n.writes_grads = !ps.empty();
         n.owns_params = n.writes_grads && n.owner == SIZE_MAX;
@@ -402,20 +451,14 @@ std::string grouped(int64_t n) {  // 109386 -> "109,386"
     return out;
 }
 
-std::string bytes_text(double bytes) {
-    char buf[32];
-    if (bytes >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-    else if (bytes >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024));
-    else std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
-    return buf;
-}
 
 }  // namespace
 
 std::string Net::summary() const {
     constexpr size_t kCols = 5;
     std::vector<std::array<std::string, kCols>> rows{{"name", "layer", "inputs", "output shape", "parameters"}};
-    int64_t trainable = 0, buffers = 0, activations = 0;
+    int64_t trainable = 0, buffers = 0;
+    const int64_t activations = built_ ? count_footprint().outputs_per_sample : 0;
     for (size_t i = 0; i < nodes_.size(); ++i) {
         const Node& n = nodes_[i];
         int64_t count = 0;
@@ -426,7 +469,6 @@ std::string Net::summary() const {
         else trainable += count;
         std::string shape = built_ ? to_string(n.shape) : "?";
         if (n.fused) shape += " (fused into " + nodes_[n.from[0]].name + ")";
-        else if (built_) activations += numel(n.shape);
         rows.push_back({n.name, n.layer->kind(), joined(n.inputs), shape, params});
     }
     size_t width[kCols] = {};
@@ -446,6 +488,17 @@ std::string Net::summary() const {
     if (buffers) s += ", " + grouped(buffers) + " in buffers (" + bytes_text(f32 * static_cast<double>(buffers)) + ")";
     s += "; layer outputs: " + bytes_text(f32 * static_cast<double>(activations)) + " per sample\n";
     return s;
+}
+
+void Net::check_param_floats(const Node& n, const std::vector<Shape>& inputs) const {
+    const Layer::ParamFloats planned = n.layer->param_floats_of(inputs);
+    Layer::ParamFloats made;
+    for (Param* p : n.layer->params()) made.trainable += p->value.numel();
+    for (Param* p : n.layer->buffers()) made.buffers += p->value.numel();
+    if (made.trainable != planned.trainable || made.buffers != planned.buffers)
+        throw Error(n.layer->label() + ": internal error: bind() made " + std::to_string(made.trainable) + " + " +
+                    std::to_string(made.buffers) + " parameter floats where param_floats_of() says " +
+                    std::to_string(planned.trainable) + " + " + std::to_string(planned.buffers));
 }
 
 void Net::reset_state() {

@@ -36,6 +36,13 @@ Shape Recurrent::output_shape(const Shape& input) const {
     return {input[0], h_};
 }
 
+Layer::ParamFloats Recurrent::param_floats_of(const std::vector<Shape>& in) const {
+    const int64_t g = gates_ * h_;  // per level: weight_ih, weight_hh, bias_ih, bias_hh (bind)
+    int64_t n = 0;
+    for (int64_t l = 0; l < opt_.layers; ++l) n += g * (l == 0 ? in[0][1] : h_) + g * h_ + 2 * g;
+    return {n, 0};
+}
+
 void Recurrent::bind(Device& dev, const Shape& input, std::mt19937_64& rng) {
     output_shape(input);
     in_ = input[1];

@@ -1,11 +1,13 @@
 // Backend and Device: the core's side of the plugin tables.
 #include "xylem/backend.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
 #include "fusion_internal.h"
 #include "xylem/error.h"
+#include "xylem/memory.h"
 #include "xylem/profiler.h"
 
 namespace xylem {
@@ -115,14 +117,49 @@ bool Device::supports_capture() const {
 }
 
 xylem_buffer_t Device::alloc(uint64_t bytes) {
+    const Capacity& cap = capacity();
+    const uint64_t before = allocated_bytes();
+    if (cap.bytes && (bytes > cap.bytes || before > cap.bytes - bytes))
+        throw Error("out of memory on " + name() + ": a tensor of " + bytes_text(static_cast<double>(bytes)) +
+                    " would bring xylem's tensors there to " + bytes_text(static_cast<double>(before) + bytes) +
+                    ", and " + cap.source + " is " + bytes_text(static_cast<double>(cap.bytes)));
     xylem_buffer_t buf = nullptr;
     backend_->check(backend_->api().buffer_alloc(backend_->framework(), index_, bytes, &buf),
                     ("allocating " + std::to_string(bytes) + " bytes on " + name()).c_str());
+    allocated_.fetch_add(bytes, std::memory_order_relaxed);
     return buf;
 }
 
-void Device::free(xylem_buffer_t buffer) noexcept {
-    if (buffer) backend_->api().buffer_free(backend_->framework(), buffer);
+void Device::free(xylem_buffer_t buffer, uint64_t bytes) noexcept {
+    if (!buffer) return;
+    backend_->api().buffer_free(backend_->framework(), buffer);
+    allocated_.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+const Device::Capacity& Device::capacity() {
+    std::call_once(capacity_once_, [&] {
+        const xylem_plugin& api = backend_->api();
+        xylem_probe_info probe{};
+        api.probe(&probe);
+        const uint32_t count = std::min<uint32_t>(probe.device_count, XYLEM_MAX_PROBE_DEVICES);
+        uint64_t device_bytes = 0;
+        uint32_t kind = XYLEM_DEVICE_KIND_UNKNOWN;
+        if (index_ < count) {
+            device_bytes = probe.devices[index_].memory_bytes;
+            uint32_t kinds[XYLEM_MAX_PROBE_DEVICES] = {};  // as the registry's probe: unknown unless reported
+            if (XYLEM_TABLE_HAS(&api, device_kinds)) api.device_kinds(kinds, count);
+            kind = kinds[index_];
+        }
+        capacity_ = {device_bytes, "the device's memory"};
+        // A device whose memory is the host's shares it with everything else on the machine: what
+        // is available now (plus what xylem already holds there) is the limit, not the RAM size.
+        if (host_memory() || kind == XYLEM_DEVICE_CPU) {
+            const uint64_t available = host_available_bytes();
+            if (available && (!capacity_.bytes || available + allocated_bytes() < capacity_.bytes))
+                capacity_ = {available + allocated_bytes(), "the machine's available memory"};
+        }
+    });
+    return capacity_;
 }
 
 void* Device::host_ptr(xylem_buffer_t buffer) {

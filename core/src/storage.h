@@ -69,7 +69,7 @@ struct Tensor::Storage {
             } catch (...) {  // a failed stream has nothing left to read; a destructor must not throw
             }
         }
-        for (Copy& c : copies) c.dev->free(c.buffer);
+        for (Copy& c : copies) c.dev->free(c.buffer, bytes);
         if (host_owned) std::free(host);
     }
 

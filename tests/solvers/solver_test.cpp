@@ -183,5 +183,26 @@ TEST(SolverOptions, InvalidSettingsAreErrors) {
     EXPECT_NO_THROW(Sgd(SgdOptions{0.1f, 0.9f, 0.0f, 0.0f, true}));
 }
 
+
+// The memory plan counts solver state before any exists: state_tensors_per_param() must say how
+// many state_slots() creates, for every solver and option that changes it.
+TEST_P(SolverTest, StateTensorsPerParamCountsTheStateSlots) {
+    Param p = param({1, 2, 3}, {0.5f, 0.5f, 0.5f});
+    std::vector<Param*> ps{&p};
+    std::vector<std::unique_ptr<Solver>> solvers;
+    solvers.push_back(std::make_unique<Sgd>(SgdOptions{}));
+    solvers.push_back(std::make_unique<Sgd>(SgdOptions{0.1f, 0.9f}));
+    solvers.push_back(std::make_unique<Adam>(AdamOptions{}));
+    solvers.push_back(std::make_unique<AdamW>(AdamWOptions{}));
+    for (float momentum : {0.0f, 0.9f})
+        for (bool centered : {false, true}) {
+            RmspropOptions o;
+            o.momentum = momentum;
+            o.centered = centered;
+            solvers.push_back(std::make_unique<Rmsprop>(o));
+        }
+    for (auto& s : solvers) EXPECT_EQ(s->state_tensors_per_param(), s->state_slots(dev(), ps).size()) << s->kind();
+}
+
 }  // namespace
 }  // namespace xylem::test

@@ -2,8 +2,10 @@
 // a backend with its stream). Layers and solvers only ever see these two types.
 #pragma once
 
+#include <atomic>
 #include <bitset>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -98,9 +100,23 @@ public:
     CaptureLog* capture_log() const { return capture_log_; }
     void set_capture_log(CaptureLog* log) { capture_log_ = log; }
 
+    // Buffers for tensors. alloc() refuses (Error naming both numbers) a buffer that would take
+    // xylem's tensors on this device past capacity(): on a host-memory machine the kernel would
+    // otherwise kill the process minutes later, when the pages are first touched.
     xylem_buffer_t alloc(uint64_t bytes);
-    void free(xylem_buffer_t buffer) noexcept;
+    void free(xylem_buffer_t buffer, uint64_t bytes) noexcept;
     void* host_ptr(xylem_buffer_t buffer);
+    // Bytes of tensor buffers allocated on this device now (plugin workspaces not included).
+    uint64_t allocated_bytes() const { return allocated_.load(std::memory_order_relaxed); }
+    // What tensors on this device may take, in bytes, and where that number comes from. The
+    // device's memory as its probe reports it; on a device whose memory is the host's (a
+    // host-memory backend, or a CPU device) at most what the machine had available when first
+    // asked, plus what xylem had already allocated here. 0: unknown (no limit is enforced).
+    struct Capacity {
+        uint64_t bytes = 0;
+        std::string source;  // "the device's memory", "the machine's available memory"
+    };
+    const Capacity& capacity();
 
 private:
     std::shared_ptr<Backend> backend_;
@@ -110,6 +126,9 @@ private:
     CaptureLog* capture_log_ = nullptr;
     fusion::StepState* fusion_ = nullptr;
     uint64_t launches_ = 0;
+    std::atomic<uint64_t> allocated_{0};
+    std::once_flag capacity_once_;
+    Capacity capacity_;
 };
 
 const char* op_name(uint32_t op);

@@ -2,7 +2,8 @@
 // count real host<->device copies, and a real ABI 1.2 capture: work enqueued while capturing is
 // recorded (descriptors deep-copied) and replayed by graph_launch. The arithmetic is borrowed
 // from the native plugin (XYLEM_FAKE_NATIVE_PLUGIN): buffers are native buffers whose host
-// addresses this plugin never reveals, so results are native's, bit for bit.
+// addresses this plugin never reveals, so results are native's, bit for bit. It reports 1 GiB of
+// memory, which the core holds tensors to.
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -82,6 +83,7 @@ void probe(xylem_probe_info* out) {
     out->available = 1;
     out->device_count = 1;
     std::strcpy(out->devices[0].name, "fake discrete device");
+    out->devices[0].memory_bytes = uint64_t{1} << 30;  // a small GPU: the core enforces it (Device::alloc)
 }
 xylem_status framework_get(xylem_framework_t* out) {
     if (!load_native()) return fail(XYLEM_E_UNAVAILABLE, g_load_error);

@@ -24,6 +24,7 @@ public:
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
     std::vector<Param*> params() override;
+    ParamFloats param_floats_of(const std::vector<Shape>& in) const override;
     bool can_accumulate_param_grads() const override { return true; }
     bool fuse_activation(xylem_activation act, Backend& backend) override;
     std::vector<uint32_t> ops_needed(bool backward) const override;

@@ -47,6 +47,7 @@ public:
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
     std::vector<Param*> params() override { return {&weight_}; }
+    ParamFloats param_floats_of(const std::vector<Shape>&) const override { return {vocab_ * width_, 0}; }
     bool can_accumulate_param_grads() const override { return true; }
     std::vector<uint32_t> ops_needed(bool backward) const override;
 

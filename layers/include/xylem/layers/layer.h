@@ -53,6 +53,13 @@ public:
     virtual std::vector<Param*> params() { return {}; }
     // Non-trainable state saved in checkpoints (batch-norm running statistics); grad unused.
     virtual std::vector<Param*> buffers() { return {}; }
+    // The floats that bind() gives params() and buffers() for these input shapes, known before
+    // anything is allocated: the memory plan counts them first (xylem/train/memory_plan.h). Net's
+    // build checks them against what bind() made, so a count that drifts fails every build.
+    struct ParamFloats {
+        int64_t trainable = 0, buffers = 0;
+    };
+    virtual ParamFloats param_floats_of(const std::vector<Shape>& /*inputs*/) const { return {}; }
     // Host-side counters that a resumed run must restore to give identical results (dropout's
     // mask stream), by name; checkpoints save them beside the tensors.
     virtual std::vector<std::pair<std::string, uint64_t*>> counters() { return {}; }

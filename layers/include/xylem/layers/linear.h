@@ -27,6 +27,9 @@ public:
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
     std::vector<Param*> params() override;
+    ParamFloats param_floats_of(const std::vector<Shape>& in) const override {
+        return {out_ * in[0].back() + (has_bias_ ? out_ : 0), 0};
+    }
     bool can_accumulate_param_grads() const override { return true; }
 
     bool fuse_activation(xylem_activation act, Backend& backend) override;

@@ -93,6 +93,16 @@ public:
     // node gets the entries under its name (an Error for a name of no node, or one a layer refuses).
     std::vector<std::pair<std::string, const Tensor*>> carried_state();
     void restore_carried_state(const std::map<std::string, SavedTensor>& saved);
+    // What the model takes, in floats, counted without allocating anything (before build, for
+    // the memory plan, or after): its parameters (a shared one once) and buffers, and what each
+    // sample's layer outputs and the gradients backward computes for them take in one step.
+    // Fused activations take nothing once built (before, they are counted); layers' own saved
+    // tensors and workspaces come on top.
+    struct Footprint {
+        int64_t trainable = 0, buffers = 0;
+        int64_t outputs_per_sample = 0, output_grads_per_sample = 0;
+    };
+    Footprint footprint(const Shape& input_sample);
     std::string summary() const;  // one line per node: name, type, inputs, shape, parameters, fusion
 
 private:
@@ -114,6 +124,12 @@ private:
     };
     static constexpr size_t kModelInput = SIZE_MAX;
 
+    // Wiring, order and per-sample shapes: everything build() decides before allocating. Once;
+    // build() and footprint() call it.
+    void prepare(const Shape& input_sample);
+    const std::vector<Shape>& input_shapes(size_t i, std::vector<Shape>& shapes) const;  // node i's
+    Footprint count_footprint() const;  // after prepare()
+    void check_param_floats(const Node& n, const std::vector<Shape>& inputs) const;
     void resolve_inputs();
     void order_topologically();
     void check_outputs_used() const;
@@ -125,7 +141,7 @@ private:
 
     std::vector<Node> nodes_;
     std::map<std::string, size_t> index_;  // name -> node
-    bool built_ = false;
+    bool prepared_ = false, built_ = false;
     Shape input_, output_;
     size_t output_node_ = 0;
     // Per step: each node's output, and the gradient of each node's output.

@@ -52,6 +52,7 @@ public:
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
     std::vector<Param*> params() override;
+    ParamFloats param_floats_of(const std::vector<Shape>& in) const override;
     std::vector<std::pair<std::string, uint64_t*>> counters() override { return {{"mask_calls", &calls_}}; }
     void reset_state() override;
     // h_l<k> (and an LSTM's c_l<k>) of every level, [hidden, batch] (unit-major), after the last

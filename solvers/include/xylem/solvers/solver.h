@@ -54,6 +54,9 @@ public:
         std::vector<Tensor>* tensors;  // one per parameter, in params() order
     };
     virtual std::vector<StateSlot> state_slots(Device& dev, const std::vector<Param*>& params) = 0;
+    // How many state tensors (the parameter's shape each) the solver keeps per parameter: the
+    // number of state_slots(), known before any is created (the memory plan asks before training).
+    virtual size_t state_tensors_per_param() const = 0;
 
 protected:
     explicit Solver(float lr) : lr_(lr) {}
@@ -87,6 +90,7 @@ public:
     explicit Sgd(const SgdOptions& o);
     std::string kind() const override { return "sgd"; }
     std::vector<StateSlot> state_slots(Device& dev, const std::vector<Param*>& params) override;
+    size_t state_tensors_per_param() const override { return 1; }  // the update op reads a velocity even without momentum
 
 protected:
     void prepare(Device& dev, const std::vector<Param*>& params) override;
@@ -109,6 +113,7 @@ public:
     explicit Adam(const AdamOptions& o) : Adam(o, false) {}
     std::string kind() const override { return decoupled_ ? "adamw" : "adam"; }
     std::vector<StateSlot> state_slots(Device& dev, const std::vector<Param*>& params) override;
+    size_t state_tensors_per_param() const override { return 2; }
     std::string capture_blocker() const override;
 
 protected:
@@ -148,6 +153,9 @@ public:
     explicit Rmsprop(const RmspropOptions& o);
     std::string kind() const override { return "rmsprop"; }
     std::vector<StateSlot> state_slots(Device& dev, const std::vector<Param*>& params) override;
+    size_t state_tensors_per_param() const override {
+        return 1 + (o_.momentum > 0 ? 1 : 0) + (o_.centered ? 1 : 0);
+    }
 
 protected:
     void prepare(Device& dev, const std::vector<Param*>& params) override;
