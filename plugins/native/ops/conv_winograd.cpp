@@ -115,7 +115,8 @@ __attribute__((always_inline)) inline void interleave(const float* __restrict s0
 
 // v[(xi*cin + c)*ld + col0 + q] = (B^T d B)[xi] for q < tiles, rounded up to whole vectors (the
 // rest spills into the next image's columns, which it writes next, or the row's last vector):
-// each of the image's channels. scratch: 4 phase planes.
+// each of the image's channels. scratch: 4 phase planes, zero where the padding falls (every
+// channel writes the same places).
 XYLEM_KERNEL_LEVELS(void, input_transform,
                     (const Plan& p, const float* __restrict x, int64_t col0, float* __restrict scratch,
                      float* __restrict v),
@@ -124,7 +125,6 @@ XYLEM_KERNEL_LEVELS(void, input_transform,
     using Vu = typename S::Vu;
     const int64_t we = p.we, step = p.cin * p.ld;  // step: from xi to xi + 1
     for (int64_t c = 0; c < p.cin; ++c) {
-        for (int64_t e = 0; e < 4 * p.phase; ++e) scratch[e] = 0.0f;
         for (int64_t i = 0; i < p.h; ++i) {  // padded row i + ph, column j + pw
             const float* src = x + (c * p.h + i) * p.w;
             const int64_t y = i + p.ph;
@@ -224,9 +224,11 @@ void run(const Plan& p, const float* x, const float* u, const float* b, int act,
     const int workers = split_workers(flops, 2e6, chunks);
     int32_t* off = scratch.alloc<int32_t>(p.cin);
     for (int64_t c = 0; c < p.cin; ++c) off[c] = static_cast<int32_t>(c * p.ld);
-    std::array<float*, kMaxSplit> plane{}, v{}, m{};
+    std::array<float*, kMaxSplit> plane{}, rows{}, v{}, m{};
     for (int w = 0; w < workers; ++w) {
-        plane[w] = scratch.alloc<float>(std::max(4 * p.phase, 4 * (p.tiles + kAlign)));
+        plane[w] = scratch.alloc<float>(4 * p.phase);
+        std::fill_n(plane[w], 4 * p.phase, 0.0f);
+        rows[w] = scratch.alloc<float>(4 * (p.tiles + kAlign));
         v[w] = scratch.alloc<float>(16 * p.cin * p.ld);
         m[w] = scratch.alloc<float>(16 * p.kout * p.ld);
         std::fill_n(v[w], 16 * p.cin * p.ld, 0.0f);  // the columns past the tiles stay zero
@@ -241,7 +243,7 @@ void run(const Plan& p, const float* x, const float* u, const float* b, int act,
                             m[w] + xi * p.kout * p.ld, p.ld);
         for (int64_t j = n0; j < n1; ++j) {
             float* yj = y + j * out_image;
-            output_transform(p, m[w], (j - n0) * p.tiles, plane[w], yj);
+            output_transform(p, m[w], (j - n0) * p.tiles, rows[w], yj);
             if (b || act != XYLEM_ACT_NONE)
                 channel_bias_activate(act, b, yj, p.oh * p.ow, yj, p.oh * p.ow, p.kout, p.oh * p.ow);
         }
