@@ -111,8 +111,22 @@ void check_resumed_vocabulary(const std::string& checkpoint, const RunData& data
     auto what = [](const Vocabulary& v) {
         return v.empty() ? std::string("no vocabulary (images)") : "a vocabulary of " + std::to_string(v.size()) + " characters";
     };
+    // Which characters differ, so a same-size change (one character swapped for another) is visible.
+    auto listed = [](const Vocabulary& in, const Vocabulary& notin) {
+        std::string s;
+        int n = 0;
+        for (uint8_t b : in.bytes())
+            if (notin.token(b) < 0 && n++ < 5) s += (s.empty() ? "" : ", ") + describe_byte(b);
+        return n > 5 ? s + " and " + std::to_string(n - 5) + " more" : s;
+    };
+    std::string diff;
+    if (!saved.empty() && !data.vocabulary.empty()) {
+        const std::string added = listed(data.vocabulary, saved), gone = listed(saved, data.vocabulary);
+        if (!added.empty()) diff += "; new in the data: " + added;
+        if (!gone.empty()) diff += "; no longer in the data: " + gone;
+    }
     throw Error(checkpoint + ": the run trained with " + what(saved) + ", the data now gives " + what(data.vocabulary) +
-                " (data.text changed?)");
+                diff + " (data.text changed?)");
 }
 
 }  // namespace xylem::train

@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "xylem/error.h"
+#include "xylem/io/input_file.h"
 #include "xylem/io/safetensors.h"
 
 namespace xylem::train {
@@ -26,7 +26,12 @@ Vocabulary Vocabulary::of_text(const std::string& text) {
     return of_bytes(bytes);
 }
 
+// The one rule for every vocabulary, the data's and a checkpoint's: distinct bytes in order, and at
+// least two of them (a model over one symbol predicts it with certainty: loss 0, nothing learnt).
 Vocabulary Vocabulary::of_bytes(const std::vector<uint8_t>& bytes) {
+    if (bytes.size() == 1)
+        throw Error("it has one distinct character, " + describe_byte(bytes[0]) +
+                    ", and a character model needs at least two to predict one from the others");
     Vocabulary v;
     for (size_t i = 0; i < bytes.size(); ++i) {
         if (i && bytes[i] <= bytes[i - 1]) throw Error("a vocabulary's bytes must be distinct and increasing");
@@ -108,10 +113,11 @@ std::vector<std::string> text_files(const RunConfig& c) {
 std::string read_corpus(const RunConfig& c, const std::vector<std::string>& files) {
     std::string text;
     for (const std::string& f : files) {
-        std::ifstream in(f, std::ios::binary);
-        if (!in) throw Error(c.source + ": key 'data.text': " + f + ": cannot open the file");
-        text.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-        if (in.bad()) throw Error(c.source + ": key 'data.text': " + f + ": cannot read the file");
+        try {  // regular files only (not /dev/zero), each fitting in the memory still available
+            text += io::read_regular_file(f, "text data");
+        } catch (const Error& e) {
+            throw Error(c.source + ": key 'data.text': " + e.what());
+        }
     }
     if (text.empty())
         throw Error(c.source + ": key 'data.text': the text is empty (" + std::to_string(files.size()) +
@@ -153,7 +159,12 @@ TextData load_text_data(const RunConfig& c) {
     t.files = text_files(c);
     const std::string text = read_corpus(c, t.files);
     t.chars = static_cast<int64_t>(text.size());
-    t.vocabulary = Vocabulary::of_text(text);
+    try {
+        t.vocabulary = Vocabulary::of_text(text);
+    } catch (const Error& e) {
+        throw Error(c.source + ": key 'data.text': the text of " + std::to_string(t.chars) + " characters cannot be learnt: " +
+                    e.what());
+    }
     std::vector<int32_t> tokens = t.vocabulary.encode(text, "data.text");
 
     int64_t held = c.validation_count;

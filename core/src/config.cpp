@@ -4,12 +4,12 @@
 #include <cmath>
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <toml++/toml.h>
 
 #include "config_depth.h"
 #include "xylem/error.h"
+#include "xylem/io/input_file.h"
 #include "model_config.h"
 #include "toml_section.h"
 
@@ -216,11 +216,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
 void set_layer_table_parser(LayerTableParser parser) { layer_table_parser = parser; }
 
 RunConfig load_config(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open config file");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return parse_config(ss.str(), path);
+    return parse_config(io::read_regular_file(path, "configs"), path);
 }
 
 }  // namespace xylem
