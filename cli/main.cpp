@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "failure.h"
 
 int main(int argc, char** argv) {
     using namespace xylem::cli;
@@ -32,10 +33,11 @@ int main(int argc, char** argv) {
         else std::cerr << usage_lines(command) << "run 'xylem help " << command << "' for its options\n";
         return 2;
     } catch (const std::exception& e) {
-        std::cerr << "xylem: error: " << e.what() << "\n";
+        std::cerr << "xylem: error: " << failure_text(e, args) << "\n";  // never a bare "std::bad_alloc"
         return 1;
     } catch (...) {
-        std::cerr << "xylem: error: unexpected failure\n";
+        std::cerr << "xylem: error: " << (args.command.empty() ? "xylem" : activity(args))
+                  << " failed unexpectedly (an exception of unknown type; please report it)\n";
         return 1;
     }
 }
