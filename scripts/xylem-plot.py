@@ -11,6 +11,7 @@ training steps of the whole run, with the epoch boundaries. Errors are one line 
 """
 import argparse
 import csv
+import io
 import json
 import math
 import os
@@ -34,10 +35,18 @@ def read_log(path):
     """The log's rows as dicts; a resumed run appends rows it may already have logged, so the
     last row of each (kind, epoch, step) wins."""
     try:
-        with open(path, newline="") as f:
-            rows = list(csv.reader(f))
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as e:
         raise Failure(f"{path}: cannot read: {e.strerror}")
+    # xylem writes the log in UTF-8; anything else is damage, named by line and column.
+    for line, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise Failure(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1}): "
+                          "the log is damaged; remove or fix that line")
+    rows = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
     if not rows:
         raise Failure(f"{path}: is empty (the run has not logged anything yet)")
     header = rows[0]
@@ -74,7 +83,7 @@ def read_metrics(path):
     if not os.path.exists(path):
         return {}, {}
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             m = json.load(f)
         return {int(e["epoch"]): e for e in m.get("epochs", [])}, m
     except (OSError, ValueError, KeyError, TypeError) as e:

@@ -120,3 +120,39 @@ TEST_F(Plot, MissingPythonOrMatplotlibIsOneLine) {
                           "xylem plot needs matplotlib for " + std::string(kPython));
     EXPECT_FALSE(fs::exists(fs::path(run) / "curves.png"));
 }
+
+// The interpreter is judged by what it did (issue 26): one that exits 0 without writing the picture,
+// or fails saying nothing, or says something that is not the script's one line, is an error naming
+// the interpreter with what it printed; a name without '/' is searched in PATH.
+TEST_F(Plot, AnInterpreterThatDrawsNothingIsAnError) {
+    const std::string run = run_with_log(std::string(kHeader) + "1,10,2.1,900,0.1,0.01,,,interval\n");
+    auto r = run_cli("plot " + run, "XYLEM_PYTHON=/bin/true");
+    expect_one_line_error(r, "/bin/true ");
+    EXPECT_NE(r.err.find("xylem-plot.py exited 0 but wrote no picture to " + run + "/curves.png"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+    // A picture left by an earlier plot is not taken for a new one.
+    std::ofstream(fs::path(run) / "curves.png") << "an older picture";
+    expect_one_line_error(run_cli("plot " + run, "XYLEM_PYTHON=/bin/true"), "exited 0 but wrote no picture");
+    expect_one_line_error(run_cli("plot " + run, "XYLEM_PYTHON=/bin/false"),
+                          "xylem-plot.py failed (exit status 1), printing nothing on stderr");
+    const fs::path noisy = dir_ / "noisy-python";
+    std::ofstream(noisy) << "#!/bin/sh\necho 'Traceback (most recent call last):' >&2\necho 'SomeError: it broke' >&2\nexit 3\n";
+    fs::permissions(noisy, fs::perms::owner_all);
+    expect_one_line_error(run_cli("plot " + run, "XYLEM_PYTHON=" + noisy.string()),
+                          "xylem-plot.py failed (exit status 3): Traceback (most recent call last):|SomeError: it broke");
+    expect_one_line_error(run_cli("plot " + run, "XYLEM_PYTHON=no-such-python-xylem"),
+                          "XYLEM_PYTHON=no-such-python-xylem: no such program in PATH");
+    fs::remove(fs::path(run) / "log.csv");
+    fs::create_directory(fs::path(run) / "log.csv");
+    expect_one_line_error(run_cli("plot " + run), run + "/log.csv: is a directory, not a regular file");
+}
+
+// A log with bytes that are not UTF-8 (damage) is named by file, line and column, with python3
+// found through PATH.
+TEST_F(Plot, ANonUtf8LogNamesTheLine) {
+    if (!has_python()) GTEST_SKIP() << "no " << kPython;
+    const std::string run = run_with_log(std::string(kHeader) + "1,10,2.1,900,0.1,0.01,,,interval\n1,20,2\xff,9,0.1,0.01,,,interval\n");
+    const auto r = run_cli("plot " + run, "PATH=/usr/bin:/bin XYLEM_PYTHON=python3 LC_ALL=C");
+    expect_one_line_error(r, run + "/log.csv:3: not UTF-8 text (byte 0xff at column 7)");
+    EXPECT_EQ(r.err.find("UnicodeDecodeError"), std::string::npos) << r.err;
+}
