@@ -98,7 +98,8 @@ int run_plot(const Args& a) {
     // The script's stderr comes back through a pipe: its one-line errors are passed on, and an
     // interpreter that fails without one is reported with what it did say.
     int err_pipe[2];
-    if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw Error("xylem plot: cannot create a pipe: " + std::system_category().message(errno));
+    if (::pipe2(err_pipe, O_CLOEXEC) != 0)
+        throw Error("xylem plot: cannot create a pipe: " + std::system_category().message(errno));
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);

@@ -55,8 +55,8 @@ inline Value<double> positive(const char* name, double hi, const char* unit) {
     char* end = nullptr;
     const double x = std::strtod(s, &end);
     if (!*s || !end || *end != '\0' || !(x > 0) || !(x <= hi) || *s == ' ')
-        v.error = detail::quoted(name, s) + ": must be a number of " + unit + " in (0, " + std::to_string(static_cast<int64_t>(hi)) +
-                  "] (or unset)";
+        v.error = detail::quoted(name, s) + ": must be a number of " + unit + " in (0, " +
+                  std::to_string(static_cast<int64_t>(hi)) + "] (or unset)";
     else v.value = x;
     return v;
 }
