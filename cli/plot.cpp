@@ -81,8 +81,11 @@ int run_plot(const Args& a) {
     if (!fs::exists(log, ec))
         throw Error(log.string() + ": not found; a training run writes it as it trains (is " + dir.string() +
                     " a run's out dir?)");
-    uint64_t log_size = 0;
-    ::close(io::open_regular_file(log.string(), "training logs", &log_size));  // not a folder or a FIFO
+    // Regular files only: a FIFO would hang the script, a folder would fail in Python's words.
+    uint64_t size = 0;
+    ::close(io::open_regular_file(log.string(), "training logs", &size));
+    if (const fs::path metrics = dir / "metrics.json"; fs::exists(metrics, ec))
+        ::close(io::open_regular_file(metrics.string(), "run metrics", &size));
     const std::string out = !a.out.empty() ? a.out : (dir / "curves.png").string();
 
     const std::string python = find_python();

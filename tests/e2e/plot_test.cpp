@@ -1,6 +1,7 @@
 // `xylem plot RUN_DIR`: a PNG of a real run's curves when matplotlib is installed, and one clear
 // line for each thing that is missing (the folder, the log, its rows, python, matplotlib).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -145,6 +146,10 @@ TEST_F(Plot, AnInterpreterThatDrawsNothingIsAnError) {
     fs::remove(fs::path(run) / "log.csv");
     fs::create_directory(fs::path(run) / "log.csv");
     expect_one_line_error(run_cli("plot " + run), run + "/log.csv: is a directory, not a regular file");
+    fs::remove(fs::path(run) / "log.csv");
+    std::ofstream(fs::path(run) / "log.csv") << kHeader << "1,10,2.1,900,0.1,0.01,,,interval\n";
+    ASSERT_EQ(::mkfifo((fs::path(run) / "metrics.json").c_str(), 0600), 0);  // would hang the script
+    expect_one_line_error(run_cli("plot " + run), run + "/metrics.json: is a FIFO (named pipe), not a regular file");
 }
 
 // A log with bytes that are not UTF-8 (damage) is named by file, line and column, with python3
