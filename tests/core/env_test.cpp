@@ -12,12 +12,16 @@ using namespace xylem;
 
 namespace {
 
-// Sets NAME=value for one read (nullptr: unset), then unsets it again.
+// Sets NAME=value for one read (nullptr: unset), then puts back what was there (ctest sets
+// XYLEM_NATIVE_ISA for the instruction-set runs of this suite).
 template <class F> auto with(const char* name, const char* value, F read) {
+    const char* was = std::getenv(name);
+    const std::string saved = was ? was : "";
     if (value) ::setenv(name, value, 1);
     else ::unsetenv(name);
     auto v = read();
-    ::unsetenv(name);
+    if (was) ::setenv(name, saved.c_str(), 1);
+    else ::unsetenv(name);
     return v;
 }
 
