@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -138,4 +139,37 @@ TEST(AtomicFileCleanup, LiveTempFilesAreRemovedForAnImmediateExit) {
     std::ifstream in(path);
     EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), "old");
     fs::remove_all(dir);
+}
+
+// No file xylem writes follows a link it did not make: the log appender and the reader of its own
+// files refuse a symbolic link at the name (the target is untouched); an atomic write replaces the
+// link itself, never its target. Files never get others' write permission, even under umask 0.
+TEST_F(AtomicFileTest, NoWriteFollowsAPlantedLinkAndNoFileIsWorldWritable) {
+    const std::string target = file("target.txt");
+    std::ofstream(target) << "keep";
+    fs::create_symlink(target, file("log.csv"));
+    try {
+        xylem::io::AppendFile log(file("log.csv"));
+        FAIL() << "appended through a symbolic link";
+    } catch (const xylem::Error& e) {
+        EXPECT_EQ(std::string(e.what()), file("log.csv") + " is a symbolic link: xylem does not write through a link "
+                                                            "it did not make (remove it, or write elsewhere)");
+    }
+    EXPECT_THROW(xylem::io::read_own_file(file("log.csv")), xylem::Error);
+    xylem::io::write_file_atomic(file("log.csv"), "new\n");
+    EXPECT_EQ(read_text(target), "keep");
+    EXPECT_FALSE(fs::is_symlink(file("log.csv")));
+    EXPECT_EQ(xylem::io::read_own_file(file("log.csv")), "new\n");
+
+    const mode_t old = ::umask(0);
+    xylem::io::write_file_atomic(file("a"), "x");
+    { xylem::io::AppendFile b(file("b")); b.write("y"); }
+    ::umask(old);
+    for (const char* f : {"a", "b"})
+        EXPECT_EQ(fs::status(file(f)).permissions() & fs::perms::others_write, fs::perms::none) << f;
+    EXPECT_EQ(read_text(file("b")), "y");
+    // A FIFO named like the log is no file to append to (it would block or feed a reader).
+    ASSERT_EQ(::mkfifo(file("fifo").c_str(), 0600), 0);
+    EXPECT_THROW(xylem::io::read_own_file(file("fifo")), xylem::Error);
+    EXPECT_THROW(xylem::io::AppendFile fifo(file("fifo")), xylem::Error);
 }

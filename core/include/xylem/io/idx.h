@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace xylem::io {
@@ -44,5 +45,7 @@ Dataset load_mnist(const std::string& images_path, const std::string& labels_pat
 
 // Loads {train,t10k}-{images-idx3,labels-idx1}-ubyte from `dir`, plain or with a .gz suffix.
 Dataset load_mnist_dir(const std::string& dir, bool train);
+// The image and label files load_mnist_dir reads (the plain name if present, else the .gz one).
+std::pair<std::string, std::string> mnist_files(const std::string& dir, bool train);
 
 }  // namespace xylem::io

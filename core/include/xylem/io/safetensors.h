@@ -18,8 +18,13 @@ struct TensorView {
     size_t bytes;
 };
 
+// The metadata key holding each tensor's checksum: a JSON object {name: "xxh64:<16 hex digits>"}
+// over the tensor's bytes. write_safetensors always adds it; readers verify it when present.
+inline constexpr const char* kChecksumsKey = "xylem.checksums";
+
 // Writes tensors (laid out in the order given) and string metadata atomically: everything is
 // validated first, then written via AtomicFile, so a failure leaves an existing `path` untouched.
+// The metadata gets kChecksumsKey when there are tensors (a caller's entry of that name is replaced).
 void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
@@ -32,11 +37,13 @@ struct LoadedTensor {
 struct Safetensors {
     std::map<std::string, LoadedTensor> tensors;
     std::map<std::string, std::string> metadata;
+    bool checksummed = false;  // every tensor matched its recorded checksum (false: the file has none)
 };
 
 // Reads and fully validates a safetensors file (header, dtypes, shapes, offsets, and that the
-// tensors tile the byte buffer exactly) before reading any tensor data. Throws xylem::Error
-// naming the file and the offending tensor or field.
+// tensors tile the byte buffer exactly) before reading any tensor data, then each tensor against its
+// checksum when the file has kChecksumsKey (then removed from `metadata`: the caller sees what was
+// written). Throws xylem::Error naming the file and the offending tensor or field.
 Safetensors read_safetensors(const std::string& path);
 
 // The same from bytes in memory, `name` standing for the path in messages. read_safetensors is
