@@ -165,11 +165,16 @@ TrainingState read_training_state(const std::string& path, const io::Safetensors
         if (!st.epochs.is_array() || !st.overrides.is_object()) throw Error("bad field types");
         if (st.epoch < 1 || st.step < 0 || st.seen < 0 || st.seen_at_print < 0 || st.seen_at_print > st.seen)
             throw Error("position out of range");
+        if (auto run = file.metadata.find(kRunRecordKey); run != file.metadata.end()) {
+            st.run_record = nlohmann::json::parse(run->second);
+            if (!st.run_record.is_object()) throw Error(std::string("'") + kRunRecordKey + "' is not a JSON object");
+        }
     } catch (const Error& e) {
         throw Error(path + ": corrupt training state: " + e.what());
     } catch (const std::exception& e) {  // nlohmann's parse and type errors
         throw Error(path + ": corrupt training state: " + e.what());
     }
+    st.checksummed = file.checksummed;
     auto order = file.tensors.find(kOrderName);
     if (order == file.tensors.end() || order->second.dtype != "I32" || order->second.shape.size() != 1)
         throw Error(path + ": corrupt training state: tensor '" + kOrderName + "' missing or not a 1-d I32 tensor");

@@ -3,11 +3,13 @@
 // and the out dir, the log and a diverging loss are handled before they cost anything.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -22,7 +24,9 @@
 #include "xylem/train/run.h"
 #include "support/backends.h"
 #include "xylem/error.h"
+#include "xylem/io/idx.h"
 #include "xylem/io/safetensors.h"
+#include "xylem/train/run_folder.h"
 
 using namespace xylem;
 namespace fs = std::filesystem;
@@ -439,7 +443,8 @@ TEST_F(Resume, UnwritableOutDirFailsBeforeTraining) {
     EXPECT_FALSE(has(r.out, "step ")) << r.out;  // no training happened
 }
 
-// A new run into an old run's folder keeps the old log (log.1.csv) and writes its own.
+// A new run into an old run's folder keeps the old log (earlier.1/log.csv, with the run's other
+// files) and writes its own.
 TEST_F(Resume, NewRunKeepsTheEarlierLog) {
     const std::string cfg = write("mlp.toml", mlp_config("epochs = 1"));
     ASSERT_EQ(run_xylem({"train", "--config", cfg, "--out", path("l"), "--max-steps", "20"}).code, 0);
@@ -448,9 +453,9 @@ TEST_F(Resume, NewRunKeepsTheEarlierLog) {
     ASSERT_FALSE(old_log.empty());
     // A run that fails before its first row leaves the log alone.
     EXPECT_EQ(run_xylem({"train", "--config", cfg, "--out", path("l"), "--backend", "nosuch"}).code, 1);
-    EXPECT_FALSE(fs::exists(path("l/log.1.csv")));
+    EXPECT_FALSE(fs::exists(path("l/earlier.1")));
     ASSERT_EQ(run_xylem({"train", "--config", cfg, "--out", path("l"), "--max-steps", "30"}).code, 0);
-    std::ifstream kept(path("l/log.1.csv"));
+    std::ifstream kept(path("l/earlier.1/log.csv"));
     EXPECT_EQ(std::string((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>()), old_log);
     std::ifstream now(path("l/log.csv"));
     std::string header, row;
@@ -522,4 +527,226 @@ TEST(ResumeConfig, NewKeysAreCheckedNamingTheKey) {
     EXPECT_TRUE(has(error_of("[train]\ncheckpoint_every = -1"), "train.checkpoint_every"));
     EXPECT_EQ(parse_config("[data]\nvalidation = 5000", "c.toml").validation_count, 5000);
     EXPECT_EQ(parse_config("[data]\nvalidation = 0.25", "c.toml").validation_fraction, 0.25);
+}
+
+// --- A run folder belongs to one run (issue 26) ---
+
+// Two runs in one folder: the second is refused naming the first's pid, whether it is a new run
+// or a resume; the first is not disturbed. A run killed with -9 leaves no stale lock.
+TEST_F(Resume, ASecondRunInTheFolderIsRefusedNamingThePid) {
+    const std::string cfg = write("mlp.toml", mlp_config("epochs = 1\ncheckpoint_every = 20"));
+    ASSERT_EQ(run_xylem({"train", "--config", cfg, "--out", path("f"), "--max-steps", "20"}).code, 0);
+    Outcome second, resumed;
+    bool tried = false;
+    const Outcome first = run_xylem({"train", "--config", cfg, "--out", path("f")}, [&](const std::string& line, pid_t pid) {
+        if (tried || !has(line, "step 40/")) return;
+        tried = true;
+        second = run_xylem({"train", "--config", cfg, "--out", path("f"), "--max-steps", "5"});
+        resumed = run_xylem({"train", "--resume", path("f")});
+        EXPECT_TRUE(has(second.out, "out dir " + path("f") + " is in use by another xylem run (pid " +
+                                        std::to_string(pid) + ")")) << second.out;
+        kill(pid, SIGKILL);
+    });
+    ASSERT_TRUE(tried) << first.out;
+    EXPECT_EQ(first.code, 128 + SIGKILL) << first.out;
+    EXPECT_EQ(second.code, 1) << second.out;
+    EXPECT_EQ(resumed.code, 1) << resumed.out;
+    EXPECT_TRUE(has(resumed.out, "is in use by another xylem run")) << resumed.out;
+    EXPECT_FALSE(has(second.out, "step ")) << second.out;  // refused before any work
+    EXPECT_FALSE(fs::exists(path("f/earlier.2")));         // and before moving anything
+    // The killed run's lock went with it: its folder resumes.
+    const Outcome after = run_xylem({"train", "--resume", path("f")});
+    EXPECT_EQ(after.code, 0) << after.out;
+}
+
+// A new run into a finished run's folder moves the earlier run's files to earlier.N (where it still
+// resumes) and never names the earlier run's best checkpoint as its own.
+TEST_F(Resume, ANewRunMovesTheEarlierRunAsideAndNeverNamesItsBest) {
+    const std::string cfg = write("mlp.toml", mlp_config("epochs = 1\nsteps_per_epoch = 40"));
+    const Outcome finished = run_xylem({"train", "--config", cfg, "--out", path("o")});
+    ASSERT_EQ(finished.code, 0) << finished.out;
+    ASSERT_TRUE(has(finished.out, "best (by train_loss): " + path("o/best.safetensors"))) << finished.out;
+    const Outcome partial = run_xylem({"train", "--config", cfg, "--out", path("o"), "--max-steps", "10"});
+    ASSERT_EQ(partial.code, 0) << partial.out;
+    EXPECT_TRUE(has(partial.out, "moved the earlier run's files in " + path("o") + " to " + path("o/earlier.1") +
+                                     " (xylem train --resume " + path("o/earlier.1") + " continues that run)")) << partial.out;
+    EXPECT_FALSE(has(partial.out, "best (by")) << partial.out;  // a run cut inside its first epoch has no best epoch
+    EXPECT_FALSE(fs::exists(path("o/best.safetensors")));
+    for (const char* f : {"best.safetensors", "last.safetensors", "model.safetensors", "log.csv", "metrics.json", "run.json"})
+        EXPECT_TRUE(fs::exists(dir_ / "o/earlier.1" / f)) << f;
+    EXPECT_EQ(train::read_training_state(path("o/earlier.1/last.safetensors")).epoch, 2);
+    // Each folder's run.json names its own run, and each run's checkpoints carry the same id.
+    auto id = [](const fs::path& p) { return nlohmann::json::parse(std::ifstream(p)).at("run_id").get<std::string>(); };
+    EXPECT_NE(id(dir_ / "o/run.json"), id(dir_ / "o/earlier.1/run.json"));
+    EXPECT_EQ(train::read_training_state(path("o/last.safetensors")).run_record.at("run_id"), id(dir_ / "o/run.json"));
+}
+
+// A checkpoint of another run copied into a folder does not resume there: it would train that
+// other model into this folder's log.
+TEST_F(Resume, ACheckpointOfAnotherRunIsRefused) {
+    const std::string cfg = write("mlp.toml", mlp_config("epochs = 1"));
+    std::string wider = mlp_config("epochs = 1");
+    wider.replace(wider.find("out = 64\n"), 9, "out = 32\n");
+    ASSERT_EQ(run_xylem({"train", "--config", cfg, "--out", path("a"), "--max-steps", "10"}).code, 0);
+    ASSERT_EQ(run_xylem({"train", "--config", write("w.toml", wider), "--out", path("b"), "--max-steps", "10"}).code, 0);
+    fs::copy_file(path("b/last.safetensors"), path("a/last.safetensors"), fs::copy_options::overwrite_existing);
+    const Outcome r = run_xylem({"train", "--resume", path("a"), "--max-steps", "20"});
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(has(r.out, "cannot resume " + path("a") + ": " + path("a/last.safetensors") + " belongs to run ")) << r.out;
+    EXPECT_TRUE(has(r.out, "a checkpoint copied in from another run's folder?")) << r.out;
+}
+
+// Resuming cuts log.csv back to the checkpoint's step: rows a killed run logged after its last
+// checkpoint, and a row cut short, are gone, so the log is the uninterrupted run's (and plots).
+TEST_F(Resume, ResumeRewritesTheLogToTheCheckpointsStep) {
+    const std::string cfg = write("c.toml", mlp_config("epochs = 1\ncheckpoint_every = 50"));
+    ASSERT_EQ(run_xylem({"train", "--config", cfg, "--out", path("whole")}).code, 0);
+    const Outcome r = run_xylem({"train", "--config", cfg, "--out", path("cut")}, [&](const std::string& line, pid_t pid) {
+        if (has(line, "step 130/")) kill(pid, SIGKILL);
+    });
+    ASSERT_EQ(r.code, 128 + SIGKILL) << r.out;
+    std::ofstream(path("cut/log.csv"), std::ios::app) << "1,140,2.3";  // what a kill mid-write or a full disk leaves
+    ASSERT_LT(train::read_training_state(path("cut/last.safetensors")).step, 130);
+    const Outcome resumed = run_xylem({"train", "--resume", path("cut")});
+    ASSERT_EQ(resumed.code, 0) << resumed.out;
+    expect_same_figures(path("whole"), path("cut"));  // every row once, none partial
+}
+
+// A data file that changed since the checkpoint (same size) is an error naming it; the flag
+// accepts it and says so. A checkpoint whose bytes were damaged is an error naming the tensor.
+TEST_F(Resume, ChangedDataAndADamagedCheckpointAreRefused) {
+    fs::create_directories(dir_ / "data");
+    for (const char* f : {"train-images-idx3-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
+        fs::copy_file(std::string(kData) + "/" + f, dir_ / "data" / f);
+    const io::IdxArray labels = io::read_idx(std::string(kData) + "/train-labels-idx1-ubyte.gz");
+    auto write_labels = [&](bool swapped) {  // uncompressed, two labels swapped: same size, same values
+        std::vector<uint8_t> data = labels.data;
+        if (swapped) std::swap(data[0], data[1]);
+        ASSERT_NE(data[0], data[1]);
+        std::ofstream f(dir_ / "data/train-labels-idx1-ubyte", std::ios::binary);
+        const unsigned char head[8] = {0, 0, 8, 1, 0, 0, 0xea, 0x60};  // 60000 labels
+        f.write(reinterpret_cast<const char*>(head), 8);
+        f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+    };
+    write_labels(false);
+    std::string cfg = mlp_config("epochs = 1");
+    cfg.replace(cfg.find(kData), std::strlen(kData), path("data"));
+    const std::string file = write("d.toml", cfg);
+    ASSERT_EQ(run_xylem({"train", "--config", file, "--out", path("d"), "--max-steps", "10"}).code, 0);
+    write_labels(true);
+    const Outcome changed = run_xylem({"train", "--resume", path("d"), "--max-steps", "20"});
+    EXPECT_EQ(changed.code, 1) << changed.out;
+    EXPECT_TRUE(has(changed.out, "cannot resume " + path("d") + ": the data changed since " + path("d/last.safetensors") +
+                                     " was written: " + path("data/train-labels-idx1-ubyte") + " (its content changed: ")) << changed.out;
+    EXPECT_TRUE(has(changed.out, "pass --accept-changed-data")) << changed.out;
+    const Outcome accepted = run_xylem({"train", "--resume", path("d"), "--max-steps", "20", "--accept-changed-data"});
+    EXPECT_EQ(accepted.code, 0) << accepted.out;
+    EXPECT_TRUE(has(accepted.out, "note: training on changed data (--accept-changed-data): " +
+                                      path("data/train-labels-idx1-ubyte"))) << accepted.out;
+    // The folder now records the data as it is: a plain resume goes on.
+    EXPECT_EQ(run_xylem({"train", "--resume", path("d"), "--max-steps", "25"}).code, 0);
+
+    // One flipped bit in a weight: the checksum names the tensor.
+    const io::Safetensors st = io::read_safetensors(path("d/last.safetensors"));
+    EXPECT_TRUE(st.checksummed);
+    std::string bytes;
+    {
+        std::ifstream in(path("d/last.safetensors"), std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    uint64_t header = 0;
+    std::memcpy(&header, bytes.data(), 8);
+    const nlohmann::json h = nlohmann::json::parse(bytes.substr(8, header));
+    bytes[8 + header + h.at("1.weight").at("data_offsets").at(0).get<uint64_t>() + 17] ^= 0x10;
+    std::ofstream(path("d/last.safetensors"), std::ios::binary | std::ios::trunc) << bytes;
+    const Outcome damaged = run_xylem({"train", "--resume", path("d"), "--max-steps", "30"});
+    EXPECT_EQ(damaged.code, 1) << damaged.out;
+    EXPECT_TRUE(has(damaged.out, path("d/last.safetensors") + ": tensor '1.weight' does not match its checksum: the file "
+                                     "is damaged")) << damaged.out;
+}
+
+// A checkpoint of an older xylem (no run record, no checksums) in a folder without run.json still
+// resumes, and says what it could not check.
+TEST_F(Resume, AnOlderCheckpointResumesSayingWhatWasNotChecked) {
+    const std::string cfg = write("mlp.toml", mlp_config("epochs = 1"));
+    ASSERT_EQ(run_xylem({"train", "--config", cfg, "--out", path("old"), "--max-steps", "10"}).code, 0);
+    // Rewrite it as an older xylem wrote it: the same tensors and metadata without the run record
+    // and the checksums (written here by hand: write_safetensors always adds checksums).
+    io::Safetensors st = io::read_safetensors(path("old/last.safetensors"));
+    st.metadata.erase(train::kRunRecordKey);
+    st.metadata.erase(io::kChecksumsKey);
+    nlohmann::ordered_json header;
+    header["__metadata__"] = st.metadata;
+    uint64_t offset = 0;
+    std::string bytes;
+    for (const auto& [name, t] : st.tensors) {
+        header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.data.size()}}};
+        offset += t.data.size();
+        bytes.append(reinterpret_cast<const char*>(t.data.data()), t.data.size());
+    }
+    const std::string text = header.dump();
+    const uint64_t n = text.size();
+    std::ofstream f(path("old/last.safetensors"), std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f << text << bytes;
+    f.close();
+    fs::remove(path("old/run.json"));
+    EXPECT_FALSE(io::read_safetensors(path("old/last.safetensors")).checksummed);
+    const Outcome r = run_xylem({"train", "--resume", path("old"), "--max-steps", "20"});
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(has(r.out, "note: " + path("old/last.safetensors") + " was written by an older xylem: it records no data "
+                           "fingerprints and no tensor checksums")) << r.out;
+    EXPECT_TRUE(fs::exists(path("old/run.json")));
+}
+
+// No file xylem writes follows a link it did not make: a log.csv planted as a symbolic link is
+// refused on resume and its target is untouched; files are never world-writable, even under umask 0.
+TEST_F(Resume, APlantedLinkIsNeverWrittenThroughAndNoFileIsWorldWritable) {
+    const std::string cfg = write("mlp.toml", mlp_config("epochs = 1"));
+    const mode_t old_mask = ::umask(0);
+    const Outcome made = run_xylem({"train", "--config", cfg, "--out", path("s"), "--max-steps", "10"});
+    ::umask(old_mask);
+    ASSERT_EQ(made.code, 0) << made.out;
+    for (const auto& e : fs::directory_iterator(dir_ / "s")) {
+        if (e.is_regular_file()) {
+            EXPECT_EQ(e.status().permissions() & fs::perms::others_write, fs::perms::none) << e.path();
+        }
+    }
+    const std::string target = write("precious.txt", "keep me\n");
+    fs::remove(path("s/log.csv"));
+    fs::create_symlink(target, path("s/log.csv"));
+    const Outcome r = run_xylem({"train", "--resume", path("s"), "--max-steps", "20"});
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(has(r.out, path("s/log.csv") + " is a symbolic link: xylem does not write through a link it did not make"))
+        << r.out;
+    EXPECT_FALSE(has(r.out, "step 11/")) << r.out;  // refused before training
+    std::ifstream kept(target);
+    EXPECT_EQ(std::string((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>()), "keep me\n");
+}
+
+// Ctrl-C during the final validation stops within a batch and exits 130 with a checkpoint at the
+// epoch's end; resuming scores the epoch and ends with the uninterrupted run's model.
+TEST_F(Resume, SigintDuringTheFinalValidationStopsAndResumes) {
+    // A wide model and most of the data held out: validation takes far longer than one batch.
+    std::string text = mlp_config("epochs = 1\nsteps_per_epoch = 30", "validation = 0.9");
+    text.replace(text.find("out = 64\n"), 9, "out = 2048\n");
+    const std::string cfg = write("v.toml", text);
+    ASSERT_EQ(run_xylem({"train", "--config", cfg, "--out", path("whole")}).code, 0);
+    bool sent = false;
+    const Outcome stopped = run_xylem({"train", "--config", cfg, "--out", path("cut")}, [&](const std::string& line, pid_t pid) {
+        if (!sent && has(line, "step 30/30")) {  // the epoch's last step is done: validation runs now
+            kill(pid, SIGINT);
+            sent = true;
+        }
+    });
+    ASSERT_TRUE(sent) << stopped.out;
+    EXPECT_EQ(stopped.code, 130) << stopped.out;
+    EXPECT_TRUE(has(stopped.out, "stopped by SIGINT at epoch 1 step 30")) << stopped.out;
+    EXPECT_FALSE(has(stopped.out, "epoch 1: train loss")) << stopped.out;  // the epoch's scores were cut short
+    EXPECT_FALSE(fs::exists(path("cut/model.safetensors")));
+    const Outcome resumed = run_xylem({"train", "--resume", path("cut")});
+    ASSERT_EQ(resumed.code, 0) << resumed.out;
+    EXPECT_TRUE(has(resumed.out, "resuming " + path("cut/last.safetensors") + " at epoch 1 step 30")) << resumed.out;
+    EXPECT_TRUE(has(resumed.out, "epoch 1: train loss")) << resumed.out;
+    expect_same_tensors(path("whole/model.safetensors"), path("cut/model.safetensors"));
 }

@@ -45,7 +45,14 @@ struct TrainingState {
     // The recurrent layers' state at this position (Net::carried_state, host copies): a run
     // resumed mid-epoch continues its text streams from it. Empty at an epoch's start.
     std::map<std::string, SavedTensor> carried;
+    // The run that wrote it (metadata kRunRecordKey: run_folder.h's RunRecord as JSON), null in a
+    // checkpoint of an older xylem; and whether its tensors carried checksums (all verified on reading).
+    nlohmann::json run_record;
+    bool checksummed = false;
 };
+
+// The safetensors metadata key of a checkpoint's run record (id, config and data fingerprints).
+inline constexpr const char* kRunRecordKey = "xylem.run";
 
 // Host copies of the model's carried state (reads device tensors: call it between steps).
 std::map<std::string, SavedTensor> carried_snapshot(Net& model);

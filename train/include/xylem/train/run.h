@@ -33,6 +33,9 @@ struct RunOptions {
     bool progress = true;  // progress lines on `out`
     std::string backend_choice;  // lines the banner starts with: how the backend was chosen (describe_choice)
     std::string resume_from;  // a training checkpoint to continue from ("" = a new run)
+    // Resume even though a data file's fingerprint differs from the checkpoint's (--accept-changed-data):
+    // the run says so and records the data it trains on now. Without it that is an error naming the file.
+    bool accept_changed_data = false;
     // The command-line overrides this run was started with, kept in its checkpoints so that a
     // resume re-applies them (train.batch_size from --batch-size, ...).
     nlohmann::json overrides = nlohmann::json::object();

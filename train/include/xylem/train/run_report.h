@@ -79,6 +79,10 @@ public:
     bool terminal() const { return tty_; }
     double seconds_since_shown() const;
 
+    // A resumed run's position: log.csv is cut back to it before the first new row (RunLog::keep_until).
+    void resume_log_at(int epoch, int64_t step) {
+        if (write_) log_.keep_until(epoch, step);
+    }
     void progress(const Progress& p);
     void interval_row(const LogRow& row) {  // every print_every steps
         if (write_) log_.row(row);
