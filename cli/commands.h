@@ -22,6 +22,8 @@ struct Args {
     std::optional<std::string> prime;  // sample's --prime TEXT
     std::optional<int64_t> length;     // sample's --length N
     bool profile = false;
+    bool trust_config_plugins = false;  // --trust-config-plugins: search the config's plugin_path
+    bool accept_changed_data = false;   // train --accept-changed-data: resume on data whose fingerprint changed
     bool resume = false;     // --resume [RUN_DIR]
     std::string resume_dir;  // "" = the config's out dir
 };

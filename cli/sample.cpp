@@ -22,7 +22,7 @@ int run_sample(const Args& a) {
         throw Error(a.checkpoint + ": has no vocabulary (metadata '" + train::kVocabularyKey +
                     "'): it was not trained on text data ([data] text), so there is nothing to sample");
     Registry registry;
-    const BackendChoice choice = train::select_backend(registry, c, a.backend, a.plugin_dirs);
+    const BackendChoice choice = train::select_backend(registry, c, a.backend, a.plugin_dirs, a.trust_config_plugins);
     auto dev = choice.backend->device(choice.device);
     auto model = train::build_model(c, vocab.size());
     model->build(*dev, {1}, c.seed);  // one step per call: the state carries the history

@@ -320,13 +320,20 @@ const PluginRecord& Registry::probe_file(const std::string& file) {
     return plugins_.back();
 }
 
-void Registry::scan(const std::vector<std::string>& dirs, Isolation isolation) {
+void Registry::scan(const std::vector<std::string>& dirs, Isolation isolation, const std::vector<std::string>& only) {
+    auto wanted = [&](const std::string& fname) {
+        if (only.empty()) return true;
+        for (const std::string& name : only)
+            if (fname == "libxylem_" + name + ".so") return true;
+        return false;
+    };
     for (const std::string& dir : dirs) {
         std::error_code ec;
         std::vector<fs::path> files;
         for (const auto& entry : fs::directory_iterator(dir, ec)) {
             std::string fname = entry.path().filename().string();
-            if (fname.rfind("libxylem_", 0) == 0 && entry.path().extension() == ".so") files.push_back(entry.path());
+            if (fname.rfind("libxylem_", 0) == 0 && entry.path().extension() == ".so" && wanted(fname))
+                files.push_back(entry.path());
         }
         std::sort(files.begin(), files.end());
         for (const fs::path& f : files) {

@@ -63,6 +63,7 @@ struct BackendChoice {
     uint32_t device = 0;
     std::string why;                   // one line saying how it was chosen
     std::vector<Skipped> skipped;      // what was passed over on the way, with reasons
+    std::vector<std::string> notes;    // lines about the search itself (a plugin_path left out)
 };
 
 // Where scan() loads and probes the plugin files.
@@ -77,8 +78,11 @@ class Registry {
 public:
     // Loads every libxylem_*.so in each folder, folders in order; for two files with the
     // same backend name the first wins and the second records that it was shadowed. A file
-    // that failed to load, or whose probe crashed, shadows nothing.
-    void scan(const std::vector<std::string>& dirs, Isolation isolation = Isolation::in_process);
+    // that failed to load, or whose probe crashed, shadows nothing. With `only`, just the files
+    // of those backends (libxylem_<name>.so) are looked at: loading a file runs its code, so a run
+    // that names its backend probes nothing else.
+    void scan(const std::vector<std::string>& dirs, Isolation isolation = Isolation::in_process,
+              const std::vector<std::string>& only = {});
     // Loads one file (absolute or relative path) into this process and records the outcome.
     const PluginRecord& load_file(const std::string& path);
     // Loads and probes one file in a child process and records the outcome (no backend). A

@@ -64,6 +64,20 @@ __attribute__((constructor)) static void fail_while_loading(void) {
 }
 #endif
 
+/* FIXTURE_MARK_IN_CONSTRUCTOR: a plugin whose constructor leaves a trace, appending its name to the
+ * file XYLEM_TEST_PLUGIN_MARKER names: what any plugin file's code could do once it is loaded (or
+ * probed, in a child). The security tests check which files a run loads from where. */
+#if defined(FIXTURE_MARK_IN_CONSTRUCTOR)
+__attribute__((constructor)) static void mark_while_loading(void) {
+    const char* path = getenv("XYLEM_TEST_PLUGIN_MARKER");
+    if (!path) return;
+    FILE* f = fopen(path, "a");
+    if (!f) return;
+    fprintf(f, FIXTURE_NAME " constructor ran\n");
+    fclose(f);
+}
+#endif
+
 #define FIXTURE_DEVICES 2u
 
 struct xylem_framework_s {
