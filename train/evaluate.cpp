@@ -10,11 +10,20 @@
 
 namespace xylem::train {
 
-void for_each_batch(Net& model, Device& dev, BatchSource& source, int64_t batch_size, const BatchFn& fn) {
+namespace {
+void check_stop(const StopCheck& stop) {
+    if (!stop) return;
+    if (const int sig = stop()) throw Interrupted(sig);
+}
+}  // namespace
+
+void for_each_batch(Net& model, Device& dev, BatchSource& source, int64_t batch_size, const BatchFn& fn,
+                    const StopCheck& stop) {
     std::vector<int64_t> order(static_cast<size_t>(source.size()));
     std::iota(order.begin(), order.end(), 0);
     source.begin_epoch(order);
     for (int64_t first = 0; first < source.size(); first += batch_size) {
+        check_stop(stop);
         const int64_t n = std::min(batch_size, source.size() - first);
         source.stage(first, n);
         auto [x, y] = source.enqueue(first, n);
@@ -22,9 +31,10 @@ void for_each_batch(Net& model, Device& dev, BatchSource& source, int64_t batch_
     }
 }
 
-void for_each_batch(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size, const BatchFn& fn) {
+void for_each_batch(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size, const BatchFn& fn,
+                    const StopCheck& stop) {
     HostBatches source(data, dev, DType::I32, 0, /*staged=*/false);  // the training loop's, uploaded per batch
-    for_each_batch(model, dev, source, batch_size, fn);
+    for_each_batch(model, dev, source, batch_size, fn, stop);
 }
 
 namespace {
@@ -39,7 +49,7 @@ void count_correct(Device& dev, const Tensor& output, const Tensor& labels, Tens
 }
 }  // namespace
 
-double evaluate(Net& model, Device& dev, BatchSource& source, int64_t batch_size) {
+double evaluate(Net& model, Device& dev, BatchSource& source, int64_t batch_size, const StopCheck& stop) {
     require_scoring_ops(dev);
     Tensor correct({1}, DType::F32, dev);
     ops::fill(dev, correct, 0.0f);
@@ -48,21 +58,22 @@ double evaluate(Net& model, Device& dev, BatchSource& source, int64_t batch_size
         if (y.dtype() != DType::I32) throw Error("evaluate: the batch source's targets are not int32 labels");
         count_correct(dev, output, y, correct);
         labels += y.numel();
-    });
+    }, stop);
     return labels ? correct.to_vector()[0] / static_cast<double>(labels) : 0.0;
 }
 
-double evaluate(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size) {
+double evaluate(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size, const StopCheck& stop) {
     HostBatches source(data, dev, DType::I32, 0, /*staged=*/false);
-    return evaluate(model, dev, source, batch_size);
+    return evaluate(model, dev, source, batch_size, stop);
 }
 
-double evaluate(Net& model, Device& dev, const ResidentData& data, int64_t batch_size) {
+double evaluate(Net& model, Device& dev, const ResidentData& data, int64_t batch_size, const StopCheck& stop) {
     require_scoring_ops(dev);
     const int64_t count = data.images.dim(0);
     Tensor correct({1}, DType::F32, dev);
     ops::fill(dev, correct, 0.0f);
     for (int64_t first = 0; first < count; first += batch_size) {
+        check_stop(stop);
         const int64_t n = std::min(batch_size, count - first);
         const Tensor x = data.images.rows(first, n), y = data.targets.rows(first, n);
         count_correct(dev, model.forward(dev, x, false), y, correct);
@@ -70,7 +81,8 @@ double evaluate(Net& model, Device& dev, const ResidentData& data, int64_t batch
     return count ? correct.to_vector()[0] / static_cast<double>(data.targets.numel()) : 0.0;
 }
 
-Scores score(Net& model, Loss& loss, Device& dev, const io::Dataset& data, int64_t classes, int64_t batch_size) {
+Scores score(Net& model, Loss& loss, Device& dev, const io::Dataset& data, int64_t classes, int64_t batch_size,
+             const StopCheck& stop) {
     require_scoring_ops(dev);
     std::vector<int64_t> order(static_cast<size_t>(data.count));  // for_each_batch's order: the data's own
     std::iota(order.begin(), order.end(), 0);
@@ -89,7 +101,7 @@ Scores score(Net& model, Loss& loss, Device& dev, const io::Dataset& data, int64
             loss.forward(dev, output, it->second, loss_sum);
         }
         count_correct(dev, output, y, correct);
-    });
+    }, stop);
     // Each sample's loss is already its mean per label (per character of a sequence).
     const double count = static_cast<double>(data.count), labels = static_cast<double>(data.labels.size());
     return {loss_sum.to_vector()[0] / count, correct.to_vector()[0] / labels};

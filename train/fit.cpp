@@ -16,6 +16,7 @@
 #include "xylem/profiler.h"
 #include "xylem/solvers/schedule.h"
 #include "xylem/train/data_parallel.h"
+#include "xylem/train/evaluate.h"
 #include "xylem/transfer.h"
 
 namespace xylem::train {
@@ -37,7 +38,8 @@ public:
 private:
     // One epoch's steps from st_.step on; false if a stop request or a non-finite loss ended it.
     bool run_steps(int epoch);
-    void end_epoch(int epoch);
+    // The epoch's scores, checkpoints and report; false if a stop request cut its scoring short.
+    bool end_epoch(int epoch);
     void checkpoint(CheckpointKind kind);
     void progress(int epoch, int64_t step, double loss, bool last_of_epoch);
     void apply_schedule(int epoch);
@@ -82,6 +84,7 @@ Loop::Loop(Net& model, Loss& loss, Solver& solver, Device& dev, BatchSource& dat
       result_{finished_epochs(state), options.resumed_from, "", 0, ""}, fusion_(dev, options.fusion),
       ctx_{model, loss, solver, dev, options, state, result_.epochs, steps_per_epoch_, fusion_},
       loss_sum_({1}, DType::F32, dev) {
+    if (!dp_) ctx_.stop_requested = [this] { return stop_requested(); };
     if (std::string why = capture_blocker(o_, model_, solver_, dev_); !why.empty()) throw Error(why);
     const std::string from = o_.resumed_from.empty() ? std::string("the training state") : o_.resumed_from;
     if (st_.order.empty()) {  // a new run: the data in its own order
@@ -112,8 +115,8 @@ FitResult Loop::go() {
     run_t0_ = Clock::now();
     bool finished = false;
     for (int epoch = st_.epoch; epoch <= o_.epochs && !finished; ++epoch) {
-        if (!run_steps(epoch)) break;  // a stop request: the last checkpoint is written
-        end_epoch(epoch);
+        // A stop request (during the steps, or the epoch's scoring): the last checkpoint is written.
+        if (!run_steps(epoch) || !end_epoch(epoch)) break;
         finished = !result_.finish_reason.empty() || run_done();
         if (stop_requested() != 0 && !finished && epoch < o_.epochs) result_.stopped_by_signal = stop_requested();
         if (result_.stopped_by_signal) break;
@@ -285,7 +288,7 @@ bool Loop::run_steps(int epoch) {
     return true;
 }
 
-void Loop::end_epoch(int epoch) {
+bool Loop::end_epoch(int epoch) {
     EpochMetrics m;
     m.epoch = epoch;
     m.seconds = since(epoch_t0_);
@@ -293,8 +296,9 @@ void Loop::end_epoch(int epoch) {
     m.complete = st_.step == steps_per_epoch_;
     m.train_loss = static_cast<double>(st_.loss_sum) / static_cast<double>(st_.seen);
     m.lr = solver_.lr();
-    const double steps_run = static_cast<double>(st_.step - first_step_);
-    m.images_per_second = static_cast<double>(st_.seen - first_step_ * o_.batch_size) / m.seconds;
+    // A run resumed at an epoch's last step (its scoring was interrupted) runs no step here.
+    const double steps_run = static_cast<double>(std::max<int64_t>(st_.step - first_step_, 1));
+    m.images_per_second = st_.step > first_step_ ? static_cast<double>(st_.seen - first_step_ * o_.batch_size) / m.seconds : 0;
     const TransferCounts t = transfer_counts() - transfers0_;
     m.transfers_per_step = static_cast<double>(t.count()) / steps_run;
     m.h2d_bytes_per_step = static_cast<double>(t.h2d_bytes) / steps_run;
@@ -304,7 +308,19 @@ void Loop::end_epoch(int epoch) {
     const bool was_profiling = profiler::enabled();
     profiler::enable(false);  // the profile covers training steps only
     if (dp_) dp_->average_buffers(model_);  // every rank scores with the same running statistics
-    for (Callbacks* cb : callbacks_) cb->on_validation(ctx_, m);
+    // Ctrl-C while scoring stops within a batch: checkpoint this position (the epoch's steps done,
+    // its scores not), so a resume scores the epoch and goes on.
+    auto interrupted = [&](const Interrupted& e) {
+        profiler::enable(was_profiling);
+        result_.stopped_by_signal = e.signal;
+        checkpoint(CheckpointKind::last);
+        return false;
+    };
+    try {
+        for (Callbacks* cb : callbacks_) cb->on_validation(ctx_, m);
+    } catch (const Interrupted& e) {
+        return interrupted(e);
+    }
     // The run ends here if this was its last epoch, its last step, or a callback says so (early
     // stopping, whose reason wins).
     if (run_done() && epoch < o_.epochs) result_.finish_reason = "train.max_steps: " + std::to_string(o_.max_steps) + " steps done";
@@ -316,7 +332,12 @@ void Loop::end_epoch(int epoch) {
             break;
         }
     const bool final_epoch = epoch == o_.epochs || !result_.finish_reason.empty();
-    for (Callbacks* cb : callbacks_) cb->on_test(ctx_, m, final_epoch);
+    try {
+        for (Callbacks* cb : callbacks_) cb->on_test(ctx_, m, final_epoch);
+    } catch (const Interrupted& e) {
+        result_.finish_reason.clear();
+        return interrupted(e);
+    }
     profiler::enable(was_profiling);
     result_.epochs.push_back(m);
     st_.epochs.push_back(to_json(m));
@@ -333,6 +354,7 @@ void Loop::end_epoch(int epoch) {
     checkpoint(CheckpointKind::last);
     if (best) checkpoint(CheckpointKind::best);
     for (Callbacks* cb : callbacks_) cb->on_epoch_end(ctx_, m, best, result_.finish_reason);
+    return true;
 }
 
 }  // namespace

@@ -104,7 +104,8 @@ void ScoringCallbacks::on_validation(const FitContext& ctx, EpochMetrics& m) {
     ctx.model.reset_state();
     const Scores v =
         dp_ ? dp_->score(ctx.model, ctx.loss, ctx.dev, *sets_.validation, sets_.validation_total, sets_.classes)
-            : score(ctx.model, ctx.loss, ctx.dev, *sets_.validation, sets_.classes, sets_.validation_batch);
+            : score(ctx.model, ctx.loss, ctx.dev, *sets_.validation, sets_.classes, sets_.validation_batch,
+                    ctx.stop_requested);
     m.has_validation = true;
     m.val_loss = v.loss;
     m.val_accuracy = v.accuracy;
@@ -117,8 +118,8 @@ void ScoringCallbacks::on_test(const FitContext& ctx, EpochMetrics& m, bool fina
         m.test_accuracy = sets_.test_resident ? dp_->accuracy(ctx.model, ctx.dev, *sets_.test_resident, sets_.test_total)
                                               : dp_->accuracy(ctx.model, ctx.dev, *sets_.test, sets_.test_total);
     else
-        m.test_accuracy = sets_.test_resident ? evaluate(ctx.model, ctx.dev, *sets_.test_resident)
-                                              : evaluate(ctx.model, ctx.dev, *sets_.test);
+        m.test_accuracy = sets_.test_resident ? evaluate(ctx.model, ctx.dev, *sets_.test_resident, 1000, ctx.stop_requested)
+                                              : evaluate(ctx.model, ctx.dev, *sets_.test, 1000, ctx.stop_requested);
 }
 
 }  // namespace xylem::train

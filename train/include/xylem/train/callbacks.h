@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ struct FitContext {
     const std::vector<EpochMetrics>& epochs;
     int64_t steps_per_epoch;
     const fusion::StepFusion& fusion;  // the step fusion pass, for a profile report
+    // The callbacks' stop requests (a signal number, or 0), for work between steps that should stop
+    // within one batch (scoring: evaluate.h's StopCheck). Empty in a distributed run, whose ranks
+    // may only stop together, at a step.
+    std::function<int()> stop_requested = {};
 };
 
 // Which resumable checkpoint fit asks for: the latest position (every epoch, every

@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "xylem/error.h"
 #include "xylem/train/batch_source.h"
 #include "xylem/io/idx.h"
 #include "xylem/layers/loss.h"
@@ -11,21 +12,31 @@
 
 namespace xylem::train {
 
+// Asked before each batch of an evaluation: nonzero (a signal number) stops it with Interrupted,
+// so Ctrl-C during a long validation takes effect within one batch. Empty: never stops.
+using StopCheck = std::function<int()>;
+struct Interrupted : Error {
+    explicit Interrupted(int signal_) : Error("evaluation interrupted by signal " + std::to_string(signal_)), signal(signal_) {}
+    int signal;
+};
+
 // Runs the model over `source` in its own order (sample 0 first), `batch_size` samples at a time
 // (the last batch may be shorter), in inference mode: fn(first, n, targets, output) for each batch,
 // with the batch's targets and the model's output [n, classes] (a token set's: [n, steps, classes])
 // on the device. The one batching loop that evaluate, score and predict share; over a host data
 // set it reads HostBatches of int32 labels.
 using BatchFn = std::function<void(int64_t first, int64_t n, const Tensor& labels, const Tensor& output)>;
-void for_each_batch(Net& model, Device& dev, BatchSource& source, int64_t batch_size, const BatchFn& fn);
-void for_each_batch(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size, const BatchFn& fn);
+void for_each_batch(Net& model, Device& dev, BatchSource& source, int64_t batch_size, const BatchFn& fn,
+                    const StopCheck& stop = {});
+void for_each_batch(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size, const BatchFn& fn,
+                    const StopCheck& stop = {});
 
 // Fraction of the labels (a token set: of its tokens) the model predicts; counts accumulate on
 // the device. A batch source's targets must be int32 labels.
-double evaluate(Net& model, Device& dev, BatchSource& source, int64_t batch_size = 1000);
-double evaluate(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size = 1000);
+double evaluate(Net& model, Device& dev, BatchSource& source, int64_t batch_size = 1000, const StopCheck& stop = {});
+double evaluate(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size = 1000, const StopCheck& stop = {});
 // The same over a device-resident set (int32 targets): batches are row views, nothing moves.
-double evaluate(Net& model, Device& dev, const ResidentData& data, int64_t batch_size = 1000);
+double evaluate(Net& model, Device& dev, const ResidentData& data, int64_t batch_size = 1000, const StopCheck& stop = {});
 
 // Mean loss (per sample; a token set's: per token) and accuracy over a held-out set (the
 // validation set). A recurrent model carries its state along a token set's batches: reset it first.
@@ -33,6 +44,6 @@ struct Scores {
     double loss = 0, accuracy = 0;
 };
 Scores score(Net& model, Loss& loss, Device& dev, const io::Dataset& data, int64_t classes,
-             int64_t batch_size = 1000);
+             int64_t batch_size = 1000, const StopCheck& stop = {});
 
 }  // namespace xylem::train
