@@ -352,6 +352,18 @@ TEST_F(Distributed, RefusesRanksThatDisagree) {
     const Ran conf = mpmd(other_lr);
     EXPECT_EQ(conf.code, 1) << conf.out;
     EXPECT_TRUE(has(conf.out, "rank 1 loaded another config than rank 0")) << conf.out;
+    // A rank on another backend is refused at start, naming the backend (it used to train and fail
+    // at the end with "parameters differ").
+    const std::vector<std::string> names = test::available_backends();
+    if (std::find(names.begin(), names.end(), "opencl") != names.end()) {
+        const std::string args = " train --config " + base + " --max-steps 5 --out " + out("agree");
+        const Ran backend = sh(mpirun(1) + " " + kXylem + args + " --backend native : -np 1 " + kXylem + args +
+                               " --backend opencl");
+        EXPECT_EQ(backend.code, 1) << backend.out;
+        EXPECT_TRUE(has(backend.out, "xylem: error: distributed run refused: rank 1 runs on another backend than rank "
+                                     "0's native")) << backend.out;
+        EXPECT_FALSE(has(backend.out, "step 1/")) << backend.out;  // before any training
+    }
 
     const Ran tiny = sh(mpirun(2) + " " + kXylem + " train --config " + base + " --backend native --batch-size 1 --out " + out("agree"));
     EXPECT_EQ(tiny.code, 1) << tiny.out;

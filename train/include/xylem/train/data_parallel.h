@@ -60,9 +60,10 @@ public:
     // sets' sizes, and where the run stands (a resume from the same checkpoint).
     struct Identity {
         uint64_t config = 0, data = 0, position = 0;
+        std::string backend;  // the backend this rank runs on: every rank must run the same one
     };
-    // Before the first step, with the parameters on the device: refuses ranks whose config, data,
-    // model (parameter names and shapes) or position differ from rank 0's (a RanksAgreeError naming
+    // Before the first step, with the parameters on the device: refuses ranks whose backend, config,
+    // data, model (parameter names and shapes) or position differ from rank 0's (a RanksAgreeError naming
     // the rank and what differs); copies rank 0's parameters, buffers and solver state to every
     // rank; lays the gradients out in buckets and hooks the reduction into model.backward.
     void start(const Identity& id, Net& model, Solver& solver, int64_t batch_size);
