@@ -72,44 +72,59 @@ using V8 = float __attribute__((vector_size(32)));
 using V8u = float __attribute__((vector_size(32), aligned(4), may_alias));
 using I8 = int __attribute__((vector_size(32)));
 
-// s0[i] = src[2i], s1[i] = src[2i + 1] for 2i (+ 1) < n: blocks of 16, the last one overlapping
-// the one before (from an even start: it rewrites the same values), the rest one by one.
+using V4 = float __attribute__((vector_size(16)));
+using V4u = float __attribute__((vector_size(16), aligned(4), may_alias));
+using I4 = int __attribute__((vector_size(16)));
+
+// s0[i] = src[2i], s1[i] = src[2i + 1] for 2i (+ 1) < n: blocks of 16 floats (8 for rows of 8 to
+// 15: ResNet's 14x14 maps), the last one overlapping the one before from an even start (it
+// rewrites the same values), an odd n's last float alone.
 __attribute__((always_inline)) inline void deinterleave(const float* __restrict src, int64_t n, float* __restrict s0,
                                                         float* __restrict s1) {
-    auto block = [&](int64_t i) {  // src[2i, 2i + 16)
+    auto block16 = [&](int64_t i) {  // src[2i, 2i + 16)
         const V8 a = *reinterpret_cast<const V8u*>(src + 2 * i), b = *reinterpret_cast<const V8u*>(src + 2 * i + 8);
         *reinterpret_cast<V8u*>(s0 + i) = __builtin_shuffle(a, b, I8{0, 2, 4, 6, 8, 10, 12, 14});
         *reinterpret_cast<V8u*>(s1 + i) = __builtin_shuffle(a, b, I8{1, 3, 5, 7, 9, 11, 13, 15});
     };
-    if (n < 16) {
-        for (int64_t i = 0; 2 * i < n; ++i) {
-            s0[i] = src[2 * i];
-            if (2 * i + 1 < n) s1[i] = src[2 * i + 1];
-        }
-        return;
+    auto block8 = [&](int64_t i) {  // src[2i, 2i + 8)
+        const V4 a = *reinterpret_cast<const V4u*>(src + 2 * i), b = *reinterpret_cast<const V4u*>(src + 2 * i + 4);
+        *reinterpret_cast<V4u*>(s0 + i) = __builtin_shuffle(a, b, I4{0, 2, 4, 6});
+        *reinterpret_cast<V4u*>(s1 + i) = __builtin_shuffle(a, b, I4{1, 3, 5, 7});
+    };
+    if (n >= 16) {
+        for (int64_t i = 0; 2 * i + 16 <= n; i += 8) block16(i);
+        block16((n - 16 - n % 2) / 2);
+    } else if (n >= 8) {
+        block8(0);
+        block8((n - 8 - n % 2) / 2);
+    } else {
+        for (int64_t i = 0; 2 * i + 1 < n; ++i) s0[i] = src[2 * i], s1[i] = src[2 * i + 1];
     }
-    for (int64_t i = 0; 2 * i + 16 <= n; i += 8) block(i);
-    block((n - 16 - n % 2) / 2);  // ends at n, or n - 1 for odd n
     if (n % 2) s0[n / 2] = src[n - 1];
 }
 
 // out[2i] = s0[i], out[2i + 1] = s1[i] for 2i (+ 1) < n, in blocks as deinterleave.
 __attribute__((always_inline)) inline void interleave(const float* __restrict s0, const float* __restrict s1, int64_t n,
                                                       float* __restrict out) {
-    auto block = [&](int64_t i) {  // out[2i, 2i + 16)
+    auto block16 = [&](int64_t i) {  // out[2i, 2i + 16)
         const V8 a = *reinterpret_cast<const V8u*>(s0 + i), b = *reinterpret_cast<const V8u*>(s1 + i);
         *reinterpret_cast<V8u*>(out + 2 * i) = __builtin_shuffle(a, b, I8{0, 8, 1, 9, 2, 10, 3, 11});
         *reinterpret_cast<V8u*>(out + 2 * i + 8) = __builtin_shuffle(a, b, I8{4, 12, 5, 13, 6, 14, 7, 15});
     };
-    if (n < 16) {
-        for (int64_t i = 0; 2 * i < n; ++i) {
-            out[2 * i] = s0[i];
-            if (2 * i + 1 < n) out[2 * i + 1] = s1[i];
-        }
-        return;
+    auto block8 = [&](int64_t i) {  // out[2i, 2i + 8)
+        const V4 a = *reinterpret_cast<const V4u*>(s0 + i), b = *reinterpret_cast<const V4u*>(s1 + i);
+        *reinterpret_cast<V4u*>(out + 2 * i) = __builtin_shuffle(a, b, I4{0, 4, 1, 5});
+        *reinterpret_cast<V4u*>(out + 2 * i + 4) = __builtin_shuffle(a, b, I4{2, 6, 3, 7});
+    };
+    if (n >= 16) {
+        for (int64_t i = 0; 2 * i + 16 <= n; i += 8) block16(i);
+        block16((n - 16 - n % 2) / 2);
+    } else if (n >= 8) {
+        block8(0);
+        block8((n - 8 - n % 2) / 2);
+    } else {
+        for (int64_t i = 0; 2 * i + 1 < n; ++i) out[2 * i] = s0[i], out[2 * i + 1] = s1[i];
     }
-    for (int64_t i = 0; 2 * i + 16 <= n; i += 8) block(i);
-    block((n - 16 - n % 2) / 2);  // ends at n, or n - 1 for odd n
     if (n % 2) out[n - 1] = s0[n / 2];
 }
 
