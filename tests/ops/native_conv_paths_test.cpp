@@ -14,8 +14,8 @@
 //   - groups, filters per group not a multiple of 16 (the filter gradient's vectors of filters:
 //     4 + 2 + 1 at avx512 for 100 filters), tap counts that leave tile remainders;
 //   - the Winograd kernels (ops/conv_winograd.cpp, 3x3 stride 1 with 8 channels or more in and
-//     out, on maps whose tiles waste little at the level): ResNet's 28x28 and 14x14 (and at avx2
-//     and baseline its 7x7), odd outputs, padding 0 and 2;
+//     out, on maps whose tiles waste little at the level): ResNet's 28x28 and 14x14 and
+//     its 7x7 (whose rows of tiles carry no extra column), odd outputs, padding 0 and 2;
 //   - the fallbacks to im2col: a data gradient whose phases would compute more than 1.5x
 //     im2col's multiply-adds (LeNet's 5x5 with no padding: 3x), and a strided 1x1 conv whose
 //     output plane fills less than 1/1.2 of its vectors (7x7: 49 positions in 64).
@@ -68,6 +68,8 @@ const Case kCases[] = {
     {"winograd odd 23x21 output, no padding", {2, 8, 25, 23}, {10, 8, 3, 3}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU, 0},
      true},
     {"winograd padding 2", {2, 9, 20, 21}, {12, 9, 3, 3}, {1, 1, 2, 2, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
+    {"winograd padding 2, even output (rows of tiles wrap)", {3, 8, 16, 18}, {9, 8, 3, 3},
+     {1, 1, 2, 2, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
 };
 
 std::string describe(const Case& c) { return std::string(c.what) + ": x " + to_string(c.x) + " w " + to_string(c.w); }

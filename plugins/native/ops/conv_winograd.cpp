@@ -33,10 +33,13 @@ inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // we = tw + 1, so that value (r, j) of tile (a, b) sits at q + (r/2)*we + j/2 of phase
 // (r%2, j%2), q = a*we + b: every tile's values are shifted unit-stride windows, and a vector
 // holds consecutive q. Each row of tiles carries one extra column (b = tw), computed and dropped
-// (as the direct kernels do with the columns past each output row).
+// (as the direct kernels do with the columns past each output row), except where the last tile
+// of a row may read the next row's first columns instead of its own right padding: the values
+// it needs there are zero on both sides (padding of 2 or more; or padding 1 with an odd output
+// width, whose last tile's second column is dropped). ResNet's 7x7: 16 tiles, not 20.
 struct Plan {
     int64_t n, cin, h, w, kout, ph, pw, oh, ow;
-    int64_t th, tw, we, tiles;  // tiles: th*we positions q per image
+    int64_t th, tw, we, tiles;  // we: tw or tw + 1; tiles: th*we positions q per image
     int64_t phase;              // floats per phase plane: (th + 1)*we, plus a vector of zeros
     int64_t chunk, cols, qpad, ld;  // images per chunk; chunk*tiles; cols rounded up to kAlign;
                                     // row length of V and M (one vector more: the last image's spill)
@@ -44,7 +47,9 @@ struct Plan {
 
 Plan make_plan(int64_t n, int64_t cin, int64_t h, int64_t w, int64_t kout, int64_t ph, int64_t pw) {
     Plan p{n, cin, h, w, kout, ph, pw, h + 2 * ph - 2, w + 2 * pw - 2, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    p.th = (p.oh + 1) / 2, p.tw = (p.ow + 1) / 2, p.we = p.tw + 1, p.tiles = p.th * p.we;
+    p.th = (p.oh + 1) / 2, p.tw = (p.ow + 1) / 2;
+    const bool wrap = p.pw >= 2 || (p.pw == 1 && p.ow % 2 == 1);
+    p.we = wrap ? p.tw : p.tw + 1, p.tiles = p.th * p.we;
     p.phase = (p.th + 1) * p.we + 2 * kAlign;
     p.chunk = std::clamp<int64_t>((kChunkTiles + p.tiles - 1) / p.tiles, 1, 16);
     p.cols = p.chunk * p.tiles;
@@ -266,13 +271,13 @@ void run(const Plan& p, const float* x, const float* u, const float* b, int act,
 }
 
 // How many more positions than the outputs' a pass may compute (4 per tile, with the column past
-// each row of tiles) and still beat the direct kernels, per level (one core of the 2-vCPU AVX-512
-// Xeon, ResNet-20's 3x3 convs at batch 128, forward / data gradient in ms): avx512 1.2 (28x28,
-// 1.07: 3.4 / 3.4 against 3.9-4.5 / 4.0-4.3; 14x14, 1.14: 3.5 / 3.5 against 3.8-3.9 / 3.9-4.3;
-// 7x7, 1.63: 4.5 / 4.6 against 4.2 / 4.3, where the direct kernels compute 1.31x); avx2 and
-// baseline take all three (7x7: 5.8 / 6.0 against 6.8 / 6.4 at avx2, 12.5 / 12.6 against
-// 14.4 / 13.8 at baseline).
-XYLEM_KERNEL_LEVELS(double, winograd_waste_limit, (), ()) { return S::L == 16 ? 1.2 : 2.0; }
+// each row where it is kept) and still beat the direct kernels, per level (one core of the
+// 2-vCPU AVX-512 Xeon, ResNet-20's 3x3 convs at batch 128, forward / data gradient in ms, CPU
+// time): avx512 1.4 (28x28, 1.07: 3.0-3.3 / 3.0-3.2 against 3.9-4.3 / 4.0-4.3; 14x14, 1.14:
+// 3.2-3.3 / 3.2-3.4 against 3.8-4.2 / 3.9-4.1; 7x7, 16 tiles, 1.31: 2.6-2.8 / 2.7-2.8 against
+// 3.9-4.4 / 3.9-4.3; with the extra column, 20 tiles and 1.63, it lost: 4.5 against 4.2); avx2
+// and baseline 2 (7x7 at avx2: 4.2 / 4.2 against 6.8 / 6.4).
+XYLEM_KERNEL_LEVELS(double, winograd_waste_limit, (), ()) { return S::L == 16 ? 1.4 : 2.0; }
 
 bool shape_takes(const ConvShape& v) {
     return v.r == 3 && v.s == 3 && v.sh == 1 && v.sw == 1 && v.dh == 1 && v.dw == 1 && v.g == 1 && v.ph <= 2 &&
