@@ -526,7 +526,9 @@ void op_conv2d_bwd_filter(const xylem_op_desc& desc, xylem_stream_s& stream) {
     case Path::kLinear: bwd_filter_linear(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32()); break;
     case Path::kPointwise: bwd_filter_pointwise(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), stream.scratch_); break;
     case Path::kIm2col:
-        if (direct_bwd_filter_fits(v))
+        if (winograd_bwd_filter_fits(v))
+            winograd_bwd_filter(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), stream.scratch_);
+        else if (direct_bwd_filter_fits(v))
             direct_bwd_filter(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), stream.scratch_);
         else bwd_filter_im2col(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), stream.scratch_);
         break;

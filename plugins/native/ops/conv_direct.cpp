@@ -636,6 +636,24 @@ void direct_multiply(const float* xq, const int32_t* off, int64_t taps, const fl
 
 bool direct_multiply_fma() { return level_lanes() > 4; }
 
+int64_t direct_filter_lanes() { return level_lanes(); }
+
+void direct_filter_multiply(const float* x, const int32_t* off, int64_t taps, const float* dyt, int64_t ldk,
+                            int64_t positions, double* acc) {
+    ConvShape v{};  // one image of one output row of `positions` columns
+    v.oh = 1, v.ow = positions;
+    Layout l;
+    l.taps = taps;
+    l.off = const_cast<int32_t*>(off);
+    filter_group(v, l, x, dyt, ldk, 1, acc);
+}
+
+void direct_transpose(const float* src, int64_t rows, int64_t cols, int64_t ldk, float* dst) {
+    ConvShape v{};  // one image of `rows` filters and cols positions
+    v.k = v.kg = rows, v.oh = 1, v.ow = cols;
+    transpose_dy(v, src, 0, 1, ldk, dst);
+}
+
 void direct_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y,
                 Arena& scratch) {
     // wt[g][t][k] = W[g*kg + k][t]: a tap's weights for a tile's filters side by side.

@@ -28,6 +28,14 @@ void direct_multiply(const float* xq, const int32_t* off, int64_t taps, const fl
 // Whether direct_multiply runs with FMA at this level (avx512, avx2 on a CPU with FMA): where it
 // does, it beats OpenBLAS on a conv's small GEMMs.
 bool direct_multiply_fma();
+// acc[t*ldk + k] += sum over q < positions of x[off[t] + q] * dyt[q*ldk + k] for k < ldk (a
+// multiple of direct_filter_lanes()): the filter gradient's register tiles, their float sums
+// added into acc once, on one thread (the Winograd filter gradient uses it).
+int64_t direct_filter_lanes();
+void direct_filter_multiply(const float* x, const int32_t* off, int64_t taps, const float* dyt, int64_t ldk,
+                            int64_t positions, double* acc);
+// dst[q*ldk + k] = src[k*cols + q] for k < rows, 0 for rows <= k < ldk.
+void direct_transpose(const float* src, int64_t rows, int64_t cols, int64_t ldk, float* dst);
 // dW = beta*dW + the filter gradient (beta = 0 does not read dW).
 void direct_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch);
 

@@ -216,6 +216,41 @@ XYLEM_KERNEL_LEVELS(void, output_transform,
     }
 }
 
+// z[(xi*kout + k)*ld + col0 + q] = (A y A^T)[xi] for the 2x2 block y of dY at tile q (zero where
+// it lies past oh x ow): the filter gradient's transform of dY, the adjoint of output_transform.
+// dY's channels are split into their four phases (row and column parity), th x we each: y's four
+// values are the phases at q. scratch: 4 phase planes, zero where no dY value lands (every
+// channel writes the same places).
+XYLEM_KERNEL_LEVELS(void, grad_transform,
+                    (const Plan& p, const float* __restrict dy, int64_t col0, float* __restrict scratch,
+                     float* __restrict z),
+                    (p, dy, col0, scratch, z)) {
+    using V = typename S::V;
+    using Vu = typename S::Vu;
+    const int64_t step = p.kout * p.ld;
+    for (int64_t k = 0; k < p.kout; ++k) {
+        for (int64_t i = 0; i < p.oh; ++i) {
+            float* even = scratch + (i % 2 * 2) * p.phase + i / 2 * p.we;
+            deinterleave(dy + (k * p.oh + i) * p.ow, p.ow, even, even + p.phase);
+        }
+        const float *p00 = scratch, *p01 = scratch + p.phase, *p10 = scratch + 2 * p.phase,
+                    *p11 = scratch + 3 * p.phase;
+        float* out = z + k * p.ld + col0;
+        for (int64_t q = 0; q < p.tiles; q += S::L) {
+            const V y00 = load<V, Vu>(p00 + q), y01 = load<V, Vu>(p01 + q), y10 = load<V, Vu>(p10 + q),
+                    y11 = load<V, Vu>(p11 + q);
+            const V t[4][2] = {{y00, y01}, {y00 + y10, y01 + y11}, {y00 - y10, y01 - y11}, {-y10, -y11}};  // A y
+            for (int i = 0; i < 4; ++i) {  // (A y) A^T
+                float* o = out + i * 4 * step + q;
+                store<V, Vu>(o, t[i][0]);
+                store<V, Vu>(o + step, t[i][0] + t[i][1]);
+                store<V, Vu>(o + 2 * step, t[i][0] - t[i][1]);
+                store<V, Vu>(o + 3 * step, -t[i][1]);
+            }
+        }
+    }
+}
+
 // u[(xi*cin + c)*kout + k] = (G g G^T)[xi] for g = filter(k, c), 3x3 at f(k, c) (row-major).
 template <class F>
 void filter_transform(const Plan& p, F filter, float* u) {
@@ -279,6 +314,12 @@ void run(const Plan& p, const float* x, const float* u, const float* b, int act,
 // and baseline 2 (7x7 at avx2: 4.2 / 4.2 against 6.8 / 6.4).
 XYLEM_KERNEL_LEVELS(double, winograd_waste_limit, (), ()) { return S::L == 16 ? 1.4 : 2.0; }
 
+// The filter gradient by Winograd won only at avx2 (one core, ResNet's 28x28 / 14x14 / 7x7 in
+// ms: 4.4 / 5.3 / 4.8 against the direct kernels' 5.8 / 6.0 / 6.3); at avx512 it tied (4.2 /
+// 3.8 / 3.2 against 4.4 / 3.7 / 3.3), at baseline it lost (19.6 / 16.9 / 13.5 against 15.8 /
+// 14.7 / 14.5).
+XYLEM_KERNEL_LEVELS(bool, winograd_filter_level, (), ()) { return S::L == 8; }
+
 bool shape_takes(const ConvShape& v) {
     return v.r == 3 && v.s == 3 && v.sh == 1 && v.sw == 1 && v.dh == 1 && v.dw == 1 && v.g == 1 && v.ph <= 2 &&
            v.pw <= 2;
@@ -297,6 +338,10 @@ bool plan_takes(const Plan& p) {
 
 bool winograd_fwd_fits(const ConvShape& v) {
     return shape_takes(v) && plan_takes(make_plan(v.n, v.c, v.h, v.w, v.k, v.ph, v.pw));
+}
+
+bool winograd_bwd_filter_fits(const ConvShape& v) {
+    return winograd_filter_level() && shape_takes(v) && plan_takes(make_plan(v.n, v.c, v.h, v.w, v.k, v.ph, v.pw));
 }
 
 bool winograd_bwd_data_fits(const ConvShape& v) {
@@ -322,6 +367,65 @@ void winograd_bwd_data(const ConvShape& v, const float* dy, const float* w, floa
     float* u = scratch.alloc<float>(16 * p.cin * p.kout);
     filter_transform(p, [&](int64_t c, int64_t k) { return flipped + (c * v.k + k) * 9; }, u);
     run(p, dy, u, nullptr, XYLEM_ACT_NONE, dx, scratch);
+}
+
+// dW = G^T dU G with dU[xi] (K x C) = sum over the tiles of every image of Z[xi] V[xi]^T, Z the
+// transformed dY and V the transformed X: the adjoint of the forward pass. Slices of chunks fixed
+// by the shape (shape_slices); each chunk's products are float sums over its tiles (the direct
+// filter gradient's register tiles, Z transposed to [tile][filter]) added into the slice's
+// float64 sums, the slices added in order: the same bits for any thread count.
+void winograd_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch) {
+    const Plan p = make_plan(v.n, v.c, v.h, v.w, v.k, v.ph, v.pw);
+    const int64_t ldk = round_up(p.kout, direct_filter_lanes()), size = 16 * p.cin * ldk;
+    const int64_t chunks = (p.n + p.chunk - 1) / p.chunk;
+    const double flops = 2.0 * 16.0 * static_cast<double>(p.n * p.tiles) * p.cin * p.kout;
+    const int64_t slices = shape_slices(flops, 2e6, chunks);
+    double* acc = scratch.alloc<double>(slices * size);
+    std::fill_n(acc, slices * size, 0.0);
+    int32_t* off = scratch.alloc<int32_t>(p.cin);
+    for (int64_t c = 0; c < p.cin; ++c) off[c] = static_cast<int32_t>(c * p.ld);
+    std::array<float*, kMaxSplit> xplane{}, yplane{}, vt{}, zt{}, ztt{};
+    for (int w = 0; w < slice_workers(slices); ++w) {
+        xplane[w] = scratch.alloc<float>(4 * p.phase);
+        yplane[w] = scratch.alloc<float>(4 * p.phase);
+        std::fill_n(xplane[w], 4 * p.phase, 0.0f);
+        std::fill_n(yplane[w], 4 * p.phase, 0.0f);
+        vt[w] = scratch.alloc<float>(16 * p.cin * p.ld);
+        zt[w] = scratch.alloc<float>(16 * p.kout * p.ld);
+        ztt[w] = scratch.alloc<float>(p.ld * ldk);
+        std::fill_n(vt[w], 16 * p.cin * p.ld, 0.0f);
+        std::fill_n(zt[w], 16 * p.kout * p.ld, 0.0f);
+    }
+    const int64_t in_image = p.cin * p.h * p.w, out_image = p.kout * p.oh * p.ow;
+    run_slices(chunks, slices, [&](int64_t lo, int64_t hi, int w, int64_t sl) {
+        for (int64_t ch = lo; ch < hi; ++ch) {
+            const int64_t n0 = ch * p.chunk, n1 = std::min(p.n, n0 + p.chunk), cols = (n1 - n0) * p.tiles;
+            for (int64_t j = n0; j < n1; ++j) {
+                input_transform(p, x + j * in_image, (j - n0) * p.tiles, xplane[w], vt[w]);
+                grad_transform(p, dy + j * out_image, (j - n0) * p.tiles, yplane[w], zt[w]);
+            }
+            for (int64_t xi = 0; xi < 16; ++xi) {
+                direct_transpose(zt[w] + xi * p.kout * p.ld, p.kout, p.ld, ldk, ztt[w]);  // rows ld apart
+                direct_filter_multiply(vt[w] + xi * p.cin * p.ld, off, p.cin, ztt[w], ldk, cols,
+                                       acc + sl * size + xi * p.cin * ldk);
+            }
+        }
+    });
+    for (int64_t s = 1; s < slices; ++s)
+        for (int64_t i = 0; i < size; ++i) acc[i] += acc[s * size + i];
+    // dW[k][c][r][s] = sum over i, j of G[i][r] dU[i*4 + j][k][c] G[j][s]
+    constexpr double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+    for (int64_t k = 0; k < p.kout; ++k)
+        for (int64_t c = 0; c < p.cin; ++c)
+            for (int r = 0; r < 3; ++r)
+                for (int q = 0; q < 3; ++q) {
+                    double sum = 0.0;
+                    for (int i = 0; i < 4; ++i)
+                        for (int j = 0; j < 4; ++j)
+                            sum += G[i][r] * acc[((i * 4 + j) * p.cin + c) * ldk + k] * G[j][q];
+                    float& out = dw[((k * v.c + c) * 3 + r) * 3 + q];
+                    out = beta == 0.0f ? static_cast<float>(sum) : static_cast<float>(beta * out + sum);
+                }
 }
 
 }  // namespace xylem::native

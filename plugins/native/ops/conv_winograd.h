@@ -10,11 +10,14 @@ namespace xylem::native {
 // at most 2, and a map whose tiles waste little at this instruction-set level.
 bool winograd_fwd_fits(const ConvShape& v);
 bool winograd_bwd_data_fits(const ConvShape& v);
+bool winograd_bwd_filter_fits(const ConvShape& v);
 
 // Y = act(conv(X, W) + b) (b may be null).
 void winograd_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y,
                   Arena& scratch);
 // dX = the adjoint of the forward conv applied to dY (every element written).
 void winograd_bwd_data(const ConvShape& v, const float* dy, const float* w, float* dx, Arena& scratch);
+// dW = beta*dW + the filter gradient (beta = 0 does not read dW).
+void winograd_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch);
 
 }  // namespace xylem::native
