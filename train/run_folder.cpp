@@ -116,7 +116,11 @@ nlohmann::json data_fingerprints(const RunConfig& c) {
         }
     }
     nlohmann::json out = nlohmann::json::object();
-    for (const std::string& f : files) out[f] = io::checksum_text(io::hash_file(f));
+    std::error_code ec;
+    for (const std::string& f : files) {  // by absolute path: a resume from another folder names the same files
+        const fs::path p = fs::weakly_canonical(fs::absolute(f, ec), ec);
+        out[ec ? f : p.string()] = io::checksum_text(io::hash_file(f));
+    }
     return out;
 }
 

@@ -108,9 +108,9 @@ TEST(CliHelp, EveryCommandHelpListsExactlyTheFlagsItTakes) {
         all.insert(flags[c].begin(), flags[c].end());
     }
     EXPECT_EQ(flags["predict"], (std::vector<std::string>{"--config", "--checkpoint", "--input", "--top", "--out",
-                                                           "--backend", "--plugin-path"}));
+                                                           "--backend", "--plugin-path", "--trust-config-plugins"}));
     EXPECT_EQ(flags["plot"], std::vector<std::string>{"--out"});
-    EXPECT_EQ(flags["train"].size(), 11u);
+    EXPECT_EQ(flags["train"].size(), 13u);  // with --accept-changed-data and --trust-config-plugins
     for (const std::string c : {"train", "eval", "predict", "plot"}) {
         for (const std::string& f : all) {
             const bool listed = std::find(flags[c].begin(), flags[c].end(), f) != flags[c].end();
