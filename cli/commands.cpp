@@ -191,6 +191,8 @@ void parse_flags(Args& a, int argc, char** argv) {
         else if (f == "--prime") a.prime = value();
         else if (f == "--length") a.length = parse_int<int64_t>(f, value(), IntRange{0, ranges::kInt32Max});
         else if (f == "--profile") a.profile = true;
+        else if (f == "--trust-config-plugins") a.trust_config_plugins = true;
+        else if (f == "--accept-changed-data") a.accept_changed_data = true;
         else if (f == "--resume") {
             a.resume = true;
             if (i + 1 < argc && argv[i + 1][0] != '-') a.resume_dir = argv[++i];
@@ -272,6 +274,10 @@ int train_run(const Args& a, const train::Launch& launch, std::unique_ptr<train:
     train::RunOptions options;
     options.profile = a.profile;
     options.overrides = flag_overrides(a);
+    options.accept_changed_data = a.accept_changed_data;
+    if (a.accept_changed_data && !a.resume) throw UsageError{"--accept-changed-data applies to --resume"};
+    if (a.trust_config_plugins && a.config.empty())  // a checkpoint's embedded config never names plugin folders
+        throw UsageError{"--trust-config-plugins applies to a --config file you trust, not to a checkpoint's config"};
     if (a.resume) {
         if (a.resume_dir.empty() && a.config.empty())
             throw UsageError{"--resume needs a run folder (--resume RUN_DIR), or --config FILE whose out dir holds the run"};
@@ -298,7 +304,7 @@ int train_run(const Args& a, const train::Launch& launch, std::unique_ptr<train:
     }
     train::share_cores(launch, c.threads);  // a distributed run's ranks on one machine split its cores
     Registry registry;
-    const BackendChoice choice = train::select_backend(registry, c, a.backend, a.plugin_dirs);
+    const BackendChoice choice = train::select_backend(registry, c, a.backend, a.plugin_dirs, a.trust_config_plugins);
     options.backend_choice = train::describe_choice(choice);  // the banner says which device runs, what was skipped and why
     uint32_t device = choice.device;
     if (launch.distributed()) {
@@ -414,7 +420,7 @@ int run_eval(const Args& a) {
     if (a.checkpoint.empty()) throw UsageError{"eval needs --checkpoint FILE"};
     RunConfig c = config_with_flags(a);
     Registry registry;
-    const BackendChoice choice = train::select_backend(registry, c, a.backend, a.plugin_dirs);
+    const BackendChoice choice = train::select_backend(registry, c, a.backend, a.plugin_dirs, a.trust_config_plugins);
     auto backend = choice.backend;
     auto dev = backend->device(choice.device);
     if (c.is_text()) return run_eval_text(a, c, *backend, *dev);
