@@ -36,6 +36,8 @@ struct Command {
 // Flags several commands share, written once.
 const Flag kBackend{"--backend", "NAME", "backend to run on, or auto (else XYLEM_BACKEND, else the config's backend key)"};
 const Flag kPluginPath{"--plugin-path", "DIR", "also look for plugins in DIR (repeatable; searched first)"};
+const Flag kTrustPlugins{"--trust-config-plugins", "",
+                         "also search the config's plugin_path for plugins (their code runs: only for a config you trust)"};
 const Flag kProfile{"--profile", "", "print time per op kind and per layer, and the host<->device transfers"};
 const Flag kConfig{"--config", "FILE", "the run's TOML config (model, data, solver, training loop)"};
 const Flag kCheckpoint{"--checkpoint", "FILE", "a .safetensors checkpoint of that model (model, last or best)"};
@@ -44,7 +46,8 @@ const char* kEnvironment =
     "Backend choice: --backend, else XYLEM_BACKEND, else the config's `backend` key (default \"auto\": the best\n"
     "device found, a discrete GPU over an integrated one or an accelerator, over the native CPU backend, over a\n"
     "CPU reached through OpenCL; a named backend must be available, there is no silent fallback).\n"
-    "Plugin folders: --plugin-path, XYLEM_PLUGIN_PATH, the config's plugin_path, the installed plugins.\n";
+    "Plugin folders: --plugin-path, XYLEM_PLUGIN_PATH, the config's plugin_path (only with --trust-config-plugins),\n"
+    "the installed plugins; a named backend probes only its own file, libxylem_NAME.so.\n";
 
 const std::vector<Command>& commands() {
     static const std::vector<Command> table = {
@@ -67,8 +70,10 @@ const std::vector<Command>& commands() {
           {"--seed", "N", "seed of the initial weights, the shuffle and the validation split (train.seed)"},
           {"--max-steps", "N", "stop after N training steps in total over the whole run, not per epoch (0: no limit)"},
           {"--out", "DIR", "the run's out dir (default: the config's train.out, else runs/<config name>)"},
+          {"--accept-changed-data", "", "with --resume: train on even if a data file changed since the checkpoint"},
           kProfile,
-          kPluginPath},
+          kPluginPath,
+          kTrustPlugins},
          "A resumed run keeps its config and the flags it started with; flags given with --resume\n"
          "apply on top. Ctrl-C finishes the step, writes last.safetensors and prints the command\n"
          "that resumes.",
@@ -76,7 +81,7 @@ const std::vector<Command>& commands() {
         {"eval",
          {"eval --config FILE --checkpoint FILE [OPTIONS]"},
          "the test set accuracy of a checkpoint (text: its validation loss per character), and how fast it runs",
-         {kConfig, kCheckpoint, kBackend, kProfile, kPluginPath},
+         {kConfig, kCheckpoint, kBackend, kProfile, kPluginPath, kTrustPlugins},
          "",
          0},
         {"predict",
@@ -88,7 +93,8 @@ const std::vector<Command>& commands() {
           {"--top", "K", "classes per image, most probable first (default: 3, or fewer if the model has fewer)"},
           {"--out", "CSV", "where to write every image's prediction (default: predictions.csv beside the checkpoint)"},
           kBackend,
-          kPluginPath},
+          kPluginPath,
+          kTrustPlugins},
          "Probabilities are the softmax of the model's outputs (or the outputs themselves when the\n"
          "model ends in softmax, their exp when it ends in log_softmax). The terminal shows the first\n"
          "10 images; the CSV holds all of them: image, label (when known), then top1_class,\n"
@@ -104,7 +110,8 @@ const std::vector<Command>& commands() {
           {"--temperature", "T", "divides the outputs before the softmax: below 1 safer, above 1 more varied (default: 1)"},
           {"--seed", "N", "seed of the draws (default: the config's train.seed)"},
           kBackend,
-          kPluginPath},
+          kPluginPath,
+          kTrustPlugins},
          "The model runs one character at a time (batch 1, one step), carrying its recurrent state;\n"
          "each next character is drawn on the host from softmax(output / T). Without --prime the first\n"
          "character is drawn uniformly from the vocabulary. The vocabulary is the checkpoint's (the bytes\n"

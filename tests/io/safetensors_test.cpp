@@ -1,5 +1,6 @@
 // Tests for safetensors I/O: round trip, the reference byte layout, corrupt files, atomic replacement.
 #include "xylem/io/safetensors.h"
+#include "xylem/io/checksum.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -139,7 +140,8 @@ TEST_F(SafetensorsTest, ReferenceLayout) {
     EXPECT_LT(header.size() - last - 1, 8u);  // only padding spaces after the JSON
 
     auto json = nlohmann::json::parse(header);
-    EXPECT_EQ(json["__metadata__"], (nlohmann::json{{"k", "v"}}));
+    EXPECT_EQ(json["__metadata__"]["k"], "v");
+    EXPECT_EQ(json["__metadata__"].size(), 2u);  // and each tensor's checksum (ChecksumsCatchDamagedBytes)
     EXPECT_EQ(json["z_first"]["dtype"], "I32");
     EXPECT_EQ(json["z_first"]["shape"], (nlohmann::json{2, 2}));
     EXPECT_EQ(json["z_first"]["data_offsets"], (nlohmann::json{0, 16}));  // laid out in the order given
@@ -288,6 +290,37 @@ TEST_F(SafetensorsTest, FailedWriteLeavesOldFileIntact) {
     EXPECT_EQ(st.tensors.count("w"), 0u);
     EXPECT_EQ(st.tensors.at("s").data.size(), 16u);
     EXPECT_FALSE(temp_files_left());
+}
+
+// Every tensor's checksum (XXH64, metadata "xylem.checksums") is written and verified: one flipped
+// bit is an error naming the tensor; a file without checksums (older xylem, other writers) still
+// reads, with checksummed = false; the key never reaches the caller's metadata.
+TEST_F(SafetensorsTest, ChecksumsCatchDamagedBytes) {
+    xylem::io::write_safetensors(file("c.safetensors"), {{"a", "F32", {6}, weights_.data(), 24}, {"b", "I32", {4}, steps_.data(), 16}},
+                                 {{"k", "v"}});
+    Safetensors ok = xylem::io::read_safetensors(file("c.safetensors"));
+    EXPECT_TRUE(ok.checksummed);
+    EXPECT_EQ(ok.metadata, (std::map<std::string, std::string>{{"k", "v"}}));
+    Bytes bytes = read_all(file("c.safetensors"));
+    bytes[bytes.size() - 3] ^= 0x01;  // in tensor b, the last one laid out
+    write_bytes(file("c.safetensors"), bytes);
+    EXPECT_EQ(error_of([&] { xylem::io::read_safetensors(file("c.safetensors")); }),
+              file("c.safetensors") + ": tensor 'b' does not match its checksum: the file is damaged (its bytes changed "
+                                      "after it was written)");
+    // Without the key: read as before, unverified.
+    write_bytes(file("plain.safetensors"),
+                raw_file(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4));
+    EXPECT_FALSE(xylem::io::read_safetensors(file("plain.safetensors")).checksummed);
+    // XXH64's reference values.
+    EXPECT_EQ(xylem::io::checksum_text(xylem::io::xxh64("", 0)), "xxh64:ef46db3751d8e999");
+    EXPECT_EQ(xylem::io::checksum_text(xylem::io::xxh64("abc", 3)), "xxh64:44bc2cf5ad770999");
+    std::string text(1000, 'x');
+    for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>(i * 131 + 7);
+    xylem::io::Xxh64 pieces;
+    pieces.update(text.data(), 5);
+    pieces.update(text.data() + 5, 600);
+    pieces.update(text.data() + 605, 395);
+    EXPECT_EQ(pieces.digest(), xylem::io::xxh64(text.data(), text.size()));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,14 @@ namespace xylem::io {
 namespace {
 
 std::string errno_text(int err) { return std::generic_category().message(err); }
+
+// Why open(O_NOFOLLOW) failed on a file xylem writes: ELOOP means a symbolic link sits there.
+std::string open_failure(const std::string& verb, const std::string& path, int err) {
+    if (err == ELOOP)
+        return path + " is a symbolic link: xylem does not write through a link it did not make (remove it, or "
+                      "write elsewhere)";
+    return "cannot " + verb + " " + path + ": " + errno_text(err);
+}
 
 std::string parent_dir(const std::string& path) {
     size_t slash = path.find_last_of('/');
@@ -90,7 +99,7 @@ AtomicFile::AtomicFile(const std::string& path)
     : path_(path), temp_path_(path + ".tmp." + std::to_string(::getpid())) {
     // O_TRUNC: a leftover temp with our pid can only come from a dead process that reused it.
     // O_NOFOLLOW: never write through a symlink someone planted at the predictable temp name.
-    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, kFileMode);
     if (fd_ < 0) {
         int err = errno;
         throw Error(path_ + ": cannot create temporary file " + temp_path_ + ": " + errno_text(err));
@@ -154,6 +163,70 @@ void AtomicFile::commit() {
     ::close(dir_fd);
     // Some filesystems cannot fsync directories (EINVAL); the rename is as durable as they allow.
     if (rc != 0 && err != EINVAL) throw Error(path_ + ": written, but cannot sync directory " + dir + ": " + errno_text(err));
+}
+
+AppendFile::AppendFile(const std::string& path) : path_(path) {
+    // O_NONBLOCK: a FIFO at the name fails or opens at once (and is refused below), never waits.
+    fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, kFileMode);
+    if (fd_ < 0) {
+        const int err = errno;
+        throw Error(open_failure("append to", path, err));
+    }
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {  // a FIFO or a device named like the file
+        ::close(fd_);
+        fd_ = -1;
+        throw Error(path + ": not a regular file: xylem appends only to files it made");
+    }
+    ::fcntl(fd_, F_SETFL, O_APPEND);  // back to blocking writes: a regular file
+}
+
+AppendFile::~AppendFile() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void AppendFile::write(const std::string& text) {
+    const char* p = text.data();
+    size_t left = text.size();
+    while (left > 0) {
+        const ssize_t n = ::write(fd_, p, left);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            const int err = errno;
+            throw Error(path_ + ": cannot write: " + errno_text(err));
+        }
+        p += n;
+        left -= static_cast<size_t>(n);
+    }
+}
+
+std::string read_own_file(const std::string& path) {
+    // O_NONBLOCK: opening a FIFO planted at the name must not wait for a writer.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        const int err = errno;
+        throw Error(open_failure("read", path, err));
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error(path + ": not a regular file: xylem reads back only files it made");
+    }
+    std::string text;
+    char buf[1 << 16];
+    for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n == 0) break;
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            const int err = errno;
+            ::close(fd);
+            throw Error(path + ": cannot read: " + errno_text(err));
+        }
+        text.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    return text;
 }
 
 void write_file_atomic(const std::string& path, const std::string& contents) {

@@ -340,10 +340,13 @@ Dataset load_mnist_dir(const std::string& dir, bool train) {
         throw Error(dir + ": cannot open dataset directory: " + errno_text(err));
     }
     if (!S_ISDIR(st.st_mode)) throw Error(dir + ": not a directory (expected an MNIST-style dataset directory)");
-    std::string prefix = train ? "train" : "t10k";
-    std::string images = find_idx(dir, prefix + "-images-idx3-ubyte");
-    std::string labels = find_idx(dir, prefix + "-labels-idx1-ubyte");
+    const auto [images, labels] = mnist_files(dir, train);
     return load_mnist(images, labels);
+}
+
+std::pair<std::string, std::string> mnist_files(const std::string& dir, bool train) {
+    const std::string prefix = train ? "train" : "t10k";
+    return {find_idx(dir, prefix + "-images-idx3-ubyte"), find_idx(dir, prefix + "-labels-idx1-ubyte")};
 }
 
 }  // namespace xylem::io

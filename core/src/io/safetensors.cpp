@@ -16,6 +16,7 @@
 
 #include "xylem/error.h"
 #include "xylem/io/atomic_file.h"
+#include "xylem/io/checksum.h"
 
 // Tensor bytes are stored little-endian and copied verbatim.
 static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
@@ -168,6 +169,35 @@ struct Range {
     std::string name;
 };
 
+// Every tensor against the checksum the writer recorded (xylem.checksums), when there is one:
+// damaged bytes are an error naming the tensor, not weights that load. Files without the key
+// (older xylem, other writers) load unchecked, and say so through Safetensors::checksummed.
+void check_checksums(const std::string& path, Safetensors& file) {
+    auto it = file.metadata.find(kChecksumsKey);
+    if (it == file.metadata.end()) return;
+    json sums;
+    try {
+        sums = json::parse(it->second);
+    } catch (const json::exception&) {
+        throw Error(path + ": __metadata__ entry '" + kChecksumsKey + "' is not JSON: the file is damaged");
+    }
+    if (!sums.is_object()) throw Error(path + ": __metadata__ entry '" + kChecksumsKey + "' is not a JSON object");
+    for (const auto& [name, t] : file.tensors) {
+        auto sum = sums.find(name);
+        if (sum == sums.end() || !sum->is_string())
+            throw Error(path + ": tensor '" + name + "' has no checksum in '" + kChecksumsKey +
+                        "' (a tensor added after the file was written?)");
+        if (sum->get<std::string>() != checksum_text(xxh64(t.data.data(), t.data.size())))
+            throw Error(path + ": tensor '" + name + "' does not match its checksum: the file is damaged (its bytes "
+                        "changed after it was written)");
+    }
+    for (const auto& [name, sum] : sums.items())
+        if (!file.tensors.count(name))
+            throw Error(path + ": '" + kChecksumsKey + "' lists tensor '" + name + "', which the file does not hold");
+    file.checksummed = true;
+    file.metadata.erase(it);  // verified: the caller sees the metadata that was written
+}
+
 }  // namespace
 
 size_t safetensors_dtype_size(const std::string& dtype) {
@@ -181,7 +211,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
                        const std::map<std::string, std::string>& metadata) {
     // ordered_json: __metadata__ first, then tensors in layout order, like the reference writer.
     nlohmann::ordered_json header = nlohmann::ordered_json::object();
-    if (!metadata.empty()) header["__metadata__"] = metadata;
+    std::map<std::string, std::string> meta = metadata;
+    nlohmann::ordered_json sums = nlohmann::ordered_json::object();  // filled below, once each tensor is checked
     std::set<std::string> names;
     uint64_t offset = 0;
     for (const TensorView& t : tensors) {
@@ -205,7 +236,14 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
         entry["data_offsets"] = nlohmann::ordered_json::array({offset, offset + t.bytes});
         header[t.name] = std::move(entry);
         offset += t.bytes;
+        sums[t.name] = checksum_text(xxh64(t.data, t.bytes));
     }
+    if (!tensors.empty()) meta[kChecksumsKey] = sums.dump();
+    // ordered_json keeps insertion order: put __metadata__ first, as the reference writer does.
+    nlohmann::ordered_json ordered = nlohmann::ordered_json::object();
+    if (!meta.empty()) ordered["__metadata__"] = meta;
+    for (auto it = header.begin(); it != header.end(); ++it) ordered[it.key()] = std::move(it.value());
+    header = std::move(ordered);
     std::string text;
     try {
         text = header.dump();
@@ -312,6 +350,7 @@ Safetensors parse_source(const std::string& path, Source& file) {
         data.resize(r.end - r.begin);
         file.read_at(data.data(), data.size(), data_start + r.begin);
     }
+    check_checksums(path, result);
     return result;
 }
 
