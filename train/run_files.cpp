@@ -18,7 +18,8 @@ double bits_per_char(double nats) { return nats / std::log(2.0); }
 
 RunFiles prepare_run_dir(const std::string& out_dir, std::vector<std::string>* removed) {
     std::error_code ec;
-    fs::create_directories(out_dir, ec);
+    // A folder made here gets the user's umask but never others' write permission (as files do).
+    if (fs::create_directories(out_dir, ec)) fs::permissions(out_dir, fs::perms::others_write, fs::perm_options::remove, ec);
     if (ec) throw Error("out dir " + out_dir + ": cannot create it: " + ec.message());
     if (!fs::is_directory(out_dir, ec)) throw Error("out dir " + out_dir + ": exists and is not a folder");
     auto lock = std::make_shared<RunFolderLock>(out_dir);  // before anything in the folder changes

@@ -162,7 +162,10 @@ std::string move_earlier_run_aside(const std::string& dir) {
     fs::path aside;
     for (int n = 1;; ++n) {
         aside = fs::path(dir) / ("earlier." + std::to_string(n));
-        if (fs::create_directory(aside, ec)) break;  // fails when it exists: try the next N
+        if (fs::create_directory(aside, ec)) {  // false when it exists: try the next N
+            fs::permissions(aside, fs::perms::others_write, fs::perm_options::remove, ec);
+            break;
+        }
         if (ec && ec != std::errc::file_exists)
             throw Error("out dir " + dir + ": cannot make " + aside.string() + " to keep the earlier run's files: " +
                         ec.message());

@@ -707,6 +707,7 @@ TEST_F(Resume, APlantedLinkIsNeverWrittenThroughAndNoFileIsWorldWritable) {
     const Outcome made = run_xylem({"train", "--config", cfg, "--out", path("s"), "--max-steps", "10"});
     ::umask(old_mask);
     ASSERT_EQ(made.code, 0) << made.out;
+    EXPECT_EQ(fs::status(dir_ / "s").permissions() & fs::perms::others_write, fs::perms::none);  // the folder made
     for (const auto& e : fs::directory_iterator(dir_ / "s")) {
         if (e.is_regular_file()) {
             EXPECT_EQ(e.status().permissions() & fs::perms::others_write, fs::perms::none) << e.path();
