@@ -263,4 +263,24 @@ TEST_F(Predict, BadInputsAreOneLineNamingTheFile) {
     EXPECT_EQ(r.err.rfind("xylem: predict needs --checkpoint FILE\nusage: xylem predict ", 0), 0u) << r.err;
     // An unwritable CSV is named.
     expect_one_line_error(run_cli(predict("--out /nonexistent/dir/p.csv")), "/nonexistent/dir/p.csv: ");
+    // Only regular files are images (/dev/zero was read without end).
+    expect_one_line_error(run_cli(predict("--input /dev/zero")),
+                          "/dev/zero: is a character device, not a regular file: xylem reads IDX data from regular files only");
+}
+
+// --out names a file: a folder is refused saying so (it was "cannot rename ...: Not a directory"),
+// and any valid file name works, the longest too (its temporary name used to be 9 bytes too long).
+TEST_F(Predict, OutIsAFileNameOfAnyValidLength) {
+    const std::string folder = (dir_ / "csvs").string();
+    fs::create_directories(folder);
+    expect_one_line_error(run_cli(predict("--out " + folder + "/")),
+                          folder + "/: ends with '/', so it names a folder; a file name is needed here (e.g. " + folder +
+                              "/NAME)");
+    expect_one_line_error(run_cli(predict("--out " + folder)),
+                          folder + ": is a folder; a file name is needed here (e.g. " + folder + "/NAME)");
+    EXPECT_TRUE(fs::is_empty(folder));
+    const std::string longest = (fs::path(folder) / (std::string(251, 'p') + ".csv")).string();
+    const auto r = run_cli(predict("--out " + longest));
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_GT(fs::file_size(longest), 0u);
 }

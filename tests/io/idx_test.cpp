@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -11,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "xylem/config.h"
 #include "xylem/error.h"
+#include "xylem/io/safetensors.h"
 
 namespace fs = std::filesystem;
 using xylem::io::Dataset;
@@ -257,7 +260,22 @@ TEST_F(IdxTest, CountMismatch) {
 TEST_F(IdxTest, MissingFile) {
     EXPECT_EQ(error_of([&] { xylem::io::read_idx(file("absent.gz")); }),
               file("absent.gz") + ": cannot open: No such file or directory");
-    EXPECT_EQ(error_of([&] { xylem::io::read_idx(dir_); }), dir_ + ": is a directory, not an IDX file");
+}
+
+// Only regular files are data (xylem/io/input_file.h, issue 26: /dev/zero was read without end):
+// a folder, a device or a FIFO is refused naming the file and what it is, and a FIFO does not hang.
+TEST_F(IdxTest, OnlyRegularFilesAreRead) {
+    const std::string why = ", not a regular file: xylem reads IDX data from regular files only";
+    EXPECT_EQ(error_of([&] { xylem::io::read_idx(dir_); }), dir_ + ": is a directory" + why);
+    EXPECT_EQ(error_of([&] { xylem::io::read_idx("/dev/zero"); }), "/dev/zero: is a character device" + why);
+    ASSERT_EQ(::mkfifo(file("fifo").c_str(), 0600), 0);
+    EXPECT_EQ(error_of([&] { xylem::io::load_idx_images(file("fifo")); }), file("fifo") + ": is a FIFO (named pipe)" + why);
+    EXPECT_EQ(error_of([&] { xylem::io::read_safetensors("/dev/zero"); }),
+              "/dev/zero: is a character device, not a regular file: xylem reads safetensors files from regular files only");
+    EXPECT_EQ(error_of([&] { xylem::load_config("/dev/zero"); }),
+              "/dev/zero: is a character device, not a regular file: xylem reads configs from regular files only");
+    EXPECT_EQ(error_of([&] { xylem::load_config(file("fifo")); }),
+              file("fifo") + ": is a FIFO (named pipe), not a regular file: xylem reads configs from regular files only");
 }
 
 TEST_F(IdxTest, TruncatedGzipStream) {

@@ -275,14 +275,25 @@ TEST_F(SafetensorsTest, FailedWriteLeavesOldFileIntact) {
     EXPECT_EQ(read_all(path), before);
     EXPECT_FALSE(temp_files_left());
 
-    // A failure after the temp file is written (the rename cannot replace a directory) also cleans up.
+    // A folder is no file name: refused naming it, before any temporary file is made (it was
+    // "cannot rename ...: Is a directory", or "Not a directory" for a name ending in '/').
     fs::create_directory(file("dir.safetensors"));
     std::string msg = error_of([&] {
         xylem::io::write_safetensors(file("dir.safetensors"), {{"w", "F32", {6}, weights_.data(), 24}});
     });
-    EXPECT_TRUE(contains(msg, file("dir.safetensors") + ": cannot rename " + file("dir.safetensors") + ".tmp.")) << msg;
-    EXPECT_TRUE(contains(msg, ": Is a directory")) << msg;
+    EXPECT_EQ(msg, file("dir.safetensors") + ": is a folder; a file name is needed here (e.g. " + file("dir.safetensors") +
+                       "/NAME)");
+    msg = error_of([&] { xylem::io::write_safetensors(file("dir.safetensors") + "/", {{"w", "F32", {6}, weights_.data(), 24}}); });
+    EXPECT_EQ(msg, file("dir.safetensors") + "/: ends with '/', so it names a folder; a file name is needed here (e.g. " +
+                       file("dir.safetensors") + "/NAME)");
     EXPECT_FALSE(temp_files_left());
+    EXPECT_TRUE(fs::is_empty(file("dir.safetensors")));
+    // Any valid file name can be written: its temporary name is cut to fit (255 bytes at most).
+    const std::string longest = file(std::string(255, 'n'));
+    xylem::io::write_safetensors(longest, {{"w", "F32", {6}, weights_.data(), 24}});
+    EXPECT_EQ(xylem::io::read_safetensors(longest).tensors.at("w").data.size(), 24u);
+    EXPECT_FALSE(temp_files_left());
+    fs::remove(longest);
 
     // A successful overwrite replaces the contents.
     xylem::io::write_safetensors(path, {{"s", "I32", {4}, steps_.data(), 16}});

@@ -95,8 +95,31 @@ std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
     return removed;
 }
 
-AtomicFile::AtomicFile(const std::string& path)
-    : path_(path), temp_path_(path + ".tmp." + std::to_string(::getpid())) {
+namespace {
+
+// "<name>.tmp.<pid>" beside `path`, its name cut to fit NAME_MAX: any name that is valid for the
+// file itself gets a temporary one (a 254-byte name was refused for its suffix).
+std::string temp_path_for(const std::string& path) {
+    const std::string suffix = ".tmp." + std::to_string(::getpid());
+    const size_t slash = path.find_last_of('/');
+    const size_t name_at = slash == std::string::npos ? 0 : slash + 1;
+    const size_t keep = std::min(path.size() - name_at, size_t{NAME_MAX} - suffix.size());
+    return path.substr(0, name_at + keep) + suffix;
+}
+
+// A folder is no file name: say so before a temporary file lands inside it ("cannot rename ...: Not
+// a directory" did not).
+void check_file_name(const std::string& path) {
+    struct stat st {};
+    if (!path.empty() && path.back() == '/')
+        throw Error(path + ": ends with '/', so it names a folder; a file name is needed here (e.g. " + path + "NAME)");
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        throw Error(path + ": is a folder; a file name is needed here (e.g. " + path + "/NAME)");
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(const std::string& path) : path_(path), temp_path_((check_file_name(path), temp_path_for(path))) {
     // O_TRUNC: a leftover temp with our pid can only come from a dead process that reused it.
     // O_NOFOLLOW: never write through a symlink someone planted at the predictable temp name.
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, kFileMode);

@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "xylem/error.h"
+#include "xylem/io/input_file.h"
 
 namespace xylem::io {
 namespace {
@@ -50,20 +51,7 @@ public:
 class FileSource : public RawSource {
 public:
     explicit FileSource(const std::string& path) : path_(path) {
-        fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd_ < 0) {
-            int err = errno;
-            throw Error(path + ": cannot open: " + errno_text(err));
-        }
-        struct stat st {};
-        if (::fstat(fd_, &st) != 0 || S_ISDIR(st.st_mode)) {
-            int err = errno;
-            bool dir = S_ISDIR(st.st_mode);
-            ::close(fd_);
-            if (dir) throw Error(path + ": is a directory, not an IDX file");
-            throw Error(path + ": cannot stat: " + errno_text(err));
-        }
-        size_ = static_cast<uint64_t>(st.st_size);
+        fd_ = open_regular_file(path, "IDX data", &size_);  // not /dev/zero, a FIFO or a folder
     }
     ~FileSource() override { ::close(fd_); }
     FileSource(const FileSource&) = delete;

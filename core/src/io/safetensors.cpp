@@ -16,6 +16,7 @@
 
 #include "xylem/error.h"
 #include "xylem/io/atomic_file.h"
+#include "xylem/io/input_file.h"
 #include "xylem/io/checksum.h"
 
 // Tensor bytes are stored little-endian and copied verbatim.
@@ -68,18 +69,7 @@ public:
 class InputFile : public Source {
 public:
     explicit InputFile(const std::string& path) : path_(path) {
-        fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd_ < 0) {
-            int err = errno;
-            throw Error(path + ": cannot open: " + errno_text(err));
-        }
-        struct stat st {};
-        if (::fstat(fd_, &st) != 0 || S_ISDIR(st.st_mode)) {
-            int err = S_ISDIR(st.st_mode) ? EISDIR : errno;
-            ::close(fd_);
-            throw Error(path + ": cannot read: " + errno_text(err));
-        }
-        size_ = static_cast<uint64_t>(st.st_size);
+        fd_ = open_regular_file(path, "safetensors files", &size_);  // not a device, a FIFO or a folder
     }
     ~InputFile() override { ::close(fd_); }
     InputFile(const InputFile&) = delete;
