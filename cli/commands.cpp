@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cfloat>
 #include <cmath>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -27,6 +29,7 @@
 #include "xylem/error.h"
 #include "xylem/io/idx.h"
 #include "xylem/profiler.h"
+#include "failure.h"
 
 namespace xylem::cli {
 namespace {
@@ -61,15 +64,18 @@ template <class T> T parse_int(const std::string& flag, const std::string& v, In
     return parse_int<T>(flag, v, static_cast<T>(range.lo), static_cast<T>(range.hi));
 }
 
-double parse_float(const std::string& flag, const std::string& v) {
-    try {
-        size_t used = 0;
-        double x = std::stod(v, &used);
-        if (used != v.size() || !(x > 0) || !std::isfinite(static_cast<float>(x))) throw 0;
-        return x;
-    } catch (...) {
-        throw UsageError{flag + " needs a positive finite number, got '" + v + "'"};
+// The one rule for number flags: a decimal number within [lo, hi], else a usage error naming the
+// flag and the range (1e-320 is positive, but no float: "not positive" did not say why).
+double parse_float(const std::string& flag, const std::string& v, double lo, double hi) {
+    char* end = nullptr;
+    const double x = v.empty() || std::isspace(static_cast<unsigned char>(v[0])) ? NAN : std::strtod(v.c_str(), &end);
+    if (std::isnan(x) || !end || *end) throw UsageError{flag + " needs a number, got '" + v + "'"};
+    if (!(x >= lo && x <= hi)) {
+        char range[96];
+        std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
+        throw UsageError{flag + " must be in " + range + ", got " + v};
     }
+    return x;
 }
 
 // The config keys the command line set, by key: what a run applies over its config, and what its
@@ -186,8 +192,8 @@ void parse_flags(Args& a, int argc, char** argv) {
         else if (f == "--max-steps") a.max_steps = parse_int<int64_t>(f, value(), ranges::max_steps);
         else if (f == "--seed") a.seed = parse_int<uint64_t>(f, value(), 0, UINT64_MAX);
         else if (f == "--top") a.top = parse_int<int>(f, value(), IntRange{1, ranges::kInt32Max});
-        else if (f == "--lr") a.lr = parse_float(f, value());
-        else if (f == "--temperature") a.temperature = parse_float(f, value());
+        else if (f == "--lr") a.lr = parse_float(f, value(), FLT_MIN, FLT_MAX);  // a normal float: the solver's lr
+        else if (f == "--temperature") a.temperature = parse_float(f, value(), 1e-6, 1e6);  // at 1e-6 sampling is argmax
         else if (f == "--prime") a.prime = value();
         else if (f == "--length") a.length = parse_int<int64_t>(f, value(), IntRange{0, ranges::kInt32Max});
         else if (f == "--profile") a.profile = true;
@@ -378,7 +384,7 @@ int run_train(const Args& a) {
         throw;  // before joining, as in a single process; mpirun ends the other ranks
     } catch (const std::exception& e) {
         std::fflush(stdout);
-        std::cerr << "xylem: error: rank " << launch.rank << " of " << launch.size << ": " << e.what() << std::endl;
+        std::cerr << "xylem: error: rank " << launch.rank << " of " << launch.size << ": " << failure_text(e, a) << std::endl;
         // The others may be waiting in a collective for this rank: end them all now. Before
         // joining, exiting non-zero is enough: mpirun ends the job.
         if (ranks) ranks->abort(1);

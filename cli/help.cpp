@@ -47,7 +47,9 @@ const char* kEnvironment =
     "device found, a discrete GPU over an integrated one or an accelerator, over the native CPU backend, over a\n"
     "CPU reached through OpenCL; a named backend must be available, there is no silent fallback).\n"
     "Plugin folders: --plugin-path, XYLEM_PLUGIN_PATH, the config's plugin_path (only with --trust-config-plugins),\n"
-    "the installed plugins; a named backend probes only its own file, libxylem_NAME.so.\n";
+    "the installed plugins; a named backend probes only its own file, libxylem_NAME.so.\n"
+    "Environment: every XYLEM_* variable (XYLEM_NUM_THREADS, XYLEM_FUSION, ...) is checked like a config key;\n"
+    "docs/environment.md lists them with their values.\n";
 
 const std::vector<Command>& commands() {
     static const std::vector<Command> table = {
@@ -107,7 +109,7 @@ const std::vector<Command>& commands() {
           kCheckpoint,
           {"--prime", "TEXT", "text fed to the model first; the output starts with it (default: none)"},
           {"--length", "N", "characters to generate after the prime (default: 500)"},
-          {"--temperature", "T", "divides the outputs before the softmax: below 1 safer, above 1 more varied (default: 1)"},
+          {"--temperature", "T", "divides the outputs before the softmax: below 1 safer, above 1 more varied (1e-6 to 1e6, default: 1)"},
           {"--seed", "N", "seed of the draws (default: the config's train.seed)"},
           kBackend,
           kPluginPath,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "xylem/env.h"
 #include "xylem/error.h"
 
 namespace xylem::train {
@@ -28,7 +29,10 @@ BackendChoice named(const Registry& registry, const std::string& name, const std
 
 BackendChoice select_backend(Registry& registry, const RunConfig& config, const std::string& flag_backend,
                              const std::vector<std::string>& flag_plugin_dirs, bool trust_config_plugin_path) {
-    if (config.threads > 0 && !std::getenv("XYLEM_NUM_THREADS"))
+    // The native plugin's variables are checked here, before the plugins are probed: a bad value is one
+    // line naming the variable, not a native backend that auto passes over.
+    env::value_or(env::native_isa(), std::string());
+    if (!env::value_or(env::num_threads(), int64_t{0}) && config.threads > 0)
         setenv("XYLEM_NUM_THREADS", std::to_string(config.threads).c_str(), 0);
     std::vector<std::string> notes;
     if (!config.plugin_path.empty() && !trust_config_plugin_path) {

@@ -1,5 +1,6 @@
 // The xylem program on bad input: one clear line on stderr, a non-zero exit, never an abort.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -9,8 +10,14 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <new>
+#include <stdexcept>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "failure.h"
+#include "xylem/error.h"
 #include "xylem/io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -190,8 +197,13 @@ TEST_F(CliErrors, IntegerFlagsOutsideTheirRangeNameFlagAndRange) {
                        "--seed must be in [0, 18446744073709551615], got 18446744073709551616");
     expect_usage_error(run(train + " --epochs 2x"), "--epochs needs an integer, got '2x'");
     expect_usage_error(run(train + " --epochs ''"), "--epochs needs an integer, got ''");
-    expect_usage_error(run(train + " --lr inf"), "--lr needs a positive finite number, got 'inf'");
-    expect_usage_error(run(train + " --lr 1e300"), "--lr needs a positive finite number, got '1e300'");
+    // A number flag names its real range: the lr is a normal float (1e-320 is positive but no float).
+    expect_usage_error(run(train + " --lr inf"), "--lr must be in [1.17549e-38, 3.40282e+38], got inf");
+    expect_usage_error(run(train + " --lr 1e300"), "--lr must be in [1.17549e-38, 3.40282e+38], got 1e300");
+    expect_usage_error(run(train + " --lr 1e-320"), "--lr must be in [1.17549e-38, 3.40282e+38], got 1e-320");
+    expect_usage_error(run(train + " --lr 0"), "--lr must be in [1.17549e-38, 3.40282e+38], got 0");
+    expect_usage_error(run(train + " --lr nan"), "--lr needs a number, got 'nan'");
+    expect_usage_error(run(train + " --lr 0.1x"), "--lr needs a number, got '0.1x'");
     EXPECT_FALSE(fs::exists(dir_ / "model.safetensors"));  // nothing ran
 }
 
@@ -261,4 +273,70 @@ TEST_F(CliErrors, EvalOfANonFiniteCheckpointSaysSo) {
     Result ok =
         run("eval --config " + kMlp + " --backend native --checkpoint " + (dir_ / "model.safetensors").string());
     EXPECT_EQ(ok.code, 0) << ok.output;
+}
+
+// Every reader takes regular files only, each fitting in memory (xylem/io/input_file.h): a device
+// named as data (/dev/zero read 15 GB, then ended in a bare std::bad_alloc), a FIFO, a folder.
+TEST_F(CliErrors, DataConfigAndCheckpointFilesMustBeRegularFiles) {
+    const std::string text_model = "[[model.layers]]\ntype = \"one_hot\"\n[[model.layers]]\ntype = \"linear\"\nout = \"vocab\"\n";
+    const std::string zero = write("zero.toml", "backend = \"native\"\n[data]\ntext = [\"/dev/zero\"]\n" + text_model);
+    expect_one_line_error(run("train --config " + zero + " --out " + (dir_ / "run").string()),
+                          zero + ": key 'data.text': /dev/zero: is a character device, not a regular file: xylem reads "
+                                 "text data from regular files only");
+    ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+    const std::string fifo = write("fifo.toml", "backend = \"native\"\n[data]\ntext = [\"" + (dir_ / "fifo").string() + "\"]\n" + text_model);
+    expect_one_line_error(run("train --config " + fifo + " --out " + (dir_ / "run").string()),
+                          (dir_ / "fifo").string() + ": is a FIFO (named pipe), not a regular file");
+    expect_one_line_error(run("train --config /dev/zero"),
+                          "/dev/zero: is a character device, not a regular file: xylem reads configs from regular files only");
+    expect_one_line_error(run("eval --config " + kMlp + " --checkpoint /dev/null"),
+                          "/dev/null: is a character device, not a regular file: xylem reads safetensors files from regular files only");
+    expect_one_line_error(run("train --config " + dir_.string()), dir_.string() + ": is a directory, not a regular file");
+    EXPECT_FALSE(fs::exists(dir_ / "run" / "last.safetensors"));
+}
+
+// A config whose keys nest too deep is refused by every command before toml++ reads it (a
+// 50,000-part dotted key crashed it: segfault), with the file and line.
+TEST_F(CliErrors, DeepDottedKeysAreOneLineInEveryCommand) {
+    std::string key = "x";
+    for (int i = 0; i < 50000; ++i) key += ".y";
+    const std::string deep = write("deep.toml", "backend = \"native\"\n" + key + " = 1\n");
+    const std::string header = write("header.toml", "[" + key + "]\n");
+    const std::string why = ": the config nests deeper than 256 levels";
+    for (const std::string cmd : {"train --config ", "eval --checkpoint x.safetensors --config ",
+                                  "predict --checkpoint x.safetensors --config ", "sample --checkpoint x.safetensors --config "}) {
+        SCOPED_TRACE(cmd);
+        expect_one_line_error(run(cmd + deep), deep + ":2" + why);
+        expect_one_line_error(run(cmd + header), header + ":1" + why);
+    }
+    // The config a checkpoint carries goes through the same parser when a run resumes.
+    const std::string out = (dir_ / "run").string();
+    ASSERT_EQ(run("train --config " + kMlp + " --backend native --max-steps 1 --out " + out).code, 0);
+    const std::string last = out + "/last.safetensors";
+    xylem::io::Safetensors file = xylem::io::read_safetensors(last);
+    nlohmann::json state = nlohmann::json::parse(file.metadata.at("xylem.training_state"));
+    state["config_text"] = "backend = \"native\"\n" + key + " = 1\n";
+    file.metadata["xylem.training_state"] = state.dump();
+    std::vector<xylem::io::TensorView> views;
+    for (const auto& [name, t] : file.tensors) views.push_back({name, t.dtype, t.shape, t.data.data(), t.data.size()});
+    xylem::io::write_safetensors(last, views, file.metadata);
+    expect_one_line_error(run("train --resume " + out), state["config_source"].get<std::string>() + ":2" + why);
+}
+
+// No failure is a bare exception name: whatever escapes a command is a sentence naming the command
+// and what it worked on (std::bad_alloc was printed as "xylem: error: std::bad_alloc").
+TEST(CliFailure, NoFailureIsABareExceptionName) {
+    xylem::cli::Args a;
+    a.command = "train";
+    a.config = "big.toml";
+    EXPECT_EQ(xylem::cli::failure_text(std::bad_alloc(), a),
+              "out of memory in xylem train --config big.toml: the machine could not give it the memory it asked for "
+              "(std::bad_alloc); smaller data, a smaller model or batch, or a machine with more memory");
+    EXPECT_EQ(xylem::cli::failure_text(xylem::Error("a.toml: key 'x' is wrong"), a), "a.toml: key 'x' is wrong");
+    const std::string other = xylem::cli::failure_text(std::out_of_range("vector::_M_range_check"), a);
+    EXPECT_EQ(other.rfind("xylem train --config big.toml failed unexpectedly: vector::_M_range_check (", 0), 0u) << other;
+    a = {};
+    a.command = "plot";
+    a.operands = {"runs/a"};
+    EXPECT_EQ(xylem::cli::failure_text(std::bad_alloc(), a).rfind("out of memory in xylem plot runs/a: ", 0), 0u);
 }

@@ -152,8 +152,11 @@ TEST_F(Sample, BadInputIsOneLineNamingIt) {
     const std::string missing = (dir_ / "nope.safetensors").string();
     one_line(run_cli("sample --config " + config_ + " --checkpoint " + missing), 1, "xylem: error: " + missing);
     one_line(run_cli("sample --config " + config_), 2, "xylem: sample needs --checkpoint FILE");
-    one_line(run_cli(sample("--temperature 0")), 2, "xylem: --temperature needs a positive finite number, got '0'");
-    one_line(run_cli(sample("--temperature -1")), 2, "xylem: --temperature needs a positive finite number, got '-1'");
+    one_line(run_cli(sample("--temperature 0")), 2, "xylem: --temperature must be in [1e-06, 1e+06], got 0");
+    one_line(run_cli(sample("--temperature -1")), 2, "xylem: --temperature must be in [1e-06, 1e+06], got -1");
+    // Positive, but so small that the outputs divided by it overflow: the range says so.
+    one_line(run_cli(sample("--temperature 1e-320")), 2, "xylem: --temperature must be in [1e-06, 1e+06], got 1e-320");
+    one_line(run_cli(sample("--temperature hot")), 2, "xylem: --temperature needs a number, got 'hot'");
     one_line(run_cli(sample("--prime Quiet")), 1, "xylem: error: --prime: 'Q' (0x51) at offset 0 is not in the vocabulary of");
     // The config's sizes must fit the checkpoint's vocabulary.
     const std::string small = write("small.toml", data_section() + "[[model.layers]]\ntype = \"one_hot\"\nvocab = 3\n"
