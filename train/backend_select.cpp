@@ -42,10 +42,10 @@ BackendChoice select_backend(Registry& registry, const RunConfig& config, const 
                         "load plugin files (their code runs); name the folder with --plugin-path or XYLEM_PLUGIN_PATH, "
                         "or pass --trust-config-plugins with a --config file you trust");
     }
-    const char* env_backend = std::getenv("XYLEM_BACKEND");
-    const std::string source = !flag_backend.empty() ? "--backend" : env_backend && *env_backend ? "XYLEM_BACKEND" : "";
+    const env::Value<std::string> env_backend = env::text("XYLEM_BACKEND");  // empty: unset
+    const std::string source = !flag_backend.empty() ? "--backend" : env_backend.set ? "XYLEM_BACKEND" : "";
     const std::vector<std::string> names = !flag_backend.empty() ? std::vector<std::string>{flag_backend}
-                                          : !source.empty()      ? std::vector<std::string>{env_backend}
+                                          : !source.empty()      ? std::vector<std::string>{env_backend.value}
                                                                  : config.backend;
     // Only the named backends' files are probed; "auto" ranks every device, so it probes them all.
     const bool any = std::find(names.begin(), names.end(), "auto") != names.end();

@@ -18,6 +18,7 @@
 
 #include "child_process.h"
 #include "elf_check.h"
+#include "xylem/env.h"
 #include "xylem/error.h"
 
 namespace xylem {
@@ -536,7 +537,8 @@ std::vector<std::string> Registry::default_plugin_dirs() {
 std::vector<std::string> Registry::search_path(const std::vector<std::string>& flag_dirs,
                                                const std::vector<std::string>& config_dirs) {
     std::vector<std::string> dirs = flag_dirs;
-    for (const std::string& d : split_path_list(std::getenv("XYLEM_PLUGIN_PATH"))) dirs.push_back(d);
+    const env::Value<std::string> env_dirs = env::text("XYLEM_PLUGIN_PATH");  // xylem/env.h: empty is unset
+    for (const std::string& d : split_path_list(env_dirs.set ? env_dirs.value.c_str() : nullptr)) dirs.push_back(d);
     dirs.insert(dirs.end(), config_dirs.begin(), config_dirs.end());
     for (const std::string& d : default_plugin_dirs()) dirs.push_back(d);
     return dirs;
