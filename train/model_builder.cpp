@@ -3,6 +3,7 @@
 
 #include "xylem/error.h"
 #include "xylem/layers/registry.h"
+#include "xylem/train/memory_plan.h"
 
 namespace xylem::train {
 
@@ -14,6 +15,14 @@ std::unique_ptr<Net> build_model(const RunConfig& c, int64_t vocabulary) {
         if (l.name.empty()) model->add(build_layer(l, context));  // a spec made in code: the next link of a chain
         else model->add(l.name, l.inputs, build_layer(l, context), l.shares);
     }
+    return model;
+}
+
+std::unique_ptr<Net> build_inference_model(const RunConfig& c, Device& dev, const Shape& input_sample, int64_t batch,
+                                           int64_t vocabulary) {
+    std::unique_ptr<Net> model = build_model(c, vocabulary);
+    check_memory_fits(inference_memory(*model, input_sample, batch, 0), dev, c.source, "running this model");
+    model->build(dev, input_sample, c.seed);
     return model;
 }
 

@@ -12,10 +12,13 @@
 #include "xylem/train/batch_source.h"
 #include "xylem/train/checkpoint.h"
 #include "xylem/train/data_parallel.h"
+#include "xylem/train/memory_plan.h"
 #include "xylem/train/model_builder.h"
 #include "xylem/train/run_callbacks.h"
 #include "xylem/train/run_data.h"
 #include "xylem/train/run_files.h"
+#include "xylem/train/run_folder.h"
+#include "xylem/io/checksum.h"
 #include "xylem/train/text_data.h"
 
 namespace xylem::train {
@@ -40,7 +43,10 @@ public:
 
 private:
     void check_ops();
+    uint64_t resident_bytes() const;  // what data.resident keeps on the device
     void restore();
+    void check_run_record(const TrainingState& saved);
+    void start_folder();
     std::string nothing_left() const;  // why a resumed run has nothing to train, or ""
     void banner();
     void start_data_parallel();
@@ -61,6 +67,8 @@ private:
     const FitOptions fit_;
     TrainingState st_;
     std::map<std::string, std::string> meta_;
+    RunRecord record_;                // who this run is: run.json and every checkpoint's kRunRecordKey
+    std::vector<std::string> notes_;  // what the banner says about the folder and the checkpoint
     RunReport report_;
     EarlyStoppingCallbacks early_stopping_;
     // A distributed run: this rank's parts of the validation and test sets (it scores only those).
@@ -84,6 +92,11 @@ Run::Run(const RunConfig& c, Device& dev, std::ostream& out, const RunOptions& o
         throw Error(c.source + ": data-parallel training (mpirun) does not shard text streams yet; run text models "
                                "in one process");
     model_ = build_model(c, data_.vocabulary.size());
+    solver_ = build_solver(c);
+    // Before anything is allocated: what the model, its gradients, the solver's state and a step
+    // need on the device, against what the device has.
+    check_memory_fits(training_memory(*model_, input_sample_shape(data_.train), *solver_, c.batch_size, resident_bytes()),
+                      dev, c.source, "training this model");
     model_->build(dev, input_sample_shape(data_.train), c.seed);
     check_model_fits_data(c, *model_, data_);
     loss_ = make_loss(c.loss);
@@ -91,7 +104,6 @@ Run::Run(const RunConfig& c, Device& dev, std::ostream& out, const RunOptions& o
     classes_ = model_->output_sample_shape().back();
     check_labels(data_.train, classes_, c.data_dir + " training");
     check_labels(data_.test, classes_, c.data_dir + " test");
-    solver_ = build_solver(c);
     // Before any work: what a captured step could not replay (fit checks it again).
     if (std::string why = capture_blocker(fit_, *model_, *solver_, dev); !why.empty()) throw Error(c.source + ": " + why);
     check_ops();
@@ -111,21 +123,82 @@ void Run::check_ops() {
         for (uint32_t op : {XYLEM_OP_GATHER_ROWS, XYLEM_OP_COPY}) backend.require(op, "data.resident = true");
 }
 
+uint64_t Run::resident_bytes() const {
+    if (!c_.data_resident) return 0;
+    uint64_t n = 0;
+    for (const io::Dataset* d : {&data_.train, &data_.test})
+        n += (d->images.size() + d->labels.size() + d->tokens.size()) * sizeof(float);
+    return n;
+}
+
 // Everything from the checkpoint: parameters, solver state, counters, order, RNG, metrics.
 void Run::restore() {
     const std::string& from = opt_.resume_from;
     check_resumed_vocabulary(from, data_);
-    TrainingState saved = load_training_checkpoint(from, *model_, *solver_, dev_);
+    TrainingState saved = load_training_checkpoint(from, *model_, *solver_, dev_);  // verifies its checksums
+    check_run_record(saved);
     if (saved.order.size() != static_cast<size_t>(data_.train.count))
         throw Error(from + ": the run trained on " + std::to_string(saved.order.size()) + " images, the data now gives " +
                     std::to_string(data_.train.count) + " (data.dir or data.validation changed?)");
     for (int32_t i : saved.order)
         if (i < 0 || i >= data_.train.count) throw Error(from + ": corrupt training state: order entry out of range");
     const int64_t steps = steps_per_epoch(data_.train.count, fit_);
-    if (saved.step >= steps)
+    if (saved.step > steps)  // == steps: stopped at the epoch's end, before its scores (resumes with them)
         throw Error(from + ": the run stopped at " + where(saved.epoch, saved.step) + " but an epoch now has " +
                     std::to_string(steps) + " steps (train.steps_per_epoch changed?)");
     st_ = std::move(saved);  // fit() restores the shuffle generator and judges "best" by the metric asked for now
+}
+
+// The checkpoint must be this folder's run's (run.json), and the data must be what it trained on.
+void Run::check_run_record(const TrainingState& saved) {
+    const std::string& from = opt_.resume_from;
+    const std::optional<RunRecord> folder = read_folder_record(c_.out_dir);
+    const nlohmann::json now = data_fingerprints(c_);
+    if (saved.run_record.is_null()) {  // an older xylem's checkpoint: nothing to compare
+        if (folder)
+            throw Error("cannot resume " + c_.out_dir + ": " + from + " records no run, but the folder belongs to run " +
+                        folder->id + " (started " + folder->started + "): a checkpoint copied in from elsewhere? "
+                        "Resume it in its own folder, or start a new run here");
+        notes_.push_back("note: " + from + " was written by an older xylem: it records no data fingerprints" +
+                         (saved.checksummed ? "" : " and no tensor checksums") +
+                         ", so the data it trained on (and its weights) could not be verified");
+        record_ = RunRecord::fresh(saved.config_text, now);
+        return;
+    }
+    RunRecord rec = RunRecord::from_json(saved.run_record, from);
+    if (folder && folder->id != rec.id)
+        throw Error("cannot resume " + c_.out_dir + ": " + from + " belongs to run " + rec.id + " (started " + rec.started +
+                    "), but the folder belongs to run " + folder->id + " (started " + folder->started +
+                    ", its run.json): a checkpoint copied in from another run's folder? Resume it in its own folder, "
+                    "or start a new run here");
+    if (rec.config != io::checksum_text(io::xxh64(saved.config_text.data(), saved.config_text.size())))
+        throw Error(from + ": corrupt training state: its config does not match the config checksum of its run record");
+    if (const std::string changed = changed_data(rec.data, now); !changed.empty()) {
+        if (!opt_.accept_changed_data)
+            throw Error("cannot resume " + c_.out_dir + ": the data changed since " + from + " was written: " + changed +
+                        "; pass --accept-changed-data to train on with the data as it is now");
+        notes_.push_back("note: training on changed data (--accept-changed-data): " + changed);
+        rec.data = now;
+    }
+    if (!saved.checksummed) notes_.push_back("note: " + from + " holds no tensor checksums: its weights were not verified");
+    record_ = std::move(rec);
+}
+
+// Rank 0, before the first step: a new run takes the folder for itself (an earlier run's files
+// move to earlier.N); either way run.json says whose the folder is, and every checkpoint repeats it.
+void Run::start_folder() {
+    if (!resuming_) {
+        if (files_.write) {
+            const bool had_checkpoint = std::filesystem::exists(std::filesystem::symlink_status(files_.last));
+            if (const std::string aside = move_earlier_run_aside(c_.out_dir); !aside.empty())
+                notes_.push_back("moved the earlier run's files in " + c_.out_dir + " to " + aside +
+                                 (had_checkpoint ? " (xylem train --resume " + aside + " continues that run)" : ""));
+        }
+        record_ = RunRecord::fresh(c_.text, files_.write ? data_fingerprints(c_) : nlohmann::json::object());
+    }
+    meta_[kRunRecordKey] = record_.to_json().dump();
+    if (files_.write) write_folder_record(c_.out_dir, record_);
+    if (resuming_) report_.resume_log_at(st_.epoch, st_.step);
 }
 
 std::string Run::nothing_left() const {
@@ -150,12 +223,10 @@ void Run::banner() {
     out_ << "; " << steps_per_epoch(data_.train.count, fit_) << " steps per epoch of batch " << c_.batch_size << "\n";
     if (dp_) out_ << dp_->describe(c_.batch_size);
     for (const std::string& f : stale_) out_ << "removed a temp file left by a killed run: " << f << "\n";
+    for (const std::string& n : notes_) out_ << n << "\n";
     if (resuming_)
         out_ << "resuming " << opt_.resume_from << " at " << where(st_.epoch, st_.step) << " of " << c_.epochs
              << " epochs\n";
-    else if (std::filesystem::exists(files_.last))
-        out_ << "note: " << files_.last << " holds an earlier run's checkpoint; this run replaces it at its "
-             << "first checkpoint (xylem train --resume " << files_.dir << " would continue it instead)\n";
     out_ << std::flush;
 }
 
@@ -168,6 +239,7 @@ void Run::start_data_parallel() {
     id.data = fingerprint(sizes, sizeof sizes);
     const int64_t where[3] = {st_.epoch, st_.step, static_cast<int64_t>(st_.global_step)};
     id.position = fingerprint(st_.shuffle_rng, fingerprint(where, sizeof where));
+    id.backend = dev_.backend().name();
     dp_->start(id, *model_, *solver_, c_.batch_size);
     validation_shard_ = dp_->shard_of(data_.validation);
     test_shard_ = dp_->shard_of(data_.test);
@@ -197,6 +269,7 @@ RunResult Run::go() {
     // Parameters live on the host until now (initialised or loaded): move them to the device once.
     for (Param* p : model_->state()) p->value.upload(dev_);
     if (dp_) start_data_parallel();
+    start_folder();  // after every check that can refuse the run: a refused run changes nothing in the folder
     banner();
 
     const std::unique_ptr<BatchSource> batches =

@@ -14,5 +14,10 @@ namespace xylem::train {
 // (embedding and one_hot without `vocab`, linear out = "vocab"); 0 when the data has none.
 std::unique_ptr<Net> build_model(const RunConfig& config, int64_t vocabulary = 0);
 std::unique_ptr<Solver> build_solver(const RunConfig& config);
+// The model of `config`, built on `dev` to run samples of `input_sample` in batches of `batch`
+// without training (eval, predict, sample): refused before anything is allocated when its
+// parameters and a batch's outputs cannot fit on the device (memory_plan.h).
+std::unique_ptr<Net> build_inference_model(const RunConfig& config, Device& dev, const Shape& input_sample,
+                                           int64_t batch, int64_t vocabulary = 0);
 
 }  // namespace xylem::train
