@@ -400,8 +400,8 @@ int run_eval_text(const Args& a, const RunConfig& c, Backend& backend, Device& d
     if (!data.validation.count)
         throw Error(c.source + ": key 'data.validation' holds out no text: there is nothing to evaluate");
     train::check_resumed_vocabulary(a.checkpoint, data);
-    auto model = train::build_model(c, data.vocabulary.size());
-    model->build(dev, train::input_sample_shape(data.validation), c.seed);
+    auto model = train::build_inference_model(c, dev, train::input_sample_shape(data.validation),
+                                              data.eval_batch(c.batch_size), data.vocabulary.size());
     train::check_model_fits_data(c, *model, data);
     train::load_checkpoint(a.checkpoint, *model);
     auto loss = make_loss(c.loss);
@@ -431,8 +431,7 @@ int run_eval(const Args& a) {
     auto dev = backend->device(choice.device);
     if (c.is_text()) return run_eval_text(a, c, *backend, *dev);
     io::Dataset test = io::load_mnist_dir(c.data_dir, false);
-    auto model = train::build_model(c);
-    model->build(*dev, {1, test.rows, test.cols}, c.seed);
+    auto model = train::build_inference_model(c, *dev, {1, test.rows, test.cols}, train::kEvaluationBatch);
     train::load_checkpoint(a.checkpoint, *model);
     profiler::enable(a.profile);  // per op kind and per layer; syncs after every op while on
     const auto t0 = std::chrono::steady_clock::now();

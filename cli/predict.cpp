@@ -25,9 +25,9 @@ std::string pixels(const io::Dataset& d) { return std::to_string(d.rows) + "x" +
 // do not fit the model (the checkpoint's shapes say so, or a layer does), the error names that
 // file and the size the config's own data has, if it can be read.
 std::unique_ptr<Net> load_model(const RunConfig& c, const Args& a, Device& dev, const io::Dataset& data) {
-    auto model = train::build_model(c);
+    std::unique_ptr<Net> model;
     try {
-        model->build(dev, {1, data.rows, data.cols}, c.seed);
+        model = train::build_inference_model(c, dev, {1, data.rows, data.cols}, train::kEvaluationBatch);
         train::load_checkpoint(a.checkpoint, *model);
     } catch (const Error& e) {
         if (a.input.empty()) throw;

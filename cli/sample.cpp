@@ -24,8 +24,8 @@ int run_sample(const Args& a) {
     Registry registry;
     const BackendChoice choice = train::select_backend(registry, c, a.backend, a.plugin_dirs, a.trust_config_plugins);
     auto dev = choice.backend->device(choice.device);
-    auto model = train::build_model(c, vocab.size());
-    model->build(*dev, {1}, c.seed);  // one step per call: the state carries the history
+    // One step per call (the state carries the history), one sequence.
+    auto model = train::build_inference_model(c, *dev, {1}, 1, vocab.size());
     train::check_text_model(c, *model, vocab, a.checkpoint);
     train::load_checkpoint(a.checkpoint, *model);
     for (Param* p : model->state()) p->value.upload(*dev);

@@ -110,3 +110,28 @@ TEST(MemoryPlan, RunRefusesAModelThatFitsEachAllocationButNotAllTogether) {
     EXPECT_EQ(dev.allocated_bytes(), before);
     fs::remove_all(c.out_dir);
 }
+
+TEST(MemoryPlan, InferenceCountsParametersAndOutputsOnly) {
+    // 303 MiB of weights and a batch of 1000's outputs fit in 1 GiB: eval, predict and sample run
+    // it (training would not: MemoryPlan.RunRefuses...).
+    RunConfig c = parse_config(mlp(100000, "adam"), "big.toml");
+    Device& dev = fake_discrete();
+    const uint64_t before = dev.allocated_bytes();
+    {
+        auto model = train::build_inference_model(c, dev, {1, 28, 28}, 64);
+        EXPECT_GT(dev.allocated_bytes(), before + 303 * 1024 * 1024);
+    }
+    // Twice the weights (607 MiB) and the outputs of a batch of 1000 (about 390 MiB as planned)
+    // do not: refused before anything is allocated.
+    c = parse_config(mlp(200000, "sgd"), "bigger.toml");
+    try {
+        train::build_inference_model(c, dev, {1, 28, 28}, 1000);
+        FAIL() << "a model needing about 1.4 GiB was built on a 1 GiB device";
+    } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("bigger.toml: running this model does not fit on fake_discrete:0"), std::string::npos) << m;
+        EXPECT_NE(m.find("parameters 606.54 MiB, layer outputs "), std::string::npos) << m;
+        EXPECT_NE(m.find("for a batch of 1000"), std::string::npos) << m;
+    }
+    EXPECT_EQ(dev.allocated_bytes(), before);
+}

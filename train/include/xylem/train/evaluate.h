@@ -12,6 +12,9 @@
 
 namespace xylem::train {
 
+// The batch evaluate(), predict() and the CLI's eval run a model in when none is given.
+constexpr int64_t kEvaluationBatch = 1000;
+
 // Asked before each batch of an evaluation: nonzero (a signal number) stops it with Interrupted,
 // so Ctrl-C during a long validation takes effect within one batch. Empty: never stops.
 using StopCheck = std::function<int()>;
@@ -33,10 +36,10 @@ void for_each_batch(Net& model, Device& dev, const io::Dataset& data, int64_t ba
 
 // Fraction of the labels (a token set: of its tokens) the model predicts; counts accumulate on
 // the device. A batch source's targets must be int32 labels.
-double evaluate(Net& model, Device& dev, BatchSource& source, int64_t batch_size = 1000, const StopCheck& stop = {});
-double evaluate(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size = 1000, const StopCheck& stop = {});
+double evaluate(Net& model, Device& dev, BatchSource& source, int64_t batch_size = kEvaluationBatch, const StopCheck& stop = {});
+double evaluate(Net& model, Device& dev, const io::Dataset& data, int64_t batch_size = kEvaluationBatch, const StopCheck& stop = {});
 // The same over a device-resident set (int32 targets): batches are row views, nothing moves.
-double evaluate(Net& model, Device& dev, const ResidentData& data, int64_t batch_size = 1000, const StopCheck& stop = {});
+double evaluate(Net& model, Device& dev, const ResidentData& data, int64_t batch_size = kEvaluationBatch, const StopCheck& stop = {});
 
 // Mean loss (per sample; a token set's: per token) and accuracy over a held-out set (the
 // validation set). A recurrent model carries its state along a token set's batches: reset it first.
@@ -44,6 +47,6 @@ struct Scores {
     double loss = 0, accuracy = 0;
 };
 Scores score(Net& model, Loss& loss, Device& dev, const io::Dataset& data, int64_t classes,
-             int64_t batch_size = 1000, const StopCheck& stop = {});
+             int64_t batch_size = kEvaluationBatch, const StopCheck& stop = {});
 
 }  // namespace xylem::train

@@ -11,6 +11,7 @@
 #include "xylem/io/idx.h"
 #include "xylem/layers/net.h"
 #include "xylem/train/batch_source.h"
+#include "xylem/train/evaluate.h"
 
 namespace xylem::train {
 
@@ -33,9 +34,9 @@ struct Predictions {
 // accuracy (and `xylem eval`) counts, even where two probabilities round to the same float.
 // Over a batch source the samples come in its own order (sample 0 first).
 Predictions predict(Net& model, Device& dev, BatchSource& source, OutputKind kind, int64_t k,
-                    int64_t batch_size = 1000);
+                    int64_t batch_size = kEvaluationBatch);
 Predictions predict(Net& model, Device& dev, const io::Dataset& data, OutputKind kind, int64_t k,
-                    int64_t batch_size = 1000);
+                    int64_t batch_size = kEvaluationBatch);
 
 // Fashion-MNIST's ten names when the model has 10 classes and the data dir is a fashion-mnist
 // folder, else each class's index. The one list of class names.
