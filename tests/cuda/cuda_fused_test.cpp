@@ -590,6 +590,19 @@ TEST(CudaFusedDiskCache, RoundTrip) {
     EXPECT_FALSE(fz::cache_read(dir + "/p2.bin", recipe, false, &back));
 }
 
+// A link planted at the cache file's name is replaced, never written through; the file is not
+// writable by others.
+TEST(CudaFusedDiskCache, APlantedLinkIsReplacedNotWrittenThrough) {
+    TempDir tmp;
+    const std::string dir = tmp.path.string();
+    write_all(tmp.path / "victim", "precious");
+    fs::create_symlink(tmp.path / "victim", tmp.path / "k.bin");
+    ASSERT_TRUE(fz::cache_write(dir, "k.bin", "recipe", true, bytes_of("image")));
+    EXPECT_EQ(read_all(tmp.path / "victim"), "precious");
+    EXPECT_FALSE(fs::is_symlink(tmp.path / "k.bin"));
+    EXPECT_EQ(fs::status(tmp.path / "k.bin").permissions() & fs::perms::others_write, fs::perms::none);
+}
+
 // Every damaged or foreign file is refused, never trusted, never a crash; `back` stays untouched.
 TEST(CudaFusedDiskCache, ShortCorruptForeignAndStaleFilesAreRefused) {
     TempDir tmp;

@@ -3,6 +3,7 @@
 //   u64 FNV-1a of the image, the recipe, the image.
 #include "fused/disk_cache.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -87,8 +88,17 @@ bool cache_write(const std::string& dir, const std::string& file, const std::str
     static std::atomic<unsigned> counter{0};
     const std::string path = dir + "/" + file;
     const std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) return false;
+    // A new file of our own (O_EXCL: never a file or link someone planted at the name), 0644 less
+    // the umask; the rename below replaces whatever is at `path`, a link included, without
+    // writing through it.
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return false;
+    FILE* f = ::fdopen(fd, "wb");
+    if (!f) {
+        ::close(fd);
+        std::remove(tmp.c_str());
+        return false;
+    }
     Header h{};
     std::memcpy(h.magic, kMagic, sizeof kMagic);
     h.kind = cubin ? 1u : 0u;
