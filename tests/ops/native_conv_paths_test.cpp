@@ -15,7 +15,8 @@
 //     4 + 2 + 1 at avx512 for 100 filters), tap counts that leave tile remainders;
 //   - the Winograd kernels (ops/conv_winograd.cpp, 3x3 stride 1 with 8 channels or more in and
 //     out, on maps whose tiles waste little at the level): ResNet's 28x28 and 14x14 and
-//     its 7x7 (whose rows of tiles carry no extra column), odd outputs, padding 0 and 2;
+//     its 7x7 (whose rows of tiles carry no extra column), odd outputs, padding 0 and 2; the
+//     filter gradient by Winograd at avx2 (@isa=avx2);
 //   - the fallbacks to im2col: a data gradient whose phases would compute more than 1.5x
 //     im2col's multiply-adds (LeNet's 5x5 with no padding: 3x), and a strided 1x1 conv whose
 //     output plane fills less than 1/1.2 of its vectors (7x7: 49 positions in 64).
