@@ -138,8 +138,11 @@ void Run::restore() {
     TrainingState saved = load_training_checkpoint(from, *model_, *solver_, dev_);  // verifies its checksums
     check_run_record(saved);
     if (saved.order.size() != static_cast<size_t>(data_.train.count))
-        throw Error(from + ": the run trained on " + std::to_string(saved.order.size()) + " images, the data now gives " +
-                    std::to_string(data_.train.count) + " (data.dir or data.validation changed?)");
+        throw Error(from + ": the run trained on " + std::to_string(saved.order.size()) +
+                    (data_.is_text() ? " sequences of data.seq_len characters, the text now gives "
+                                     : " images, the data now gives ") +
+                    std::to_string(data_.train.count) +
+                    (data_.is_text() ? " (data.text or data.validation changed?)" : " (data.dir or data.validation changed?)"));
     for (int32_t i : saved.order)
         if (i < 0 || i >= data_.train.count) throw Error(from + ": corrupt training state: order entry out of range");
     const int64_t steps = steps_per_epoch(data_.train.count, fit_);

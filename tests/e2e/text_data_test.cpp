@@ -156,6 +156,24 @@ TEST_F(TextDataTest, VocabularyIsTheSortedBytesAndRoundTripsThroughMetadata) {
     EXPECT_THROW(Vocabulary::of_bytes({3, 2}), Error);
 }
 
+// A text of one distinct character trains to loss 0 and learns nothing (issue 26): the one rule
+// where every vocabulary is built (the data's and a checkpoint's) wants at least two.
+TEST_F(TextDataTest, ATextOfOneCharacterIsRefused) {
+    write("a.txt", std::string(5000, 'a'));
+    const std::string src = (dir_ / "t.toml").string();
+    EXPECT_EQ(error_of([&] { load_text_data(config("text = " + quoted("a.txt"))); }),
+              src + ": key 'data.text': the text of 5000 characters cannot be learnt: it has one distinct character, 'a' "
+                    "(0x61), and a character model needs at least two to predict one from the others");
+    EXPECT_THROW(Vocabulary::of_bytes({'a'}), Error);
+    EXPECT_EQ(Vocabulary::of_bytes({'a', 'b'}).size(), 2);
+    const float w = 1;
+    const std::string ckpt = (dir_ / "one.safetensors").string();
+    io::write_safetensors(ckpt, {{"w", "F32", {1}, &w, 4}}, {{kVocabularyKey, "[97]"}});
+    EXPECT_EQ(error_of([&] { read_vocabulary(ckpt); }),
+              ckpt + ": corrupt vocabulary (metadata '" + kVocabularyKey + "'): it has one distinct character, 'a' (0x61), "
+                     "and a character model needs at least two to predict one from the others");
+}
+
 // Sample k*streams + b is chunk k of stream b; its labels are the next tokens; the streams are
 // contiguous and each one's last label is the next one's first input.
 TEST_F(TextDataTest, StreamLayoutIsCharRnns) {
@@ -532,7 +550,47 @@ TEST_P(TextTraining, ResumeRefusesAChangedVocabulary) {
     o.resume_from = r.last_checkpoint;
     EXPECT_EQ(error_of([&] { run(c, *dev, std::cout, o); }),
               r.last_checkpoint + ": the run trained with a vocabulary of 14 characters, the data now gives a vocabulary "
-                                  "of 15 characters (data.text changed?)");
+                                  "of 15 characters; new in the data: 'Q' (0x51) (data.text changed?)");
+    // A change that keeps the size is named by its characters: 'c' became 'Q'.
+    std::string text;
+    {
+        std::ifstream in(dir_ / "corpus.txt", std::ios::binary);
+        text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    text.resize(text.size() - 3);
+    std::replace(text.begin(), text.end(), 'c', 'Q');
+    std::ofstream(dir_ / "corpus.txt", std::ios::binary | std::ios::trunc) << text;
+    EXPECT_EQ(error_of([&] { run(c, *dev, std::cout, o); }),
+              r.last_checkpoint + ": the run trained with a vocabulary of 14 characters, the data now gives a vocabulary "
+                                  "of 14 characters; new in the data: 'Q' (0x51); no longer in the data: 'c' (0x63) "
+                                  "(data.text changed?)");
+}
+
+// A shortened text (with --accept-changed-data past its fingerprint) is named as text: the error
+// said "images" and "data.dir" for a character model.
+TEST_P(TextTraining, ResumeOnAShortenedTextSaysText) {
+    if (GetParam() != "native") GTEST_SKIP() << "backend-independent";
+    auto dev = test::backend_named("native")->device(0);
+    RunConfig c = config("max_steps = 5\n");
+    const RunResult r = run(c, *dev, std::cout, RunOptions::quiet());
+    std::string text;
+    {
+        std::ifstream in(dir_ / "corpus.txt", std::ios::binary);
+        text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    const Vocabulary before = Vocabulary::of_text(text);
+    text.resize(text.size() / 2);
+    ASSERT_EQ(Vocabulary::of_text(text), before);  // the same characters, fewer of them
+    std::ofstream(dir_ / "corpus.txt", std::ios::binary | std::ios::trunc) << text;
+    c.max_steps = 10;
+    RunOptions o = RunOptions::quiet();
+    o.resume_from = r.last_checkpoint;
+    o.accept_changed_data = true;
+    const std::string e = error_of([&] { run(c, *dev, std::cout, o); });
+    EXPECT_EQ(e.rfind(r.last_checkpoint + ": the run trained on ", 0), 0u) << e;
+    EXPECT_NE(e.find(" sequences of data.seq_len characters, the text now gives "), std::string::npos) << e;
+    EXPECT_NE(e.find("(data.text or data.validation changed?)"), std::string::npos) << e;
+    EXPECT_EQ(e.find("images"), std::string::npos) << e;
 }
 
 }  // namespace
