@@ -40,7 +40,9 @@ private:
 
     char* block_ = nullptr;
     size_t size_ = 0, used_ = 0;
-    void* overflow_[32] = {};  // blocks taken this op because block_ ran out (ops take a few); merged at reset
+    // Blocks taken this op because block_ ran out, merged at reset: with a cold arena every
+    // allocation is one, and an op with per-worker scratch on 8 workers takes dozens.
+    void* overflow_[128] = {};
     int n_overflow_ = 0;
     size_t overflow_used_ = 0;
 };
@@ -159,7 +161,7 @@ void parallel_items(int64_t n_items, int workers, const F& f) {
 // result depends on its shape), the cut is fixed by the op's shape (`shape_slices`) and the
 // workers share out the slices; elsewhere each output's arithmetic is the same however the work
 // is cut, and an op simply takes one slice per worker (`split_workers`).
-constexpr int kMaxSplit = 8;  // at most this many slices (a conv slice takes two scratch blocks; the arena keeps 32)
+constexpr int kMaxSplit = 8;  // at most this many slices (each may take its own scratch blocks; the arena keeps 128 per op)
 
 // Elements streamed per extra thread below which starting it costs more than it saves (a thread
 // start is ~20-50 us; 2^18 floats take about as long to stream): for the memory-bound ops.

@@ -75,10 +75,13 @@ double difference(const std::vector<float>& a, const std::vector<float>& b) {
     return diff / scale;
 }
 
-// 1, 2, 3 and more threads than this machine has CPUs.
+// 1, 2, 3 and more threads than this machine has CPUs, and 8: the most workers one op takes
+// (kMaxSplit), each with its own scratch, which a cold arena hands out as separate blocks.
 std::vector<int> thread_counts() {
     const int more = static_cast<int>(std::max(4u, std::thread::hardware_concurrency())) + 1;
-    return {1, 2, 3, more};
+    std::vector<int> counts{1, 2, 3, more};
+    if (more != 8) counts.push_back(8);
+    return counts;
 }
 
 }  // namespace

@@ -379,7 +379,8 @@ void bwd_data_im2col(const Conv& v, const float* dy, const float* wt, float* dx,
     const ImageSlices is = image_slices(v, scratch);
     const bool fma_multiply = direct_multiply_fma();
     std::array<int32_t*, kMaxSplit> off{};
-    for (int w = 0; w < slice_workers(is.slices); ++w) off[w] = scratch.alloc<int32_t>(v.kg);
+    int32_t* offsets = scratch.alloc<int32_t>(slice_workers(is.slices) * v.kg);  // one block: the arena's are few
+    for (int w = 0; w < slice_workers(is.slices); ++w) off[w] = offsets + w * v.kg;
     run_slices(v.n, is.slices, [&](int64_t lo, int64_t hi, int w, int64_t) {
         bwd_data_images(v, dy, wt, dx, lo, hi, is.nb, is.col[w], is.aux[w], fma_multiply, off[w]);
     });

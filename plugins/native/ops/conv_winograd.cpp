@@ -272,6 +272,20 @@ void filter_transform(const Plan& p, F filter, float* u) {
         }
 }
 
+// Per-worker buffers of the given sizes (floats), each worker's list[i][w], cut from one
+// allocation: the arena takes a bounded number of blocks per op (a cold one gives each its own).
+template <size_t N>
+void carve(Arena& scratch, int workers, const int64_t (&sizes)[N], std::array<std::array<float*, kMaxSplit>*, N> list) {
+    int64_t per = 0;
+    for (int64_t size : sizes) per += round_up(size, kAlign);
+    float* base = scratch.alloc<float>(workers * per);
+    for (int w = 0; w < workers; ++w)
+        for (size_t i = 0; i < N; ++i) {
+            (*list[i])[static_cast<size_t>(w)] = base;
+            base += round_up(sizes[i], kAlign);
+        }
+}
+
 // The pass over every image: chunks of images handed out one at a time to the workers.
 void run(const Plan& p, const float* x, const float* u, const float* b, int act, float* y, Arena& scratch) {
     const int64_t chunks = (p.n + p.chunk - 1) / p.chunk;
@@ -280,12 +294,10 @@ void run(const Plan& p, const float* x, const float* u, const float* b, int act,
     int32_t* off = scratch.alloc<int32_t>(p.cin);
     for (int64_t c = 0; c < p.cin; ++c) off[c] = static_cast<int32_t>(c * p.ld);
     std::array<float*, kMaxSplit> plane{}, rows{}, v{}, m{};
+    const int64_t sizes[4] = {4 * p.phase, 4 * (p.tiles + kAlign), 16 * p.cin * p.ld, 16 * p.kout * p.ld};
+    carve(scratch, workers, sizes, {&plane, &rows, &v, &m});
     for (int w = 0; w < workers; ++w) {
-        plane[w] = scratch.alloc<float>(4 * p.phase);
         std::fill_n(plane[w], 4 * p.phase, 0.0f);
-        rows[w] = scratch.alloc<float>(4 * (p.tiles + kAlign));
-        v[w] = scratch.alloc<float>(16 * p.cin * p.ld);
-        m[w] = scratch.alloc<float>(16 * p.kout * p.ld);
         std::fill_n(v[w], 16 * p.cin * p.ld, 0.0f);  // the columns past the tiles stay zero
         std::fill_n(m[w], 16 * p.kout * p.ld, 0.0f);  // read past the tiles, dropped
     }
@@ -385,14 +397,11 @@ void winograd_bwd_filter(const ConvShape& v, const float* x, const float* dy, fl
     int32_t* off = scratch.alloc<int32_t>(p.cin);
     for (int64_t c = 0; c < p.cin; ++c) off[c] = static_cast<int32_t>(c * p.ld);
     std::array<float*, kMaxSplit> xplane{}, yplane{}, vt{}, zt{}, ztt{};
+    const int64_t sizes[5] = {4 * p.phase, 4 * p.phase, 16 * p.cin * p.ld, 16 * p.kout * p.ld, p.ld * ldk};
+    carve(scratch, slice_workers(slices), sizes, {&xplane, &yplane, &vt, &zt, &ztt});
     for (int w = 0; w < slice_workers(slices); ++w) {
-        xplane[w] = scratch.alloc<float>(4 * p.phase);
-        yplane[w] = scratch.alloc<float>(4 * p.phase);
         std::fill_n(xplane[w], 4 * p.phase, 0.0f);
         std::fill_n(yplane[w], 4 * p.phase, 0.0f);
-        vt[w] = scratch.alloc<float>(16 * p.cin * p.ld);
-        zt[w] = scratch.alloc<float>(16 * p.kout * p.ld);
-        ztt[w] = scratch.alloc<float>(p.ld * ldk);
         std::fill_n(vt[w], 16 * p.cin * p.ld, 0.0f);
         std::fill_n(zt[w], 16 * p.kout * p.ld, 0.0f);
     }
