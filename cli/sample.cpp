@@ -33,7 +33,7 @@ int run_sample(const Args& a) {
     train::SampleOptions o;
     o.prime = a.prime.value_or("");
     o.length = a.length.value_or(500);
-    o.temperature = a.temperature.value_or(1.0);  // parse_args refuses a temperature <= 0
+    o.temperature = a.temperature.value_or(1.0);  // parse_args holds it to the flag's range
     o.seed = a.seed.value_or(c.seed);
     o.output = train::output_kind(c);
     const std::string text = train::sample_text(*model, *dev, vocab, o);

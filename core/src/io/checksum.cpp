@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "xylem/error.h"
+#include "xylem/io/input_file.h"
 
 namespace xylem::io {
 namespace {
@@ -97,16 +98,8 @@ std::string checksum_text(uint64_t hash) {
 }
 
 uint64_t hash_file(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
-    if (fd < 0) {
-        const int err = errno;
-        throw Error(path + ": cannot read it to check its fingerprint: " + std::generic_category().message(err));
-    }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw Error(path + ": not a regular file");
-    }
+    uint64_t size = 0;
+    const int fd = open_regular_file(path, "data", &size);  // the readers' rule: a regular file, never blocking
     Xxh64 h;
     static thread_local unsigned char buf[1 << 16];
     for (;;) {
