@@ -422,11 +422,17 @@ int run_eval_text(const Args& a, const RunConfig& c, Backend& backend, Device& d
 
 }  // namespace
 
+BackendChoice choose_backend(Registry& registry, const RunConfig& c, const Args& a) {
+    BackendChoice choice = train::select_backend(registry, c, a.backend, a.plugin_dirs, a.trust_config_plugins);
+    for (const std::string& note : choice.notes) std::fprintf(stderr, "%s\n", note.c_str());
+    return choice;
+}
+
 int run_eval(const Args& a) {
     if (a.checkpoint.empty()) throw UsageError{"eval needs --checkpoint FILE"};
     RunConfig c = config_with_flags(a);
     Registry registry;
-    const BackendChoice choice = train::select_backend(registry, c, a.backend, a.plugin_dirs, a.trust_config_plugins);
+    const BackendChoice choice = choose_backend(registry, c, a);
     auto backend = choice.backend;
     auto dev = backend->device(choice.device);
     if (c.is_text()) return run_eval_text(a, c, *backend, *dev);

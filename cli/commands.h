@@ -7,6 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "xylem/config.h"
+#include "xylem/registry.h"
+
 namespace xylem::cli {
 
 struct Args {
@@ -27,6 +30,11 @@ struct Args {
     bool resume = false;     // --resume [RUN_DIR]
     std::string resume_dir;  // "" = the config's out dir
 };
+
+// The backend eval, predict and sample run on (train::select_backend with the command's flags);
+// the notes about the search (a config's plugin_path left out) go to stderr, as train's banner
+// prints them.
+BackendChoice choose_backend(Registry& registry, const RunConfig& config, const Args& args);
 
 // Parses argv against the command's own flags (help.cpp lists them); throws UsageError on an
 // unknown command, a flag the command does not take, a missing value or one out of range.

@@ -54,7 +54,7 @@ int run_predict(const Args& a) {
         throw Error(c.source + ": a character model ([data] text) predicts text, not image classes: use xylem sample "
                     "to generate text, or xylem eval for its validation loss");
     Registry registry;
-    const BackendChoice choice = train::select_backend(registry, c, a.backend, a.plugin_dirs, a.trust_config_plugins);
+    const BackendChoice choice = choose_backend(registry, c, a);
     auto backend = choice.backend;
     auto dev = backend->device(choice.device);
     const bool test_set = a.input.empty();

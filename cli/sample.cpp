@@ -22,7 +22,7 @@ int run_sample(const Args& a) {
         throw Error(a.checkpoint + ": has no vocabulary (metadata '" + train::kVocabularyKey +
                     "'): it was not trained on text data ([data] text), so there is nothing to sample");
     Registry registry;
-    const BackendChoice choice = train::select_backend(registry, c, a.backend, a.plugin_dirs, a.trust_config_plugins);
+    const BackendChoice choice = choose_backend(registry, c, a);
     auto dev = choice.backend->device(choice.device);
     // One step per call (the state carries the history), one sequence.
     auto model = train::build_inference_model(c, *dev, {1}, 1, vocab.size());

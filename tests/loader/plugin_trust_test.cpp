@@ -70,6 +70,7 @@ TEST_F(PluginTrust, AConfigsPluginPathRunsNoCode) {
     EXPECT_TRUE(has(train.output, "note: the config's plugin_path [" + kMarkDir + "] was not searched")) << train.output;
     const Result eval = run("eval --config " + config_ + " --checkpoint " + out("r/model.safetensors"));
     EXPECT_EQ(eval.code, 0) << eval.output;
+    EXPECT_TRUE(has(eval.output, "note: the config's plugin_path [" + kMarkDir + "] was not searched")) << eval.output;
     const Result resumed = run("train --resume " + out("r") + " --max-steps 20");
     EXPECT_EQ(resumed.code, 0) << resumed.output;
     EXPECT_EQ(marks(), "") << "a plugin's code ran from a folder only the config named";
