@@ -13,6 +13,7 @@
 #include "xylem/registry.h"
 #include "xylem/train/model_builder.h"
 #include "xylem/train/run.h"
+#include "support/fake_discrete.h"
 
 using namespace xylem;
 namespace fs = std::filesystem;
@@ -21,14 +22,7 @@ namespace {
 
 const char* kData = "/usr/share/datasets/fashion-mnist";
 
-Device& fake_discrete() {
-    static Registry* reg = [] {
-        auto* r = new Registry();  // plugins are never unloaded
-        r->scan({XYLEM_TEST_CORE_PLUGIN_DIR});
-        return r;
-    }();
-    return *reg->select("fake_discrete")->device(0);
-}
+using test::fake_discrete;
 
 std::string mlp(int64_t hidden, const std::string& solver) {
     return std::string("[data]\ndir = \"") + kData +

@@ -12,6 +12,7 @@
 #include "support/backends.h"
 #include "xylem/error.h"
 #include "xylem/registry.h"
+#include "support/fake_discrete.h"
 
 using namespace xylem;
 namespace fs = std::filesystem;
@@ -20,14 +21,7 @@ namespace {
 
 const char* kData = "/usr/share/datasets/fashion-mnist";
 
-Device& fake_discrete() {
-    static Registry* reg = [] {
-        auto* r = new Registry();  // plugins are never unloaded
-        r->scan({XYLEM_TEST_CORE_PLUGIN_DIR});
-        return r;
-    }();
-    return *reg->select("fake_discrete")->device(0);
-}
+using test::fake_discrete;
 Device& native() { return *test::backend_named("native")->device(0); }
 
 // Writes `n` items of `d` as plain IDX files, so a run can have a tail batch and still be quick.

@@ -13,19 +13,13 @@
 #include "xylem/layers/net.h"
 #include "xylem/registry.h"
 #include "xylem/transfer.h"
+#include "support/fake_discrete.h"
 
 using namespace xylem;
 
 namespace {
 
-Device& fake_discrete() {
-    static Registry* reg = [] {
-        auto* r = new Registry();  // plugins are never unloaded
-        r->scan({XYLEM_TEST_CORE_PLUGIN_DIR});
-        return r;
-    }();
-    return *reg->select("fake_discrete")->device(0);
-}
+using test::fake_discrete;
 
 std::string error_of(const std::function<void()>& fn) {
     try {
