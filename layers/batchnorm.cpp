@@ -42,6 +42,26 @@ const Tensor& BatchNorm::forward(Device& dev, const Tensor& x, bool train) {
     return y_;
 }
 
+void BatchNorm::fold_into(Device& dev, const Tensor& w, const Tensor* b, Tensor& w_out, Tensor& b_out) {
+    if (w.shape().empty() || w.dim(0) != channels_) shape_error("folded weights", w.shape(), {channels_, -1});
+    ensure(zeros_, {channels_}, dev);
+    ops::fill(dev, zeros_, 0.0f);
+    xylem_batchnorm_attrs a = attrs_;
+    a.training = 0;
+    // The weights as one sample whose channel axis is their rows: (w - 0) * s + 0.
+    const int64_t per_row = w.numel() / channels_;
+    ensure(w_out, w.shape(), dev);
+    Tensor w_rows = w.reshaped({1, channels_, per_row, 1}), w_out_rows = w_out.reshaped({1, channels_, per_row, 1});
+    ops::batchnorm_fwd(dev, w_rows, gamma_.value, zeros_, w_out_rows, zeros_, running_var_.value, saved_mean_,
+                       saved_invstd_, a);
+    // The bias as one sample of [C]: (b - mean) * s + beta.
+    ensure(b_out, {channels_}, dev);
+    Tensor b_in = b ? b->reshaped({1, channels_}) : zeros_.reshaped({1, channels_});
+    Tensor b_out_row = b_out.reshaped({1, channels_});
+    ops::batchnorm_fwd(dev, b_in, gamma_.value, beta_.value, b_out_row, running_mean_.value, running_var_.value,
+                       saved_mean_, saved_invstd_, a);
+}
+
 const Tensor& BatchNorm::backward(Device& dev, const Tensor& dy, bool) {
     if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
     xylem_batchnorm_attrs a = attrs_;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "xylem/error.h"
+#include "xylem/layers/batchnorm.h"
 #include "xylem/layers/registry.h"
 #include "xylem/op_calls.h"
 
@@ -71,6 +72,19 @@ const Tensor& Conv2d::forward(Device& dev, const Tensor& x, bool) {
     x_ = x;
     ensure(y_, out, dev);
     ops::conv2d_fwd(dev, x, weight_.value, o_.bias ? &bias_.value : nullptr, y_, attrs_);
+    return y_;
+}
+
+const Tensor& Conv2d::forward_folded(Device& dev, const Tensor& x, BatchNorm& bn, xylem_activation act) {
+    const Shape out = with_label(label(), [&] { return ops::conv2d_output_shape(x.shape(), weight_.value.shape(), attrs_); });
+    // Refolded at every call: the parameters and statistics may have changed since the last one
+    // (a training step, a loaded checkpoint), and the weights are small beside a batch's maps.
+    bn.fold_into(dev, weight_.value, o_.bias ? &bias_.value : nullptr, folded_w_, folded_b_);
+    xylem_conv2d_attrs a = attrs_;
+    a.activation = act;
+    x_ = Tensor();  // no backward from this pass
+    ensure(y_, out, dev);
+    ops::conv2d_fwd(dev, x, folded_w_, &folded_b_, y_, a);
     return y_;
 }
 

@@ -10,6 +10,8 @@
 
 #include "xylem/error.h"
 #include "xylem/memory.h"
+#include "xylem/layers/batchnorm.h"
+#include "xylem/layers/conv.h"
 #include "xylem/layers/elementwise.h"
 #include "xylem/op_calls.h"
 #include "xylem/profiler.h"
@@ -195,6 +197,32 @@ void Net::fuse_activations(Backend& backend) {
     }
 }
 
+// Inference (forward with train = false) folds a batch norm into the convolution it reads:
+// conv -> batchnorm [-> activation] runs as one convolution with rescaled weights and bias and the
+// activation fused (Conv2d::forward_folded), two passes over each map fewer. Valid when the
+// batch norm is the convolution's one reader and the activation the batch norm's, and the conv
+// has no activation of its own; training runs every node as written.
+void Net::fold_batch_norms() {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+        Node& bn = nodes_[i];
+        if (!dynamic_cast<BatchNorm*>(bn.layer.get()) || bn.from[0] == kModelInput) continue;
+        Node& conv = nodes_[bn.from[0]];
+        auto* c = dynamic_cast<Conv2d*>(conv.layer.get());
+        if (!c || c->has_fused_activation() || conv.consumers != 1 || bn.from[0] == output_node_ || conv.fused) continue;
+        conv.fold_bn = i;
+        bn.folded = true;
+        for (size_t j = i + 1; j < nodes_.size(); ++j) {
+            Node& a = nodes_[j];
+            if (a.from.size() != 1 || a.from[0] != i) continue;
+            if (bn.consumers == 1 && i != output_node_ && !a.fused && dynamic_cast<Activation*>(a.layer.get())) {
+                conv.fold_act = j;
+                a.folded = true;
+            }
+            break;
+        }
+    }
+}
+
 void Net::prepare(const Shape& input_sample) {
     if (prepared_) {
         if (input_ != input_sample)
@@ -299,6 +327,7 @@ void Net::build(Device& dev, const Shape& input_sample, uint64_t seed) {
                 seen = true;
             }
     fuse_activations(dev.backend());
+    fold_batch_norms();
     output_ = nodes_[output_node_].shape;
     for (Node& n : nodes_) {
         n.forward_scope = n.layer->label() + " forward";
@@ -346,13 +375,21 @@ const Tensor& Net::forward(Device& dev, const Tensor& x, bool train) {
     sync_shared();
     for (size_t i = 0; i < nodes_.size(); ++i) {
         Node& n = nodes_[i];
-        if (n.fused) {  // its producer's output already holds the activation
+        const bool fold = !train && fold_batch_norms_;
+        if (n.fused || (n.folded && fold)) {  // its producer's output already holds it
             outputs_[i] = outputs_[n.from[0]];
             continue;
         }
         xs_.clear();
         for (size_t j : n.from) xs_.push_back(j == kModelInput ? &x : outputs_[j]);
         profiler::Scope scope(&n.forward_scope);
+        if (n.fold_bn != SIZE_MAX && fold) {
+            const auto act = n.fold_act == SIZE_MAX ? XYLEM_ACT_NONE
+                                                    : static_cast<Activation&>(*nodes_[n.fold_act].layer).activation();
+            outputs_[i] = &static_cast<Conv2d&>(*n.layer).forward_folded(
+                dev, *xs_[0], static_cast<BatchNorm&>(*nodes_[n.fold_bn].layer), act);
+            continue;
+        }
         outputs_[i] = &n.layer->forward_inputs(dev, xs_, train);
     }
     return *outputs_[output_node_];
@@ -469,6 +506,9 @@ std::string Net::summary() const {
         else trainable += count;
         std::string shape = built_ ? to_string(n.shape) : "?";
         if (n.fused) shape += " (fused into " + nodes_[n.from[0]].name + ")";
+        else if (n.folded && fold_batch_norms_)  // a batch norm, or the activation after one
+            shape += " (folded into " + nodes_[nodes_[n.from[0]].folded ? nodes_[n.from[0]].from[0] : n.from[0]].name +
+                     " for inference)";
         rows.push_back({n.name, n.layer->kind(), joined(n.inputs), shape, params});
     }
     size_t width[kCols] = {};

@@ -3,6 +3,8 @@
 // accumulate rule (a second consumer's gradient is never dropped); activation fusion only for a
 // sole reader; the backward hook and grad_ready_nodes with a shared weight; and the build-time
 // errors that name the layer (unknown input, duplicate name, cycle, unused output, add shapes).
+#include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "support/backends.h"
@@ -174,6 +176,69 @@ TEST_P(NetGraphTest, ResidualBlockWithBatchNorm) {
     net.build(dev(), {2, 4, 4}, 9);
     Tensor x = upload(dev(), {3, 2, 4, 4}, rng_.uniform(96, -1.0f, 1.0f));
     check_gradients(net, x, 5e-4, 2e-3);  // batch statistics over 48 values per channel: a little more float noise
+}
+
+// Inference folds each batch norm into the convolution it reads (with the activation after it,
+// when the batch norm is that activation's one reader): the same outputs as the layers run one by
+// one, after training steps have moved the parameters and running statistics; training runs
+// unfolded; a conv whose output has another reader, or which fused an activation, is not folded.
+TEST_P(NetGraphTest, InferenceFoldsBatchNormIntoTheConvolutionBeforeIt) {
+    REQUIRE_OPS(LINEAR_OPS, XYLEM_OP_CONV2D_FWD, XYLEM_OP_CONV2D_BWD_DATA, XYLEM_OP_CONV2D_BWD_FILTER, XYLEM_OP_BATCHNORM_FWD,
+             XYLEM_OP_BATCHNORM_BWD);
+    Net net;
+    net.add("conv1", {"input"}, conv(4, 3, 1, 1));                 // folds bn1 and relu1
+    net.add("bn1", {"conv1"}, std::make_unique<BatchNorm>());
+    net.add("relu1", {"bn1"}, act(XYLEM_ACT_RELU));
+    net.add("conv2", {"relu1"}, conv(4, 3, 2, 1, false));          // folds bn2 only: bn2 has two readers
+    net.add("bn2", {"conv2"}, std::make_unique<BatchNorm>());
+    net.add("tanh", {"bn2"}, act(XYLEM_ACT_TANH));
+    net.add("conv3", {"bn2"}, conv(4, 1));                          // conv3's output is read twice: not folded
+    net.add("bn3", {"conv3"}, std::make_unique<BatchNorm>());
+    net.add("sum1", {"tanh", "bn3"}, std::make_unique<Add>());
+    net.add("sum", {"sum1", "conv3"}, std::make_unique<Add>());
+    net.add("conv4", {"sum"}, conv(4, 3, 1, 1));                   // fuses its relu: bn4 reads relu(conv4)
+    net.add("relu4", {"conv4"}, act(XYLEM_ACT_RELU));
+    net.add("bn4", {"relu4"}, std::make_unique<BatchNorm>());
+    net.build(dev(), {3, 6, 6}, 21);
+    const std::string summary = net.summary();
+    auto line_of = [&](const std::string& name) {  // the summary's row for the node
+        const size_t at = summary.find("  " + name + " ");
+        return at == std::string::npos ? std::string() : summary.substr(at, summary.find('\n', at) - at);
+    };
+    EXPECT_TRUE(contains(line_of("bn1"), "(folded into conv1 for inference)")) << summary;
+    EXPECT_TRUE(contains(line_of("relu1"), "(folded into conv1 for inference)")) << summary;
+    EXPECT_TRUE(contains(line_of("bn2"), "(folded into conv2 for inference)")) << summary;
+    for (const char* kept : {"tanh", "bn3", "bn4"}) EXPECT_FALSE(contains(line_of(kept), "folded")) << summary;
+    Tensor x = upload(dev(), {5, 3, 6, 6}, rng_.uniform(540, -1.0f, 1.0f));
+    // Training steps move the weights and the running statistics away from their initial values.
+    for (int step = 0; step < 3; ++step) {
+        const Tensor& y = net.forward(dev(), x, true);
+        net.backward(dev(), upload(dev(), y.shape(), rng_.uniform(y.numel(), -1.0f, 1.0f)));
+        for (Param* p : net.params()) {
+            std::vector<float> v = p->value.to_vector(), g = p->grad.to_vector();
+            for (size_t i = 0; i < v.size(); ++i) v[i] -= 0.1f * g[i];
+            set_values(p->value, v);
+        }
+    }
+    net.set_fold_batch_norms(false);
+    const std::vector<float> unfolded = net.forward(dev(), x, false).to_vector();
+    net.set_fold_batch_norms(true);
+    const std::vector<float> folded = net.forward(dev(), x, false).to_vector();
+    EXPECT_TRUE(near(folded, to_double(unfolded), 1e-5));
+    EXPECT_NE(folded, net.forward(dev(), x, true).to_vector()) << "training used the running statistics";
+    // A parameter changed after the last inference pass is folded in at the next one.
+    Param* gamma = net.params()[2];  // conv1.weight, conv1.bias, bn1.weight, ...
+    ASSERT_EQ(gamma->name, "bn1.weight");
+    std::vector<float> g = gamma->value.to_vector();
+    for (float& v : g) v *= 1.5f;
+    set_values(gamma->value, g);
+    net.set_fold_batch_norms(false);
+    const std::vector<float> unfolded2 = net.forward(dev(), x, false).to_vector();
+    net.set_fold_batch_norms(true);
+    EXPECT_TRUE(near(net.forward(dev(), x, false).to_vector(), to_double(unfolded2), 1e-5));
+    double moved = 0;
+    for (size_t i = 0; i < unfolded.size(); ++i) moved = std::max(moved, std::fabs(double(unfolded[i]) - unfolded2[i]));
+    EXPECT_GT(moved, 1e-3) << "the change did not reach the output";
 }
 
 // Tied weights: b uses a's weight and bias. One parameter, updated once, whose gradient is the sum

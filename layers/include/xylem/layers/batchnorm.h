@@ -26,12 +26,19 @@ public:
         return {XYLEM_OP_FILL, XYLEM_OP_BATCHNORM_FWD, XYLEM_OP_BATCHNORM_BWD};
     }
     std::vector<Param*> buffers() override { return {&running_mean_, &running_var_}; }
+    // Inference folding (Net): the weights and bias of the layer before this one, a conv or linear
+    // with one output channel per row of `w`, rescaled so that it computes this layer's inference
+    // output directly: w_out = w * s, b_out = (b - running_mean) * s + beta with s = gamma /
+    // sqrt(running_var + eps), per channel (b absent: zero). Computed by the batch-norm op itself
+    // in inference mode, so every backend that runs this layer can fold it.
+    void fold_into(Device& dev, const Tensor& w, const Tensor* b, Tensor& w_out, Tensor& b_out);
 
 private:
     xylem_batchnorm_attrs attrs_;
     int64_t channels_ = 0;
     Param gamma_, beta_, running_mean_, running_var_;
     Tensor saved_mean_, saved_invstd_, x_, y_, dx_;
+    Tensor zeros_;  // [C] zeros: fold_into's mean and shift for the weights
 };
 
 }  // namespace xylem

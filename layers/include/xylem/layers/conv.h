@@ -6,6 +6,8 @@
 
 namespace xylem {
 
+class BatchNorm;
+
 // Also the options of [[model.layers]] type = "conv2d" (out and kernel required).
 struct Conv2dOptions {
     int64_t out_channels = 0;
@@ -28,6 +30,11 @@ public:
     bool can_accumulate_param_grads() const override { return true; }
     bool fuse_activation(xylem_activation act, Backend& backend) override;
     std::vector<uint32_t> ops_needed(bool backward) const override;
+    // Inference with the batch norm that reads this layer folded into it (Net's rewrite): one
+    // convolution with the rescaled weights and bias, then `act` (the activation reading the
+    // batch norm, or none) fused. Nothing is kept for a backward pass.
+    const Tensor& forward_folded(Device& dev, const Tensor& x, BatchNorm& bn, xylem_activation act);
+    bool has_fused_activation() const { return attrs_.activation != XYLEM_ACT_NONE; }
 
 private:
     Shape weight_shape(int64_t in_channels) const;
@@ -35,6 +42,7 @@ private:
     xylem_conv2d_attrs attrs_{};
     Param weight_, bias_;
     Tensor x_, y_, dz_, dx_;
+    Tensor folded_w_, folded_b_;  // forward_folded's weights and bias, refolded every call
 };
 
 struct Pool2dOptions {

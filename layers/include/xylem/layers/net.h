@@ -58,6 +58,10 @@ public:
     // op, and allocates and initialises the parameters on `dev` (drawn from `seed`, in
     // topological order).
     void build(Device& dev, const Shape& input_sample, uint64_t seed);
+    // Inference runs conv -> batchnorm [-> activation] as one rescaled convolution (on by
+    // default; results differ from the unfolded layers by rounding only). Off: every node runs as
+    // written, as in training.
+    void set_fold_batch_norms(bool on) { fold_batch_norms_ = on; }
     const Shape& output_sample_shape() const { return output_; }
     // The element type of the model's input (that of the layers that read it: int32 token
     // indices for a text model, f32 otherwise).
@@ -116,6 +120,10 @@ private:
         size_t owner = SIZE_MAX;          // the node whose parameters this one uses (SIZE_MAX: its own)
         size_t consumers = 0;             // readers of this node's output
         bool fused = false;               // an activation run inside the node it reads
+        // Inference only (fold_batch_norms): a conv's batch norm, and the activation reading
+        // that, run inside the conv; `fold` on the conv names them.
+        bool folded = false;
+        size_t fold_bn = SIZE_MAX, fold_act = SIZE_MAX;
         bool needs_grad = false;          // its output needs a gradient (it, or a node before it, learns)
         bool owns_params = false;         // has parameters of its own (not shared from another node)
         bool writes_grads = false;        // has parameters at all (its own or shared)
@@ -136,12 +144,14 @@ private:
     void bind_shared(size_t i);
     void sync_shared();
     void fuse_activations(Backend& backend);
+    void fold_batch_norms();
     // Adds dx to the gradient of node `to`'s output (the accumulate rule).
     void deliver(Device& dev, size_t to, const Tensor* dx);
 
     std::vector<Node> nodes_;
     std::map<std::string, size_t> index_;  // name -> node
     bool prepared_ = false, built_ = false;
+    bool fold_batch_norms_ = true;
     Shape input_, output_;
     size_t output_node_ = 0;
     // Per step: each node's output, and the gradient of each node's output.
