@@ -15,6 +15,18 @@ namespace xylem {
 Backend::Backend(const xylem_plugin* api, std::string path)
     : api_(api), name_(api->name ? api->name : "?"), path_(std::move(path)) {}
 
+void Backend::record_probe(const xylem_probe_info& info, const std::vector<uint32_t>& kinds) {
+    std::lock_guard lock(probed_mutex_);
+    probed_.assign(std::min<uint32_t>(info.device_count, XYLEM_MAX_PROBE_DEVICES), ProbedDevice{});
+    for (size_t d = 0; d < probed_.size(); ++d)
+        probed_[d] = {info.devices[d].memory_bytes, d < kinds.size() ? kinds[d] : uint32_t{XYLEM_DEVICE_KIND_UNKNOWN}};
+}
+
+Backend::ProbedDevice Backend::probed_device(uint32_t index) const {
+    std::lock_guard lock(probed_mutex_);
+    return index < probed_.size() ? probed_[index] : ProbedDevice{};
+}
+
 void Backend::check(xylem_status status, const char* what) const {
     if (status == XYLEM_OK) return;
     const char* msg = api_->last_error ? api_->last_error() : nullptr;
@@ -138,18 +150,9 @@ void Device::free(xylem_buffer_t buffer, uint64_t bytes) noexcept {
 
 const Device::Capacity& Device::capacity() {
     std::call_once(capacity_once_, [&] {
-        const xylem_plugin& api = backend_->api();
-        xylem_probe_info probe{};
-        api.probe(&probe);
-        const uint32_t count = std::min<uint32_t>(probe.device_count, XYLEM_MAX_PROBE_DEVICES);
-        uint64_t device_bytes = 0;
-        uint32_t kind = XYLEM_DEVICE_KIND_UNKNOWN;
-        if (index_ < count) {
-            device_bytes = probe.devices[index_].memory_bytes;
-            uint32_t kinds[XYLEM_MAX_PROBE_DEVICES] = {};  // as the registry's probe: unknown unless reported
-            if (XYLEM_TABLE_HAS(&api, device_kinds)) api.device_kinds(kinds, count);
-            kind = kinds[index_];
-        }
+        const Backend::ProbedDevice probed = backend_->probed_device(index_);
+        const uint64_t device_bytes = probed.memory_bytes;
+        const uint32_t kind = probed.kind;
         capacity_ = {device_bytes, "the device's memory"};
         // A device whose memory is the host's shares it with everything else on the machine: what
         // is available now (plus what xylem already holds there) is the limit, not the RAM size.

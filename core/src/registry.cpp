@@ -369,13 +369,17 @@ std::shared_ptr<Backend> Registry::select(const std::string& name) const {
         throw Error("unknown backend '" + name + "' (loaded backends: " + (known.empty() ? "none" : known) + ")");
     }
     if (!r->available) throw Error("backend '" + name + "' is unavailable: " + r->reason);
-    if (r->backend) return r->backend;
+    if (r->backend) {
+        r->backend->record_probe(r->probe, r->device_kinds);
+        return r->backend;
+    }
     // Probed in a child: this is the one plugin that gets loaded into this process.
     const Loaded loaded = open_cached(r->path);
     if (!loaded.backend) throw Error("backend '" + name + "' is unavailable: " + r->path + ": " + loaded.error);
     if (loaded.backend->name() != name)
         throw Error("backend '" + name + "' is unavailable: " + r->path + " changed since it was probed (now '" +
                     loaded.backend->name() + "')");
+    loaded.backend->record_probe(r->probe, r->device_kinds);  // the child's probe: never again in here
     return loaded.backend;
 }
 

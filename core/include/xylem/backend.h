@@ -51,6 +51,16 @@ public:
     // Throws Error("<backend>: <what>: <plugin's message>") unless status is XYLEM_OK.
     void check(xylem_status status, const char* what) const;
 
+    // What the registry's probe (in a child process, as a rule) reported about each device: its
+    // memory and kind, for Device::capacity(). The core never probes a loaded plugin again in
+    // this process (a probe may load and unload driver libraries). Unknown until recorded.
+    struct ProbedDevice {
+        uint64_t memory_bytes = 0;
+        uint32_t kind = XYLEM_DEVICE_KIND_UNKNOWN;
+    };
+    void record_probe(const xylem_probe_info& info, const std::vector<uint32_t>& kinds);
+    ProbedDevice probed_device(uint32_t index) const;
+
 private:
     const xylem_plugin* api_;
     std::string name_, path_;
@@ -60,6 +70,8 @@ private:
     std::once_flag supported_once_;
     std::bitset<XYLEM_OP_COUNT_> supported_;
     std::vector<std::shared_ptr<Device>> devices_;
+    mutable std::mutex probed_mutex_;
+    std::vector<ProbedDevice> probed_;
 };
 
 class Device {
