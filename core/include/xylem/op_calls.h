@@ -89,4 +89,40 @@ void batchnorm_bwd(Device& dev, const Tensor& dy, const Tensor& x, const Tensor&
                    const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                    const xylem_batchnorm_attrs& attrs);
 
+// ---- transformers (core/src/op_calls_transformer.cpp; ABI 1.7) ----
+// y = (x - mean)*rstd*gamma + beta over x's last axis; mean and rstd (x's rows) saved for the backward
+// pass; beta may be null.
+void layer_norm_fwd(Device& dev, const Tensor& x, const Tensor& gamma, const Tensor* beta, Tensor& y, Tensor& mean,
+                    Tensor& rstd, float eps);
+// dx; dgamma = accumulate*dgamma + ..., dbeta likewise (may be null when the layer has no beta).
+void layer_norm_bwd(Device& dev, const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                    const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor* dbeta, float eps, float accumulate);
+// Scaled dot-product attention, ops.h's attention_fwd: O [B, H, Tq, Dv] and LSE [B, H, Tq] from Q, K, V;
+// mask may be null. The plugin's fused op when it has it and accepts these shapes (op_accepts); else
+// composed from gemm_batched, masked_softmax and dropout_fwd (said once in the profile).
+void attention_fwd(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask, Tensor& o,
+                   Tensor& lse, const xylem_attention_attrs& attrs);
+// dQ, dK, dV (ops.h's attention_bwd), fused or composed as attention_fwd.
+void attention_bwd(Device& dev, const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                   const Tensor& o, const Tensor& lse, const Tensor* mask, Tensor& dq, Tensor& dk, Tensor& dv,
+                   const xylem_attention_attrs& attrs);
+// The composed forms themselves, whatever the plugin has (the conformance kit compares them with the
+// fused op; the calls above use them as the fallback).
+void attention_fwd_composed(Device& dev, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
+                            Tensor& o, Tensor& lse, const xylem_attention_attrs& attrs);
+void attention_bwd_composed(Device& dev, const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& o, const Tensor& lse, const Tensor* mask, Tensor& dq, Tensor& dk,
+                            Tensor& dv, const xylem_attention_attrs& attrs);
+// True when the plugin runs attention_fwd (or _bwd) itself for these shapes: no composition.
+bool attention_is_fused(Device& dev, uint32_t op, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor* mask, const xylem_attention_attrs& attrs);
+// c = alpha*op(a)*op(b) + beta*c for each batch index (ops.h's gemm_batched; a or b may be 2-D).
+void gemm_batched(Device& dev, bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+                  Tensor& c);
+// y = x with its axes permuted: y.dims[i] = x.dims[perm[i]] (numpy.transpose).
+void permute(Device& dev, const Tensor& x, Tensor& y, const std::vector<int>& perm);
+Shape permuted_shape(const Shape& x, const std::vector<int>& perm);
+// y = softmax over the visible keys of scale*x + mask (ops.h's masked_softmax); mask, lse may be null.
+void masked_softmax(Device& dev, const Tensor& x, const Tensor* mask, Tensor& y, Tensor* lse, float scale, bool causal);
+
 }  // namespace xylem::ops

@@ -160,13 +160,63 @@ extern "C" {
        0 <= idx < R), outputs (out(rw) [R, ...], src's trailing dims): out[idx[i], ...] += src[i, ...];   \
        repeated indices accumulate; rows no index names are untouched.  tol 1e-5*max(1, R/32), R = the most \
        repeats of one index */ \
-    X(37, SCATTER_ADD_ROWS, scatter_add_rows)
+    X(37, SCATTER_ADD_ROWS, scatter_add_rows) \
+    /* layer_norm_fwd (ABI 1.7): normalisation over the last axis, D = X's last dim, rows = the rest.     \
+       inputs (X [..., D], gamma [D], beta [D] optional), outputs (Y of X's shape, mean [rows],           \
+       rstd [rows], any shapes holding rows elements): mean, rstd = 1/sqrt(var + eps) of each row (the    \
+       biased variance, as torch.nn.LayerNorm), written for the backward pass; Y = (X - mean)*rstd*gamma  \
+       + beta.  attrs xylem_layer_norm_attrs.  tol 1e-5*max(1, D/32) */ \
+    X(38, LAYER_NORM_FWD, layer_norm_fwd) \
+    /* layer_norm_bwd (ABI 1.7): inputs (dY, X, gamma, mean, rstd) as layer_norm_fwd's; outputs (dX,     \
+       dgamma(rw) [D], dbeta(rw) [D] optional). xhat = (X - mean)*rstd, g = dY*gamma:                     \
+       dX = rstd*(g - mean_D(g) - xhat*mean_D(g*xhat)); dgamma = beta*dgamma + sum over rows of dY*xhat;  \
+       dbeta = beta*dbeta + sum over rows of dY; dgamma, dbeta not read when attrs.beta == 0 (beta = 1    \
+       accumulates: a shared parameter). Deterministic.  attrs xylem_layer_norm_attrs.                    \
+       tol 1e-5*max(1, max(D, rows)/32) */ \
+    X(39, LAYER_NORM_BWD, layer_norm_bwd) \
+    /* attention_fwd (ABI 1.7), scaled dot-product attention as ONE op: inputs (Q [B, H, Tq, Dk],        \
+       K [B, H, Tk, Dk], V [B, H, Tk, Dv], mask optional), outputs (O [B, H, Tq, Dv], LSE [B, H, Tq]).     \
+       Keys used: the first L = attrs.kv_length rows of K's and V's time axis (0: L = Tk; a key/value     \
+       cache holds Tk >= L rows). s_ij = scale*(q_i . k_j) + mask_ij for j < L; causal: key j is visible  \
+       to query i only when j <= i + L - Tq (aligned at the bottom right: the last query sees every key,  \
+       as a decoder extending a cache needs; with Tq == L it is the usual lower triangle). Over the       \
+       visible keys: P_i = softmax(s_i), LSE_i = log sum exp(s_i) (natural log, before dropout), then     \
+       dropout when p > 0: P_ij *= keep/(1-p), keep = xylem_dropout_keep(seed, ((b*H + h)*Tq + i)*L + j,  \
+       p) (the flat index of P as [B, H, Tq, L]); O_i = sum_j P_ij v_j. A row with no visible key, or only \
+       -inf scores: O_i = 0, LSE_i = -inf. mask: additive f32 [Tq, L] or [B|1, H|1, Tq|1, L] (1 broadcasts). \
+       Plugins may decline shapes through op_accepts (plugin_api.h); the core then composes the op from     \
+       gemm_batched, masked_softmax and dropout_fwd.  attrs xylem_attention_attrs.  tol 1e-5*max(1, L/32) */ \
+    X(40, ATTENTION_FWD, attention_fwd) \
+    /* attention_bwd (ABI 1.7): inputs (dO, Q, K, V, O, LSE, mask optional) as attention_fwd's; outputs   \
+       (dQ, dK, dV) of Q's, K's and V's shapes: with P recomputed from LSE and the same dropout mask M,   \
+       D_i = dO_i . O_i: dV = (P*M)^T dO, dS = P*(M*(dO V^T) - D), dQ = scale*dS K, dK = scale*dS^T Q;     \
+       rows j >= L of dK and dV are written as 0. Deterministic.  attrs xylem_attention_attrs.            \
+       tol 1e-5*max(1, max(L, Tq)/32) */ \
+    X(41, ATTENTION_BWD, attention_bwd) \
+    /* gemm_batched (ABI 1.7): inputs (A, B), outputs (C(rw) [batch..., M, N], rank >= 3): for each batch \
+       index, C = alpha*op(A)*op(B) + beta*C as gemm's. A is [batch..., M, K] ([..., K, M] when trans_a)  \
+       with C's leading dims, or rank 2 (one matrix for every batch); B likewise [batch..., K, N] or      \
+       [K, N] ([..., N, K] when trans_b). C not read when beta == 0.  attrs xylem_gemm_attrs.             \
+       tol 1e-5*max(1, K/32) */ \
+    X(42, GEMM_BATCHED, gemm_batched) \
+    /* permute (ABI 1.7): inputs (X, rank n <= XYLEM_MAX_DIMS), outputs (Y, rank n): Y.dims[i] =          \
+       X.dims[perm[i]] and Y[i_0, ..., i_n-1] = X at index i_k on axis perm[k] (numpy.transpose(X, perm),  \
+       torch's permute().contiguous()). The split of heads and its inverse.  attrs xylem_permute_attrs.   \
+       exact */ \
+    X(43, PERMUTE, permute) \
+    /* masked_softmax (ABI 1.7): inputs (X [..., Tq, L], rank >= 2, mask optional as attention's: a 4-D  \
+       mask only for 4-D X), outputs (Y of X's shape, LSE optional holding X's rows, numel/L): attention's \
+       P without dropout: Y_i = softmax over the visible j of s_ij = scale*X_ij + mask_ij (causal as       \
+       attention_fwd's, bottom-right aligned), 0 at hidden j, LSE_i = log sum exp over them; a row with   \
+       none visible (or all -inf): Y_i = 0, LSE_i = -inf. Its gradient is softmax_bwd's (times scale).    \
+       attrs xylem_attention_attrs (scale, causal; kv_length must be 0, dropout_p is ignored).  tol 1e-6 */ \
+    X(44, MASKED_SOFTMAX, masked_softmax)
 
 typedef enum xylem_op {
 #define XYLEM_OP_ENUM_(number, ENUM, name) XYLEM_OP_##ENUM = number,
     XYLEM_OP_LIST(XYLEM_OP_ENUM_)
 #undef XYLEM_OP_ENUM_
-    XYLEM_OP_COUNT_ = 38 /* number of ops in this version of the header (checked against the list below) */
+    XYLEM_OP_COUNT_ = 45 /* number of ops in this version of the header (checked against the list below) */
 } xylem_op;
 
 /* Each op's position in the list: the check below fails to compile when a number is not its
@@ -186,7 +236,11 @@ typedef enum xylem_activation {
     XYLEM_ACT_NONE = 0,
     XYLEM_ACT_RELU = 1,
     XYLEM_ACT_SIGMOID = 2,
-    XYLEM_ACT_TANH = 3
+    XYLEM_ACT_TANH = 3,
+    /* ABI 1.7, act_fwd and act_bwd only (not fused into linear_fwd or conv2d_fwd: their gradient needs
+     * the input, so act_bwd's second input is x for these two, not y). */
+    XYLEM_ACT_GELU = 4,     /* x * Phi(x) = 0.5*x*(1 + erf(x/sqrt 2)): exact (torch's default, nanoGPT) */
+    XYLEM_ACT_GELU_TANH = 5 /* 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))) (GPT-2, approximate="tanh") */
 } xylem_activation;
 
 typedef struct xylem_fill_attrs { float value; } xylem_fill_attrs;
@@ -268,13 +322,18 @@ typedef struct xylem_add_attrs { float alpha, beta; } xylem_add_attrs;
     X(25, SIGMOID_GRAD, sigmoid_grad, 2) /* a * b * (1 - b): dy through y = sigmoid(x) */ \
     X(26, RELU_GRAD, relu_grad, 2)       /* b > 0 ? a : 0: dy through y = relu(x) */ \
     X(27, SQUARE, square, 1) /* a * a */ \
-    X(28, RECIP, recip, 1)   /* 1 / a */
+    X(28, RECIP, recip, 1)   /* 1 / a */ \
+    X(29, ERF, erf, 1)       /* erf a (ABI 1.7) */ \
+    X(30, GELU, gelu, 1)     /* act_fwd's XYLEM_ACT_GELU of a (ABI 1.7) */ \
+    X(31, GELU_TANH, gelu_tanh, 1) /* act_fwd's XYLEM_ACT_GELU_TANH of a (ABI 1.7) */ \
+    X(32, GELU_GRAD, gelu_grad, 2) /* a * gelu'(b): dy through gelu at x = b (ABI 1.7) */ \
+    X(33, GELU_TANH_GRAD, gelu_tanh_grad, 2) /* a * gelu_tanh'(b) (ABI 1.7) */
 
 typedef enum xylem_fused_opcode {
 #define XYLEM_FUSED_OPCODE_ENUM_(number, ENUM, name, arity) XYLEM_FUSED_##ENUM = number,
     XYLEM_FUSED_OPCODE_LIST(XYLEM_FUSED_OPCODE_ENUM_)
 #undef XYLEM_FUSED_OPCODE_ENUM_
-    XYLEM_FUSED_OPCODE_COUNT_ = 29
+    XYLEM_FUSED_OPCODE_COUNT_ = 34
 } xylem_fused_opcode;
 
 typedef enum xylem_fused_input_mode {
@@ -330,6 +389,22 @@ typedef struct xylem_batchnorm_attrs {
     float eps, momentum;
     int32_t training;
 } xylem_batchnorm_attrs;
+
+/* ABI 1.7 */
+typedef struct xylem_layer_norm_attrs {
+    float eps;
+    float beta; /* layer_norm_bwd: dgamma = beta*dgamma + ..., not read when 0 */
+} xylem_layer_norm_attrs;
+typedef struct xylem_attention_attrs {
+    float scale;       /* usually 1/sqrt(Dk) */
+    int32_t causal;    /* 1: bottom-right aligned causal mask (ops.h's attention_fwd) */
+    float dropout_p;   /* 0 <= p < 1, on the attention probabilities */
+    int32_t kv_length; /* keys used, 1..Tk; 0: all Tk */
+    uint64_t seed;     /* dropout's mask stream (xylem_dropout_keep) */
+} xylem_attention_attrs;
+typedef struct xylem_permute_attrs {
+    int32_t perm[8]; /* XYLEM_MAX_DIMS entries; the first rank(X) form a permutation of 0..rank-1 */
+} xylem_permute_attrs;
 
 /* The op's name for messages and profiles ("linear_fwd"), from the op list. */
 static inline const char* xylem_op_name(uint32_t op) {

@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 #define XYLEM_ABI_MAJOR 1
-#define XYLEM_ABI_MINOR 6
+#define XYLEM_ABI_MINOR 7
 
 /* The one symbol a plugin exports: returns its static table (never NULL). */
 #define XYLEM_PLUGIN_ENTRY_NAME "xylem_plugin_entry"
@@ -182,6 +182,16 @@ typedef struct xylem_plugin {
     /* Leaves the communicator and frees it; a no-op when there is none. */
     void (*comm_destroy)(xylem_framework_t);
     /* end of ABI 1.6 */
+
+    /* ABI 1.7: new ops (layer_norm_fwd/bwd, attention_fwd/bwd, gemm_batched, permute, masked_softmax;
+     * the GELU activations; fused opcodes erf and gelu), and: */
+    /* (optional) 1 when op_run will run this very descriptor (its shapes and attributes), 0 when the
+     * plugin declines it, e.g. an attention head size its kernel has no variant for. Asked only for
+     * an op that op_supported reports; the core then composes the op from others where ops.h says
+     * how (attention_fwd/bwd), or reports it unsupported. Must not run anything or touch buffers.
+     * NULL: every descriptor of a supported op is accepted. */
+    int32_t (*op_accepts)(xylem_framework_t, const xylem_op_desc* desc);
+    /* end of ABI 1.7 */
 } xylem_plugin;
 
 /* Capacity of a communicator id that the core reserves for comm_unique_id (NCCL's is 128 bytes). */

@@ -158,6 +158,30 @@ void fused_check_sharing(const Args& a, const xylem_fused_attrs& at, const T* in
                        i, fused_mode_name(at.input_modes[i]), o);
 }
 
+// GELU's two forms and their derivatives: the one home of the formulas (act_fwd/act_bwd of
+// XYLEM_ACT_GELU and XYLEM_ACT_GELU_TANH, the fused opcodes, the float64 reference). Code-generating
+// backends write the same formulas in their kernels' language.
+template <class V>
+inline V gelu_value(V x) {
+    return V(0.5) * x * (V(1) + std::erf(x * V(0.70710678118654752440)));
+}
+template <class V>
+inline V gelu_derivative(V x) {  // Phi(x) + x*phi(x)
+    return V(0.5) * (V(1) + std::erf(x * V(0.70710678118654752440))) +
+           x * std::exp(V(-0.5) * x * x) * V(0.39894228040143267794);
+}
+template <class V>
+inline V gelu_tanh_value(V x) {
+    const V u = V(0.79788456080286535588) * (x + V(0.044715) * x * x * x);
+    return V(0.5) * x * (V(1) + std::tanh(u));
+}
+template <class V>
+inline V gelu_tanh_derivative(V x) {
+    const V u = V(0.79788456080286535588) * (x + V(0.044715) * x * x * x);
+    const V t = std::tanh(u);
+    return V(0.5) * (V(1) + t) + V(0.5) * x * (V(1) - t * t) * V(0.79788456080286535588) * (V(1) + V(0.134145) * x * x);
+}
+
 // One opcode's arithmetic (not INPUT, PARAM, CONST or OUTPUT, which move values).
 template <class V>
 inline V fused_apply(uint32_t op, V a, V b, V c) {
@@ -193,6 +217,11 @@ inline V fused_apply(uint32_t op, V a, V b, V c) {
     case XYLEM_FUSED_RELU_GRAD: return b > V(0) ? a : V(0);
     case XYLEM_FUSED_SQUARE: return a * a;
     case XYLEM_FUSED_RECIP: return V(1) / a;
+    case XYLEM_FUSED_ERF: return std::erf(a);
+    case XYLEM_FUSED_GELU: return gelu_value(a);
+    case XYLEM_FUSED_GELU_TANH: return gelu_tanh_value(a);
+    case XYLEM_FUSED_GELU_GRAD: return a * gelu_derivative(b);
+    case XYLEM_FUSED_GELU_TANH_GRAD: return a * gelu_tanh_derivative(b);
     }
     return nan;
 }
