@@ -58,6 +58,12 @@ bool Backend::supports(uint32_t op) {
     return op < XYLEM_OP_COUNT_ && supported_[op];
 }
 
+bool Backend::accepts(const xylem_op_desc& desc) {
+    if (!supports(desc.op)) return false;
+    if (!XYLEM_TABLE_HAS(api_, op_accepts)) return true;
+    return api_->op_accepts(framework(), &desc) != 0;
+}
+
 std::shared_ptr<Device> Backend::device(uint32_t index) {
     framework();
     std::lock_guard lock(mutex_);

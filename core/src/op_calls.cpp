@@ -113,7 +113,20 @@ void bias_grad(Device& dev, const Tensor& dy, Tensor& db, float beta) {
     run<1, 1>(dev, op, {i}, {beta == 0.0f ? db.write(dev) : db.read_write(dev)}, &at);
 }
 
+namespace {
+
+// GELU came with ABI 1.7: an older plugin would refuse it by number; say what is missing instead.
+void expect_activation_known(Device& dev, uint32_t op, xylem_activation act) {
+    if ((act == XYLEM_ACT_GELU || act == XYLEM_ACT_GELU_TANH) && dev.backend().api().abi_minor < 7)
+        shape_error(op, "GELU needs a backend built for ABI 1.7 or later; '" + dev.backend().name() + "' (" +
+                            dev.backend().path() + ") was built for ABI 1." +
+                            std::to_string(dev.backend().api().abi_minor));
+}
+
+}  // namespace
+
 void act_fwd(Device& dev, xylem_activation act, const Tensor& x, Tensor& y) {
+    expect_activation_known(dev, XYLEM_OP_ACT_FWD, act);
     expect_same(XYLEM_OP_ACT_FWD, x, "input", y, "output");
     xylem_act_attrs at{act};
     auto i = x.read(dev);
@@ -121,7 +134,9 @@ void act_fwd(Device& dev, xylem_activation act, const Tensor& x, Tensor& y) {
 }
 
 void act_bwd(Device& dev, xylem_activation act, const Tensor& dy, const Tensor& y, Tensor& dx) {
-    expect_same(XYLEM_OP_ACT_BWD, dy, "gradient", y, "output");
+    expect_activation_known(dev, XYLEM_OP_ACT_BWD, act);
+    const bool from_input = act == XYLEM_ACT_GELU || act == XYLEM_ACT_GELU_TANH;  // ops.h: GELU's reads x
+    expect_same(XYLEM_OP_ACT_BWD, dy, "gradient", y, from_input ? "input" : "output");
     expect_same(XYLEM_OP_ACT_BWD, dy, "gradient", dx, "input gradient");
     xylem_act_attrs at{act};
     auto i0 = dy.read(dev), i1 = y.read(dev);

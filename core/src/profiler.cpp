@@ -30,6 +30,7 @@ std::mutex g_mutex;
 std::array<Entry, XYLEM_OP_COUNT_> g_ops{};
 std::map<std::string, std::array<Entry, XYLEM_OP_COUNT_>> g_scopes;
 std::vector<std::string> g_scope_order;
+std::vector<std::string> g_notes;  // in the order first noted; kept across reset()
 TransferCounts g_transfers_at_reset;
 thread_local const std::string* t_scope = nullptr;
 
@@ -54,6 +55,16 @@ void reset() {
     g_scopes.clear();
     g_scope_order.clear();
     g_transfers_at_reset = transfer_counts();
+}
+
+void note(const std::string& text) {
+    std::lock_guard lock(g_mutex);
+    if (std::find(g_notes.begin(), g_notes.end(), text) == g_notes.end()) g_notes.push_back(text);
+}
+
+std::vector<std::string> notes() {
+    std::lock_guard lock(g_mutex);
+    return g_notes;
 }
 
 void record(uint32_t op, double seconds) {
@@ -132,6 +143,7 @@ void print(std::ostream& out) {
             line(out, "%-44s %12.2f  %s", scope.c_str(), sum * 1e3, detail.c_str());
         }
     }
+    for (const std::string& n : g_notes) out << "note: " << n << "\n";
     TransferCounts t = transfer_counts() - g_transfers_at_reset;
     line(out, "\ntransfers: host->device %llu (%llu bytes), device->host %llu (%llu bytes)",
          static_cast<unsigned long long>(t.h2d_count), static_cast<unsigned long long>(t.h2d_bytes),

@@ -42,6 +42,9 @@ public:
     // The plugin's framework instance (created by the plugin on first use, then shared).
     xylem_framework_t framework();
     bool supports(uint32_t op);
+    // True when the plugin supports the descriptor's op and accepts these very shapes and attributes
+    // (the ABI 1.7 op_accepts; a plugin without it accepts every descriptor of a supported op).
+    bool accepts(const xylem_op_desc& desc);
     // Throws Error("<who>: op <name> is not supported by backend '<name>'") unless supported:
     // models check every op they will run at build time, before any work is done.
     void require(uint32_t op, const std::string& who);

@@ -113,9 +113,6 @@ void attention_fwd_composed(Device& dev, const Tensor& q, const Tensor& k, const
 void attention_bwd_composed(Device& dev, const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                             const Tensor& o, const Tensor& lse, const Tensor* mask, Tensor& dq, Tensor& dk,
                             Tensor& dv, const xylem_attention_attrs& attrs);
-// True when the plugin runs attention_fwd (or _bwd) itself for these shapes: no composition.
-bool attention_is_fused(Device& dev, uint32_t op, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor* mask, const xylem_attention_attrs& attrs);
 // c = alpha*op(a)*op(b) + beta*c for each batch index (ops.h's gemm_batched; a or b may be 2-D).
 void gemm_batched(Device& dev, bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
                   Tensor& c);

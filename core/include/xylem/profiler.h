@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 namespace xylem::profiler {
 
@@ -18,6 +19,10 @@ uint64_t calls(uint32_t op);
 // Seconds spent in `op` inside scopes named `scope` (e.g. "model layer 0 (conv2d) backward").
 double scope_seconds(const std::string& scope, uint32_t op);
 double scope_seconds(const std::string& scope);  // all ops of the scope
+// A fact about how the run computes, printed once under the tables whatever the number of calls
+// ("attention_fwd is composed from ..."). Kept from the first call, also while profiling is off.
+void note(const std::string& text);
+std::vector<std::string> notes();
 // The tables: per op kind (calls, total ms, mean us, share), per scope, then transfers.
 void print(std::ostream& out);
 
