@@ -5,6 +5,7 @@
 
 #include "native.h"
 #include "vecmath.h"
+#include "xylem/plugin_kit/fused.h"  // gelu_value and its kin: the GELU formulas' one home
 
 namespace xylem::native {
 
@@ -53,6 +54,14 @@ XYLEM_KERNEL(void, activate, (int act, const float* x, float* y, int64_t n), (ac
     case XYLEM_ACT_TANH:
         for (int64_t i = 0; i < n; ++i) y[i] = tanh(x[i]);
         break;
+    // The kit's formulas (libm's erf and tanh), as the fused opcodes compute them: the same bits
+    // fused or not. act_fwd only (linear_fwd and conv2d_fwd refuse GELU).
+    case XYLEM_ACT_GELU:
+        for (int64_t i = 0; i < n; ++i) y[i] = plugin_kit::gelu_value(x[i]);
+        break;
+    case XYLEM_ACT_GELU_TANH:
+        for (int64_t i = 0; i < n; ++i) y[i] = plugin_kit::gelu_tanh_value(x[i]);
+        break;
     }
 }
 
@@ -79,7 +88,8 @@ XYLEM_KERNEL(void, channel_bias_activate,
     }
 }
 
-// dx = dy * act'(y), from the activation's output (dx may alias dy).
+// dx = dy * act'(y), from the activation's output; for the GELUs y is the input x (their
+// gradient needs it). dx may alias dy.
 XYLEM_KERNEL(void, activate_grad, (int act, const float* dy, const float* y, float* dx, int64_t n),
              (act, dy, y, dx, n)) {
     switch (act) {
@@ -97,6 +107,12 @@ XYLEM_KERNEL(void, activate_grad, (int act, const float* dy, const float* y, flo
         break;
     case XYLEM_ACT_TANH:
         for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+        break;
+    case XYLEM_ACT_GELU:  // the fused GELU_GRAD opcode's a * gelu'(b)
+        for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * plugin_kit::gelu_derivative(y[i]);
+        break;
+    case XYLEM_ACT_GELU_TANH:
+        for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * plugin_kit::gelu_tanh_derivative(y[i]);
         break;
     }
 }
@@ -202,7 +218,7 @@ void op_add(const xylem_op_desc& desc, xylem_stream_s&) {
 
 void op_act_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 1, 1, 1);
-    const int act = a.check_activation(a.attrs<xylem_act_attrs>().activation);
+    const int act = a.check_act_op_activation(a.attrs<xylem_act_attrs>().activation);
     const Tensor x = a.in(0, "x"), y = a.out(0, "y");
     a.same_numel(x, "x", y, "y");
     const float* xp = x.f32();
@@ -210,10 +226,12 @@ void op_act_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     split_elements(x.numel, [&](int64_t lo, int64_t hi) { activate(act, xp + lo, yp + lo, hi - lo); });
 }
 
+// The second input is y = act(x), or x itself for the GELUs.
 void op_act_bwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 2, 1);
-    const int act = a.check_activation(a.attrs<xylem_act_attrs>().activation);
-    const Tensor tdy = a.in(0, "dy"), ty = a.in(1, "y"), tdx = a.out(0, "dx");
+    const int act = a.check_act_op_activation(a.attrs<xylem_act_attrs>().activation);
+    const bool gelu = act == XYLEM_ACT_GELU || act == XYLEM_ACT_GELU_TANH;
+    const Tensor tdy = a.in(0, "dy"), ty = a.in(1, gelu ? "x" : "y"), tdx = a.out(0, "dx");
     a.same_numel(tdy, "dy", ty, "y");
     a.same_numel(tdy, "dy", tdx, "dx");
     const float *dy = tdy.f32(), *y = ty.f32();
