@@ -54,6 +54,8 @@ Layer::ParamFloats Conv2d::param_floats_of(const std::vector<Shape>& in) const {
 }
 
 bool Conv2d::fuse_activation(xylem_activation act, Backend&) {
+    // GELU's gradient needs its input, which a fused op does not keep (ops.h): it stays a layer.
+    if (act == XYLEM_ACT_GELU || act == XYLEM_ACT_GELU_TANH) return false;
     if (attrs_.activation != XYLEM_ACT_NONE) return false;
     attrs_.activation = act;  // conv2d_fwd always carries the fused bias + activation
     return true;

@@ -12,18 +12,21 @@ std::string Activation::kind() const {
         case XYLEM_ACT_RELU: return "relu";
         case XYLEM_ACT_SIGMOID: return "sigmoid";
         case XYLEM_ACT_TANH: return "tanh";
+        case XYLEM_ACT_GELU: return "gelu";
+        case XYLEM_ACT_GELU_TANH: return "gelu (tanh)";
         default: return "identity";
     }
 }
 
 const Tensor& Activation::forward(Device& dev, const Tensor& x, bool) {
+    if (grad_from_input()) x_ = x;  // the producer's output, valid until its next forward
     ops::act_fwd(dev, act_, x, ensure(y_, x.shape(), dev));
     return y_;
 }
 
 const Tensor& Activation::backward(Device& dev, const Tensor& dy, bool) {
     if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
-    ops::act_bwd(dev, act_, dy, y_, ensure(dx_, dy.shape(), dev));
+    ops::act_bwd(dev, act_, dy, grad_from_input() ? x_ : y_, ensure(dx_, dy.shape(), dev));
     return dx_;
 }
 
@@ -79,6 +82,18 @@ const LayerRegistration<NoLayerOptions> kSigmoid{
     "sigmoid", {}, nullptr, [](const NoLayerOptions&, LayerContext&) { return activation(XYLEM_ACT_SIGMOID); }};
 const LayerRegistration<NoLayerOptions> kTanh{
     "tanh", {}, nullptr, [](const NoLayerOptions&, LayerContext&) { return activation(XYLEM_ACT_TANH); }};
+const LayerRegistration<GeluOptions> kGelu{
+    "gelu", {"approximate"},
+    [](const ConfigSection& s) {
+        GeluOptions o;
+        std::string form = "none";
+        s.get("approximate", form);
+        if (form != "none" && form != "tanh")
+            s.fail("approximate", "must be \"none\" (exact, erf) or \"tanh\" (GPT-2's), got '" + form + "'");
+        o.tanh = form == "tanh";
+        return o;
+    },
+    [](const GeluOptions& o, LayerContext&) { return activation(o.tanh ? XYLEM_ACT_GELU_TANH : XYLEM_ACT_GELU); }};
 const LayerRegistration<NoLayerOptions> kSoftmax{
     "softmax", {}, nullptr,
     [](const NoLayerOptions&, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Softmax>(false); }};

@@ -1,6 +1,8 @@
 // Embedding and OneHot: a row lookup forward; the embedding's gradient is a row scatter-add.
 #include "xylem/layers/embedding.h"
 
+#include <cmath>
+
 #include "xylem/error.h"
 #include "xylem/layers/registry.h"
 #include "xylem/op_calls.h"
@@ -36,8 +38,8 @@ void TokenLookup::refuse_input_gradient(bool need_dx) const {
         throw Error(label() + ": its input is token indices, which have no gradient; put it first in the model");
 }
 
-Embedding::Embedding(int64_t vocab, int64_t dim, float init)
-    : TokenLookup(vocab, dim), init_(init) {}
+Embedding::Embedding(int64_t vocab, int64_t dim, float init, float init_std)
+    : TokenLookup(vocab, dim), init_(init), init_std_(init_std) {}
 
 void Embedding::bind(Device& dev, const Shape& input, std::mt19937_64& rng) {
     output_shape(input);
@@ -45,13 +47,8 @@ void Embedding::bind(Device& dev, const Shape& input, std::mt19937_64& rng) {
         weight_ = uniform_param(dev, "weight", {vocab_, width_}, init_, rng);
         return;
     }
-    // PyTorch's nn.Embedding: N(0, 1).
-    dev.backend().require(XYLEM_OP_FILL, label());
-    weight_ = Param{param_prefix() + "weight", Tensor({vocab_, width_}, DType::F32, dev), Tensor({vocab_, width_}, DType::F32, dev)};
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    float* w = weight_.value.host_write<float>();
-    for (int64_t i = 0; i < vocab_ * width_; ++i) w[i] = normal(rng);
-    ops::fill(dev, weight_.grad, 0.0f);
+    // PyTorch's nn.Embedding: N(0, 1); GPT-2's N(0, 0.02^2).
+    weight_ = normal_param(dev, "weight", {vocab_, width_}, init_std_ > 0 ? init_std_ : 1.0f, rng);
 }
 
 const Tensor& Embedding::forward(Device& dev, const Tensor& x, bool) { return lookup(dev, weight_.value, x); }
@@ -91,7 +88,7 @@ const Tensor& OneHot::backward(Device&, const Tensor&, bool need_dx) {
 namespace {
 
 const LayerRegistration<EmbeddingOptions> kEmbedding{
-    "embedding", {"vocab", "dim", "init"},
+    "embedding", {"vocab", "dim", "init", "init_std"},
     [](const ConfigSection& s) {
         EmbeddingOptions o;
         if (!s.has("dim")) s.fail("dim", "is required for an embedding layer");
@@ -100,11 +97,15 @@ const LayerRegistration<EmbeddingOptions> kEmbedding{
         s.get("init", o.init);
         if (s.has("init") && !(o.init > 0))
             s.fail("init", "must be positive (the bound of U(-init, init)); leave it out for PyTorch's N(0, 1)");
+        s.get("init_std", o.init_std);
+        if (s.has("init_std") && !(o.init_std > 0 && std::isfinite(o.init_std)))
+            s.fail("init_std", "must be positive and finite (N(0, init_std^2))");
+        if (s.has("init") && s.has("init_std")) s.fail("init_std", "and `init` exclude each other: give one");
         return o;
     },
     [](const EmbeddingOptions& o, LayerContext& c) -> std::unique_ptr<Layer> {
         const int64_t vocab = o.vocab ? o.vocab : c.vocabulary("an embedding layer without `vocab`");
-        return std::make_unique<Embedding>(vocab, o.dim, o.init);
+        return std::make_unique<Embedding>(vocab, o.dim, o.init, o.init_std);
     }};
 
 const LayerRegistration<OneHotOptions> kOneHot{

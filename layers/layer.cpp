@@ -29,6 +29,25 @@ Param Layer::uniform_param(Device& dev, const std::string& name, const Shape& sh
     return p;
 }
 
+Param Layer::normal_param(Device& dev, const std::string& name, const Shape& shape, float std,
+                          std::mt19937_64& rng) const {
+    dev.backend().require(XYLEM_OP_FILL, label_);
+    Param p{prefix_ + name, Tensor(shape, DType::F32, dev), Tensor(shape, DType::F32, dev)};
+    std::normal_distribution<float> normal(0.0f, std);
+    float* v = p.value.host_write<float>();
+    for (int64_t i = 0; i < numel(shape); ++i) v[i] = normal(rng);
+    ops::fill(dev, p.grad, 0.0f);
+    return p;
+}
+
+Param Layer::constant_param(Device& dev, const std::string& name, const Shape& shape, float value) const {
+    dev.backend().require(XYLEM_OP_FILL, label_);
+    Param p{prefix_ + name, Tensor(shape, DType::F32, dev), Tensor(shape, DType::F32, dev)};
+    ops::fill(dev, p.value, value);
+    ops::fill(dev, p.grad, 0.0f);
+    return p;
+}
+
 Tensor& Layer::ensure(Tensor& t, const Shape& shape, Device& dev, DType dtype) {
     if (!t.defined() || t.shape() != shape || t.dtype() != dtype) t = Tensor(shape, dtype, dev);
     return t;

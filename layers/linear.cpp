@@ -9,8 +9,8 @@
 
 namespace xylem {
 
-Linear::Linear(int64_t out_features, bool bias, float init)
-    : out_(out_features), has_bias_(bias), init_(init) {
+Linear::Linear(int64_t out_features, bool bias, float init, float init_std)
+    : out_(out_features), has_bias_(bias), init_(init), init_std_(init_std) {
     if (out_features <= 0) throw Error("linear layer: out must be positive, got " + std::to_string(out_features));
 }
 
@@ -28,6 +28,11 @@ Shape Linear::output_shape(const Shape& input) const {
 void Linear::bind(Device& dev, const Shape& input, std::mt19937_64& rng) {
     output_shape(input);
     in_ = input.back();
+    if (init_std_ > 0) {  // GPT-2's init (nanoGPT's _init_weights)
+        weight_ = normal_param(dev, "weight", {out_, in_}, init_std_, rng);
+        if (has_bias_) bias_ = constant_param(dev, "bias", {out_}, 0.0f);
+        return;
+    }
     // PyTorch's default: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
     const float k = init_ > 0 ? init_ : 1.0f / std::sqrt(static_cast<float>(in_));
     weight_ = uniform_param(dev, "weight", {out_, in_}, k, rng);
@@ -79,6 +84,8 @@ std::vector<uint32_t> Linear::ops_needed(bool backward) const {
 }
 
 bool Linear::fuse_activation(xylem_activation act, Backend& backend) {
+    // GELU's gradient needs its input, which a fused op does not keep (ops.h): it stays a layer.
+    if (act == XYLEM_ACT_GELU || act == XYLEM_ACT_GELU_TANH) return false;
     if (act_ != XYLEM_ACT_NONE || !backend.supports(XYLEM_OP_LINEAR_FWD)) return false;
     act_ = act;
     return true;
@@ -91,7 +98,7 @@ std::vector<Param*> Linear::params() {
 
 namespace {
 const LayerRegistration<LinearOptions> kLinear{
-    "linear", {"out", "bias", "init"},
+    "linear", {"out", "bias", "init", "init_std"},
     [](const ConfigSection& s) {
         LinearOptions o;
         if (!s.has("out")) s.fail("out", "is required for a linear layer");
@@ -107,11 +114,15 @@ const LayerRegistration<LinearOptions> kLinear{
         s.get("init", o.init);
         if (s.has("init") && !(o.init > 0))
             s.fail("init", "must be positive (the bound of U(-init, init)); leave it out for PyTorch's U(+-1/sqrt(in))");
+        s.get("init_std", o.init_std);
+        if (s.has("init_std") && !(o.init_std > 0 && std::isfinite(o.init_std)))
+            s.fail("init_std", "must be positive and finite (weight N(0, init_std^2), bias 0)");
+        if (s.has("init") && s.has("init_std")) s.fail("init_std", "and `init` exclude each other: give one");
         return o;
     },
     [](const LinearOptions& o, LayerContext& c) -> std::unique_ptr<Layer> {
         const int64_t out = o.out_from_vocabulary ? c.vocabulary("linear out = \"vocab\"") : o.out;
-        return std::make_unique<Linear>(out, o.bias, o.init);
+        return std::make_unique<Linear>(out, o.bias, o.init, o.init_std);
     }};
 }  // namespace
 

@@ -166,9 +166,8 @@ void Net::bind_shared(size_t i) {
     if (nodes_[o].owner != SIZE_MAX)
         throw Error(n.layer->label() + ": shares the parameters of '" + n.shares + "', which shares those of '" +
                     nodes_[o].shares + "'; name '" + nodes_[o].shares + "' instead");
-    Layer& owner = *nodes_[o].layer;
-    if (owner.kind() != n.layer->kind())
-        throw Error(n.layer->label() + ": shares the parameters of " + owner.label() + ", a layer of another type");
+    // Layers of different types may share when their parameter lists match (GPT's tied token
+    // embedding [vocab, C] and output head without bias [vocab, C]): checked after bind.
     if (!n.layer->can_accumulate_param_grads())
         throw Error(n.layer->label() + ": cannot share parameters (its backward pass cannot add to a shared gradient)");
     n.owner = o;
@@ -295,6 +294,10 @@ void Net::build(Device& dev, const Shape& input_sample, uint64_t seed) {
         n.owns_params = n.writes_grads && n.owner == SIZE_MAX;
         if (n.owner != SIZE_MAX) {
             const std::vector<Param*> theirs = nodes_[n.owner].layer->params();
+            if (ps.size() != theirs.size())
+                throw Error(n.layer->label() + ": shares the parameters of " + nodes_[n.owner].layer->label() +
+                            " but has " + std::to_string(ps.size()) + " parameter tensors where that layer has " +
+                            std::to_string(theirs.size()) + " (a tied output head needs bias = false)");
             for (size_t k = 0; k < ps.size(); ++k)
                 if (k >= theirs.size() || ps[k]->value.shape() != theirs[k]->value.shape())
                     throw Error(n.layer->label() + ": shares the parameters of " + nodes_[n.owner].layer->label() +
@@ -543,6 +546,19 @@ void Net::check_param_floats(const Node& n, const std::vector<Shape>& inputs) co
 
 void Net::reset_state() {
     for (Node& n : nodes_) n.layer->reset_state();
+}
+
+void Net::set_decoding(bool on) {
+    for (Node& n : nodes_) n.layer->set_decoding(on);
+}
+
+int64_t Net::max_positions() const {
+    int64_t limit = 0;
+    for (const Node& n : nodes_) {
+        const int64_t m = n.layer->max_positions();
+        if (m && (!limit || m < limit)) limit = m;
+    }
+    return limit;
 }
 
 std::vector<std::pair<std::string, const Tensor*>> Net::carried_state() {

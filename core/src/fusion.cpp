@@ -214,16 +214,20 @@ bool expand(const OpCall& c, Emitter& e, const void* attrs = nullptr) {
         case XYLEM_ACT_RELU: return e.write(c.out[0], e.f(XYLEM_FUSED_RELU, a));
         case XYLEM_ACT_SIGMOID: return e.write(c.out[0], e.f(XYLEM_FUSED_SIGMOID, a));
         case XYLEM_ACT_TANH: return e.write(c.out[0], e.f(XYLEM_FUSED_TANH, a));
+        case XYLEM_ACT_GELU: return e.write(c.out[0], e.f(XYLEM_FUSED_GELU, a));
+        case XYLEM_ACT_GELU_TANH: return e.write(c.out[0], e.f(XYLEM_FUSED_GELU_TANH, a));
         }
         return false;
     }
     case XYLEM_OP_ACT_BWD: {
-        if (c.in.size() != 2 || !rd(0, a) || !rd(1, b)) return false;  // dy, y
+        if (c.in.size() != 2 || !rd(0, a) || !rd(1, b)) return false;  // dy, y (x for the GELUs)
         switch (c.structure) {
         case XYLEM_ACT_NONE: return e.write(c.out[0], a);
         case XYLEM_ACT_RELU: return e.write(c.out[0], e.f(XYLEM_FUSED_RELU_GRAD, a, b));
         case XYLEM_ACT_SIGMOID: return e.write(c.out[0], e.f(XYLEM_FUSED_SIGMOID_GRAD, a, b));
         case XYLEM_ACT_TANH: return e.write(c.out[0], e.f(XYLEM_FUSED_TANH_GRAD, a, b));
+        case XYLEM_ACT_GELU: return e.write(c.out[0], e.f(XYLEM_FUSED_GELU_GRAD, a, b));
+        case XYLEM_ACT_GELU_TANH: return e.write(c.out[0], e.f(XYLEM_FUSED_GELU_TANH_GRAD, a, b));
         }
         return false;
     }

@@ -19,8 +19,17 @@ public:
     xylem_activation activation() const { return act_; }
 
 private:
+    // GELU's derivative reads the input (ops.h's act_bwd), the others' the output.
+    bool grad_from_input() const { return act_ == XYLEM_ACT_GELU || act_ == XYLEM_ACT_GELU_TANH; }
+
     xylem_activation act_;
-    Tensor y_, dx_;
+    Tensor x_, y_, dx_;
+};
+
+// [[model.layers]] type = "gelu": approximate = "none" (exact, erf: nanoGPT, torch's default) or
+// "tanh" (GPT-2's).
+struct GeluOptions {
+    bool tanh = false;
 };
 
 // Softmax or log-softmax over the last axis.

@@ -10,11 +10,12 @@
 namespace xylem {
 
 // [[model.layers]] type = "embedding": dim (required), vocab (default: the data's vocabulary size),
-// init (> 0: U(-x, x) instead of PyTorch's N(0, 1)).
+// init (> 0: U(-x, x) instead of PyTorch's N(0, 1)), init_std (> 0: N(0, init_std^2); GPT-2: 0.02).
 struct EmbeddingOptions {
     int64_t vocab = 0;  // 0: the data's
     int64_t dim = 0;
     float init = 0;
+    float init_std = 0;
 };
 // [[model.layers]] type = "one_hot": vocab (default: the data's vocabulary size).
 struct OneHotOptions {
@@ -41,7 +42,7 @@ protected:
 
 class Embedding : public TokenLookup {
 public:
-    Embedding(int64_t vocab, int64_t dim, float init = 0);
+    Embedding(int64_t vocab, int64_t dim, float init = 0, float init_std = 0);
     std::string kind() const override { return "embedding"; }
     void bind(Device& dev, const Shape& input, std::mt19937_64& rng) override;
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
@@ -52,7 +53,7 @@ public:
     std::vector<uint32_t> ops_needed(bool backward) const override;
 
 private:
-    float init_;
+    float init_, init_std_;
     Param weight_;  // [vocab, dim]
 };
 

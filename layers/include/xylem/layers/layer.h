@@ -75,6 +75,13 @@ public:
     // next forward starts from, until reset_state(). Checks everything first: an Error naming
     // the tensor when one is missing, unknown or of the wrong shape, and then nothing changes.
     virtual void restore_carried_state(const std::map<std::string, SavedTensor>& saved);
+    // Incremental decoding (sampling a language model with a key/value cache): while on, a layer with
+    // per-sequence state (attention's keys and values, the position embedding's offset) takes each
+    // forward's time steps as following those of the previous forwards, until reset_state(). Layers
+    // without such state ignore it; inference only (a training forward refuses while it is on).
+    virtual void set_decoding(bool /*on*/) {}
+    // The longest sequence the layer takes (the positions it has embeddings for); 0: no limit.
+    virtual int64_t max_positions() const { return 0; }
     // Takes over a following activation layer (one fused op) when this layer and the backend
     // can; returns whether it did.
     virtual bool fuse_activation(xylem_activation, Backend&) { return false; }
@@ -118,6 +125,11 @@ protected:
     // conv layers), with its gradient zero-filled on the device.
     Param uniform_param(Device& dev, const std::string& name, const Shape& shape, float bound,
                         std::mt19937_64& rng) const;
+    // A parameter drawn from N(0, std^2) (GPT-2's init: std 0.02), or filled with `value` (a norm's
+    // scale and shift), its gradient zero-filled on the device.
+    Param normal_param(Device& dev, const std::string& name, const Shape& shape, float std,
+                       std::mt19937_64& rng) const;
+    Param constant_param(Device& dev, const std::string& name, const Shape& shape, float value) const;
     // Reuses `t` when it already has `shape`, so steady-state steps allocate nothing.
     static Tensor& ensure(Tensor& t, const Shape& shape, Device& dev, DType dtype = DType::F32);
 

@@ -15,11 +15,12 @@ struct LinearOptions {
     bool out_from_vocabulary = false;  // out = "vocab"
     bool bias = true;
     float init = 0;
+    float init_std = 0;  // > 0: weight N(0, init_std^2) and bias 0 (GPT-2's init)
 };
 
 class Linear : public Layer {
 public:
-    Linear(int64_t out_features, bool bias = true, float init = 0);
+    Linear(int64_t out_features, bool bias = true, float init = 0, float init_std = 0);
 
     std::string kind() const override { return "linear"; }
     Shape output_shape(const Shape& input) const override;
@@ -40,7 +41,7 @@ public:
 private:
     int64_t in_ = 0, out_;
     bool has_bias_;
-    float init_;
+    float init_, init_std_;
     xylem_activation act_ = XYLEM_ACT_NONE;
     Param weight_, bias_;
     Tensor x_, y_, y_rows_, dz_, dx_;  // x_ and y_rows_: [rows, features] views of the batch

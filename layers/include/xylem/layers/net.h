@@ -93,6 +93,10 @@ public:
     std::vector<std::pair<std::string, uint64_t*>> counters();
     // Every layer's reset_state(): drops recurrent state carried between batches.
     void reset_state();
+    // Every layer's set_decoding (layer.h): sampling with a key/value cache, one step per forward.
+    void set_decoding(bool on);
+    // The longest sequence the model takes (its smallest layer limit); 0: no limit.
+    int64_t max_positions() const;
     // Every node's carried state, named "<node name>.<name>" ("1.h_l0"), and its inverse: each
     // node gets the entries under its name (an Error for a name of no node, or one a layer refuses).
     std::vector<std::pair<std::string, const Tensor*>> carried_state();
