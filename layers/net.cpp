@@ -367,6 +367,11 @@ void Net::check_ops(Backend& backend, bool backward) const {
 const Tensor& Net::forward(Device& dev, const Tensor& x, bool train) {
     if (!built_) throw Error("model used before build()");
     Shape sample(x.shape().begin() + (x.shape().empty() ? 0 : 1), x.shape().end());
+    // Decoding feeds a sequence's steps a few at a time: its time axis (the first per sample) may
+    // be shorter than the one the model was built for.
+    if (decoding_ && !sample.empty() && sample.size() == input_.size() && sample[0] <= input_[0] &&
+        std::equal(sample.begin() + 1, sample.end(), input_.begin() + 1))
+        sample = input_;
     if (x.shape().empty() || sample != input_)
         throw Error("model input: got batch shape " + to_string(x.shape()) + ", expected [N" +
                     (input_.empty() ? "" : ", ") + to_string(input_).substr(1));
@@ -549,6 +554,7 @@ void Net::reset_state() {
 }
 
 void Net::set_decoding(bool on) {
+    decoding_ = on;
     for (Node& n : nodes_) n.layer->set_decoding(on);
 }
 

@@ -156,6 +156,7 @@ private:
     std::map<std::string, size_t> index_;  // name -> node
     bool prepared_ = false, built_ = false;
     bool fold_batch_norms_ = true;
+    bool decoding_ = false;
     Shape input_, output_;
     size_t output_node_ = 0;
     // Per step: each node's output, and the gradient of each node's output.
