@@ -144,6 +144,8 @@ std::string resume_conflict(const RunConfig& was, const RunConfig& now) {
     check("train.seed", was.seed, now.seed);
     check("train.steps_per_epoch", was.steps_per_epoch, now.steps_per_epoch);
     check("data.seq_len", was.seq_len, now.seq_len);  // text: the stream layout
+    check("data.sampling", was.sampling, now.sampling);  // text: streams or windows, and the windows' size
+    check("data.block_size", was.block_size, now.block_size);
     check("data.validation", was.validation_fraction + static_cast<double>(was.validation_count),
           now.validation_fraction + static_cast<double>(now.validation_count));
     check("loss.type", was.loss, now.loss);
@@ -196,6 +198,7 @@ void parse_flags(Args& a, int argc, char** argv) {
         else if (f == "--temperature") a.temperature = parse_float(f, value(), 1e-6, 1e6);  // at 1e-6 sampling is argmax
         else if (f == "--prime") a.prime = value();
         else if (f == "--length") a.length = parse_int<int64_t>(f, value(), IntRange{0, ranges::kInt32Max});
+        else if (f == "--top-k") a.top_k = parse_int<int64_t>(f, value(), IntRange{1, ranges::kInt32Max});
         else if (f == "--profile") a.profile = true;
         else if (f == "--trust-config-plugins") a.trust_config_plugins = true;
         else if (f == "--accept-changed-data") a.accept_changed_data = true;

@@ -24,6 +24,7 @@ struct Args {
     std::optional<uint64_t> seed;
     std::optional<std::string> prime;  // sample's --prime TEXT
     std::optional<int64_t> length;     // sample's --length N
+    std::optional<int64_t> top_k;      // sample's --top-k K
     bool profile = false;
     bool trust_config_plugins = false;  // --trust-config-plugins: search the config's plugin_path
     bool accept_changed_data = false;   // train --accept-changed-data: resume on data whose fingerprint changed

@@ -110,6 +110,7 @@ const std::vector<Command>& commands() {
           {"--prime", "TEXT", "text fed to the model first; the output starts with it (default: none)"},
           {"--length", "N", "characters to generate after the prime (default: 500)"},
           {"--temperature", "T", "divides the outputs before the softmax: below 1 safer, above 1 more varied (1e-6 to 1e6, default: 1)"},
+          {"--top-k", "K", "draw among the K most likely characters only (1 to 2^31-1, default: all)"},
           {"--seed", "N", "seed of the draws (default: the config's train.seed)"},
           kBackend,
           kPluginPath,

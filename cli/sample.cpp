@@ -34,6 +34,7 @@ int run_sample(const Args& a) {
     o.prime = a.prime.value_or("");
     o.length = a.length.value_or(500);
     o.temperature = a.temperature.value_or(1.0);  // parse_args holds it to the flag's range
+    o.top_k = a.top_k.value_or(0);
     o.seed = a.seed.value_or(c.seed);
     o.output = train::output_kind(c);
     const std::string text = train::sample_text(*model, *dev, vocab, o);

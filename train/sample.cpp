@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -29,6 +30,30 @@ void distribution(const float* out, int64_t n, OutputKind kind, double temperatu
     for (double& v : p) v /= sum;
 }
 
+// Keeps the k largest probabilities (ties at the k-th value kept, as torch.topk's cut-off with
+// nanoGPT's `logits < v[-1]` test) and renormalises.
+void keep_top_k(std::vector<double>& p, int64_t k) {
+    if (k <= 0 || k >= static_cast<int64_t>(p.size())) return;
+    std::vector<double> sorted = p;
+    std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(), std::greater<double>());
+    const double cut = sorted[static_cast<size_t>(k - 1)];
+    double sum = 0;
+    for (double& v : p) sum += v = v < cut ? 0.0 : v;
+    for (double& v : p) v /= sum;
+}
+
+// Decoding on for the sampler's lifetime, off again whatever happens.
+struct DecodingScope {
+    Net& model;
+    bool on;
+    DecodingScope(Net& m, bool enable) : model(m), on(enable) {
+        if (on) model.set_decoding(true);
+    }
+    ~DecodingScope() {
+        if (on) model.set_decoding(false);
+    }
+};
+
 // Index i with probability p[i]: u uniform in [0, 1) from 53 bits of the generator (the same on
 // every platform, unlike std::discrete_distribution), against the running sum.
 int32_t draw(const std::vector<double>& p, std::mt19937_64& rng) {
@@ -48,20 +73,38 @@ int32_t draw(const std::vector<double>& p, std::mt19937_64& rng) {
 
 std::string sample_text(Net& model, Device& dev, const Vocabulary& vocab, const SampleOptions& o) {
     if (!(o.temperature > 0)) throw Error("sample: the temperature must be positive");
+    if (o.top_k < 0) throw Error("sample: top_k must be >= 0 (0: every character)");
     const std::vector<int32_t> prime = vocab.encode(o.prime, "--prime");
     const int64_t n = vocab.size();
+    const int64_t context = model.max_positions();  // 0: a recurrent model, no limit
+    if (context && static_cast<int64_t>(prime.size()) > context)
+        throw Error("sample: the prime is " + std::to_string(prime.size()) + " characters, longer than the model's context of " +
+                    std::to_string(context) + " (its position_embedding max_len)");
     model.reset_state();
+    DecodingScope decoding(model, context > 0);
     Tensor x({1, 1}, DType::I32, dev);
     std::mt19937_64 rng(o.seed);
     std::vector<double> p(static_cast<size_t>(n), 1.0 / static_cast<double>(n));  // before any input: uniform
+    std::vector<int32_t> history;  // what the cache holds, for a restart at the context's end
     int64_t steps = 0;
-    auto feed = [&](int32_t token) {
+    auto step = [&](int32_t token) {
         x.host_write<int32_t>()[0] = token;
         const Tensor& y = model.forward(dev, x, false);
         if (y.numel() != n)
             throw Error("sample: the model outputs " + to_string(y.shape()) + " for one character, expected [1, 1, " +
                         std::to_string(n) + "]");
         distribution(y.host_read<float>(), n, o.output, o.temperature, p, ++steps);
+        keep_top_k(p, o.top_k);
+    };
+    auto feed = [&](int32_t token) {
+        if (context && static_cast<int64_t>(history.size()) == context) {
+            // The cache is full: keep the last half of the context and recompute its keys and values.
+            history.erase(history.begin(), history.end() - context / 2);
+            model.reset_state();
+            for (int32_t t : history) step(t);
+        }
+        history.push_back(token);
+        step(token);
     };
     for (int32_t t : prime) feed(t);
     std::string text = o.prime;
