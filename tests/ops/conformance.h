@@ -49,6 +49,24 @@ constexpr double kCount = 1e-7;
 // reference runs it in float64), per output.
 constexpr double kFused = 1e-5;
 
+// ABI 1.7, as their lines in ops.h. layer_norm_fwd: d values per row's statistics.
+inline double layer_norm(int64_t d) {
+    return 1e-5 * std::max(1.0, static_cast<double>(d) / 32.0);
+}
+// layer_norm_bwd: rows summed into dgamma and dbeta, d into each row's dX.
+inline double layer_norm_bwd(int64_t d, int64_t rows) {
+    return 1e-5 * std::max(1.0, static_cast<double>(std::max(d, rows)) / 32.0);
+}
+// attention_fwd: l keys used; attention_bwd: also tq queries summed into dK and dV.
+inline double attention(int64_t l) {
+    return 1e-5 * std::max(1.0, static_cast<double>(l) / 32.0);
+}
+inline double attention_bwd(int64_t l, int64_t tq) {
+    return 1e-5 * std::max(1.0, static_cast<double>(std::max(l, tq)) / 32.0);
+}
+constexpr double kMaskedSoftmax = 1e-6;
+constexpr double kExact = 0.0;  // permute moves values
+
 }  // namespace xylem::test::tol
 
 namespace xylem::test {

@@ -429,6 +429,9 @@ private:
         case XYLEM_FUSED_SIGMOID_GRAD: id = emit(op, a, b); bound = ba * bb * (1.0 + bb); break;
         case XYLEM_FUSED_RELU_GRAD: id = emit(op, a, b); bound = ba; break;
         case XYLEM_FUSED_SQUARE: id = emit(op, a); bound = ba * ba; break;
+        case XYLEM_FUSED_ERF: id = emit(op, a); bound = 1.0; break;
+        case XYLEM_FUSED_GELU: case XYLEM_FUSED_GELU_TANH: id = emit(op, a); bound = std::max(ba, 0.2); break;  // |gelu x| <= |x|, >= -0.17
+        case XYLEM_FUSED_GELU_GRAD: case XYLEM_FUSED_GELU_TANH_GRAD: id = emit(op, a, b); bound = 1.13 * ba; break;  // |gelu'| < 1.13
         default: throw std::logic_error("fused generator: opcode " + std::to_string(op) + " is not arithmetic");
         }
         if (bound > 6.0) {  // squash: float32 rounding of a large intermediate would dominate the error

@@ -49,6 +49,13 @@ double worst_error(const std::vector<std::vector<double>>& got, const std::vecto
 // spell) and the tests' independent table (tests/support/reference_fused.h) agree on every
 // opcode over ordinary and special values: a wrong formula in either is caught here, and the
 // programs' reference never shares code with what it checks.
+// The GELUs are formulas of several steps; written independently they round differently in the
+// last bits (x/sqrt(2) against x*0.7071...), so they agree to 1e-14 rather than exactly.
+bool composite(uint32_t op) {
+    return op == XYLEM_FUSED_GELU || op == XYLEM_FUSED_GELU_TANH || op == XYLEM_FUSED_GELU_GRAD ||
+           op == XYLEM_FUSED_GELU_TANH_GRAD;
+}
+
 TEST(FusedReference, KitArithmeticMatchesTheIndependentTable) {
     const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
     const std::vector<double> values = {-3.5, -1.0, -0.25, -0.0, 0.0, 0.3, 0.5, 1.0, 2.0, 7.25, -inf, inf, nan};
@@ -63,6 +70,9 @@ TEST(FusedReference, KitArithmeticMatchesTheIndependentTable) {
                     const double mine = fused_reference_apply(op, a, b, c);
                     if (std::isnan(kit) || std::isnan(mine)) {
                         EXPECT_EQ(std::isnan(kit), std::isnan(mine))
+                            << plugin_kit::fused_opcode_info(op).name << "(" << a << ", " << b << ", " << c << ")";
+                    } else if (composite(op) && std::isfinite(mine)) {
+                        EXPECT_NEAR(kit, mine, 1e-14 * std::max(1.0, std::fabs(mine)))
                             << plugin_kit::fused_opcode_info(op).name << "(" << a << ", " << b << ", " << c << ")";
                     } else {
                         EXPECT_EQ(kit, mine) << plugin_kit::fused_opcode_info(op).name << "(" << a << ", " << b << ", "

@@ -80,8 +80,31 @@ inline Vec gemm(bool ta, bool tb, double alpha, const Vec& a, int64_t ar, int64_
     return out;
 }
 
+// The GELUs (ops.h's XYLEM_ACT_GELU and XYLEM_ACT_GELU_TANH) and their derivatives, from their
+// definitions: x*Phi(x) and the tanh approximation (GPT-2).
+inline double gelu(double x) {
+    return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+}
+inline double gelu_grad(double x) {  // Phi(x) + x*phi(x)
+    const double pi = 3.14159265358979323846;
+    return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * pi);
+}
+inline double gelu_tanh(double x) {
+    const double pi = 3.14159265358979323846;
+    return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
+}
+inline double gelu_tanh_grad(double x) {
+    const double pi = 3.14159265358979323846, c = std::sqrt(2.0 / pi);
+    const double t = std::tanh(c * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
 inline double act(int activation, double x) {
     switch (activation) {
+        case XYLEM_ACT_GELU:
+            return gelu(x);
+        case XYLEM_ACT_GELU_TANH:
+            return gelu_tanh(x);
         case XYLEM_ACT_RELU:
             return x > 0.0 ? x : 0.0;
         case XYLEM_ACT_SIGMOID:
@@ -113,9 +136,19 @@ inline Vec act_fwd(int activation, const Vec& x) {
     return y;
 }
 
-inline Vec act_bwd(int activation, const Vec& dy, const Vec& y) {
+// ACT_BWD: its second input is y = f(x), or x itself for the GELUs (their gradient needs it).
+inline bool act_bwd_reads_x(int activation) {
+    return activation == XYLEM_ACT_GELU || activation == XYLEM_ACT_GELU_TANH;
+}
+inline Vec act_bwd(int activation, const Vec& dy, const Vec& y_or_x) {
     Vec dx(dy.size());
-    for (size_t i = 0; i < dy.size(); ++i) dx[i] = dy[i] * act_grad_from_y(activation, y[i]);
+    for (size_t i = 0; i < dy.size(); ++i) {
+        const double v = y_or_x[i];
+        const double g = activation == XYLEM_ACT_GELU        ? gelu_grad(v)
+                         : activation == XYLEM_ACT_GELU_TANH ? gelu_tanh_grad(v)
+                                                             : act_grad_from_y(activation, v);
+        dx[i] = dy[i] * g;
+    }
     return dx;
 }
 

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "support/reference.h"  // ref::gelu and its kin, written from ops.h
 #include "xylem/ops.h"
 
 namespace xylem::test {
@@ -21,7 +22,8 @@ inline int fused_reference_arity(uint32_t op) {
     case XYLEM_FUSED_INPUT: case XYLEM_FUSED_PARAM: case XYLEM_FUSED_CONST: return 0;
     case XYLEM_FUSED_OUTPUT: case XYLEM_FUSED_NEG: case XYLEM_FUSED_ABS: case XYLEM_FUSED_EXP: case XYLEM_FUSED_LOG:
     case XYLEM_FUSED_SQRT: case XYLEM_FUSED_RSQRT: case XYLEM_FUSED_TANH: case XYLEM_FUSED_SIGMOID:
-    case XYLEM_FUSED_RELU: case XYLEM_FUSED_SQUARE: case XYLEM_FUSED_RECIP: return 1;
+    case XYLEM_FUSED_RELU: case XYLEM_FUSED_SQUARE: case XYLEM_FUSED_RECIP: case XYLEM_FUSED_ERF:
+    case XYLEM_FUSED_GELU: case XYLEM_FUSED_GELU_TANH: return 1;
     case XYLEM_FUSED_FMA: case XYLEM_FUSED_SELECT: return 3;
     default: return 2;
     }
@@ -29,7 +31,7 @@ inline int fused_reference_arity(uint32_t op) {
 
 // r = op(a, b, c) for an arithmetic opcode (not a mover).
 inline double fused_reference_apply(uint32_t op, double a, double b, double c) {
-    static_assert(XYLEM_FUSED_OPCODE_COUNT_ == 29, "a new opcode needs its formula here, from ops.h");
+    static_assert(XYLEM_FUSED_OPCODE_COUNT_ == 34, "a new opcode needs its formula here, from ops.h");
     const double nan = std::numeric_limits<double>::quiet_NaN();
     switch (op) {
     case XYLEM_FUSED_ADD: return a + b;
@@ -57,6 +59,11 @@ inline double fused_reference_apply(uint32_t op, double a, double b, double c) {
     case XYLEM_FUSED_RELU_GRAD: return b > 0.0 ? a : 0.0;
     case XYLEM_FUSED_SQUARE: return a * a;
     case XYLEM_FUSED_RECIP: return 1.0 / a;
+    case XYLEM_FUSED_ERF: return std::erf(a);
+    case XYLEM_FUSED_GELU: return ref::gelu(a);
+    case XYLEM_FUSED_GELU_TANH: return ref::gelu_tanh(a);
+    case XYLEM_FUSED_GELU_GRAD: return a * ref::gelu_grad(b);
+    case XYLEM_FUSED_GELU_TANH_GRAD: return a * ref::gelu_tanh_grad(b);
     }
     throw std::invalid_argument("fused reference: opcode " + std::to_string(op) + " is not arithmetic");
 }

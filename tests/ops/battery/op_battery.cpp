@@ -244,6 +244,54 @@ void elementwise(Device& dev, Writer& w) {
     w.add("relu gradient over 2^20", relu_dx);
 }
 
+// ABI 1.7. Attention's backward runs in one pass per head when the heads keep the CPUs busy and
+// in two (key blocks, then query blocks) when they do not: 2 heads take the one pass at one
+// thread and the two at more, 12 heads switch at 8 threads; both must give the same bits. Layer
+// norm's parameter gradients come from chunks of rows, gemm_batched shares out its matrices.
+void transformer(Device& dev, Writer& w) {
+    struct Case {
+        const char* name;
+        int64_t b, h, t, d;
+        bool causal, mask;
+        float dropout;
+    };
+    for (const Case& c : {Case{"2 heads, T 150, masked, dropout", 1, 2, 150, 24, true, true, 0.1f},
+                          Case{"12 heads, T 70", 3, 4, 70, 16, true, false, 0.0f},
+                          Case{"4 heads, T 200, D 64, full", 2, 2, 200, 64, false, false, 0.0f}}) {
+        const Shape qs{c.b, c.h, c.t, c.d}, ls{c.b, c.h, c.t};
+        const Tensor q = random_tensor(dev, qs), k = random_tensor(dev, qs), v = random_tensor(dev, qs);
+        const Tensor mask = random_tensor(dev, {c.t, c.t}), dout = random_tensor(dev, qs);
+        const xylem_attention_attrs at{0.25f, c.causal ? 1 : 0, c.dropout, 0, 99};
+        Tensor o(qs, DType::F32, dev), lse(ls, DType::F32, dev);
+        Tensor dq(qs, DType::F32, dev), dk(qs, DType::F32, dev), dv(qs, DType::F32, dev);
+        ops::attention_fwd(dev, q, k, v, c.mask ? &mask : nullptr, o, lse, at);
+        ops::attention_bwd(dev, dout, q, k, v, o, lse, c.mask ? &mask : nullptr, dq, dk, dv, at);
+        const std::string name = std::string("attention ") + c.name;
+        w.add(name + " O", o);
+        w.add(name + " LSE", lse);
+        w.add(name + " dQ", dq);
+        w.add(name + " dK", dk);
+        w.add(name + " dV", dv);
+    }
+    const Tensor x = random_tensor(dev, {3000, 96}), dy = random_tensor(dev, {3000, 96});
+    const Tensor gamma = random_tensor(dev, {96}), beta = random_tensor(dev, {96});
+    Tensor y({3000, 96}, DType::F32, dev), mean({3000}, DType::F32, dev), rstd({3000}, DType::F32, dev);
+    Tensor dx({3000, 96}, DType::F32, dev), dg({96}, DType::F32, dev), db({96}, DType::F32, dev);
+    ops::layer_norm_fwd(dev, x, gamma, &beta, y, mean, rstd, 1e-5f);
+    ops::layer_norm_bwd(dev, dy, x, gamma, mean, rstd, dx, dg, &db, 1e-5f, 0.0f);
+    w.add("layer_norm_fwd", y);
+    w.add("layer_norm_bwd dx", dx);
+    w.add("layer_norm_bwd dgamma", dg);
+    w.add("layer_norm_bwd dbeta", db);
+    const Tensor a = random_tensor(dev, {8, 96, 64}), b = random_tensor(dev, {64, 80});
+    Tensor cb({8, 96, 80}, DType::F32, dev);
+    ops::gemm_batched(dev, false, false, 1.0f, a, b, 0.0f, cb);
+    w.add("gemm_batched of 8 with B broadcast", cb);
+    Tensor ms({8, 96, 64}, DType::F32, dev);
+    ops::masked_softmax(dev, a, nullptr, ms, nullptr, 0.5f, true);
+    w.add("masked_softmax causal", ms);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -264,6 +312,7 @@ int main(int argc, char** argv) {
         reductions(dev, w);
         rows_and_losses(dev, w);
         elementwise(dev, w);
+        transformer(dev, w);
         if (!w.ok()) {
             std::fprintf(stderr, "xylem-test-op-battery: cannot write %s\n", argv[1]);
             return 1;
