@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "tiny.h"
+#include "xylem/plugin_kit/fused.h"  // gelu_value and its kin: the GELU formulas every backend shares
 
 namespace tiny {
 namespace {
@@ -32,16 +33,21 @@ float act(int32_t kind, float x) {
         case XYLEM_ACT_RELU: return x > 0.0f ? x : 0.0f;
         case XYLEM_ACT_SIGMOID: return 1.0f / (1.0f + std::exp(-x));
         case XYLEM_ACT_TANH: return std::tanh(x);
+        case XYLEM_ACT_GELU: return xylem::plugin_kit::gelu_value(x);  // act_fwd only (ABI 1.7)
+        case XYLEM_ACT_GELU_TANH: return xylem::plugin_kit::gelu_tanh_value(x);
         default: return x;
     }
 }
 
-// f'(x) written through y = f(x), as the backward ops receive y.
+// f'(x) written through y = f(x), as the backward ops receive y; the GELUs' act_bwd receives x
+// itself (their gradient needs it), so for them y is x.
 float act_grad(int32_t kind, float y) {
     switch (kind) {
         case XYLEM_ACT_RELU: return y > 0.0f ? 1.0f : 0.0f;
         case XYLEM_ACT_SIGMOID: return y * (1.0f - y);
         case XYLEM_ACT_TANH: return 1.0f - y * y;
+        case XYLEM_ACT_GELU: return xylem::plugin_kit::gelu_derivative(y);
+        case XYLEM_ACT_GELU_TANH: return xylem::plugin_kit::gelu_tanh_derivative(y);
         default: return 1.0f;
     }
 }
