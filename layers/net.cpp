@@ -368,8 +368,8 @@ const Tensor& Net::forward(Device& dev, const Tensor& x, bool train) {
     if (!built_) throw Error("model used before build()");
     Shape sample(x.shape().begin() + (x.shape().empty() ? 0 : 1), x.shape().end());
     // Decoding feeds a sequence's steps a few at a time: its time axis (the first per sample) may
-    // be shorter than the one the model was built for.
-    if (decoding_ && !sample.empty() && sample.size() == input_.size() && sample[0] <= input_[0] &&
+    // differ from the one the model was built for (the layers with a context limit check it).
+    if (decoding_ && !sample.empty() && sample.size() == input_.size() &&
         std::equal(sample.begin() + 1, sample.end(), input_.begin() + 1))
         sample = input_;
     if (x.shape().empty() || sample != input_)

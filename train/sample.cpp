@@ -87,26 +87,37 @@ std::string sample_text(Net& model, Device& dev, const Vocabulary& vocab, const 
     std::vector<double> p(static_cast<size_t>(n), 1.0 / static_cast<double>(n));  // before any input: uniform
     std::vector<int32_t> history;  // what the cache holds, for a restart at the context's end
     int64_t steps = 0;
-    auto step = [&](int32_t token) {
-        x.host_write<int32_t>()[0] = token;
+    // One forward of `tokens` (one step, or a transformer's whole prefix at once); the draw's
+    // distribution comes from the last position's outputs.
+    auto step = [&](const std::vector<int32_t>& tokens) {
+        const int64_t t = static_cast<int64_t>(tokens.size());
+        if (x.numel() != t) x = Tensor({1, t}, DType::I32, dev);
+        std::copy(tokens.begin(), tokens.end(), x.host_write<int32_t>());
         const Tensor& y = model.forward(dev, x, false);
-        if (y.numel() != n)
-            throw Error("sample: the model outputs " + to_string(y.shape()) + " for one character, expected [1, 1, " +
-                        std::to_string(n) + "]");
-        distribution(y.host_read<float>(), n, o.output, o.temperature, p, ++steps);
+        if (y.numel() != t * n)
+            throw Error("sample: the model outputs " + to_string(y.shape()) + " for " + std::to_string(t) +
+                        " character(s), expected [1, " + std::to_string(t) + ", " + std::to_string(n) + "]");
+        steps += t;
+        distribution(y.host_read<float>() + (t - 1) * n, n, o.output, o.temperature, p, steps);
         keep_top_k(p, o.top_k);
     };
     auto feed = [&](int32_t token) {
         if (context && static_cast<int64_t>(history.size()) == context) {
-            // The cache is full: keep the last half of the context and recompute its keys and values.
+            // The cache is full: keep the last half of the context and recompute its keys and values,
+            // in one forward.
             history.erase(history.begin(), history.end() - context / 2);
             model.reset_state();
-            for (int32_t t : history) step(t);
+            step(history);
         }
         history.push_back(token);
-        step(token);
+        step({token});
     };
-    for (int32_t t : prime) feed(t);
+    if (context && !prime.empty()) {  // a transformer reads its prime in one forward
+        history = prime;
+        step(prime);
+    } else {
+        for (int32_t t : prime) feed(t);
+    }
     std::string text = o.prime;
     for (int64_t i = 0; i < o.length; ++i) {
         const int32_t t = draw(p, rng);
