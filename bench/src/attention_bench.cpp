@@ -1,7 +1,8 @@
 // Per-call time of attention_fwd and attention_bwd, the backend's fused op against the core's
 // composition (gemm_batched + masked_softmax + dropout_fwd, which holds P [B, H, Tq, L]), on
 // char-GPT-sized shapes (B 12, H 4, T 64, D 32) and longer sequences; then layer_norm_fwd/bwd.
-// Medians of `reps` synced calls (XYLEM_BENCH_MIN=1: the fastest, for a busy machine).
+// Medians of `reps` synced calls (XYLEM_BENCH_MIN=1: the fastest, for a busy machine;
+// XYLEM_BENCH_FUSED_ONLY=1: skip the composition, e.g. to profile the fused op alone).
 // Usage: xylem-bench-attention [backend] [reps] [filter]   (filter: run only shapes whose name holds it)
 #include <algorithm>
 #include <chrono>
@@ -87,7 +88,7 @@ int main(int argc, char** argv) try {
         const double bwd =
                 median_ms(dev, reps, [&] { ops::attention_bwd(dev, dout, q, k, v, o, lse, nullptr, dq, dk, dv, at); });
         double cf = 0.0, cb = 0.0;
-        if (c.composed) {
+        if (c.composed && !std::getenv("XYLEM_BENCH_FUSED_ONLY")) {
             cf = median_ms(dev, reps, [&] { ops::attention_fwd_composed(dev, q, k, v, nullptr, o, lse, at); });
             cb = median_ms(dev, reps,
                            [&] { ops::attention_bwd_composed(dev, dout, q, k, v, o, lse, nullptr, dq, dk, dv, at); });

@@ -34,19 +34,29 @@ constexpr int64_t kPad = 16;
 inline int64_t padded(int64_t n) { return (n + kPad - 1) / kPad * kPad; }
 
 // ---- the block product ---------------------------------------------------------------------
-// R rows x C vectors of C, summed over k in order (each element's sum in the same order however
-// the blocks are laid out): c[r][v] = (accumulate ? c : 0) + sum_kk a(r, kk) * b(kk, v).
+// A causal mask leaves part of each block product on the diagonal zero; `Band` says which part a
+// group of rows may skip (off: the band's offset in the block, see each use):
+//   k_end:   rows r need k < r + off + 1 (P V and dS K: query rows, key columns of A);
+//   k_begin: rows r need k >= r + off (P^T dO and dS^T Q: key rows, query columns of A);
+//   n_end:   rows r need columns n < r + off + 1 (the scores Q K^T and dO V^T); the rest of C is
+//            left unwritten (the row kernels never read it).
+// A group of rows takes its widest need, so a row may sum a few more terms: zeros, which leave
+// its sum as it was. The skipped terms depend on the shape alone.
+enum class Band : int { none, k_end, k_begin, n_end };
+
+// R rows x C vectors of C, summed over k in [k0, k1) in order (each element's sum in the same
+// order however the blocks are laid out): c[r][v] = (accumulate ? c : 0) + sum_kk a(r, kk) * b(kk, v).
 template <class S, int R, int C>
-__attribute__((always_inline)) inline void mm_tile(int64_t k, const float* __restrict a, int64_t a_rs, int64_t a_cs,
-                                                   const float* __restrict b, int64_t ldb, float* __restrict c,
-                                                   int64_t ldc, bool accumulate) {
+__attribute__((always_inline)) inline void mm_tile(int64_t k0, int64_t k1, const float* __restrict a, int64_t a_rs,
+                                                   int64_t a_cs, const float* __restrict b, int64_t ldb,
+                                                   float* __restrict c, int64_t ldc, bool accumulate) {
     using V = typename S::V;
     using Vu = typename S::Vu;
     V acc[R][C];
     for (int r = 0; r < R; ++r)
         for (int v = 0; v < C; ++v)
             acc[r][v] = accumulate ? V(*reinterpret_cast<const Vu*>(c + r * ldc + v * S::L)) : V{};
-    for (int64_t kk = 0; kk < k; ++kk) {
+    for (int64_t kk = k0; kk < k1; ++kk) {
         V bv[C];
         for (int v = 0; v < C; ++v) bv[v] = *reinterpret_cast<const Vu*>(b + kk * ldb + v * S::L);
         for (int r = 0; r < R; ++r) {
@@ -58,68 +68,176 @@ __attribute__((always_inline)) inline void mm_tile(int64_t k, const float* __res
         for (int v = 0; v < C; ++v) *reinterpret_cast<Vu*>(c + r * ldc + v * S::L) = acc[r][v];
 }
 
+// The row groups of one column chunk starting at column c0 of C.
+template <class S, int RR, int C>
+__attribute__((always_inline)) inline void mm_group(int64_t r, int64_t k, int64_t c0, const float* a, int64_t a_rs,
+                                                    int64_t a_cs, const float* b, int64_t ldb, float* c, int64_t ldc,
+                                                    bool accumulate, Band band, int64_t off) {
+    int64_t k0 = 0, k1 = k;
+    const int64_t need = r + RR + off;  // the group's last row's need: (r + RR - 1) + off + 1
+    if (band == Band::k_end) k1 = std::clamp<int64_t>(need, 0, k);
+    if (band == Band::k_begin) k0 = std::clamp<int64_t>(r + off, 0, k);
+    if (band == Band::n_end && c0 >= need) return;
+    mm_tile<S, RR, C>(k0, k1, a + r * a_rs, a_rs, a_cs, b, ldb, c + r * ldc, ldc, accumulate);
+}
+
 template <class S, int C>
-__attribute__((always_inline)) inline void mm_rows(int64_t m, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
-                                                   const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+__attribute__((always_inline)) inline void mm_rows(int64_t m, int64_t k, int64_t c0, const float* a, int64_t a_rs,
+                                                   int64_t a_cs, const float* b, int64_t ldb, float* c, int64_t ldc,
+                                                   bool accumulate, Band band, int64_t off) {
     constexpr int R = 4;
     int64_t r = 0;
-    for (; r + R <= m; r += R) mm_tile<S, R, C>(k, a + r * a_rs, a_rs, a_cs, b, ldb, c + r * ldc, ldc, accumulate);
-    for (; r < m; ++r) mm_tile<S, 1, C>(k, a + r * a_rs, a_rs, a_cs, b, ldb, c + r * ldc, ldc, accumulate);
+    for (; r + R <= m; r += R) mm_group<S, R, C>(r, k, c0, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, band, off);
+    for (; r < m; ++r) mm_group<S, 1, C>(r, k, c0, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, band, off);
 }
 
 // C[m, n] (+)= A[m, k] * B[k, n]: a(r, kk) = a[r*a_rs + kk*a_cs]; B row-major (ldb), n a multiple
-// of kPad, B and C readable and writable that far.
+// of kPad, B and C readable and writable that far; less where the band allows.
 XYLEM_KERNEL_LEVELS(void, block_gemm,
                     (int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
-                     int64_t ldb, float* c, int64_t ldc, bool accumulate),
-                    (m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate)) {
+                     int64_t ldb, float* c, int64_t ldc, bool accumulate, Band band, int64_t off),
+                    (m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, band, off)) {
     constexpr int C = S::kRegisters >= 32 ? 4 : 2;  // vectors per tile row: 4 x C accumulators
     const int64_t nv = n / S::L;
     int64_t v = 0;
     for (; v + C <= nv; v += C)
-        mm_rows<S, C>(m, k, a, a_rs, a_cs, b + v * S::L, ldb, c + v * S::L, ldc, accumulate);
-    for (; v < nv; ++v) mm_rows<S, 1>(m, k, a, a_rs, a_cs, b + v * S::L, ldb, c + v * S::L, ldc, accumulate);
+        mm_rows<S, C>(m, k, v * S::L, a, a_rs, a_cs, b + v * S::L, ldb, c + v * S::L, ldc, accumulate, band, off);
+    for (; v < nv; ++v)
+        mm_rows<S, 1>(m, k, v * S::L, a, a_rs, a_cs, b + v * S::L, ldb, c + v * S::L, ldc, accumulate, band, off);
 }
 
-// ---- rows of a score block ------------------------------------------------------------------
-// s[j] = scale*s[j] + mask[j] for j < visible, -inf after (mask may be null); returns the largest
-// visible score (-inf when none).
-XYLEM_KERNEL(float, score_row, (float* __restrict s, const float* __restrict mask, int64_t n, int64_t visible,
-                                float scale),
-             (s, mask, n, visible, scale)) {
-    if (mask)
-        for (int64_t j = 0; j < visible; ++j) s[j] = scale * s[j] + mask[j];
-    else
-        for (int64_t j = 0; j < visible; ++j) s[j] = scale * s[j];
-    for (int64_t j = visible; j < n; ++j) s[j] = -kInf;
-    return visible > 0 ? row_max(s, visible) : -kInf;
+// ---- the rows of a score block ---------------------------------------------------------------
+// Keys of row r visible in a block of bc keys: causal, those below r + off + 1 (off = i0 + L - Tq
+// - j0 for query rows from i0 against keys from j0), else all.
+inline int64_t visible_in_block(int64_t r, int64_t bc, bool causal, int64_t off) {
+    return causal ? std::clamp<int64_t>(r + off + 1, 0, bc) : bc;
 }
 
-// p[j] = exp(scale*s[j] + mask[j] - lse) for j < visible, 0 after (lse finite).
-XYLEM_KERNEL(void, prob_row, (float* __restrict s, const float* __restrict mask, int64_t n, int64_t visible,
-                              float scale, float lse),
-             (s, mask, n, visible, scale, lse)) {
-    if (mask)
-        for (int64_t j = 0; j < visible; ++j) s[j] = vecmath::exp(scale * s[j] + mask[j] - lse);
-    else
-        for (int64_t j = 0; j < visible; ++j) s[j] = vecmath::exp(scale * s[j] - lse);
-    for (int64_t j = visible; j < n; ++j) s[j] = 0.0f;
+// Lanes of the row reductions: whole AVX-512 vectors, two AVX2 ones, four SSE ones.
+constexpr int64_t kLanes = 16;
+
+// The largest of x[0, n), n a multiple of kLanes (padding -inf), in kLanes running maxima (one
+// compare chain per lane vectorises; NaN never wins, as row_max).
+__attribute__((always_inline)) inline float lanes_max(const float* x, int64_t n) {
+    float lane[kLanes];
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] = -kInf;
+    for (int64_t j = 0; j < n; j += kLanes)
+        for (int64_t l = 0; l < kLanes; ++l) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
+    float m = -kInf;
+    for (int64_t l = 0; l < kLanes; ++l) m = lane[l] > m ? lane[l] : m;
+    return m;
 }
 
-// ds[j] = k * p[j] * (dp[j] - d) (no dropout: pm is p).
-XYLEM_KERNEL(void, ds_row, (const float* __restrict p, float* __restrict ds, int64_t n, float d, float k),
-             (p, ds, n, d, k)) {
-    for (int64_t j = 0; j < n; ++j) ds[j] = k * (p[j] * (ds[j] - d));
+// x[j] = exp(x[j] - m) for j < n, n a multiple of kLanes (padding -inf gives 0), returning their
+// sum: kLanes float lanes, then the lanes in double, in order.
+__attribute__((always_inline)) inline double lanes_exp_sum(float* x, int64_t n, float m) {
+    float lane[kLanes] = {};
+    for (int64_t j = 0; j < n; j += kLanes)
+        for (int64_t l = 0; l < kLanes; ++l) {
+            const float e = vecmath::exp(x[j + l] - m);
+            x[j + l] = e;
+            lane[l] += e;
+        }
+    double s = 0.0;
+    for (int64_t l = 0; l < kLanes; ++l) s += lane[l];
+    return s;
 }
 
-XYLEM_KERNEL(void, scale_row, (float* y, int64_t n, float k), (y, n, k)) {
-    for (int64_t j = 0; j < n; ++j) y[j] *= k;
+// The forward pass over one block of scores (rows of ld floats, ld a multiple of kLanes, br rows,
+// bc keys): each row's
+// scores scale*s + mask, the online softmax's running maximum m and sum l (the accumulator rows
+// rescaled when the maximum grows), then P in place, times dropout's multipliers (mult, or null),
+// 0 at the hidden keys. mask: row 0's mask from the block's first key, msq its row stride.
+XYLEM_KERNEL(void, forward_rows,
+             (float* sc, int64_t ld, int64_t br, int64_t bc, const float* mask, int64_t msq, bool causal, int64_t off,
+              float scale, const float* mult, double* m, double* l, float* acc, int64_t ldacc),
+             (sc, ld, br, bc, mask, msq, causal, off, scale, mult, m, l, acc, ldacc)) {
+    for (int64_t r = 0; r < br; ++r) {
+        float* s = sc + r * ld;
+        const int64_t visible = visible_in_block(r, bc, causal, off);
+        if (mask) {
+            const float* mr = mask + r * msq;
+            for (int64_t j = 0; j < visible; ++j) s[j] = scale * s[j] + mr[j];
+        } else {
+            for (int64_t j = 0; j < visible; ++j) s[j] = scale * s[j];
+        }
+        // Whole vectors: the hidden keys up to the next multiple of kLanes (ld is one) are -inf,
+        // which no maximum takes and whose exp is 0.
+        const int64_t n = (visible + kLanes - 1) / kLanes * kLanes;
+        for (int64_t j = visible; j < n; ++j) s[j] = -kInf;
+        const double m_new = std::max<double>(m[r], lanes_max(s, n));
+        if (m_new == -static_cast<double>(kInf)) {  // nothing seen yet (or only -inf): no weight
+            for (int64_t j = 0; j < bc; ++j) s[j] = 0.0f;
+            continue;
+        }
+        const double sum = lanes_exp_sum(s, n, static_cast<float>(m_new));
+        for (int64_t j = n; j < bc; ++j) s[j] = 0.0f;
+        if (m[r] != m_new) {
+            const float alpha = static_cast<float>(std::exp(m[r] - m_new));  // 0 the first time
+            float* ar = acc + r * ldacc;
+            for (int64_t d = 0; d < ldacc; ++d) ar[d] *= alpha;
+            l[r] *= static_cast<double>(alpha);
+        }
+        l[r] += sum;
+        m[r] = m_new;
+        if (mult) {  // after the sum: LSE and the normaliser are taken before dropout
+            const float* mr = mult + r * ld;
+            for (int64_t j = 0; j < visible; ++j) s[j] *= mr[j];
+        }
+    }
 }
 
-// Dropout's multipliers of row i of P, keys [j0, j0 + n): keep/(1-p) on the mask stream of P's flat
-// index ((b*H + h)*Tq + i)*L + j (ops.h).
-void dropout_row(float* m, int64_t n, uint64_t seed, uint64_t first, float p, float inv) {
-    for (int64_t j = 0; j < n; ++j) m[j] = xylem_dropout_keep(seed, first + static_cast<uint64_t>(j), p) ? inv : 0.0f;
+// The backward pass over one block: pr holds the raw scores Q K^T, ds the products dO V^T; they
+// become P = exp(scale*s + mask - LSE) (0 at the hidden keys and in rows whose LSE is -inf), pm =
+// P times dropout's multipliers (when mult is not null), and ds = scale * P*(M*dP - D).
+XYLEM_KERNEL(void, backward_rows,
+             (float* pr, float* pm, float* ds, int64_t ld, int64_t br, int64_t bc, const float* mask, int64_t msq,
+              bool causal, int64_t off, float scale, const float* lse, const float* delta, const float* mult),
+             (pr, pm, ds, ld, br, bc, mask, msq, causal, off, scale, lse, delta, mult)) {
+    for (int64_t r = 0; r < br; ++r) {
+        float *p = pr + r * ld, *g = ds + r * ld;
+        const float lr = lse[r], d = delta[r];
+        const int64_t visible = lr == -kInf ? 0 : visible_in_block(r, bc, causal, off);
+        if (mask) {
+            const float* mr = mask + r * msq;
+            for (int64_t j = 0; j < visible; ++j) p[j] = vecmath::exp(scale * p[j] + mr[j] - lr);
+        } else {
+            for (int64_t j = 0; j < visible; ++j) p[j] = vecmath::exp(scale * p[j] - lr);
+        }
+        if (mult) {
+            const float* mr = mult + r * ld;
+            float* q = pm + r * ld;
+            for (int64_t j = 0; j < visible; ++j) {
+                q[j] = p[j] * mr[j];
+                g[j] = scale * (p[j] * (mr[j] * g[j] - d));
+            }
+            for (int64_t j = visible; j < bc; ++j) q[j] = 0.0f;
+        } else {
+            for (int64_t j = 0; j < visible; ++j) g[j] = scale * (p[j] * (g[j] - d));
+        }
+        for (int64_t j = visible; j < bc; ++j) p[j] = g[j] = 0.0f;
+    }
+}
+
+// Dropout's multipliers for rows [0, br) and keys [0, bc) of a block: keep/(1-p) with keep =
+// xylem_dropout_keep(seed, first + r*stride + j, p) (ops.h), its hash here in integers so that the
+// loop vectorises: (float)(z >> 40) / 2^24 >= p holds exactly when z >> 40 >= ceil(p * 2^24)
+// (both sides exact: 24-bit integers, a power-of-two scaling), the threshold passed in.
+XYLEM_KERNEL(void, keep_rows,
+             (float* mult, int64_t ld, int64_t br, int64_t bc, uint64_t seed, uint64_t first, uint64_t stride,
+              uint64_t threshold, float inv),
+             (mult, ld, br, bc, seed, first, stride, threshold, inv)) {
+    for (int64_t r = 0; r < br; ++r) {
+        float* m = mult + r * ld;
+        const uint64_t base = first + static_cast<uint64_t>(r) * stride;
+        for (int64_t j = 0; j < bc; ++j) {
+            uint64_t z = seed + (base + static_cast<uint64_t>(j) + 1) * 0x9E3779B97F4A7C15ull;
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            z ^= z >> 31;
+            m[j] = (z >> 40) >= threshold ? inv : 0.0f;
+        }
+    }
 }
 
 // ---- operands --------------------------------------------------------------------------------
@@ -127,8 +245,9 @@ struct Problem {
     AttentionShape s;
     xylem_attention_attrs at;
     const float *q, *k, *v, *mask;
-    int64_t dkp, dvp;  // head sizes padded to kPad
-    float keep_scale;  // 1/(1-p)
+    int64_t dkp, dvp;    // head sizes padded to kPad
+    float keep_scale;    // 1/(1-p)
+    uint64_t threshold;  // dropout keeps hash >> 40 at or above it (keep_rows)
 
     const float* q_row(int64_t bh, int64_t i) const { return q + (bh * s.tq + i) * s.dk; }
     const float* k_row(int64_t bh, int64_t j) const { return k + (bh * s.tk + j) * s.dk; }
@@ -138,22 +257,27 @@ struct Problem {
         if (!mask) return nullptr;
         return mask + (bh / s.h) * s.mask.sb + (bh % s.h) * s.mask.sh + i * s.mask.sq + j0;
     }
-    uint64_t p_index(int64_t bh, int64_t i, int64_t j0) const {
-        return static_cast<uint64_t>((bh * s.tq + i) * s.l + j0);
-    }
     bool dropout() const { return at.dropout_p > 0.0f; }
     bool causal() const { return at.causal != 0; }
     // Keys visible to query i, as [0, end).
     int64_t end(int64_t i) const { return s.visible_end(i, causal()); }
+    // The band offset of query rows from i0 against keys from j0 (visible_in_block, Band).
+    int64_t band_offset(int64_t i0, int64_t j0) const { return i0 + s.l - s.tq - j0; }
+    // Dropout's multipliers of query rows [i0, i0 + br) and keys [j0, j0 + bc) into mult (rows of kBc).
+    void keep(float* mult, int64_t bh, int64_t i0, int64_t br, int64_t j0, int64_t bc) const {
+        keep_rows(mult, kBc, br, bc, at.seed, static_cast<uint64_t>((bh * s.tq + i0) * s.l + j0),
+                  static_cast<uint64_t>(s.l), threshold, keep_scale);
+    }
 };
 
 Problem problem(const OpArgs& a, const xylem_attention_attrs& at, const Tensor& q, const Tensor& k, const Tensor& v,
                 const Tensor* mask) {
     Problem p{plugin_kit::attention_shape(a, at, q, k, v, mask), at, q.f32(), k.f32(), v.f32(),
-              mask ? mask->f32() : nullptr, 0, 0, 1.0f};
+              mask ? mask->f32() : nullptr, 0, 0, 1.0f, 0};
     p.dkp = padded(p.s.dk);
     p.dvp = padded(p.s.dv);
     p.keep_scale = 1.0f / (1.0f - at.dropout_p);
+    p.threshold = static_cast<uint64_t>(std::ceil(static_cast<double>(at.dropout_p) * 16777216.0));
     return p;
 }
 
@@ -197,11 +321,30 @@ void pack_rows(const float* src, int64_t ld, int64_t n, int64_t w, float* dst, i
     }
 }
 
+// Rounds a scratch size up to whole cache lines, so workers' blocks do not share one.
+int64_t lines(int64_t floats) { return (floats + 15) / 16 * 16; }
+
 // ---- forward ---------------------------------------------------------------------------------
 struct FwdScratch {
-    float *kt, *vp, *sc, *acc;
+    float *kt, *vp, *sc, *mult, *acc;
     double *m, *l;
 };
+
+int64_t fwd_floats(const Problem& p) {
+    return lines(p.s.dk * kBc) + lines(kBc * p.dvp) + 2 * kBr * kBc + kBr * p.dvp + 4 * kBr;
+}
+
+FwdScratch carve_fwd(const Problem& p, float* f) {
+    FwdScratch w;
+    w.kt = f;
+    w.vp = w.kt + lines(p.s.dk * kBc);
+    w.sc = w.vp + lines(kBc * p.dvp);
+    w.mult = w.sc + kBr * kBc;
+    w.acc = w.mult + kBr * kBc;
+    w.m = reinterpret_cast<double*>(w.acc + kBr * p.dvp);  // 8-byte aligned: every size above is even
+    w.l = w.m + kBr;
+    return w;
+}
 
 // Query rows [i0, i0 + br) of head bh: O and LSE.
 void forward_block(const Problem& p, int64_t bh, int64_t i0, int64_t br, const FwdScratch& w, float* o, float* lse) {
@@ -209,86 +352,83 @@ void forward_block(const Problem& p, int64_t bh, int64_t i0, int64_t br, const F
     std::fill_n(w.acc, br * p.dvp, 0.0f);
     std::fill_n(w.m, br, -static_cast<double>(kInf));
     std::fill_n(w.l, br, 0.0);
+    const bool causal = p.causal();
     const int64_t keys = p.end(i0 + br - 1);  // the block's last row sees the most keys
     for (int64_t j0 = 0; j0 < keys; j0 += kBc) {
-        const int64_t bc = std::min(kBc, keys - j0);
+        const int64_t bc = std::min(kBc, keys - j0), off = p.band_offset(i0, j0);
         pack_keys(p, bh, j0, bc, w.kt, nullptr, w.vp, nullptr);
-        block_gemm(br, padded(bc), s.dk, p.q_row(bh, i0), s.dk, 1, w.kt, kBc, w.sc, kBc, false);
-        for (int64_t r = 0; r < br; ++r) {
-            const int64_t i = i0 + r, visible = std::clamp<int64_t>(p.end(i) - j0, 0, bc);
-            float* sr = w.sc + r * kBc;
-            const float mx = score_row(sr, p.mask_row(bh, i, j0), bc, visible, p.at.scale);
-            const double m_new = std::max<double>(w.m[r], mx);
-            if (m_new == -static_cast<double>(kInf) || m_new != m_new) {  // nothing seen yet: no weight
-                std::fill_n(sr, bc, 0.0f);
-                if (m_new != m_new) w.m[r] = m_new;
-                continue;
-            }
-            const float mf = static_cast<float>(m_new);
-            const double sum = sum_exp(sr, bc, mf, sr);  // exp(-inf) = 0 at the hidden keys
-            const double alpha = w.m[r] == m_new ? 1.0 : std::exp(w.m[r] - m_new);
-            if (alpha != 1.0) scale_row(w.acc + r * p.dvp, p.dvp, static_cast<float>(alpha));
-            w.l[r] = w.l[r] * alpha + sum;
-            w.m[r] = m_new;
-            if (p.dropout()) {  // after the sum: LSE and the normaliser are taken before dropout
-                float mult[kBc];
-                dropout_row(mult, bc, p.at.seed, p.p_index(bh, i, j0), p.at.dropout_p, p.keep_scale);
-                for (int64_t j = 0; j < bc; ++j) sr[j] *= mult[j];
-            }
-        }
-        block_gemm(br, p.dvp, bc, w.sc, kBc, 1, w.vp, p.dvp, w.acc, p.dvp, true);
+        block_gemm(br, padded(bc), s.dk, p.q_row(bh, i0), s.dk, 1, w.kt, kBc, w.sc, kBc, false,
+                   causal ? Band::n_end : Band::none, off);
+        if (p.dropout()) p.keep(w.mult, bh, i0, br, j0, bc);
+        forward_rows(w.sc, kBc, br, bc, p.mask_row(bh, i0, j0), s.mask.sq, causal, off, p.at.scale,
+                     p.dropout() ? w.mult : nullptr, w.m, w.l, w.acc, p.dvp);
+        block_gemm(br, p.dvp, bc, w.sc, kBc, 1, w.vp, p.dvp, w.acc, p.dvp, true, causal ? Band::k_end : Band::none,
+                   off);
     }
     for (int64_t r = 0; r < br; ++r) {
         float* orow = o + (bh * s.tq + i0 + r) * s.dv;
         float& lrow = lse[bh * s.tq + i0 + r];
-        if (w.m[r] != w.m[r]) {  // a NaN score
-            std::fill_n(orow, s.dv, static_cast<float>(w.m[r]));
-            lrow = static_cast<float>(w.m[r]);
-        } else if (w.l[r] == 0.0) {  // no visible key, or only -inf scores
+        if (w.l[r] == 0.0) {  // no visible key, or only -inf scores
             std::fill_n(orow, s.dv, 0.0f);
             lrow = -kInf;
-        } else {
-            const float inv = static_cast<float>(1.0 / w.l[r]);
-            const float* ar = w.acc + r * p.dvp;
-            for (int64_t d = 0; d < s.dv; ++d) orow[d] = ar[d] * inv;
-            lrow = static_cast<float>(w.m[r] + std::log(w.l[r]));
+            continue;
         }
+        const float inv = static_cast<float>(1.0 / w.l[r]);
+        const float* ar = w.acc + r * p.dvp;
+        for (int64_t d = 0; d < s.dv; ++d) orow[d] = ar[d] * inv;
+        lrow = static_cast<float>(w.m[r] + std::log(w.l[r]));
     }
 }
 
 // ---- backward --------------------------------------------------------------------------------
 struct BwdScratch {
-    float *kt, *kp, *vt, *qp, *dop, *pr, *pm, *ds, *dk, *dv, *dq;
-    float* mult;  // one row of dropout multipliers
+    float *kt, *kp, *vt, *qp, *dop, *pr, *pm, *ds, *mult, *dk, *dv, *dq;
 };
 
+// Floats of one worker's backward scratch (dq_rows: rows of its dQ accumulator).
+int64_t bwd_floats(const Problem& p, int64_t dq_rows) {
+    const int64_t blk = kBr * kBc;
+    return lines(p.s.dk * kBc) + kBc * p.dkp + lines(p.s.dv * kBc) + kBr * p.dkp + kBr * p.dvp + 4 * blk +
+           kBc * p.dkp + kBc * p.dvp + dq_rows * p.dkp;
+}
+
+BwdScratch carve_bwd(const Problem& p, float* f, int64_t dq_rows) {
+    BwdScratch w;
+    auto take = [&](int64_t n) { float* r = f; f += n; return r; };
+    w.kt = take(lines(p.s.dk * kBc));
+    w.kp = take(kBc * p.dkp);
+    w.vt = take(lines(p.s.dv * kBc));
+    w.qp = take(kBr * p.dkp);
+    w.dop = take(kBr * p.dvp);
+    w.pr = take(kBr * kBc);
+    w.pm = take(kBr * kBc);
+    w.ds = take(kBr * kBc);
+    w.mult = take(kBr * kBc);
+    w.dk = take(kBc * p.dkp);
+    w.dv = take(kBc * p.dvp);
+    w.dq = take(dq_rows * p.dkp);
+    return w;
+}
+
 // Query rows [i0, i0 + br) against keys [j0, j0 + bc) of head bh (keys packed in w): P (pr), P
-// with dropout's multipliers (pm, or pr itself without dropout) and dS times scale (ds).
-// delta: D_i = dO_i . O_i of the head's rows.
+// with dropout's multipliers (pm; without dropout P itself is used) and dS times scale (ds).
+// delta: D_i = dO_i . O_i of every row.
 void block_grads(const Problem& p, int64_t bh, int64_t i0, int64_t br, int64_t j0, int64_t bc, const float* dout,
                  const float* lse, const float* delta, const BwdScratch& w) {
     const AttentionShape& s = p.s;
-    const int64_t n = padded(bc);
-    block_gemm(br, n, s.dk, p.q_row(bh, i0), s.dk, 1, w.kt, kBc, w.pr, kBc, false);
-    block_gemm(br, n, s.dv, dout + (bh * s.tq + i0) * s.dv, s.dv, 1, w.vt, kBc, w.ds, kBc, false);
-    for (int64_t r = 0; r < br; ++r) {
-        const int64_t i = i0 + r;
-        const float l = lse[bh * s.tq + i];
-        const int64_t visible = l == -kInf ? 0 : std::clamp<int64_t>(p.end(i) - j0, 0, bc);
-        float *pr = w.pr + r * kBc, *ds = w.ds + r * kBc;
-        prob_row(pr, p.mask_row(bh, i, j0), bc, visible, p.at.scale, l);
-        const float d = delta[bh * s.tq + i];
-        if (!p.dropout()) {
-            ds_row(pr, ds, bc, d, p.at.scale);
-            continue;
-        }
-        float* pm = w.pm + r * kBc;
-        dropout_row(w.mult, bc, p.at.seed, p.p_index(bh, i, j0), p.at.dropout_p, p.keep_scale);
-        for (int64_t j = 0; j < bc; ++j) {
-            pm[j] = pr[j] * w.mult[j];
-            ds[j] = p.at.scale * (pr[j] * (w.mult[j] * ds[j] - d));
-        }
-    }
+    const int64_t n = padded(bc), off = p.band_offset(i0, j0);
+    const Band band = p.causal() ? Band::n_end : Band::none;
+    block_gemm(br, n, s.dk, p.q_row(bh, i0), s.dk, 1, w.kt, kBc, w.pr, kBc, false, band, off);
+    block_gemm(br, n, s.dv, dout + (bh * s.tq + i0) * s.dv, s.dv, 1, w.vt, kBc, w.ds, kBc, false, band, off);
+    if (p.dropout()) p.keep(w.mult, bh, i0, br, j0, bc);
+    backward_rows(w.pr, w.pm, w.ds, kBc, br, bc, p.mask_row(bh, i0, j0), s.mask.sq, p.causal(), off, p.at.scale,
+                  lse + bh * s.tq + i0, delta + bh * s.tq + i0, p.dropout() ? w.mult : nullptr);
+}
+
+// The first query block that sees key j0 (causal: j0 <= i + L - Tq), as its first row.
+int64_t first_query_block(const Problem& p, int64_t j0) {
+    const int64_t first = p.causal() ? std::max<int64_t>(0, j0 - p.s.l + p.s.tq) : 0;
+    return first / kBr * kBr;
 }
 
 // dK and dV of keys [j0, j0 + bc) of head bh, summed over the query blocks in order; with dq (a
@@ -300,16 +440,19 @@ void key_block_grads(const Problem& p, int64_t bh, int64_t j0, int64_t bc, const
     std::fill_n(w.dk, kBc * p.dkp, 0.0f);
     std::fill_n(w.dv, kBc * p.dvp, 0.0f);
     const float* pm = p.dropout() ? w.pm : w.pr;
-    // The first query that sees key j0 (causal: j0 <= i + L - Tq).
-    const int64_t first = p.causal() ? std::max<int64_t>(0, j0 - s.l + s.tq) : 0;
-    for (int64_t i0 = first / kBr * kBr; i0 < s.tq; i0 += kBr) {
-        const int64_t br = std::min(kBr, s.tq - i0);
+    const bool causal = p.causal();
+    for (int64_t i0 = first_query_block(p, j0); i0 < s.tq; i0 += kBr) {
+        const int64_t br = std::min(kBr, s.tq - i0), off = p.band_offset(i0, j0);
         block_grads(p, bh, i0, br, j0, bc, dout, lse, delta, w);
         pack_rows(dout + (bh * s.tq + i0) * s.dv, s.dv, br, s.dv, w.dop, p.dvp);
         pack_rows(p.q_row(bh, i0), s.dk, br, s.dk, w.qp, p.dkp);
-        block_gemm(bc, p.dvp, br, pm, 1, kBc, w.dop, p.dvp, w.dv, p.dvp, true);    // dV += (P*M)^T dO
-        block_gemm(bc, p.dkp, br, w.ds, 1, kBc, w.qp, p.dkp, w.dk, p.dkp, true);   // dK += scale dS^T Q
-        if (dq) block_gemm(br, p.dkp, bc, w.ds, kBc, 1, w.kp, p.dkp, dq + i0 * p.dkp, p.dkp, true);  // dQ += scale dS K
+        // Key rows r are seen from query r - off on (Band::k_begin).
+        const Band kb = causal ? Band::k_begin : Band::none;
+        block_gemm(bc, p.dvp, br, pm, 1, kBc, w.dop, p.dvp, w.dv, p.dvp, true, kb, -off);    // dV += (P*M)^T dO
+        block_gemm(bc, p.dkp, br, w.ds, 1, kBc, w.qp, p.dkp, w.dk, p.dkp, true, kb, -off);   // dK += scale dS^T Q
+        if (dq)  // dQ += scale dS K
+            block_gemm(br, p.dkp, bc, w.ds, kBc, 1, w.kp, p.dkp, dq + i0 * p.dkp, p.dkp, true,
+                       causal ? Band::k_end : Band::none, off);
     }
     for (int64_t j = 0; j < bc; ++j) {
         std::copy_n(w.dk + j * p.dkp, s.dk, dk_out + (bh * s.tk + j0 + j) * s.dk);
@@ -328,38 +471,11 @@ void query_block_grads(const Problem& p, int64_t bh, int64_t i0, int64_t br, con
         const int64_t bc = std::min(kBc, s.l - j0);
         pack_keys(p, bh, j0, bc, w.kt, w.kp, nullptr, w.vt);
         block_grads(p, bh, i0, br, j0, bc, dout, lse, delta, w);
-        block_gemm(br, p.dkp, bc, w.ds, kBc, 1, w.kp, p.dkp, w.dq, p.dkp, true);
+        block_gemm(br, p.dkp, bc, w.ds, kBc, 1, w.kp, p.dkp, w.dq, p.dkp, true,
+                   p.causal() ? Band::k_end : Band::none, p.band_offset(i0, j0));
     }
     for (int64_t r = 0; r < br; ++r) std::copy_n(w.dq + r * p.dkp, s.dk, dq_out + (bh * s.tq + i0 + r) * s.dk);
 }
-
-// Floats of one worker's backward scratch (dq_rows: rows of its dQ accumulator).
-int64_t bwd_floats(const Problem& p, int64_t dq_rows) {
-    const int64_t blk = kBr * kBc;
-    return p.s.dk * kBc + kBc * p.dkp + p.s.dv * kBc + kBr * p.dkp + kBr * p.dvp + 3 * blk + kBc * p.dkp +
-           kBc * p.dvp + dq_rows * p.dkp + kBc;
-}
-
-BwdScratch carve_bwd(const Problem& p, float* f, int64_t dq_rows) {
-    BwdScratch w;
-    auto take = [&](int64_t n) { float* r = f; f += n; return r; };
-    w.kt = take(p.s.dk * kBc);
-    w.kp = take(kBc * p.dkp);
-    w.vt = take(p.s.dv * kBc);
-    w.qp = take(kBr * p.dkp);
-    w.dop = take(kBr * p.dvp);
-    w.pr = take(kBr * kBc);
-    w.pm = take(kBr * kBc);
-    w.ds = take(kBr * kBc);
-    w.dk = take(kBc * p.dkp);
-    w.dv = take(kBc * p.dvp);
-    w.dq = take(dq_rows * p.dkp);
-    w.mult = take(kBc);
-    return w;
-}
-
-// Rounds a scratch size up to whole cache lines, so workers' blocks do not share one.
-int64_t lines(int64_t floats) { return (floats + 15) / 16 * 16; }
 
 }  // namespace
 
@@ -379,20 +495,12 @@ void op_attention_fwd(const xylem_op_desc& desc, xylem_stream_s& stream) {
     if (items == 0) return;
     const double flops = 2.0 * static_cast<double>(s.b * s.h * s.tq * s.l) * static_cast<double>(s.dk + s.dv);
     const int workers = split_workers(flops, 1e6, items);
-    const int64_t per = lines(s.dk * kBc + kBc * p.dvp + kBr * kBc + kBr * p.dvp + 4 * kBr);
+    const int64_t per = lines(fwd_floats(p));
     float* scratch = stream.scratch_.alloc<float>(per * workers);  // before the threads: the arena has no lock
     float *o = to.f32(), *lse = tl.f32();
     parallel_items(items, workers, [&](int worker, int64_t item) {
-        float* f = scratch + worker * per;
-        FwdScratch w;
-        w.kt = f;
-        w.vp = w.kt + s.dk * kBc;
-        w.sc = w.vp + kBc * p.dvp;
-        w.acc = w.sc + kBr * kBc;
-        w.m = reinterpret_cast<double*>(w.acc + kBr * p.dvp);  // 8-byte aligned: every size above is even
-        w.l = w.m + kBr;
         const int64_t bh = item / qblocks, i0 = item % qblocks * kBr;
-        forward_block(p, bh, i0, std::min(kBr, s.tq - i0), w, o, lse);
+        forward_block(p, bh, i0, std::min(kBr, s.tq - i0), carve_fwd(p, scratch + worker * per), o, lse);
     });
 }
 
@@ -420,19 +528,19 @@ void op_attention_bwd(const xylem_op_desc& desc, xylem_stream_s& stream) {
     float *dq = tdq.f32(), *dk = tdk.f32(), *dv = tdv.f32();
     const float *dout = tdo.f32(), *o = to.f32(), *lse = tl.f32();
     if (heads == 0) return;
-    // Rows j >= L of dK and dV: no query sees them.
-    if (s.l < s.tk)
-        for (int64_t bh = 0; bh < heads; ++bh) {
-            std::fill(dk + (bh * s.tk + s.l) * s.dk, dk + (bh + 1) * s.tk * s.dk, 0.0f);
-            std::fill(dv + (bh * s.tk + s.l) * s.dv, dv + (bh + 1) * s.tk * s.dv, 0.0f);
-        }
-    // D_i = dO_i . O_i, every row first.
-    float* delta = stream.scratch_.alloc<float>(heads * s.tq);
-    for (int64_t r = 0; r < heads * s.tq; ++r) {
-        const float *g = dout + r * s.dv, *y = o + r * s.dv;
-        delta[r] = static_cast<float>(lane_sum(s.dv, [g, y](int64_t d) { return g[d] * y[d]; }));
-    }
     const double flops = 4.0 * static_cast<double>(heads * s.tq * s.l) * static_cast<double>(s.dk + s.dv);
+    // D_i = dO_i . O_i of every row first, head by head; rows j >= L of dK and dV (no query sees
+    // them) are zero.
+    float* delta = stream.scratch_.alloc<float>(heads * s.tq);
+    parallel_items(heads, split_workers(static_cast<double>(heads * s.tq * s.dv), kMinSplitElements, heads),
+                   [&](int, int64_t bh) {
+                       for (int64_t r = bh * s.tq; r < (bh + 1) * s.tq; ++r) {
+                           const float *g = dout + r * s.dv, *y = o + r * s.dv;
+                           delta[r] = static_cast<float>(lane_sum(s.dv, [g, y](int64_t d) { return g[d] * y[d]; }));
+                       }
+                       std::fill(dk + (bh * s.tk + s.l) * s.dk, dk + (bh + 1) * s.tk * s.dk, 0.0f);
+                       std::fill(dv + (bh * s.tk + s.l) * s.dv, dv + (bh + 1) * s.tk * s.dv, 0.0f);
+                   });
     const int64_t kblocks = (s.l + kBc - 1) / kBc, qblocks = (s.tq + kBr - 1) / kBr;
     // One pass, each head one worker's (dQ summed as the key blocks go), when the heads keep the
     // workers busy; else two passes that recompute the scores: key blocks (dK, dV), then query
@@ -452,7 +560,8 @@ void op_attention_bwd(const xylem_op_desc& desc, xylem_stream_s& stream) {
         return;
     }
     const int64_t per = lines(bwd_floats(p, kBr));
-    const int workers_k = split_workers(flops, 1e6, heads * kblocks), workers_q = split_workers(flops, 1e6, heads * qblocks);
+    const int workers_k = split_workers(flops, 1e6, heads * kblocks);
+    const int workers_q = split_workers(flops, 1e6, heads * qblocks);
     float* scratch = stream.scratch_.alloc<float>(per * std::max(workers_k, workers_q));
     parallel_items(heads * kblocks, workers_k, [&](int worker, int64_t item) {
         const BwdScratch w = carve_bwd(p, scratch + worker * per, kBr);
