@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "support/backends.h"
+#include "support/reference.h"
 #include "xylem/error.h"
 #include "xylem/fused_builder.h"
 #include "xylem/op_calls.h"
@@ -231,10 +232,10 @@ TEST_F(NativeFused, NaNAndInfinityRules) {
     }
 }
 
-// exp, tanh, log and sigmoid (the opcodes native computes with its own vectorised exp, tanh and
-// log, plugins/native/vecmath.h) over a sweep of every 4093rd float bit pattern: NaN where libm
-// gives NaN, the same infinities and zeros, normal results within 1e-6 relative of libm's float
-// functions, subnormal ones within two units of the last place.
+// exp, tanh, log, sigmoid and erf (the opcodes native computes with its own vectorised exp, tanh,
+// log and erf, plugins/native/vecmath.h) over a sweep of every 4093rd float bit pattern: NaN where
+// libm gives NaN, the same infinities and zeros, normal results within 1e-6 relative of libm's
+// float functions, subnormal ones within two units of the last place.
 TEST_F(NativeFused, TranscendentalsMatchLibmAcrossTheFloats) {
     std::vector<float> x;
     for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 4093) {
@@ -243,21 +244,23 @@ TEST_F(NativeFused, TranscendentalsMatchLibmAcrossTheFloats) {
         std::memcpy(&v, &b, sizeof v);
         x.push_back(v);
     }
-    const uint32_t ops[] = {XYLEM_FUSED_EXP, XYLEM_FUSED_TANH, XYLEM_FUSED_LOG, XYLEM_FUSED_SIGMOID};
+    const uint32_t ops[] = {XYLEM_FUSED_EXP, XYLEM_FUSED_TANH, XYLEM_FUSED_LOG, XYLEM_FUSED_SIGMOID, XYLEM_FUSED_ERF};
     float (*const libm[])(float) = {[](float v) { return std::exp(v); }, [](float v) { return std::tanh(v); },
                                     [](float v) { return std::log(v); },
-                                    [](float v) { return 1.0f / (1.0f + std::exp(-v)); }};
+                                    [](float v) { return 1.0f / (1.0f + std::exp(-v)); },
+                                    [](float v) { return std::erf(v); }};
+    constexpr int kOps = 5;
     FusedBuilder b;
     const auto in = b.input(0);
-    for (uint32_t k = 0; k < 4; ++k) b.output(k, b.apply(static_cast<xylem_fused_opcode>(ops[k]), in));
+    for (uint32_t k = 0; k < kOps; ++k) b.output(k, b.apply(static_cast<xylem_fused_opcode>(ops[k]), in));
     const xylem_fused_attrs at = b.finish({XYLEM_FUSED_FULL});
     const int64_t n = static_cast<int64_t>(x.size());
     Tensor tx = upload(dev(), {n}, x);
     std::vector<Tensor> outs;
-    for (int k = 0; k < 4; ++k) outs.emplace_back(Shape{n}, DType::F32, dev());
-    ops::fused_elementwise(dev(), at, {&tx}, {&outs[0], &outs[1], &outs[2], &outs[3]});
+    for (int k = 0; k < kOps; ++k) outs.emplace_back(Shape{n}, DType::F32, dev());
+    ops::fused_elementwise(dev(), at, {&tx}, {&outs[0], &outs[1], &outs[2], &outs[3], &outs[4]});
     const float tiny = std::numeric_limits<float>::denorm_min();
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < kOps; ++k) {
         SCOPED_TRACE(plugin_kit::fused_opcode_info(ops[k]).name);
         const std::vector<float> got = outs[static_cast<size_t>(k)].to_vector();
         int failures = 0;
@@ -273,6 +276,55 @@ TEST_F(NativeFused, TranscendentalsMatchLibmAcrossTheFloats) {
             }
         }
     }
+}
+
+// The GELUs and their gradients (the kit's formulas over vecmath's erf, exp and tanh) against the
+// float64 definitions over [-12, 12] and the special values: within 1e-6 of max(1, |x|) (1 + erf
+// cancels for negative x, in libm's float erf as in vecmath's), the infinities and NaN as the
+// kit's formulas give them (gelu(-inf) is -inf * 0: NaN).
+TEST_F(NativeFused, GeluMatchesItsDefinition) {
+    std::vector<float> x;
+    for (int i = -120000; i <= 120000; ++i) x.push_back(static_cast<float>(i) * 1e-4f);
+    for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 30.0f, -30.0f, 1e10f, -1e10f}) x.push_back(v);
+    const uint32_t ops[] = {XYLEM_FUSED_GELU, XYLEM_FUSED_GELU_TANH, XYLEM_FUSED_GELU_GRAD, XYLEM_FUSED_GELU_TANH_GRAD};
+    double (*const want[])(double) = {ref::gelu, ref::gelu_tanh, ref::gelu_grad, ref::gelu_tanh_grad};
+    FusedBuilder b;
+    const auto in = b.input(0), one = b.constant(1.0f);
+    b.output(0, b.apply(XYLEM_FUSED_GELU, in));
+    b.output(1, b.apply(XYLEM_FUSED_GELU_TANH, in));
+    b.output(2, b.apply(XYLEM_FUSED_GELU_GRAD, one, in));
+    b.output(3, b.apply(XYLEM_FUSED_GELU_TANH_GRAD, one, in));
+    const xylem_fused_attrs at = b.finish({XYLEM_FUSED_FULL});
+    const int64_t n = static_cast<int64_t>(x.size());
+    Tensor tx = upload(dev(), {n}, x);
+    std::vector<Tensor> outs;
+    for (int k = 0; k < 4; ++k) outs.emplace_back(Shape{n}, DType::F32, dev());
+    ops::fused_elementwise(dev(), at, {&tx}, {&outs[0], &outs[1], &outs[2], &outs[3]});
+    for (int k = 0; k < 4; ++k) {
+        SCOPED_TRACE(plugin_kit::fused_opcode_info(ops[k]).name);
+        const std::vector<float> got = outs[static_cast<size_t>(k)].to_vector();
+        int failures = 0;
+        for (size_t i = 0; i < x.size() && failures < 5; ++i) {
+            const double w = want[k](x[i]), g = got[i];
+            const bool ok = std::isfinite(w) ? std::fabs(g - w) <= 1e-6 * std::max(1.0, std::fabs(double{x[i]}))
+                                             : (std::isnan(w) ? std::isnan(g) : g == w);
+            if (!ok) {
+                ++failures;
+                ADD_FAILURE() << "x = " << x[i] << ": got " << g << ", want " << w;
+            }
+        }
+    }
+    // act_fwd and act_bwd give the same bits as the opcodes.
+    Tensor y({n}, DType::F32, dev()), dx({n}, DType::F32, dev());
+    const Tensor ones = upload(dev(), {n}, std::vector<float>(static_cast<size_t>(n), 1.0f));
+    ops::act_fwd(dev(), XYLEM_ACT_GELU, tx, y);
+    EXPECT_EQ(y.to_vector(), outs[0].to_vector());
+    ops::act_fwd(dev(), XYLEM_ACT_GELU_TANH, tx, y);
+    EXPECT_EQ(y.to_vector(), outs[1].to_vector());
+    ops::act_bwd(dev(), XYLEM_ACT_GELU, ones, tx, dx);
+    EXPECT_EQ(dx.to_vector(), outs[2].to_vector());
+    ops::act_bwd(dev(), XYLEM_ACT_GELU_TANH, ones, tx, dx);
+    EXPECT_EQ(dx.to_vector(), outs[3].to_vector());
 }
 
 // The kit checks only the register fields an opcode reads; an arity-1 instruction whose b and c

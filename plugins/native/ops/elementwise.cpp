@@ -5,7 +5,6 @@
 
 #include "native.h"
 #include "vecmath.h"
-#include "xylem/plugin_kit/fused.h"  // gelu_value and its kin: the GELU formulas' one home
 
 namespace xylem::native {
 
@@ -54,13 +53,13 @@ XYLEM_KERNEL(void, activate, (int act, const float* x, float* y, int64_t n), (ac
     case XYLEM_ACT_TANH:
         for (int64_t i = 0; i < n; ++i) y[i] = tanh(x[i]);
         break;
-    // The kit's formulas (libm's erf and tanh), as the fused opcodes compute them: the same bits
-    // fused or not. act_fwd only (linear_fwd and conv2d_fwd refuse GELU).
+    // The kit's formulas with vecmath's erf and tanh, as the fused opcodes compute them (ops/fused.cpp):
+    // the same bits fused or not. act_fwd only (linear_fwd and conv2d_fwd refuse GELU).
     case XYLEM_ACT_GELU:
-        for (int64_t i = 0; i < n; ++i) y[i] = plugin_kit::gelu_value(x[i]);
+        for (int64_t i = 0; i < n; ++i) y[i] = vecmath::gelu(x[i]);
         break;
     case XYLEM_ACT_GELU_TANH:
-        for (int64_t i = 0; i < n; ++i) y[i] = plugin_kit::gelu_tanh_value(x[i]);
+        for (int64_t i = 0; i < n; ++i) y[i] = vecmath::gelu_tanh(x[i]);
         break;
     }
 }
@@ -109,10 +108,10 @@ XYLEM_KERNEL(void, activate_grad, (int act, const float* dy, const float* y, flo
         for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
         break;
     case XYLEM_ACT_GELU:  // the fused GELU_GRAD opcode's a * gelu'(b)
-        for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * plugin_kit::gelu_derivative(y[i]);
+        for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * vecmath::gelu_derivative(y[i]);
         break;
     case XYLEM_ACT_GELU_TANH:
-        for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * plugin_kit::gelu_tanh_derivative(y[i]);
+        for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * vecmath::gelu_tanh_derivative(y[i]);
         break;
     }
 }

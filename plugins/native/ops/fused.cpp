@@ -42,15 +42,20 @@ struct Program {
     float* out[XYLEM_FUSED_MAX_OUTPUTS];
 };
 
-// One element of opcode OP: the kit's arithmetic (fused_apply), with vecmath's exp, tanh and log
-// in place of libm's in the four opcodes that use them (sigmoid is the kit's 1 / (1 + e^-a)), so
-// that every opcode's loop vectorises.
+// One element of opcode OP: the kit's arithmetic (fused_apply), with vecmath's exp, tanh, log and
+// erf in place of libm's in the opcodes that use them (sigmoid is the kit's 1 / (1 + e^-a), the
+// GELUs the kit's formulas, vecmath.h), so that every opcode's loop vectorises.
 template <uint32_t OP>
 __attribute__((always_inline)) inline float apply(float a, float b, float c) {
     if constexpr (OP == XYLEM_FUSED_EXP) return vecmath::exp(a);
     else if constexpr (OP == XYLEM_FUSED_TANH) return vecmath::tanh(a);
     else if constexpr (OP == XYLEM_FUSED_LOG) return vecmath::log(a);
     else if constexpr (OP == XYLEM_FUSED_SIGMOID) return 1.0f / (1.0f + vecmath::exp(-a));
+    else if constexpr (OP == XYLEM_FUSED_ERF) return vecmath::erf(a);
+    else if constexpr (OP == XYLEM_FUSED_GELU) return vecmath::gelu(a);
+    else if constexpr (OP == XYLEM_FUSED_GELU_TANH) return vecmath::gelu_tanh(a);
+    else if constexpr (OP == XYLEM_FUSED_GELU_GRAD) return a * vecmath::gelu_derivative(b);
+    else if constexpr (OP == XYLEM_FUSED_GELU_TANH_GRAD) return a * vecmath::gelu_tanh_derivative(b);
     else return plugin_kit::fused_apply<float>(OP, a, b, c);
 }
 
