@@ -43,6 +43,14 @@ const char* helper_body(uint32_t op) {
     case XYLEM_FUSED_RELU_GRAD: return "b > 0.0f ? a : 0.0f";
     case XYLEM_FUSED_SQUARE: return "a * a";
     case XYLEM_FUSED_RECIP: return "1.0f / a";
+    // GELU: plugin_kit/fused.h's gelu_value, gelu_tanh_value and derivatives (the derivatives are
+    // the prelude's xg_ functions, below). The tanh form without tanh: 0.5x(1 + tanh(u)) =
+    // x/(1 + exp(-2u)), as kernels/common.cl says why (an OpenCL tanh need not reach +-1).
+    case XYLEM_FUSED_ERF: return "erf(a)";
+    case XYLEM_FUSED_GELU: return "0.5f * a * (1.0f + erf(a * 0.70710678118654752440f))";
+    case XYLEM_FUSED_GELU_TANH: return "a / (1.0f + exp(-2.0f * (0.79788456080286535588f * (a + 0.044715f * a * a * a))))";
+    case XYLEM_FUSED_GELU_GRAD: return "a * xg_gelu_derivative(b)";
+    case XYLEM_FUSED_GELU_TANH_GRAD: return "a * xg_gelu_tanh_derivative(b)";
     }
     return nullptr;  // INPUT, PARAM, CONST, OUTPUT move values; an unknown opcode has no helper
 }
@@ -56,7 +64,21 @@ const std::string& prelude() {
     static const std::string text = [] {
         std::string s =
             "/* xylem fused_elementwise: helpers with plugin_kit/fused.h's semantics */\n"
-            "#pragma OPENCL FP_CONTRACT OFF\n";
+            "#pragma OPENCL FP_CONTRACT OFF\n"
+            // fused.h's gelu_derivative and gelu_tanh_derivative, operation for operation except
+            // in the tanh form: 0.5(1 + t) = 1/(1 + exp(-2u)), 1 - t*t = 4e/(1 + e)^2 with
+            // e = exp(-2|u|) (kernels/common.cl's act_bwd does the same, and says why).
+            "inline float xg_gelu_derivative(float x) {\n"
+            "    return 0.5f * (1.0f + erf(x * 0.70710678118654752440f)) +\n"
+            "           x * exp(-0.5f * x * x) * 0.39894228040143267794f;\n"
+            "}\n"
+            "inline float xg_gelu_tanh_derivative(float x) {\n"
+            "    const float u = 0.79788456080286535588f * (x + 0.044715f * x * x * x);\n"
+            "    const float e = exp(-2.0f * fabs(u));\n"
+            "    const float half_1pt = 1.0f / (1.0f + exp(-2.0f * u));\n"
+            "    const float sech2 = 4.0f * e / ((1.0f + e) * (1.0f + e));\n"
+            "    return half_1pt + 0.5f * x * sech2 * 0.79788456080286535588f * (1.0f + 0.134145f * x * x);\n"
+            "}\n";
         static const char* const params[] = {"", "float a", "float a, float b", "float a, float b, float c"};
         for (uint32_t op = 0; op < XYLEM_FUSED_OPCODE_COUNT_; ++op) {
             if (!is_arithmetic(op)) continue;

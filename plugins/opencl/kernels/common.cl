@@ -5,21 +5,61 @@
 #define ACT_RELU 1
 #define ACT_SIGMOID 2
 #define ACT_TANH 3
+#define ACT_GELU 4      /* act_fwd/act_bwd only: the gradient reads x, not y */
+#define ACT_GELU_TANH 5
+
+/* GELU's two forms and their derivatives: plugin_kit/fused.h's formulas (gelu_value, ...), with
+ * one rewrite in the tanh form: 1 + tanh(u) is taken as 2/(1 + exp(-2u)) and 1 - tanh(u)^2 as
+ * 4e/(1 + e)^2, e = exp(-2|u|). The same values, but an OpenCL tanh need not reach +-1: PoCL's
+ * stops at +-0.99999994, which made 0.5*x*(1 + t) -3e-6 at x = -100 (-3e22 at -1e30, -inf
+ * instead of the kit's NaN at -inf), and its few ulps near |t| = 1 cost 1.6e-6 in 1 - t*t after
+ * the x*(1 + 0.134145x^2) factor, past act_bwd's tolerance of 1e-6. */
+inline float gelu_exact(float x) { return 0.5f * x * (1.0f + erf(x * 0.70710678118654752440f)); }
+inline float gelu_exact_grad(float x) { /* Phi(x) + x*phi(x) */
+    return 0.5f * (1.0f + erf(x * 0.70710678118654752440f)) + x * exp(-0.5f * x * x) * 0.39894228040143267794f;
+}
+inline float gelu_tanh_u(float x) { return 0.79788456080286535588f * (x + 0.044715f * x * x * x); }
+inline float gelu_tanh_form(float x) { return x / (1.0f + exp(-2.0f * gelu_tanh_u(x))); } /* 0.5x(1 + t) */
+inline float gelu_tanh_form_grad(float x) {
+    const float u = gelu_tanh_u(x), e = exp(-2.0f * fabs(u));
+    const float half_1pt = 1.0f / (1.0f + exp(-2.0f * u));    /* 0.5*(1 + t) */
+    const float sech2 = 4.0f * e / ((1.0f + e) * (1.0f + e)); /* 1 - t*t */
+    return half_1pt + 0.5f * x * sech2 * 0.79788456080286535588f * (1.0f + 0.134145f * x * x);
+}
 
 /* Same formulas as the native plugin, so both backends round alike. */
 inline float activate(int act, float v) {
     if (act == ACT_RELU) return v > 0.0f ? v : 0.0f;
     if (act == ACT_SIGMOID) return 1.0f / (1.0f + exp(-v));
     if (act == ACT_TANH) return tanh(v);
+    if (act == ACT_GELU) return gelu_exact(v);
+    if (act == ACT_GELU_TANH) return gelu_tanh_form(v);
     return v;
 }
 
-/* dy * f'(x), expressed through y = f(x). */
+/* dy * f'(x), expressed through y = f(x) (not the GELUs: act_bwd_value). */
 inline float activate_grad(int act, float dy, float y) {
     if (act == ACT_RELU) return y > 0.0f ? dy : 0.0f;
     if (act == ACT_SIGMOID) return dy * y * (1.0f - y);
     if (act == ACT_TANH) return dy * (1.0f - y * y);
     return dy;
+}
+
+/* dy * f'(x) for the activations whose act_bwd reads x (the GELUs); v is y for the others. */
+inline float act_bwd_value(int act, float dy, float v) {
+    if (act == ACT_GELU) return dy * gelu_exact_grad(v);
+    if (act == ACT_GELU_TANH) return dy * gelu_tanh_form_grad(v);
+    return activate_grad(act, dy, v);
+}
+
+/* The counter-based hash of ops.h (xylem_dropout_keep): the same mask as every other backend
+ * (dropout_fwd, attention's dropout on its probabilities). */
+inline int dropout_keep(ulong seed, ulong i, float p) {
+    ulong z = seed + (i + 1) * 0x9E3779B97F4A7C15UL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9UL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBUL;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f) >= p;
 }
 
 /* A grid-stride loop: few work-groups cover any n (PoCL runs each group as a loop on a core). */

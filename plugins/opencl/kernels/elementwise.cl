@@ -43,20 +43,13 @@ __kernel void act_fwd(int act, __global const float* x, int x_off, __global floa
     FOR_EACH(i, n) y[y_off + i] = activate(act, x[x_off + i]);
 }
 
-__kernel void act_bwd(int act, __global const float* dy, int dy_off, __global const float* y, int y_off,
+/* v is y, or x for the GELUs (ops.h: their act_bwd's second input). */
+__kernel void act_bwd(int act, __global const float* dy, int dy_off, __global const float* v, int v_off,
                       __global float* dx, int dx_off, int n) {
-    FOR_EACH(i, n) dx[dx_off + i] = activate_grad(act, dy[dy_off + i], y[y_off + i]);
+    FOR_EACH(i, n) dx[dx_off + i] = act_bwd_value(act, dy[dy_off + i], v[v_off + i]);
 }
 
-/* The counter-based hash of ops.h (xylem_dropout_keep): the same mask as every other backend. */
-inline int dropout_keep(ulong seed, ulong i, float p) {
-    ulong z = seed + (i + 1) * 0x9E3779B97F4A7C15UL;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9UL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBUL;
-    z ^= z >> 31;
-    return (float)(z >> 40) * (1.0f / 16777216.0f) >= p;
-}
-
+/* dropout_keep (common.cl) is ops.h's xylem_dropout_keep. */
 __kernel void dropout_fwd(ulong seed, float p, __global const float* x, int x_off, __global float* y, int y_off,
                           __global float* mask, int mask_off, int n) {
     const float scale = p == 0.0f ? 1.0f : 1.0f / (1.0f - p);

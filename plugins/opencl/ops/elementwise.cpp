@@ -84,7 +84,7 @@ void op_add(const xylem_op_desc& desc, xylem_stream_s& s) {
 
 void op_act_fwd(const xylem_op_desc& desc, xylem_stream_s& s) {
     OpArgs a(desc, 1, 1, 1);
-    const cl_int act = a.check_activation(a.attrs<xylem_act_attrs>().activation);
+    const cl_int act = a.check_act_op_activation(a.attrs<xylem_act_attrs>().activation);
     const Tensor x = a.in(0, "x"), y = a.out(0, "y");
     a.same_numel(x, "x", y, "y");
     Kernel(s, kFam, "act_fwd").arg(act).arg(x.mem).arg(x.off).arg(y.mem).arg(y.off).arg(y.numel).run(y.numel);
@@ -92,11 +92,14 @@ void op_act_fwd(const xylem_op_desc& desc, xylem_stream_s& s) {
 
 void op_act_bwd(const xylem_op_desc& desc, xylem_stream_s& s) {
     OpArgs a(desc, 2, 2, 1);
-    const cl_int act = a.check_activation(a.attrs<xylem_act_attrs>().activation);
-    const Tensor dy = a.in(0, "dy"), y = a.in(1, "y"), dx = a.out(0, "dx");
-    a.same_numel(dy, "dy", y, "y");
+    const cl_int act = a.check_act_op_activation(a.attrs<xylem_act_attrs>().activation);
+    // The second input is y, except for the GELUs, whose derivative needs x (ops.h).
+    const bool from_x = act == XYLEM_ACT_GELU || act == XYLEM_ACT_GELU_TANH;
+    const char* v_name = from_x ? "x" : "y";
+    const Tensor dy = a.in(0, "dy"), v = a.in(1, v_name), dx = a.out(0, "dx");
+    a.same_numel(dy, "dy", v, v_name);
     a.same_numel(dy, "dy", dx, "dx");
-    Kernel(s, kFam, "act_bwd").arg(act).arg(dy.mem).arg(dy.off).arg(y.mem).arg(y.off).arg(dx.mem).arg(dx.off)
+    Kernel(s, kFam, "act_bwd").arg(act).arg(dy.mem).arg(dy.off).arg(v.mem).arg(v.off).arg(dx.mem).arg(dx.off)
         .arg(dx.numel).run(dx.numel);
 }
 
