@@ -137,11 +137,18 @@ std::vector<float> activation_inputs(Rng& rng, int64_t n) {
     return x;
 }
 
+// The GELUs came with ABI 1.7: an older plugin is not asked for them (the core refuses them there
+// with the reason).
+bool knows(const Backend& b, xylem_activation act) {
+    return b.api().abi_minor >= 7 || (act != XYLEM_ACT_GELU && act != XYLEM_ACT_GELU_TANH);
+}
+
 TEST_P(ElementwiseConformance, ActivationForward) {
     XYLEM_REQUIRE_OP(XYLEM_OP_ACT_FWD);
     Rng rng;
     for (xylem_activation act : kActs)
         for (const Shape& s : elementwise_shapes()) {
+            if (!knows(backend(), act)) continue;
             SCOPED_TRACE("activation " + std::to_string(act) + " shape " + to_string(s));
             const auto x = activation_inputs(rng, numel(s));
             Tensor tx = upload(dev(), s, x), ty(s, DType::F32, dev());
@@ -155,6 +162,7 @@ TEST_P(ElementwiseConformance, ActivationBackwardThroughOutput) {
     Rng rng;
     for (xylem_activation act : kActs)
         for (const Shape& s : elementwise_shapes()) {
+            if (!knows(backend(), act)) continue;
             SCOPED_TRACE("activation " + std::to_string(act) + " shape " + to_string(s));
             // y is a genuine forward output (rounded to float), as the layers pass it; the GELUs'
             // act_bwd reads x instead (ops.h).

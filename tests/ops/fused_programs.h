@@ -175,10 +175,16 @@ inline RunData make_run(const Program& p, const Shape& shape, std::mt19937_64& r
     return d;
 }
 
-// The arithmetic opcodes (everything but INPUT, PARAM, CONST and OUTPUT).
-inline std::vector<uint8_t> arithmetic_opcodes() {
+// The opcodes a plugin built for ABI 1.<abi_minor> knows: ERF and the GELUs came with 1.7. The
+// kit gives an older plugin programs of the opcodes it knows (the programs it was given then).
+inline uint32_t fused_opcode_count(uint32_t abi_minor) {
+    return abi_minor < 7 ? XYLEM_FUSED_ERF : XYLEM_FUSED_OPCODE_COUNT_;
+}
+
+// The arithmetic opcodes (everything but INPUT, PARAM, CONST and OUTPUT) below `count`.
+inline std::vector<uint8_t> arithmetic_opcodes(uint32_t count = XYLEM_FUSED_OPCODE_COUNT_) {
     std::vector<uint8_t> ops;
-    for (uint32_t op = 0; op < XYLEM_FUSED_OPCODE_COUNT_; ++op)
+    for (uint32_t op = 0; op < count; ++op)
         if (op != XYLEM_FUSED_INPUT && op != XYLEM_FUSED_PARAM && op != XYLEM_FUSED_CONST && op != XYLEM_FUSED_OUTPUT)
             ops.push_back(static_cast<uint8_t>(op));
     return ops;
@@ -191,7 +197,9 @@ inline bool is_comparison(uint8_t op) {
 
 class Generator {
 public:
-    explicit Generator(std::mt19937_64& rng) : rng_(rng) {}
+    // Programs of the opcodes below opcode_count (fused_opcode_count).
+    explicit Generator(std::mt19937_64& rng, uint32_t opcode_count = XYLEM_FUSED_OPCODE_COUNT_)
+        : rng_(rng), opcode_count_(opcode_count) {}
 
     // A program whose deepest output is `depth` ops deep (1..8), using every opcode of `must_use`.
     // `all_broadcast`: no input is FULL (the iteration space comes from the outputs alone).
@@ -359,7 +367,7 @@ private:
     }
 
     uint8_t random_op() {
-        const auto ops = arithmetic_opcodes();
+        const auto ops = arithmetic_opcodes(opcode_count_);
         return ops[pick(0, static_cast<int>(ops.size()) - 1)];
     }
     uint8_t random_continuous_op() {
@@ -446,6 +454,7 @@ private:
     }
 
     std::mt19937_64& rng_;
+    uint32_t opcode_count_;
     Program p_;
     std::vector<Val> vals_;
 };
@@ -453,10 +462,10 @@ private:
 // The conformance suite's programs: 12 structures from a fixed seed (the same on every backend),
 // depths 8 down to 1, then 8, 6, 4, 2, every arithmetic opcode forced into one of them, every fourth
 // with no FULL input. Each distinct structure costs a code-generating backend one kernel build.
-inline std::vector<Program> conformance_programs() {
+inline std::vector<Program> conformance_programs(uint32_t opcode_count = XYLEM_FUSED_OPCODE_COUNT_) {
     std::mt19937_64 rng(20240615);
-    Generator gen(rng);
-    const std::vector<uint8_t> ops = arithmetic_opcodes();
+    Generator gen(rng, opcode_count);
+    const std::vector<uint8_t> ops = arithmetic_opcodes(opcode_count);
     constexpr int kPrograms = 12;
     std::vector<Program> programs;
     for (int k = 0; k < kPrograms; ++k) {
