@@ -28,7 +28,8 @@ namespace xylem::opencl {
 // program per device the first time an op of that family runs, then cached. This is the one list.
 #define XYLEM_OPENCL_FAMILIES(X)                                                                   \
     X(Elementwise, elementwise) X(Reduce, reduce) X(Softmax, softmax) X(Loss, loss)                \
-    X(Optimizer, optimizer) X(Conv, conv) X(Pool, pool) X(Norm, norm) X(Gather, gather) X(Clip, clip)
+    X(Optimizer, optimizer) X(Conv, conv) X(Pool, pool) X(Norm, norm) X(Gather, gather) X(Clip, clip)          \
+    X(Transformer, transformer)
 enum class Family {
 #define XYLEM_OPENCL_FAMILY_ENUM_(Enum, file) Enum,
     XYLEM_OPENCL_FAMILIES(XYLEM_OPENCL_FAMILY_ENUM_)
@@ -163,6 +164,9 @@ public:
     void run(int64_t n);
     // n_groups work-groups of `group` items (reductions: one group per output).
     void run_groups(int64_t n_groups, size_t group);
+    // The largest work-group this kernel can run with on the stream's device: the device's limit,
+    // lowered by the kernel's own (CL_KERNEL_WORK_GROUP_SIZE: registers and local memory on a GPU).
+    size_t group_limit() const;
     const char* name() const { return name_; }
 
 private:

@@ -84,6 +84,17 @@ void Kernel::run(int64_t n) {
     enqueue(groups * group, group);
 }
 
+size_t Kernel::group_limit() const {
+    size_t limit = 0;
+    const cl_int err = clGetKernelWorkGroupInfo(k_, s_.dev_->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof limit, &limit, nullptr);
+    if (err != CL_SUCCESS) {
+        char what[128];
+        std::snprintf(what, sizeof what, "clGetKernelWorkGroupInfo(%s)", name_);
+        throw_cl(err, what);
+    }
+    return std::max<size_t>(1, std::min(limit, s_.dev_->max_work_group));
+}
+
 void Kernel::run_groups(int64_t n_groups, size_t group) {
     if (n_groups <= 0) return;
     enqueue(static_cast<size_t>(n_groups) * group, group);
