@@ -165,7 +165,11 @@ XYLEM_KERNEL(void, forward_rows,
         // which no maximum takes and whose exp is 0.
         const int64_t n = (visible + kLanes - 1) / kLanes * kLanes;
         for (int64_t j = visible; j < n; ++j) s[j] = -kInf;
-        const double m_new = std::max<double>(m[r], lanes_max(s, n));
+        float mx = lanes_max(s, n);
+        if (mx == -kInf)  // no maximum taken: a NaN must still reach O, not be read as "all hidden"
+            for (int64_t j = 0; j < visible; ++j)
+                if (s[j] != s[j]) mx = s[j];
+        const double m_new = mx != mx ? static_cast<double>(mx) : std::max<double>(m[r], mx);
         if (m_new == -static_cast<double>(kInf)) {  // nothing seen yet (or only -inf): no weight
             for (int64_t j = 0; j < bc; ++j) s[j] = 0.0f;
             continue;
