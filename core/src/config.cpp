@@ -85,17 +85,29 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     top.get("threads", c.threads, ranges::threads);
 
     Section data = top.sub("data");
-    data.allow({"dir", "resident", "validation", "text", "text_exclude", "seq_len"});
+    data.allow({"dir", "resident", "validation", "text", "text_exclude", "seq_len", "sampling", "block_size"});
     data.get("dir", c.data_dir);
     data.get("resident", c.data_resident);
     data.get_list("text", c.text_paths);
     data.get_list("text_exclude", c.text_exclude);
     data.get("seq_len", c.seq_len, ranges::seq_len);
+    data.get("sampling", c.sampling);
+    data.get("block_size", c.block_size, ranges::block_size);
     if (data.node("text")) {
         if (c.text_paths.empty()) data.fail("text", "must name at least one file or folder");
         if (data.node("dir")) data.fail("text", "cannot be combined with data.dir (text or images, not both)");
+        if (c.sampling != "streams" && c.sampling != "windows")
+            data.fail("sampling", "must be \"streams\" or \"windows\" (got '" + c.sampling + "')");
+        if (c.sampling == "windows") {
+            if (!data.node("block_size"))
+                data.fail("block_size", "is required with data.sampling = \"windows\": the characters of each window");
+            if (data.node("seq_len"))
+                data.fail("seq_len", "applies to data.sampling = \"streams\"; windows are data.block_size characters long");
+        } else if (data.node("block_size")) {
+            data.fail("block_size", "applies to data.sampling = \"windows\"; streams read data.seq_len characters per batch");
+        }
     } else {
-        for (const char* k : {"text_exclude", "seq_len"})
+        for (const char* k : {"text_exclude", "seq_len", "sampling", "block_size"})
             if (data.node(k)) data.fail(k, "applies to text data only (set data.text)");
     }
     if (const toml::node* n = data.node("validation")) {

@@ -27,6 +27,7 @@ inline constexpr IntRange schedule_period{1, INT64_MAX};   // step_size, milesto
 inline constexpr IntRange warmup_steps{0, INT64_MAX};
 inline constexpr IntRange validation_count{0, INT64_MAX};  // images (text: characters) held out, or a fraction as a float
 inline constexpr IntRange seq_len{1, kInt32Max};            // text: time steps per batch
+inline constexpr IntRange block_size{1, kInt32Max};         // text windows: characters per window
 inline constexpr IntRange checkpoint_every{0, INT64_MAX};  // 0: at epoch ends only
 inline constexpr IntRange seed{0, INT64_MAX};              // as a TOML integer; the --seed flag takes any uint64
 }  // namespace ranges
@@ -112,7 +113,13 @@ struct RunConfig {
     // data.validation then holds out the text's end (default 0.05 of it).
     std::vector<std::string> text_paths, text_exclude;
     int64_t seq_len = 50;  // data.seq_len: characters (time steps) per training sequence
+    // data.sampling: "streams" (char-rnn's contiguous streams of seq_len, in order) or "windows"
+    // (nanoGPT's: every offset of the text starts a window of data.block_size characters, drawn at
+    // random without replacement each epoch). block_size: required with windows, refused otherwise.
+    std::string sampling = "streams";
+    int64_t block_size = 0;
     bool is_text() const { return !text_paths.empty(); }
+    bool windows() const { return is_text() && sampling == "windows"; }
 
     std::vector<LayerSpec> layers;  // [model]: every layer, blocks expanded, in the order written
     std::string loss = "cross_entropy";
