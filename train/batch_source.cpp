@@ -2,6 +2,7 @@
 #include "xylem/train/batch_source.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <numeric>
 
@@ -154,6 +155,93 @@ Batch ResidentBatches::enqueue(int64_t first, int64_t n) {
     ops::gather_rows(dev_, data_.images, idx, s.x);
     ops::gather_rows(dev_, data_.targets, idx, s.y);
     return {s.x, s.y};
+}
+
+WindowBatches::WindowBatches(const TextWindows& windows, Device& dev, bool staged)
+    : windows_(windows), dev_(dev), staged_(staged) {}
+
+WindowBatches::Slot& WindowBatches::slot(int64_t n) {
+    auto it = slots_.find(n);
+    if (it != slots_.end()) return it->second;
+    Slot s;
+    s.x = Tensor({n, windows_.block_size}, DType::I32, dev_);
+    s.y = Tensor({n, windows_.block_size}, DType::I32, dev_);
+    if (staged_) {
+        s.x_stage.resize(static_cast<size_t>(s.x.numel()));
+        s.y_stage.resize(static_cast<size_t>(s.y.numel()));
+    }
+    return slots_.emplace(n, std::move(s)).first->second;
+}
+
+void WindowBatches::stage(int64_t first, int64_t n) {
+    Slot& s = slot(n);
+    if (!staged_) {
+        gather_windows(windows_, *order_, first, n, s.x.host_write<int32_t>(), s.y.host_write<int32_t>());
+        return;
+    }
+    dev_.sync();  // the previous launch's copies read the staging areas until they finish
+    gather_windows(windows_, *order_, first, n, s.x_stage.data(), s.y_stage.data());
+}
+
+Batch WindowBatches::enqueue(int64_t, int64_t n) {
+    Slot& s = slot(n);
+    if (staged_) {
+        s.x.upload_from(dev_, s.x_stage.data());
+        s.y.upload_from(dev_, s.y_stage.data());
+    } else {
+        s.x.upload(dev_);  // the step's only host->device traffic (none on host-memory backends)
+        s.y.upload(dev_);
+    }
+    return {s.x, s.y};
+}
+
+ResidentWindowBatches::ResidentWindowBatches(const TextWindows& windows, Device& dev, bool staged)
+    : dev_(dev), count_(windows.count()), block_size_(windows.block_size), staged_(staged),
+      tokens_({static_cast<int64_t>(windows.tokens.size()), 1}, DType::I32, dev),
+      labels_(tokens_.rows(1, tokens_.dim(0) - 1)) {
+    if (tokens_.dim(0) > INT32_MAX) throw Error("data.resident: the text's tokens are more than int32 positions address");
+    tokens_.upload_from(dev, windows.tokens.data());
+    dev.sync();  // the copy reads the host array asynchronously
+}
+
+ResidentWindowBatches::Slot& ResidentWindowBatches::slot(int64_t n) {
+    auto it = slots_.find(n);
+    if (it != slots_.end()) return it->second;
+    Slot s;
+    s.xg = Tensor({n * block_size_, 1}, DType::I32, dev_);
+    s.yg = Tensor({n * block_size_, 1}, DType::I32, dev_);
+    s.x = s.xg.reshaped({n, block_size_});
+    s.y = s.yg.reshaped({n, block_size_});
+    s.idx = Tensor({n * block_size_}, DType::I32, dev_);
+    if (staged_) s.idx_stage.resize(static_cast<size_t>(n * block_size_));
+    return slots_.emplace(n, std::move(s)).first->second;
+}
+
+void ResidentWindowBatches::stage(int64_t first, int64_t n) {
+    Slot& s = slot(n);
+    if (staged_) dev_.sync();  // the previous launch's copy reads the staging area until it finishes
+    int32_t* at = staged_ ? s.idx_stage.data() : s.idx.host_write<int32_t>();
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t o = (*order_)[static_cast<size_t>(first + i)];
+        if (o < 0 || o >= count_)
+            throw Error("ResidentWindowBatches: window " + std::to_string(o) + " of " + std::to_string(count_));
+        for (int64_t t = 0; t < block_size_; ++t) *at++ = static_cast<int32_t>(o + t);
+    }
+}
+
+Batch ResidentWindowBatches::enqueue(int64_t, int64_t n) {
+    Slot& s = slot(n);
+    if (staged_) s.idx.upload_from(dev_, s.idx_stage.data());
+    else s.idx.upload(dev_);  // the step's only host->device traffic (none on host-memory backends)
+    // Window o's inputs are rows o + t of the tokens, its labels the rows after them.
+    ops::gather_rows(dev_, tokens_, s.idx, s.xg);
+    ops::gather_rows(dev_, labels_, s.idx, s.yg);
+    return {s.x, s.y};
+}
+
+std::unique_ptr<BatchSource> make_window_source(const TextWindows& windows, Device& dev, bool resident, bool staged) {
+    if (resident) return std::make_unique<ResidentWindowBatches>(windows, dev, staged);
+    return std::make_unique<WindowBatches>(windows, dev, staged);
 }
 
 std::unique_ptr<BatchSource> make_batch_source(const io::Dataset& data, Device& dev, DType target_dtype,

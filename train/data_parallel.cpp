@@ -265,26 +265,35 @@ float DataParallel::global_sum(const Tensor& local) {
 
 io::Dataset DataParallel::shard_of(const io::Dataset& d) const {
     const int64_t lo = d.count * rank() / size(), hi = d.count * (rank() + 1) / size();
-    const int64_t pixels = d.rows * d.cols;
     io::Dataset s;
     s.count = hi - lo;
     s.rows = d.rows;
     s.cols = d.cols;
+    s.steps = d.steps;
+    if (d.is_tokens()) {  // a token set (text windows): steps tokens and as many labels per sample
+        s.tokens.assign(d.tokens.begin() + lo * d.steps, d.tokens.begin() + hi * d.steps);
+        s.labels.assign(d.labels.begin() + lo * d.steps, d.labels.begin() + hi * d.steps);
+        return s;
+    }
+    const int64_t pixels = d.rows * d.cols;
     s.images.assign(d.images.begin() + lo * pixels, d.images.begin() + hi * pixels);
     s.labels.assign(d.labels.begin() + lo, d.labels.begin() + hi);
     return s;
 }
 
 Scores DataParallel::score(Net& model, Loss& loss, Device& dev, const io::Dataset& shard, int64_t total,
-                           int64_t classes) {
+                           int64_t classes, int64_t batch_size) {
+    // A sample's loss is its mean per label; the accuracy counts labels (one per image, one per
+    // token of a sequence), so every rank's sums are whole counts of labels.
+    const double labels_per_sample = shard.is_tokens() ? static_cast<double>(shard.steps) : 1.0;
     double sums[2] = {0, 0};
     if (shard.count > 0) {
-        const Scores mine = train::score(model, loss, dev, shard, classes);
+        const Scores mine = train::score(model, loss, dev, shard, classes, batch_size);
         sums[0] = mine.loss * static_cast<double>(shard.count);
-        sums[1] = std::round(mine.accuracy * static_cast<double>(shard.count));  // a count of images
+        sums[1] = std::round(mine.accuracy * static_cast<double>(shard.count) * labels_per_sample);
     }
     ranks_.sum(sums, 2, "summing the validation scores");
-    return {sums[0] / static_cast<double>(total), sums[1] / static_cast<double>(total)};
+    return {sums[0] / static_cast<double>(total), sums[1] / (static_cast<double>(total) * labels_per_sample)};
 }
 
 double DataParallel::accuracy(Net& model, Device& dev, const io::Dataset& shard, int64_t total) {

@@ -87,10 +87,12 @@ Run::Run(const RunConfig& c, Device& dev, std::ostream& out, const RunOptions& o
           o.resumed_from = opt.resume_from;
           return o;
       }()),
-      report_(out, opt.progress, files_, resuming_, data_.is_text() ? c.seq_len : 0), early_stopping_(c.early_stopping) {
-    if (dp_ && data_.is_text())
+      report_(out, opt.progress, files_, resuming_, data_.is_text() ? data_.train.steps : 0),
+      early_stopping_(c.early_stopping) {
+    // Windows are independent samples: the ranks split each global batch as they split images.
+    if (dp_ && data_.is_text() && !data_.windowed())
         throw Error(c.source + ": data-parallel training (mpirun) does not shard text streams yet; run text models "
-                               "in one process");
+                               "in one process, or sample windows (data.sampling = \"windows\")");
     model_ = build_model(c, data_.vocabulary.size());
     solver_ = build_solver(c);
     // Before anything is allocated: what the model, its gradients, the solver's state and a step
@@ -125,7 +127,7 @@ void Run::check_ops() {
 
 uint64_t Run::resident_bytes() const {
     if (!c_.data_resident) return 0;
-    uint64_t n = 0;
+    uint64_t n = data_.windowed() ? ResidentWindowBatches::resident_bytes(data_.windows) : 0;
     for (const io::Dataset* d : {&data_.train, &data_.test})
         n += (d->images.size() + d->labels.size() + d->tokens.size()) * sizeof(float);
     return n;
@@ -137,15 +139,17 @@ void Run::restore() {
     check_resumed_vocabulary(from, data_);
     TrainingState saved = load_training_checkpoint(from, *model_, *solver_, dev_);  // verifies its checksums
     check_run_record(saved);
-    if (saved.order.size() != static_cast<size_t>(data_.train.count))
+    const int64_t count = data_.train_count();
+    if (saved.order.size() != static_cast<size_t>(count))
         throw Error(from + ": the run trained on " + std::to_string(saved.order.size()) +
-                    (data_.is_text() ? " sequences of data.seq_len characters, the text now gives "
-                                     : " images, the data now gives ") +
-                    std::to_string(data_.train.count) +
+                    (data_.windowed()  ? " windows of data.block_size characters, the text now gives "
+                     : data_.is_text() ? " sequences of data.seq_len characters, the text now gives "
+                                       : " images, the data now gives ") +
+                    std::to_string(count) +
                     (data_.is_text() ? " (data.text or data.validation changed?)" : " (data.dir or data.validation changed?)"));
     for (int32_t i : saved.order)
-        if (i < 0 || i >= data_.train.count) throw Error(from + ": corrupt training state: order entry out of range");
-    const int64_t steps = steps_per_epoch(data_.train.count, fit_);
+        if (i < 0 || i >= count) throw Error(from + ": corrupt training state: order entry out of range");
+    const int64_t steps = steps_per_epoch(count, fit_);
     if (saved.step > steps)  // == steps: stopped at the epoch's end, before its scores (resumes with them)
         throw Error(from + ": the run stopped at " + where(saved.epoch, saved.step) + " but an epoch now has " +
                     std::to_string(steps) + " steps (train.steps_per_epoch changed?)");
@@ -223,7 +227,7 @@ void Run::banner() {
         if (data_.validation.count) out_ << ", " << data_.validation.count << " held out for validation";
         out_ << ", " << data_.test.count << " test images";
     }
-    out_ << "; " << steps_per_epoch(data_.train.count, fit_) << " steps per epoch of batch " << c_.batch_size << "\n";
+    out_ << "; " << steps_per_epoch(data_.train_count(), fit_) << " steps per epoch of batch " << c_.batch_size << "\n";
     if (dp_) out_ << dp_->describe(c_.batch_size);
     for (const std::string& f : stale_) out_ << "removed a temp file left by a killed run: " << f << "\n";
     for (const std::string& n : notes_) out_ << n << "\n";
@@ -238,7 +242,7 @@ void Run::banner() {
 void Run::start_data_parallel() {
     DataParallel::Identity id;
     id.config = fingerprint(c_.text + opt_.overrides.dump());
-    const int64_t sizes[3] = {data_.train.count, data_.validation.count, data_.test.count};
+    const int64_t sizes[3] = {data_.train_count(), data_.validation.count, data_.test.count};
     id.data = fingerprint(sizes, sizeof sizes);
     const int64_t where[3] = {st_.epoch, st_.step, static_cast<int64_t>(st_.global_step)};
     id.position = fingerprint(st_.shuffle_rng, fingerprint(where, sizeof where));
@@ -276,7 +280,8 @@ RunResult Run::go() {
     banner();
 
     const std::unique_ptr<BatchSource> batches =
-        make_batch_source(data_.train, dev_, loss_->target_dtype(), classes_, c_.data_resident, c_.capture);
+        data_.windowed() ? make_window_source(data_.windows, dev_, c_.data_resident, c_.capture)
+                         : make_batch_source(data_.train, dev_, loss_->target_dtype(), classes_, c_.data_resident, c_.capture);
     std::optional<ResidentData> test_resident;
     if (c_.data_resident && data_.test.count)
         test_resident = upload_dataset(dp_ ? test_shard_ : data_.test, dev_, DType::I32, classes_);

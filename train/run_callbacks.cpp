@@ -103,7 +103,8 @@ void ScoringCallbacks::on_validation(const FitContext& ctx, EpochMetrics& m) {
     if (!sets_.validation_total) return;
     ctx.model.reset_state();
     const Scores v =
-        dp_ ? dp_->score(ctx.model, ctx.loss, ctx.dev, *sets_.validation, sets_.validation_total, sets_.classes)
+        dp_ ? dp_->score(ctx.model, ctx.loss, ctx.dev, *sets_.validation, sets_.validation_total, sets_.classes,
+                         sets_.validation_batch)
             : score(ctx.model, ctx.loss, ctx.dev, *sets_.validation, sets_.classes, sets_.validation_batch,
                     ctx.stop_requested);
     m.has_validation = true;

@@ -9,6 +9,7 @@
 
 #include "xylem/error.h"
 #include "xylem/layers/embedding.h"
+#include "xylem/layers/recurrent.h"
 
 namespace xylem::train {
 namespace {
@@ -39,13 +40,20 @@ RunData load_text_run_data(const RunConfig& c) {
     RunData data;
     data.train = std::move(t.train);
     data.validation = std::move(t.validation);
+    data.windows = std::move(t.windows);
     data.vocabulary = std::move(t.vocabulary);
     data.description = std::to_string(t.chars) + " characters of text from " + std::to_string(t.files.size()) +
-                       " file(s), a vocabulary of " + std::to_string(data.vocabulary.size()) + "; " +
-                       std::to_string(c.batch_size) + " streams of " + std::to_string(data.train.count / c.batch_size) +
-                       " sequences of " + std::to_string(c.seq_len) + " characters";
-    if (data.validation.count)
+                       " file(s), a vocabulary of " + std::to_string(data.vocabulary.size()) + "; ";
+    if (data.windowed())
+        data.description += std::to_string(data.windows.count()) + " windows of " + std::to_string(c.block_size) +
+                            " characters, one at every offset of the training text, drawn at random each epoch";
+    else
+        data.description += std::to_string(c.batch_size) + " streams of " + std::to_string(data.train.count / c.batch_size) +
+                            " sequences of " + std::to_string(c.seq_len) + " characters";
+    if (data.validation.count) {
         data.description += ", the last " + std::to_string(t.validation_chars) + " characters held out for validation";
+        if (data.windowed()) data.description += " (" + std::to_string(data.validation.count) + " non-overlapping windows)";
+    }
     return data;
 }
 
@@ -82,7 +90,11 @@ RunData load_run_data(const RunConfig& c) {
 }
 
 void check_model_fits_data(const RunConfig& c, Net& model, const RunData& data) {
-    if (data.is_text()) return check_text_model(c, model, data.vocabulary, "the text");
+    if (data.is_text()) {
+        check_text_model(c, model, data.vocabulary, "the text");
+        if (data.windowed()) check_window_model(c, model);
+        return;
+    }
     if (model.input_dtype() == DType::I32)
         throw Error(c.source + ": model.layers[0] (" + model.layer(0).kind() +
                     ") takes token indices, which only text data gives: set [data] text");
@@ -103,6 +115,14 @@ void check_text_model(const RunConfig& c, Net& model, const Vocabulary& vocabula
         throw Error(c.source + ": the model outputs " + to_string(out) + " per sequence, but a character model of " + whose +
                     " outputs [steps, " + std::to_string(vocab) + "]: one score per vocabulary entry per step (the last "
                     "layer's out = \"vocab\" sizes it to the data)");
+}
+
+void check_window_model(const RunConfig& c, Net& model) {
+    for (size_t i = 0; i < model.size(); ++i)
+        if (dynamic_cast<const Recurrent*>(&model.layer(i)))
+            throw Error(c.source + ": " + model.layer(i).label() + " carries its state from one batch to the next, "
+                        "but data.sampling = \"windows\" draws unrelated windows at random: use data.sampling = "
+                        "\"streams\" for a recurrent model");
 }
 
 void check_resumed_vocabulary(const std::string& checkpoint, const RunData& data) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -144,7 +145,62 @@ io::Dataset stream_layout(const std::vector<int32_t>& tokens, int64_t streams, i
     return d;
 }
 
+void gather_windows(const TextWindows& w, const std::vector<int64_t>& order, int64_t first, int64_t n, int32_t* inputs,
+                    int32_t* labels) {
+    const size_t block = static_cast<size_t>(w.block_size);
+    const int64_t count = w.count();
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t at = order[static_cast<size_t>(first + i)];
+        if (at < 0 || at >= count) throw Error("gather_windows: window " + std::to_string(at) + " of " + std::to_string(count));
+        const int32_t* from = w.tokens.data() + at;
+        if (inputs) std::memcpy(inputs + static_cast<size_t>(i) * block, from, block * sizeof(int32_t));
+        std::memcpy(labels + static_cast<size_t>(i) * block, from + 1, block * sizeof(int32_t));
+    }
+}
+
+io::Dataset window_layout(const std::vector<int32_t>& tokens, int64_t block_size) {
+    io::Dataset d;
+    d.steps = block_size;
+    const int64_t usable = static_cast<int64_t>(tokens.size()) - 1;  // the last token is only a target
+    d.count = usable > 0 ? usable / block_size : 0;
+    const size_t n = static_cast<size_t>(d.count * block_size);
+    d.tokens.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n));
+    d.labels.assign(tokens.begin() + 1, tokens.begin() + 1 + static_cast<std::ptrdiff_t>(n));
+    return d;
+}
+
 namespace {
+
+std::string too_short_for_a_window(const std::string& what, int64_t chars, int64_t block_size) {
+    return what + " has " + std::to_string(chars) + " characters, too few for one window of data.block_size = " +
+           std::to_string(block_size) + " characters and the one after it (it needs " + std::to_string(block_size + 1) +
+           "): lower data.block_size";
+}
+
+// sampling = "windows": the training text as windows at every offset, the held-out end in
+// non-overlapping windows.
+void lay_out_windows(const RunConfig& c, TextData& t, std::vector<int32_t>&& tokens, int64_t held) {
+    const int64_t block = c.block_size;
+    std::vector<int32_t> validation(tokens.end() - held, tokens.end());
+    tokens.resize(tokens.size() - static_cast<size_t>(held));
+    t.windows.tokens = std::move(tokens);
+    t.windows.block_size = block;
+    t.train.steps = block;  // no samples of its own: the windows are gathered per batch
+    if (t.windows.count() == 0)
+        throw Error(c.source + ": " +
+                    too_short_for_a_window("the training text (data.text less data.validation)", t.chars - held, block) +
+                    ", or give more text");
+    // A checkpoint keeps the epoch's order as int32 (xylem.train.order).
+    if (t.windows.count() > ranges::kInt32Max)
+        throw Error(c.source + ": key 'data.text': the training text gives " + std::to_string(t.windows.count()) +
+                    " windows, more than a training order holds (" + std::to_string(ranges::kInt32Max) + ")");
+    if (held > 0) {
+        t.validation = window_layout(validation, block);
+        if (t.validation.count == 0)
+            throw Error(c.source + ": key 'data.validation': " + too_short_for_a_window("the held-out text", held, block) +
+                        ", or hold out more (data.validation = 0 holds out none)");
+    }
+}
 
 std::string too_short(const std::string& what, int64_t chars, int64_t streams, int64_t seq_len) {
     return what + " has " + std::to_string(chars) + " characters, too few for one batch of train.batch_size = " +
@@ -173,6 +229,10 @@ TextData load_text_data(const RunConfig& c) {
         throw Error(c.source + ": key 'data.validation' holds out " + std::to_string(held) + " of the text's " +
                     std::to_string(t.chars) + " characters, leaving none to train on");
     t.validation_chars = held;
+    if (c.windows()) {
+        lay_out_windows(c, t, std::move(tokens), held);
+        return t;
+    }
     const int64_t streams = c.batch_size, seq_len = c.seq_len;
     const std::vector<int32_t> train(tokens.begin(), tokens.end() - held);
     t.train = stream_layout(train, streams, seq_len);

@@ -12,6 +12,7 @@
 #include "xylem/backend.h"
 #include "xylem/io/idx.h"
 #include "xylem/tensor.h"
+#include "xylem/train/text_data.h"
 
 namespace xylem::train {
 
@@ -115,8 +116,69 @@ private:
     std::map<int64_t, Slot> slots_;
 };
 
+// Text windows (data.sampling = "windows", text_data.h): batch [first, first + n) of the order is
+// the windows at those offsets, inputs [n, block_size] int32 and labels [n, block_size] int32 (the
+// next token of each), gathered on the host and uploaded each step like HostBatches (`staged`
+// likewise: fixed host staging areas a captured step re-reads at every launch).
+class WindowBatches final : public BatchSource {
+public:
+    WindowBatches(const TextWindows& windows, Device& dev, bool staged);
+    int64_t size() const override { return windows_.count(); }
+    void begin_epoch(const std::vector<int64_t>& order) override { order_ = &order; }
+    void stage(int64_t first, int64_t n) override;
+    Batch enqueue(int64_t first, int64_t n) override;
+
+private:
+    struct Slot {
+        Tensor x, y;
+        std::vector<int32_t> x_stage, y_stage;  // staged only
+    };
+    Slot& slot(int64_t n);
+
+    const TextWindows& windows_;
+    Device& dev_;
+    bool staged_;
+    const std::vector<int64_t>* order_ = nullptr;
+    std::map<int64_t, Slot> slots_;
+};
+
+// Text windows with data.resident: the token array uploaded once, [tokens, 1] int32, and each
+// batch gathered from it on the device by two gather_rows ops (inputs at the windows' token
+// positions, labels at the same positions one row on). No op computes the positions o + t of a
+// window from its offset o on the device, so the host writes them and uploads them each step,
+// n*block_size int32 (half of what WindowBatches uploads); `staged` as HostBatches: through a
+// fixed staging area that a captured step re-reads at every launch.
+class ResidentWindowBatches final : public BatchSource {
+public:
+    ResidentWindowBatches(const TextWindows& windows, Device& dev, bool staged);
+    int64_t size() const override { return count_; }
+    void begin_epoch(const std::vector<int64_t>& order) override { order_ = &order; }
+    void stage(int64_t first, int64_t n) override;
+    Batch enqueue(int64_t first, int64_t n) override;
+    // What it keeps on the device besides the batches: the token array.
+    static uint64_t resident_bytes(const TextWindows& windows) { return windows.tokens.size() * sizeof(int32_t); }
+
+private:
+    struct Slot {
+        Tensor xg, yg, idx;  // the gathers' outputs [n*block_size, 1]; idx: their token positions [n*block_size]
+        Tensor x, y;         // xg and yg as [n, block_size]
+        std::vector<int32_t> idx_stage;  // staged only
+    };
+    Slot& slot(int64_t n);
+
+    Device& dev_;
+    int64_t count_, block_size_;
+    bool staged_;
+    Tensor tokens_;  // [tokens, 1]: a row per token, gather_rows' unit
+    Tensor labels_;  // its rows from 1 on: the token after each position
+    const std::vector<int64_t>* order_ = nullptr;
+    std::map<int64_t, Slot> slots_;
+};
+
 // The training run's source for `data`: ResidentBatches when `resident`, else HostBatches.
 std::unique_ptr<BatchSource> make_batch_source(const io::Dataset& data, Device& dev, DType target_dtype,
                                                int64_t classes, bool resident, bool staged);
+// For text windows: ResidentWindowBatches when `resident`, else WindowBatches.
+std::unique_ptr<BatchSource> make_window_source(const TextWindows& windows, Device& dev, bool resident, bool staged);
 
 }  // namespace xylem::train

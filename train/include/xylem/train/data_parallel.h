@@ -88,9 +88,11 @@ public:
     float global_sum(const Tensor& local);
     float share_of(float global) const { return root() ? global : 0.0f; }
 
-    // Evaluation over this rank's contiguous part of a data set, summed over the ranks.
+    // Evaluation over this rank's contiguous part of a data set (images, or a token set's
+    // sequences), summed over the ranks; `score` in batches of batch_size.
     io::Dataset shard_of(const io::Dataset& d) const;
-    Scores score(Net& model, Loss& loss, Device& dev, const io::Dataset& shard, int64_t total, int64_t classes);
+    Scores score(Net& model, Loss& loss, Device& dev, const io::Dataset& shard, int64_t total, int64_t classes,
+                 int64_t batch_size = kEvaluationBatch);
     double accuracy(Net& model, Device& dev, const io::Dataset& shard, int64_t total);
     double accuracy(Net& model, Device& dev, const ResidentData& shard, int64_t total);
 

@@ -1,9 +1,15 @@
 // Text data for character-level language models ([data] text): the corpus read as bytes, its
 // byte-level vocabulary (kept in every checkpoint so that eval, sample and resume use the tokens
-// training used), and char-rnn's batch layout: the text cut into `streams` contiguous streams read
-// side by side, seq_len characters of each per batch, each character's target the next one.
+// training used), and two batch layouts, each character's target the next one:
+//   streams (data.sampling = "streams", char-rnn's): the text cut into `streams` contiguous
+//     streams read side by side, seq_len characters of each per batch, in order;
+//   windows ("windows", nanoGPT's): every offset of the training text starts a window of
+//     block_size characters, and an epoch draws them in a random order, without replacement. They
+//     are not materialised (a 3 MB text has 3 million overlapping windows): a batch gathers its
+//     windows from the token array (WindowBatches, batch_source.h).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -61,17 +67,39 @@ std::string read_corpus(const RunConfig& config, const std::vector<std::string>&
 // state from one to the next. count 0 when the tokens are too few for one chunk.
 io::Dataset stream_layout(const std::vector<int32_t>& tokens, int64_t streams, int64_t seq_len);
 
+// nanoGPT's sampling of `tokens`: sample i is the window at offset i, block_size inputs
+// tokens[i, i + block_size) and their labels tokens[i + 1, i + block_size + 1), for every i in
+// [0, count()). Nothing is copied per window: gather_windows copies a batch's.
+struct TextWindows {
+    std::vector<int32_t> tokens;
+    int64_t block_size = 0;
+    int64_t count() const { return std::max<int64_t>(static_cast<int64_t>(tokens.size()) - block_size, 0); }
+};
+// The windows order[first, first + n) into inputs and labels, n*block_size int32 each, row-major
+// ([n, block_size]); `inputs` may be null (labels only).
+void gather_windows(const TextWindows& windows, const std::vector<int64_t>& order, int64_t first, int64_t n,
+                    int32_t* inputs, int32_t* labels);
+// `tokens` cut into non-overlapping windows of block_size, in order: sample k is tokens
+// [k*block_size, (k+1)*block_size) and, as labels, the tokens after each one. count
+// (tokens - 1) / block_size (the rest is not used); 0 when the tokens are too few for one. The
+// held-out text of a windows run, scored the same way every time.
+io::Dataset window_layout(const std::vector<int32_t>& tokens, int64_t block_size);
+
 // A text run's data: the vocabulary of the whole corpus, the training text (its start) and the
-// validation text (its last data.validation share or count of characters), each in
-// train.batch_size streams of data.seq_len steps.
+// validation text (its last data.validation share or count of characters). Streams: both in
+// train.batch_size streams of data.seq_len steps (`train`, `validation`). Windows: the training
+// text as `windows` (`train` holds no samples, only their shape: steps = block_size), the
+// validation text in window_layout's windows.
 struct TextData {
     Vocabulary vocabulary;
     io::Dataset train, validation;
+    TextWindows windows;  // data.sampling = "windows" only
     std::vector<std::string> files;
     int64_t chars = 0, validation_chars = 0;  // the corpus, and the part held out
 };
 // Errors name the key: a missing file, an empty corpus, a text (or held-out part) too short for
-// one batch of train.batch_size streams of data.seq_len steps.
+// one batch of train.batch_size streams of data.seq_len steps, or for one window of
+// data.block_size characters (and its next character).
 TextData load_text_data(const RunConfig& config);
 
 }  // namespace xylem::train
