@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "native.h"
-#include "vecmath.h"
 #include "xylem/plugin_kit/shapes_transformer.h"
 
 namespace xylem::native {
