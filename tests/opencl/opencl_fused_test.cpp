@@ -84,14 +84,14 @@ private:
 
 // One program computes every arithmetic opcode from inputs (a, b, c) and stores the one that a
 // one-hot params vector selects (select(p_k, r_k, ...) chains: a zero selector passes the rest
-// through untouched, NaN results included), so all 25 opcodes share one build. Each run feeds the
+// through untouched, NaN results included), so all 30 opcodes share one build. Each run feeds the
 // opcode inputs from its domain plus a block of special values (NaN, +-inf, +-0, +-1, 0.5).
 TEST_F(OpenclFused, EveryOpcodeMatchesTheKitInDouble) {
     std::vector<uint32_t> opcodes;
     for (uint32_t op = 0; op < XYLEM_FUSED_OPCODE_COUNT_; ++op)
         if (op != XYLEM_FUSED_INPUT && op != XYLEM_FUSED_PARAM && op != XYLEM_FUSED_CONST && op != XYLEM_FUSED_OUTPUT)
             opcodes.push_back(op);
-    ASSERT_EQ(opcodes.size(), 25u);
+    ASSERT_EQ(opcodes.size(), 30u);
 
     FusedBuilder fb;
     const auto a = fb.input(0), b = fb.input(1), c = fb.input(2);
@@ -136,7 +136,7 @@ TEST_F(OpenclFused, EveryOpcodeMatchesTheKitInDouble) {
         ops::fused_elementwise(dev(), at, {&ta, &tb, &tc}, {&out});
         EXPECT_TRUE(matches(out.to_vector(), want));
     }
-    EXPECT_LE(builds() - before, 1u) << "25 runs of one structure with other params";
+    EXPECT_LE(builds() - before, 1u) << "30 runs of one structure with other params";
 }
 
 // FULL, ROW, COL and SCALAR inputs, each a row view at a nonzero offset into a larger tensor,

@@ -39,13 +39,13 @@
 // Defines the exported xylem_plugin_entry() over the functions of namespace NS. HOST_PTR is
 // NS::buffer_host_ptr for host-memory plugins, else nullptr; DEVICE_KINDS the ABI 1.3 member or
 // nullptr; the rest are the ABI 1.2 capture members. Members after device_kinds (the ABI 1.6
-// collectives) stay NULL.
+// collectives, the ABI 1.7 op_accepts) stay NULL.
 #define XYLEM_PLUGIN_KIT_ENTRY(NS, NAME, VERSION, FLAGS, HOST_PTR, DEVICE_KINDS, ...)                            \
     XYLEM_PLUGIN_KIT_ENTRY_WITH(::xylem::plugin_kit::no_later_members, NS, NAME, VERSION, FLAGS, HOST_PTR,       \
                                 DEVICE_KINDS, __VA_ARGS__)
 
 // The same, then SET_LATER(table) sets the members after device_kinds that the plugin has (the
-// ABI 1.6 collectives, ...), by name:
+// ABI 1.6 collectives, the ABI 1.7 op_accepts, ...), by name:
 //   void set_collectives(xylem_plugin& t) { t.comm_unique_id = comm_unique_id; ... }
 //   XYLEM_PLUGIN_KIT_ENTRY_WITH(mine::set_collectives, mine, "mine", ...)
 #define XYLEM_PLUGIN_KIT_ENTRY_WITH(SET_LATER, NS, NAME, VERSION, FLAGS, HOST_PTR, DEVICE_KINDS, ...)            \
@@ -58,7 +58,8 @@
                               NS::stream_create, NS::stream_destroy, NS::stream_sync,                              \
                               NS::copy_h2d,      NS::copy_d2h,      NS::op_supported,                              \
                               NS::op_run,        __VA_ARGS__,       DEVICE_KINDS,                                  \
-                              nullptr,           nullptr,           nullptr,            nullptr};                  \
+                              nullptr,           nullptr,           nullptr,            nullptr,                   \
+                              nullptr};                                                                            \
             SET_LATER(t);                                                                                          \
             return t;                                                                                              \
         }();                                                                                                       \
