@@ -42,9 +42,9 @@ namespace pk = plugin_kit;
 
 // ---- programs ------------------------------------------------------------------------------
 
-// One program with every arithmetic opcode, every input mode (in0 full, in1 row, in2 col, in3
-// scalar), a param and constants; three outputs. Values stay where every opcode is defined (log,
-// sqrt and rsqrt read |.| + 0.5).
+// One program with every arithmetic opcode (the ABI 1.7 erf and GELUs too), every input mode (in0
+// full, in1 row, in2 col, in3 scalar), a param and constants; three outputs. Values stay where every
+// opcode is defined (log, sqrt and rsqrt read |.| + 0.5).
 xylem_fused_attrs every_opcode_program(float param = 0.75f) {
     FusedBuilder b;
     const auto x0 = b.input(0), x1 = b.input(1), x2 = b.input(2), x3 = b.input(3);
@@ -66,8 +66,13 @@ xylem_fused_attrs every_opcode_program(float param = 0.75f) {
     const auto tg = b.apply(XYLEM_FUSED_TANH_GRAD, sg, th), sgg = b.apply(XYLEM_FUSED_SIGMOID_GRAD, rl, sg);
     const auto rg = b.apply(XYLEM_FUSED_RELU_GRAD, f, sum);
     const auto s2 = b.apply(XYLEM_FUSED_SQUARE, sel), rc = b.apply(XYLEM_FUSED_RECIP, pos);
-    b.output(0, b.apply(XYLEM_FUSED_ADD, b.apply(XYLEM_FUSED_ADD, f, sel), tg));
-    b.output(1, b.apply(XYLEM_FUSED_ADD, b.apply(XYLEM_FUSED_ADD, sgg, rg), b.apply(XYLEM_FUSED_MUL, s2, rc)));
+    const auto er = b.apply(XYLEM_FUSED_ERF, diff), gl = b.apply(XYLEM_FUSED_GELU, ratio);
+    const auto glt = b.apply(XYLEM_FUSED_GELU_TANH, sum);
+    const auto gg = b.apply(XYLEM_FUSED_GELU_GRAD, sg, diff), gtg = b.apply(XYLEM_FUSED_GELU_TANH_GRAD, rl, sum);
+    const auto gelus = b.apply(XYLEM_FUSED_ADD, b.apply(XYLEM_FUSED_ADD, er, gl), b.apply(XYLEM_FUSED_ADD, glt, gg));
+    b.output(0, b.apply(XYLEM_FUSED_ADD, b.apply(XYLEM_FUSED_ADD, f, sel), b.apply(XYLEM_FUSED_ADD, tg, gelus)));
+    b.output(1, b.apply(XYLEM_FUSED_ADD, b.apply(XYLEM_FUSED_ADD, sgg, rg),
+                        b.apply(XYLEM_FUSED_ADD, b.apply(XYLEM_FUSED_MUL, s2, rc), gtg)));
     b.output(2, b.apply(XYLEM_FUSED_ADD, b.apply(XYLEM_FUSED_ADD, ge, eq), gt));
     return b.finish({XYLEM_FUSED_FULL, XYLEM_FUSED_ROW, XYLEM_FUSED_COL, XYLEM_FUSED_SCALAR});
 }

@@ -45,6 +45,23 @@ const char* helper_definition(uint32_t op) {
     case XYLEM_FUSED_RELU_GRAD: return XF2(relu_grad, "b > 0.0f ? a : 0.0f");
     case XYLEM_FUSED_SQUARE: return XF1(square, "a * a");
     case XYLEM_FUSED_RECIP: return XF1(recip, "1.0f / a");
+    // GELU (ABI 1.7): fused.h's gelu_value, gelu_tanh_value and derivatives in float, as the plugin's
+    // own act_fwd/act_bwd kernels compute them (kernels/common.cuh), including the one change there:
+    // the tanh form's 1 - t*t taken as sech^2(u) = 4e/(1+e)^2, e = exp(-2|u|), free of cancellation.
+    case XYLEM_FUSED_ERF: return XF1(erf, "erff(a)");
+    case XYLEM_FUSED_GELU: return XF1(gelu, "0.5f * a * (1.0f + erff(a * 0.70710678118654752440f))");
+    case XYLEM_FUSED_GELU_TANH:
+        return XF1(gelu_tanh, "0.5f * a * (1.0f + tanhf(0.79788456080286535588f * (a + 0.044715f * a * a * a)))");
+    case XYLEM_FUSED_GELU_GRAD:
+        return XF2(gelu_grad, "a * (0.5f * (1.0f + erff(b * 0.70710678118654752440f)) + "
+                              "b * expf(-0.5f * b * b) * 0.39894228040143267794f)");
+    case XYLEM_FUSED_GELU_TANH_GRAD:
+        return "__device__ __forceinline__ float xf_gelu_tanh_grad(float a, float b) {\n"
+               "    const float u = 0.79788456080286535588f * (b + 0.044715f * b * b * b);\n"
+               "    const float t = tanhf(u), e = expf(-2.0f * fabsf(u));\n"
+               "    const float sech2 = 4.0f * e / ((1.0f + e) * (1.0f + e));\n"
+               "    return a * (0.5f * (1.0f + t) + 0.5f * b * sech2 * 0.79788456080286535588f * (1.0f + 0.134145f * b * b));\n"
+               "}\n";
     default: return nullptr;  // INPUT, PARAM, CONST, OUTPUT move values; the kernel spells them
     }
 #undef XF1

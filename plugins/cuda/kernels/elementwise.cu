@@ -33,6 +33,7 @@ __global__ void act_fwd_k(int act, const float* x, float* y, int64_t n) {
     XYLEM_GRID_STRIDE(i, n) y[i] = apply_act(act, x[i]);
 }
 
+// v is y = act(x), or x itself for the GELUs (their gradient needs the input). dx may alias dy.
 __global__ void act_bwd_k(int act, const float* dy, const float* y, float* dx, int64_t n) {
     XYLEM_GRID_STRIDE(i, n) {
         const float d = dy[i], v = y[i];
@@ -40,6 +41,8 @@ __global__ void act_bwd_k(int act, const float* dy, const float* y, float* dx, i
         case XYLEM_ACT_RELU: dx[i] = v > 0.0f ? d : 0.0f; break;
         case XYLEM_ACT_SIGMOID: dx[i] = d * v * (1.0f - v); break;
         case XYLEM_ACT_TANH: dx[i] = d * (1.0f - v * v); break;
+        case XYLEM_ACT_GELU: dx[i] = d * gelu_derivative(v); break;
+        case XYLEM_ACT_GELU_TANH: dx[i] = d * gelu_tanh_derivative(v); break;
         default: dx[i] = d;
         }
     }

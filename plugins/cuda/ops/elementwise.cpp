@@ -64,19 +64,22 @@ void op_mul(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
     a.check_launch();
 }
 
+// act_fwd and act_bwd take the GELUs too (ABI 1.7); linear_fwd and conv2d_fwd do not fuse them.
 void op_act_fwd(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
     OpArgs a(desc, 1, 1, 1);
-    const int act = a.check_activation(a.attrs<xylem_act_attrs>().activation);
+    const int act = a.check_act_op_activation(a.attrs<xylem_act_attrs>().activation);
     const Tensor x = a.in(0, "x"), y = a.out(0, "y");
     a.same_numel(x, "x", y, "y");
     k::act_fwd(act, x.f32(), y.f32(), x.numel, s.stream_);
     a.check_launch();
 }
 
+// The second input is y = act(x), or x itself for the GELUs.
 void op_act_bwd(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
     OpArgs a(desc, 2, 2, 1);
-    const int act = a.check_activation(a.attrs<xylem_act_attrs>().activation);
-    const Tensor tdy = a.in(0, "dy"), ty = a.in(1, "y"), tdx = a.out(0, "dx");
+    const int act = a.check_act_op_activation(a.attrs<xylem_act_attrs>().activation);
+    const bool gelu = act == XYLEM_ACT_GELU || act == XYLEM_ACT_GELU_TANH;
+    const Tensor tdy = a.in(0, "dy"), ty = a.in(1, gelu ? "x" : "y"), tdx = a.out(0, "dx");
     a.same_numel(tdy, "dy", ty, "y");
     a.same_numel(tdy, "dy", tdx, "dx");
     k::act_bwd(act, tdy.f32(), ty.f32(), tdx.f32(), tdy.numel, s.stream_);
