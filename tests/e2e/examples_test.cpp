@@ -18,8 +18,8 @@ TEST(Examples, EveryConfigBuildsAndRunsAForwardPass) {
         SCOPED_TRACE(entry.path().string());
         ++seen;
         RunConfig c = load_config(entry.path().string());
-        if (c.is_text()) {  // a character model (char_rnn.toml): tokens in, a score per character per step out
-            const int64_t vocab = 96, steps = c.seq_len;
+        if (c.is_text()) {  // a character model (char_rnn.toml, gpt_char.toml): tokens in, a score per character per step out
+            const int64_t vocab = 96, steps = c.windows() ? c.block_size : c.seq_len;
             auto model = train::build_model(c, vocab);
             model->build(*dev, {steps}, c.seed);
             EXPECT_EQ(model->output_sample_shape(), (Shape{steps, vocab}));
