@@ -177,17 +177,26 @@ using plugin_kit::overlap;  // true when two operands share any byte
 // needs them is refused at build time on this backend. Exceptions, until scripts/gpu-check.sh has
 // run the kit on a GPU (issue 17): fused_elementwise (its code generator and NVRTC compile are
 // tested here), reduce and scatter_add_rows (their kernels follow the OpenCL plugin's, which pass
-// the kit on PoCL) were listed having only compiled.
+// the kit on PoCL) were listed having only compiled; so were the ABI 1.7 ops (layer_norm_fwd/bwd,
+// attention_fwd/bwd, gemm_batched, permute, masked_softmax) and the GELUs of act_fwd/act_bwd and
+// of the fused opcodes (issue 27; docs/gpu-runbook.md lists them for the first GPU run, issue 30).
 #define XYLEM_CUDA_OPS(X)                                                                                  \
     X(fill) X(copy) X(axpby) X(mul) X(gemm) X(linear_fwd) X(bias_grad) X(act_fwd) X(act_bwd) X(softmax_fwd) \
     X(softmax_bwd) X(xent_fwd) X(xent_bwd) X(nll_fwd) X(nll_bwd) X(mse_fwd) X(mse_bwd) X(dropout_fwd)       \
     X(sgd_update) X(adam_update) X(accuracy) X(conv2d_fwd) X(conv2d_bwd_data) X(conv2d_bwd_filter)          \
     X(pool2d_fwd) X(pool2d_bwd) X(batchnorm_fwd) X(batchnorm_bwd) X(gather_rows) X(rmsprop_update)          \
-    X(adamw_update) X(clamp) X(sum_squares) X(clip_by_norm) X(fused_elementwise) X(reduce) X(scatter_add_rows)
+    X(adamw_update) X(clamp) X(sum_squares) X(clip_by_norm) X(fused_elementwise) X(reduce) X(scatter_add_rows) \
+    X(layer_norm_fwd) X(layer_norm_bwd) X(attention_fwd) X(attention_bwd) X(gemm_batched) X(permute)        \
+    X(masked_softmax)
 using OpFn = void (*)(const xylem_op_desc&, xylem_stream_s&, xylem_framework_s&);
 #define XYLEM_DECLARE_OP(name) void op_##name(const xylem_op_desc&, xylem_stream_s&, xylem_framework_s&);
 XYLEM_CUDA_OPS(XYLEM_DECLARE_OP)
 #undef XYLEM_DECLARE_OP
+
+// ABI 1.7 op_accepts (ops/dispatch.cpp): declines the attention head sizes the kernels have no
+// variant for (attention_accepts, ops/attention.cpp); every other descriptor is accepted.
+int32_t op_accepts(xylem_framework_t, const xylem_op_desc* desc);
+bool attention_accepts(const xylem_op_desc& desc);
 
 // Created by framework_get; destroyed never (the framework lives until process exit).
 ConvCache* make_conv_cache();

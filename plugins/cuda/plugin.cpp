@@ -4,15 +4,21 @@
 namespace xylem::cuda {
 
 XYLEM_PLUGIN_KIT_DEFINE_ERRORS(Plugin)
+
+// The table's members after device_kinds: the ABI 1.6 collectives with NCCL (collective.cpp) and
+// the ABI 1.7 op_accepts (ops/dispatch.cpp: attention head sizes the kernels have no variant for
+// are declined, and the core composes them).
+void set_later_members(xylem_plugin& t) {
+#ifdef XYLEM_CUDA_NCCL
+    set_collectives(t);
+#endif
+    t.op_accepts = op_accepts;
+}
+
 }  // namespace xylem::cuda
 
 // Device memory: no host pointers. Whole-step capture through CUDA graphs (capture.cpp). With NCCL
 // at build time, the ABI 1.6 collectives (collective.cpp) for data-parallel runs.
-#ifdef XYLEM_CUDA_NCCL
-XYLEM_PLUGIN_KIT_ENTRY_WITH(xylem::cuda::set_collectives, xylem::cuda, "cuda", "0.1.0", 0, nullptr,
+XYLEM_PLUGIN_KIT_ENTRY_WITH(xylem::cuda::set_later_members, xylem::cuda, "cuda", "0.1.0", 0, nullptr,
                             xylem::cuda::device_kinds, xylem::cuda::capture_begin, xylem::cuda::capture_end,
                             xylem::cuda::graph_launch, xylem::cuda::graph_destroy)
-#else
-XYLEM_PLUGIN_KIT_ENTRY(xylem::cuda, "cuda", "0.1.0", 0, nullptr, xylem::cuda::device_kinds, xylem::cuda::capture_begin, xylem::cuda::capture_end,
-                       xylem::cuda::graph_launch, xylem::cuda::graph_destroy)
-#endif

@@ -166,8 +166,9 @@ TEST(CudaPlugin, OneFrameworkAcrossLoadsAndCalls) {
 }
 
 // Every op of the header but those the plugin's op list (XYLEM_CUDA_OPS) leaves out until their
-// kernels have run on a GPU: add so far (fused_elementwise, reduce and scatter_add_rows joined with
-// the no-GPU tests; the GPU run of issue 17 checks them).
+// kernels have run on a GPU: add so far (fused_elementwise, reduce and scatter_add_rows, and the
+// ABI 1.7 ops of issue 27, joined with the no-GPU tests; the GPU runs of issues 17 and 30 check
+// them).
 TEST(CudaPlugin, SupportsEveryOpOfTheHeaderButThoseItLeavesOut) {
     const xylem_plugin& t = table();
     for (uint32_t op = 0; op < XYLEM_OP_COUNT_; ++op) {
@@ -175,6 +176,57 @@ TEST(CudaPlugin, SupportsEveryOpOfTheHeaderButThoseItLeavesOut) {
         EXPECT_EQ(t.op_supported(nullptr, op), left_out ? 0 : 1) << op_name(op);
     }
     EXPECT_EQ(t.op_supported(nullptr, XYLEM_OP_COUNT_), 0);
+}
+
+// ABI 1.7 op_accepts: attention with a head size past the kernels' variants (128) is declined, so
+// the core composes it; every head size up to 128 and every other op's descriptor is accepted. It
+// reads the descriptor's shapes only: no framework, no device, no buffers.
+TEST(CudaPlugin, OpAcceptsDeclinesAttentionHeadSizesPast128) {
+    const xylem_plugin& t = table();
+    ASSERT_TRUE(XYLEM_TABLE_HAS(&t, op_accepts));
+    auto tensor = [](std::initializer_list<int64_t> dims) {
+        xylem_tensor_arg a{};
+        a.dtype = XYLEM_F32;
+        for (int64_t d : dims) a.dims[a.ndim++] = d;
+        return a;
+    };
+    const xylem_attention_attrs at{0.125f, 1, 0.0f, 0, 0};
+    auto accepts = [&](uint32_t op, int64_t dk, int64_t dv) {
+        const xylem_tensor_arg q = tensor({2, 4, 16, dk}), k = tensor({2, 4, 16, dk}), v = tensor({2, 4, 16, dv});
+        const xylem_tensor_arg o = tensor({2, 4, 16, dv}), lse = tensor({2, 4, 16});
+        const xylem_tensor_arg fwd_in[] = {q, k, v}, fwd_out[] = {o, lse};
+        const xylem_tensor_arg bwd_in[] = {o, q, k, v, o, lse}, bwd_out[] = {q, k, v};
+        const bool fwd = op == XYLEM_OP_ATTENTION_FWD;
+        const xylem_op_desc d{op, fwd ? 3u : 6u, fwd ? 2u : 3u, sizeof at, fwd ? fwd_in : bwd_in, fwd ? fwd_out : bwd_out, &at};
+        return t.op_accepts(nullptr, &d);
+    };
+    for (uint32_t op : {XYLEM_OP_ATTENTION_FWD, XYLEM_OP_ATTENTION_BWD}) {
+        SCOPED_TRACE(op_name(op));
+        for (int64_t d : {1, 8, 32, 33, 64, 100, 128}) EXPECT_EQ(accepts(op, d, d), 1) << "head_dim " << d;
+        EXPECT_EQ(accepts(op, 512, 512), 0);
+        EXPECT_EQ(accepts(op, 129, 64), 0) << "Dk past 128";
+        EXPECT_EQ(accepts(op, 64, 256), 0) << "Dv past 128";
+    }
+    const xylem_gemm_attrs g{0, 1, 1.0f, 0.0f};
+    const xylem_tensor_arg a = tensor({8, 16, 512}), c = tensor({8, 16, 16});
+    const xylem_tensor_arg in[] = {a, a};
+    const xylem_op_desc gemm{XYLEM_OP_GEMM_BATCHED, 2, 1, sizeof g, in, &c, &g};
+    EXPECT_EQ(t.op_accepts(nullptr, &gemm), 1);
+}
+
+// The ABI 1.7 ops are in the op list; without a device op_run refuses them with the reason before
+// reading the descriptor.
+TEST(CudaPlugin, TransformerOpsAreListedAndFailCleanlyWithoutADevice) {
+    const xylem_plugin& t = table();
+    for (uint32_t op : {XYLEM_OP_LAYER_NORM_FWD, XYLEM_OP_LAYER_NORM_BWD, XYLEM_OP_ATTENTION_FWD, XYLEM_OP_ATTENTION_BWD,
+                        XYLEM_OP_GEMM_BATCHED, XYLEM_OP_PERMUTE, XYLEM_OP_MASKED_SOFTMAX}) {
+        EXPECT_EQ(t.op_supported(nullptr, op), 1) << op_name(op);
+        if (have_gpu()) continue;
+        const xylem_attention_attrs at{1.0f, 0, 0.0f, 0, 0};
+        const xylem_op_desc d{op, 0, 0, sizeof at, nullptr, nullptr, &at};
+        EXPECT_EQ(t.op_run(nullptr, nullptr, &d), XYLEM_E_UNAVAILABLE) << op_name(op);
+        EXPECT_TRUE(test::contains(t.last_error(), "op_run")) << t.last_error();
+    }
 }
 
 TEST(CudaPlugin, IsInTheAvailableBackendListExactlyWhenAGpuIsPresent) {

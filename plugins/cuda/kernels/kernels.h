@@ -128,4 +128,58 @@ int64_t scatter_keys(int64_t n);
 void scatter_add_rows(const float* src, const int32_t* idx, float* out, int64_t n, int64_t rows, int64_t row_len,
                       unsigned long long* keys, unsigned* flags, unsigned bit, cudaStream_t s);
 
+// ---- layer_norm.cu ---- (ABI 1.7; rows of d elements, statistics in double)
+// mean/rstd of each row (the biased variance), y = (x - mean)*rstd*gamma + beta (beta may be null;
+// y may be x).
+void layer_norm_fwd(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                    int64_t rows, int64_t d, float eps, cudaStream_t s);
+// Doubles of scratch layer_norm_bwd needs: per-chunk partial sums of dgamma (and dbeta).
+int64_t layer_norm_partials(int64_t rows, int64_t d, bool with_dbeta);
+// dx (may be dy) per row; dgamma = beta*dgamma + sum dy*xhat, dbeta likewise (null: none), summed
+// over fixed chunks of rows, then the chunks in order: no atomics, the same bits every run.
+void layer_norm_bwd(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
+                    float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t d, float beta, double* partials,
+                    cudaStream_t s);
+
+// ---- transformer.cu ---- (ABI 1.7: permute, masked_softmax)
+// The mask of the kit's MaskStrides: row i of score block bh (= b*heads + h) starts at
+// p + b*sb + h*sh + i*sq; p null: no mask.
+struct MaskGeom {
+    const float* p;
+    int64_t heads, sb, sh, sq;
+};
+// X seen as [rows / tq, tq, l]; y may be x; lse may be null.
+void masked_softmax(const float* x, const MaskGeom& m, float* y, float* lse, int64_t rows, int64_t tq, int64_t l,
+                    float scale, bool causal, cudaStream_t s);
+// Y[i] = X[sum over axes d of coordinate_d(i) * in_strides[d]], Y's coordinates from out_dims.
+struct PermuteGeom {
+    int ndim;
+    int64_t out_dims[XYLEM_MAX_DIMS];
+    int64_t in_strides[XYLEM_MAX_DIMS];
+    int64_t numel;
+};
+void permute(const float* x, float* y, const PermuteGeom& g, cudaStream_t s);
+
+// ---- attention.cu ---- (ABI 1.7: flash-style attention_fwd/bwd)
+// Head sizes the kernels have a variant for (buckets 32, 64, 128 of max(Dk, Dv)); larger ones are
+// declined through op_accepts and composed by the core.
+constexpr int64_t kAttentionMaxHeadDim = 128;
+struct AttnGeom {
+    int64_t b, h, tq, tk, l, dk, dv;  // l: keys used (kv_length or Tk)
+    float scale;
+    int causal;
+    float dropout_p, keep_scale;      // keep_scale = 1/(1 - p)
+    uint64_t seed;
+    const float* mask;                // null: none; else mask(b, h, i, j) = mask[b*msb + h*msh + i*msq + j]
+    int64_t msb, msh, msq;
+};
+// O and LSE. Returns the error of raising a kernel's shared-memory limit (launch errors are the
+// caller's check_launch).
+cudaError_t attention_fwd(const AttnGeom& g, const float* q, const float* k, const float* v, float* o, float* lse,
+                          cudaStream_t s);
+// dQ, dK, dV (rows j >= L of dK and dV zero); delta: scratch for b*h*tq floats (D_i = dO_i . O_i).
+cudaError_t attention_bwd(const AttnGeom& g, const float* dout, const float* q, const float* k, const float* v,
+                          const float* o, const float* lse, float* dq, float* dk, float* dv, float* delta,
+                          cudaStream_t s);
+
 }  // namespace xylem::cuda::kernels

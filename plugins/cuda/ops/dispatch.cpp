@@ -16,6 +16,16 @@ const char* op_name(uint32_t op) { return xylem_op_name(op); }
 
 int32_t op_supported(xylem_framework_t, uint32_t op) { return kOps.supports(op); }
 
+// Looks at the descriptor's shapes only (no framework, no buffers): the core asks before op_run.
+int32_t op_accepts(xylem_framework_t, const xylem_op_desc* desc) {
+    if (!desc) return 1;  // op_run reports it
+    switch (desc->op) {
+    case XYLEM_OP_ATTENTION_FWD:
+    case XYLEM_OP_ATTENTION_BWD: return attention_accepts(*desc) ? 1 : 0;
+    default: return 1;
+    }
+}
+
 // Enqueues the op's kernels and library calls; nothing here waits for the device.
 xylem_status op_run(xylem_framework_t fw, xylem_stream_t stream, const xylem_op_desc* desc) {
     if (const xylem_status s = check_framework(fw, "op_run")) return s;
