@@ -65,7 +65,7 @@ std::string Sample::config_, Sample::ckpt_;
 // and vocabulary alone: softmax in double, u = (draw >> 11) * 2^-53 from std::mt19937_64(seed)
 // against the running sum, the first character uniform when there is no prime.
 std::string reference_sample(const std::string& ckpt, const std::string& prime, int length, double temperature,
-                             uint64_t seed) {
+                             uint64_t seed, size_t top_k = 0) {
     const xylem::io::Safetensors f = xylem::io::read_safetensors(ckpt);
     std::vector<uint8_t> vocab;
     {
@@ -93,6 +93,13 @@ std::string reference_sample(const std::string& ckpt, const std::string& prime, 
         double sum = 0;
         for (double& v : p) sum += v = std::exp(v - top);
         for (double& v : p) v /= sum;
+        if (top_k && top_k < n) {  // the k largest kept (ties at the k-th too), renormalised
+            std::vector<double> sorted = p;
+            std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+            double kept = 0;
+            for (double& v : p) kept += v = v < sorted[top_k - 1] ? 0.0 : v;
+            for (double& v : p) v /= kept;
+        }
     };
     auto token_of = [&](char ch) {
         return static_cast<size_t>(std::find(vocab.begin(), vocab.end(), static_cast<uint8_t>(ch)) - vocab.begin());
@@ -130,6 +137,19 @@ TEST_F(Sample, AFixedSeedGivesTheTextTheCheckpointImplies) {
     // The default length, and the config's train.seed (1) as the default seed.
     const auto c = run_cli(sample("--prime a"));
     EXPECT_EQ(c.out, reference_sample(ckpt_, "a", 500, 1.0, 1) + "\n");
+}
+
+// --top-k keeps the k most likely characters; k = 1 is the greedy text whatever the seed.
+TEST_F(Sample, TopKDrawsAmongTheMostLikely) {
+    const auto a = run_cli(sample("--prime \"the \" --length 80 --seed 7 --top-k 3"));
+    ASSERT_EQ(a.code, 0) << a.err;
+    EXPECT_EQ(a.out, reference_sample(ckpt_, "the ", 80, 1.0, 7, 3) + "\n");
+    const std::string greedy = run_cli(sample("--prime \"the \" --length 40 --seed 1 --top-k 1")).out;
+    EXPECT_EQ(greedy, reference_sample(ckpt_, "the ", 40, 1.0, 99, 1) + "\n");
+    EXPECT_EQ(run_cli(sample("--prime \"the \" --length 40 --seed 2 --top-k 1")).out, greedy);
+    const auto zero = run_cli(sample("--top-k 0"));
+    EXPECT_EQ(zero.code, 2) << zero.err;  // a usage error: the flag's range is 1 and up
+    EXPECT_NE(zero.err.find("--top-k"), std::string::npos) << zero.err;
 }
 
 TEST_F(Sample, EveryBackendGivesTheSameText) {
@@ -193,6 +213,52 @@ TEST_F(Sample, EmbeddingModelsSampleDeterministically) {
     EXPECT_EQ(a.out.size(), 4u + 50u + 1u);
     EXPECT_EQ(a.out.rfind("the ", 0), 0u);
     EXPECT_EQ(a.out, b.out);
+}
+
+// A character GPT decodes with its key/value cache: the prime in one forward, then one position per
+// character, the cache restarting from the last half of the context when full. The same seed gives
+// the same text; a prime longer than the context is one line naming both lengths.
+TEST_F(Sample, TransformersDecodeWithTheirCache) {
+    auto native = xylem::test::backend_named("native");
+    for (uint32_t op : {XYLEM_OP_LAYER_NORM_FWD, XYLEM_OP_ATTENTION_FWD, XYLEM_OP_PERMUTE})
+        if (!native->supports(op)) GTEST_SKIP() << "op " << xylem_op_name(op) << " is not supported by backend 'native'";
+    const std::string gpt =
+        "[model.blocks.block]\nlayers = [\n"
+        "  { name = \"ln_1\", type = \"layer_norm\" },\n"
+        "  { name = \"attn\", type = \"attention\", heads = 2, init_std = 0.02 },\n"
+        "  { name = \"res_1\", type = \"add\", inputs = [\"input\", \"attn\"] },\n"
+        "  { name = \"ln_2\", type = \"layer_norm\" },\n"
+        "  { name = \"fc\", type = \"linear\", out = 32 },\n"
+        "  { name = \"gelu\", type = \"gelu\" },\n"
+        "  { name = \"proj\", type = \"linear\", out = 16 },\n"
+        "  { name = \"res_2\", type = \"add\", inputs = [\"res_1\", \"proj\"] },\n]\n"
+        "[model]\nlayers = [\n"
+        "  { name = \"wte\", type = \"embedding\", dim = 16, init_std = 0.02 },\n"
+        "  { name = \"wpe\", type = \"position_embedding\", max_len = 16 },\n"
+        "  { name = \"h\", type = \"block\", block = \"block\", count = 2 },\n"
+        "  { name = \"ln_f\", type = \"layer_norm\" },\n"
+        "  { name = \"lm_head\", type = \"linear\", out = \"vocab\", bias = false, shares = \"wte\" },\n]\n";
+    const std::string cfg =
+        write("gpt.toml", "backend = \"native\"\n[data]\ntext = \"" + (dir_ / "corpus.txt").string() +
+                              "\"\nsampling = \"windows\"\nblock_size = 16\n" + gpt +
+                              "[solver]\ntype = \"adamw\"\nlr = 0.01\n[train]\nbatch_size = 8\nmax_steps = 30\n");
+    const std::string out = (dir_ / "gpt_run").string();
+    const auto t = run_cli("train --config " + cfg + " --backend native --out " + out);
+    ASSERT_EQ(t.code, 0) << t.out << t.err;
+    const std::string ckpt = out + "/model.safetensors";
+    const std::string args = "sample --config " + cfg + " --checkpoint " + ckpt + " --backend native --prime \"the cat \" "
+                             "--length 100 --seed 5 --top-k 5";  // 108 characters: several cache restarts
+    const auto a = run_cli(args), b = run_cli(args);
+    ASSERT_EQ(a.code, 0) << a.err;
+    EXPECT_EQ(a.out.size(), 8u + 100u + 1u);
+    EXPECT_EQ(a.out.rfind("the cat ", 0), 0u);
+    EXPECT_EQ(a.out, b.out);
+    const auto too_long = run_cli("sample --config " + cfg + " --checkpoint " + ckpt +
+                                  " --backend native --prime \"the cat sat on the mat\"");
+    EXPECT_EQ(too_long.code, 1);
+    EXPECT_NE(too_long.err.find("the prime is 22 characters, longer than the model's context of 16"),
+              std::string::npos)
+        << too_long.err;
 }
 
 }  // namespace
