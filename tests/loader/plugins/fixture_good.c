@@ -330,6 +330,16 @@ static void past_end_comm_destroy(xylem_framework_t fw) {
 }
 #endif
 
+#if FIXTURE_ABI_MINOR < 7
+/* Stand-in for the ABI 1.7 member, past this table's struct_size: never to be called (a call would
+ * decline every descriptor, which the core would take for "compose it"). */
+static int32_t past_end_op_accepts(xylem_framework_t fw, const xylem_op_desc* desc) {
+    (void)fw, (void)desc;
+    atomic_fetch_add(&g_past_end_calls, 1);
+    return 0;
+}
+#endif
+
 XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
     static const xylem_plugin table = {
         FIXTURE_ABI_MAJOR,
@@ -344,6 +354,8 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         offsetof(xylem_plugin, device_kinds), /* sizeof(xylem_plugin) in the ABI 1.2 header */
 #elif FIXTURE_ABI_MINOR < 6
         offsetof(xylem_plugin, comm_unique_id), /* sizeof(xylem_plugin) in the ABI 1.3 to 1.5 headers */
+#elif FIXTURE_ABI_MINOR < 7
+        offsetof(xylem_plugin, op_accepts), /* sizeof(xylem_plugin) in the ABI 1.6 header */
 #else
         sizeof(xylem_plugin),
 #endif
@@ -391,6 +403,11 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         NULL,
         NULL,
         NULL,
+#endif
+#if FIXTURE_ABI_MINOR < 7
+        past_end_op_accepts,
+#else
+        NULL, /* op_accepts: every descriptor of a supported op */
 #endif
     };
     return &table;
