@@ -94,7 +94,7 @@ TEST(LayerRegistry, ATestOnlyTypesKeysFollowTheConfigRules) {
     EXPECT_EQ(config_error_of(kHead + "width = 6\nnote = 3\n"), "test.toml: key 'model.layers[1].note' must be a string");
     // An unknown type lists every registered one, this test's included.
     const std::string e = config_error_of("[[model.layers]]\ntype = \"conv9\"\n");
-    EXPECT_NE(e.find("key 'model.layers[0].type' names an unknown layer type 'conv9' (known: add, avgpool2d, batchnorm, "),
+    EXPECT_NE(e.find("key 'model.layers[0].type' names an unknown layer type 'conv9' (known: add, attention, avgpool2d, batchnorm, "),
               std::string::npos)
         << e;
     EXPECT_NE(e.find("test_check_width"), std::string::npos) << e;
