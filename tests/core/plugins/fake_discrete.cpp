@@ -162,6 +162,17 @@ xylem_status op_run(xylem_framework_t fw, xylem_stream_t st, const xylem_op_desc
     return XYLEM_OK;
 }
 
+// ABI 1.7: declines attention with a head size above 16, as a plugin whose kernel has variants for
+// small heads only would: the core must compose those shapes itself (tests/core/attention_fallback_test.cpp).
+int32_t op_accepts(xylem_framework_t fw, const xylem_op_desc* d) {
+    if (!op_supported(fw, d->op)) return 0;
+    if ((d->op == XYLEM_OP_ATTENTION_FWD || d->op == XYLEM_OP_ATTENTION_BWD) && d->n_inputs >= 2) {
+        const xylem_tensor_arg& q = d->inputs[1 - (d->op == XYLEM_OP_ATTENTION_FWD)];  // bwd: dO first
+        if (q.ndim == 4 && q.dims[3] > 16) return 0;
+    }
+    return 1;
+}
+
 xylem_status capture_begin(xylem_framework_t, xylem_stream_t st) {
     Stream& s = *as_stream(st);
     if (s.recording) return fail(XYLEM_E_INVALID, "capture_begin while already capturing");
@@ -197,10 +208,10 @@ xylem_status graph_launch(xylem_framework_t fw, xylem_stream_t st, xylem_graph_t
 void graph_destroy(xylem_framework_t, xylem_graph_t g) { delete reinterpret_cast<Graph*>(g); }
 
 const xylem_plugin kTable = {
-    XYLEM_ABI_MAJOR, XYLEM_ABI_MINOR, sizeof(xylem_plugin), 0, "fake_discrete", "0.0.2", probe, framework_get,
+    XYLEM_ABI_MAJOR, XYLEM_ABI_MINOR, sizeof(xylem_plugin), 0, "fake_discrete", "0.0.3", probe, framework_get,
     last_error, buffer_alloc, buffer_free, nullptr, stream_create, stream_destroy, stream_sync, copy_h2d, copy_d2h,
     op_supported, op_run, capture_begin, capture_end, graph_launch, graph_destroy, nullptr /* device_kinds */,
-    nullptr, nullptr, nullptr, nullptr /* ABI 1.6 collectives: reduced through host memory */};
+    nullptr, nullptr, nullptr, nullptr /* ABI 1.6 collectives: reduced through host memory */, op_accepts};
 
 }  // namespace
 
