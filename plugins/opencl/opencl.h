@@ -29,7 +29,7 @@ namespace xylem::opencl {
 #define XYLEM_OPENCL_FAMILIES(X)                                                                   \
     X(Elementwise, elementwise) X(Reduce, reduce) X(Softmax, softmax) X(Loss, loss)                \
     X(Optimizer, optimizer) X(Conv, conv) X(Pool, pool) X(Norm, norm) X(Gather, gather) X(Clip, clip)          \
-    X(Transformer, transformer)
+    X(Transformer, transformer) X(Gemm, gemm)
 enum class Family {
 #define XYLEM_OPENCL_FAMILY_ENUM_(Enum, file) Enum,
     XYLEM_OPENCL_FAMILIES(XYLEM_OPENCL_FAMILY_ENUM_)
@@ -63,6 +63,9 @@ struct DeviceContext {
     size_t max_work_group = 1;
     cl_uint compute_units = 1;
     cl_ulong memory = 0;
+    // GEMMs run on the plugin's own kernels (kernels/gemm.cl) rather than CLBlast: a CPU device
+    // (PoCL), unless XYLEM_OPENCL_GEMM says otherwise (gemm.cpp).
+    bool own_gemm = false;
 
     std::mutex mutex;  // guards programs (streams on two threads may build at once)
     cl_program programs[kFamilies] = {};
@@ -164,6 +167,8 @@ public:
     void run(int64_t n);
     // n_groups work-groups of `group` items (reductions: one group per output).
     void run_groups(int64_t n_groups, size_t group);
+    // A 3-D grid: global[d] (a multiple of local[d]) items in groups of local.
+    void run_nd(const size_t global[3], const size_t local[3]);
     // The largest work-group this kernel can run with on the stream's device: the device's limit,
     // lowered by the kernel's own (CL_KERNEL_WORK_GROUP_SIZE: registers and local memory on a GPU).
     size_t group_limit() const;
@@ -172,12 +177,16 @@ public:
 private:
     void set(size_t size, const void* value);
     void enqueue(size_t global, size_t local);
+    void enqueue(cl_uint dims, const size_t* global, const size_t* local);
 
     xylem_stream_s& s_;
     cl_kernel k_;
     const char* name_;
     cl_uint next_ = 0;
 };
+
+// Items for a kernel that takes 16 elements per step (FOR_EACH16 in kernels/common.cl).
+inline int64_t chunks16(int64_t n) { return (n + 15) / 16; }
 
 // Work-group size for reductions on this device (a power of two, at most 256).
 size_t reduce_group(const xylem_stream_s& s);
@@ -221,10 +230,17 @@ inline bool overlap(const Tensor& a, const Tensor& b) {
 // ---- shared launches (used by several families) -------------------------------------------
 // y[r,c] = act(y[r,c] + b[c]) (b may be null)
 void bias_activate(xylem_stream_s& s, int act, const Tensor* b, cl_mem y, int32_t y_off, int32_t rows, int32_t cols);
-// C = alpha*op(A)*op(B) + beta*C, row-major, through CLBlast; leading dims are the row lengths.
+// C = alpha*op(A)*op(B) + beta*C, row-major, leading dims are the row lengths: through the
+// plugin's kernels on a CPU device (kernels/gemm.cl), else CLBlast. With `bias` and `act`,
+// C = act(... + bias[col]) in the same pass (CLBlast: bias_activate after).
 void gemm(xylem_stream_s& s, bool trans_a, bool trans_b, int32_t m, int32_t n, int32_t k, float alpha, cl_mem a,
           int32_t a_off, int32_t lda, cl_mem b, int32_t b_off, int32_t ldb, float beta, cl_mem c, int32_t c_off,
-          int32_t ldc, const char* op);
+          int32_t ldc, const char* op, const Tensor* bias = nullptr, int act = XYLEM_ACT_NONE);
+// The same over `batch` products at element strides stride_a/b/c apart (0: one operand for all).
+void gemm_batched(xylem_stream_s& s, bool trans_a, bool trans_b, int32_t batch, int32_t m, int32_t n, int32_t k,
+                  float alpha, cl_mem a, int32_t a_off, int32_t lda, int32_t stride_a, cl_mem b, int32_t b_off,
+                  int32_t ldb, int32_t stride_b, float beta, cl_mem c, int32_t c_off, int32_t ldc, int32_t stride_c,
+                  const char* op);
 // y = scale*x over n elements (the beta of an accumulating op), in place when x == y
 void scale(xylem_stream_s& s, float factor, cl_mem y, int32_t y_off, int32_t n);
 

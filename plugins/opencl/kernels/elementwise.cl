@@ -39,14 +39,19 @@ __kernel void add_broadcast(float alpha, __global const float* a, int a_off, flo
     }
 }
 
+/* The activations take 16 elements per step (common.cl's activate16: PoCL's scalar exp and erf
+ * are ~15x slower than their vector forms); launched over ceil(n/16) items. y may be x exactly. */
 __kernel void act_fwd(int act, __global const float* x, int x_off, __global float* y, int y_off, int n) {
-    FOR_EACH(i, n) y[y_off + i] = activate(act, x[x_off + i]);
+    FOR_EACH16(i, n) store16(activate16(act, load16(x + x_off + i, n - i)), y + y_off + i, n - i);
 }
 
 /* v is y, or x for the GELUs (ops.h: their act_bwd's second input). */
 __kernel void act_bwd(int act, __global const float* dy, int dy_off, __global const float* v, int v_off,
                       __global float* dx, int dx_off, int n) {
-    FOR_EACH(i, n) dx[dx_off + i] = act_bwd_value(act, dy[dy_off + i], v[v_off + i]);
+    FOR_EACH16(i, n) {
+        const float16 g = load16(dy + dy_off + i, n - i), vv = load16(v + v_off + i, n - i);
+        store16(act_bwd_value16(act, g, vv), dx + dx_off + i, n - i);
+    }
 }
 
 /* dropout_keep (common.cl) is ops.h's xylem_dropout_keep. */
@@ -60,12 +65,24 @@ __kernel void dropout_fwd(ulong seed, float p, __global const float* x, int x_of
     }
 }
 
-/* y[r,c] = act(y[r,c] + b[c]) over rows x cols (has_bias == 0: act only). */
+/* y[r,c] = act(y[r,c] + b[c]) over rows x cols (has_bias == 0: act only), 16 elements per step
+ * (launched over ceil(rows*cols/16) items); a chunk that crosses a row gathers its bias. */
 __kernel void bias_act_rows(int act, int has_bias, __global const float* b, int b_off, __global float* y, int y_off,
                             int rows, int cols) {
-    FOR_EACH(i, rows * cols) {
-        const float v = y[y_off + i] + (has_bias ? b[b_off + i % cols] : 0.0f);
-        y[y_off + i] = activate(act, v);
+    const int n = rows * cols;
+    FOR_EACH16(i, n) {
+        float16 v = load16(y + y_off + i, n - i);
+        if (has_bias) {
+            const int col = i % cols;
+            if (col + 16 <= cols) {
+                v += vload16(0, b + b_off + col);
+            } else {
+                float t[16];
+                for (int e = 0, c = col; e < 16; ++e, c = c + 1 == cols ? 0 : c + 1) t[e] = b[b_off + c];
+                v += vload16(0, t);
+            }
+        }
+        store16(activate16(act, v), y + y_off + i, n - i);
     }
 }
 

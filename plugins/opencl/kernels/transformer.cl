@@ -1,5 +1,5 @@
 /* Transformer ops (ABI 1.7): LAYER_NORM_FWD/BWD, ATTENTION_FWD/BWD, MASKED_SOFTMAX, PERMUTE
- * (GEMM_BATCHED is CLBlast's). Every sum runs in a fixed order (no atomics), so a device gives
+ * (GEMM_BATCHED: ops/gemm.cpp). Every sum runs in a fixed order (no atomics), so a device gives
  * the same bits for the same inputs. */
 
 /* ---- layer norm: one work-group per row, two passes (the squared deviations do not cancel as

@@ -76,6 +76,21 @@ void Kernel::enqueue(size_t global, size_t local) {
     }
 }
 
+void Kernel::enqueue(cl_uint dims, const size_t* global, const size_t* local) {
+    const cl_int err = clEnqueueNDRangeKernel(s_.queue_, k_, dims, nullptr, global, local, 0, nullptr, nullptr);
+    if (err != CL_SUCCESS) {
+        char what[160];
+        std::snprintf(what, sizeof what, "enqueue %s (%zu x %zu x %zu items in groups of %zu x %zu x %zu)", name_,
+                      global[0], global[1], global[2], local[0], local[1], local[2]);
+        throw_cl(err, what);
+    }
+}
+
+void Kernel::run_nd(const size_t global[3], const size_t local[3]) {
+    if (global[0] == 0 || global[1] == 0 || global[2] == 0) return;
+    enqueue(3, global, local);
+}
+
 void Kernel::run(int64_t n) {
     if (n <= 0) return;
     const size_t group = std::min(kGroup, s_.dev_->max_work_group);

@@ -13,7 +13,7 @@ void bias_activate(xylem_stream_s& s, int act, const Tensor* b, cl_mem y, int32_
     const cl_int has_bias = b ? 1 : 0;
     Kernel(s, kFam, "bias_act_rows")
         .arg(act).arg(has_bias).arg(b ? b->mem : y).arg(b ? b->off : 0).arg(y).arg(y_off).arg(rows).arg(cols)
-        .run(static_cast<int64_t>(rows) * cols);
+        .run(chunks16(static_cast<int64_t>(rows) * cols));
 }
 
 void scale(xylem_stream_s& s, float factor, cl_mem y, int32_t y_off, int32_t n) {
@@ -87,7 +87,7 @@ void op_act_fwd(const xylem_op_desc& desc, xylem_stream_s& s) {
     const cl_int act = a.check_act_op_activation(a.attrs<xylem_act_attrs>().activation);
     const Tensor x = a.in(0, "x"), y = a.out(0, "y");
     a.same_numel(x, "x", y, "y");
-    Kernel(s, kFam, "act_fwd").arg(act).arg(x.mem).arg(x.off).arg(y.mem).arg(y.off).arg(y.numel).run(y.numel);
+    Kernel(s, kFam, "act_fwd").arg(act).arg(x.mem).arg(x.off).arg(y.mem).arg(y.off).arg(y.numel).run(chunks16(y.numel));
 }
 
 void op_act_bwd(const xylem_op_desc& desc, xylem_stream_s& s) {
@@ -100,7 +100,7 @@ void op_act_bwd(const xylem_op_desc& desc, xylem_stream_s& s) {
     a.same_numel(dy, "dy", v, v_name);
     a.same_numel(dy, "dy", dx, "dx");
     Kernel(s, kFam, "act_bwd").arg(act).arg(dy.mem).arg(dy.off).arg(v.mem).arg(v.off).arg(dx.mem).arg(dx.off)
-        .arg(dx.numel).run(dx.numel);
+        .arg(dx.numel).run(chunks16(dx.numel));
 }
 
 void op_dropout_fwd(const xylem_op_desc& desc, xylem_stream_s& s) {

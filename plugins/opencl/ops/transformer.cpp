@@ -1,8 +1,6 @@
 // LAYER_NORM_FWD/BWD, ATTENTION_FWD/BWD, MASKED_SOFTMAX, PERMUTE (kernels/transformer.cl) and
-// GEMM_BATCHED (CLBlast's strided-batched GEMM). Shapes and attributes are the plugin kit's rules
+// GEMM_BATCHED (ops/gemm.cpp's batched products). Shapes and attributes are the plugin kit's rules
 // (plugin_kit/shapes_transformer.h), checked before anything is enqueued.
-#include <clblast.h>
-
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
@@ -270,8 +268,8 @@ void op_permute(const xylem_op_desc& desc, xylem_stream_s& s) {
         .arg(strides).run(sh.numel);
 }
 
-// C[b] = alpha*op(A[b])*op(B[b]) + beta*C[b]: one CLBlast call over the batch, a 2-D operand
-// broadcast with stride 0.
+// C[b] = alpha*op(A[b])*op(B[b]) + beta*C[b]: one launch over the batch (the own kernels on a
+// CPU device, CLBlast's strided-batched GEMM elsewhere), a 2-D operand broadcast with stride 0.
 void op_gemm_batched(const xylem_op_desc& desc, xylem_stream_s& s) {
     OpArgs a(desc, 2, 2, 1);
     const auto at = a.attrs<xylem_gemm_attrs>();
@@ -283,20 +281,9 @@ void op_gemm_batched(const xylem_op_desc& desc, xylem_stream_s& s) {
         scale(s, at.beta, tc.mem, tc.off, tc.numel);
         return;
     }
-    const size_t lda = static_cast<size_t>(ta.dims[ta.ndim - 1]), ldb = static_cast<size_t>(tb.dims[tb.ndim - 1]);
-    const auto t = [](int32_t v) { return v ? clblast::Transpose::kYes : clblast::Transpose::kNo; };
-    const auto status = clblast::GemmStridedBatched<float>(
-        clblast::Layout::kRowMajor, t(at.trans_a), t(at.trans_b), static_cast<size_t>(g.m), static_cast<size_t>(g.n),
-        static_cast<size_t>(g.k), at.alpha, ta.mem, static_cast<size_t>(ta.off), lda, static_cast<size_t>(g.stride_a),
-        tb.mem, static_cast<size_t>(tb.off), ldb, static_cast<size_t>(g.stride_b), at.beta, tc.mem,
-        static_cast<size_t>(tc.off), static_cast<size_t>(g.n), static_cast<size_t>(g.stride_c),
-        static_cast<size_t>(g.batch), &s.queue_);
-    if (status != clblast::StatusCode::kSuccess)
-        throw OpError{set_error(XYLEM_E_DEVICE,
-                                "opencl: gemm_batched: CLBlast GemmStridedBatched (batch=%lld m=%lld n=%lld k=%lld) "
-                                "failed with status %d",
-                                static_cast<long long>(g.batch), static_cast<long long>(g.m),
-                                static_cast<long long>(g.n), static_cast<long long>(g.k), static_cast<int>(status))};
+    gemm_batched(s, at.trans_a != 0, at.trans_b != 0, i32(g.batch), i32(g.m), i32(g.n), i32(g.k), at.alpha, ta.mem,
+                 ta.off, i32(ta.dims[ta.ndim - 1]), i32(g.stride_a), tb.mem, tb.off, i32(tb.dims[tb.ndim - 1]),
+                 i32(g.stride_b), at.beta, tc.mem, tc.off, i32(g.n), i32(g.stride_c), "gemm_batched");
 }
 
 }  // namespace xylem::opencl
