@@ -436,6 +436,42 @@ TEST_F(WindowTraining, ResumesBitIdentically) {
     EXPECT_NE(order_of(one.last_checkpoint), order_of(whole.last_checkpoint));
 }
 
+// A small GPT with dropout in its attention and after its embedding: stopped mid-epoch and resumed,
+// it ends bit-identical to a run that never stopped (the layers' dropout streams are restored).
+TEST_F(WindowTraining, AGptWithDropoutResumesBitIdentically) {
+    auto native = test::backend_named("native");
+    for (uint32_t op : {XYLEM_OP_LAYER_NORM_BWD, XYLEM_OP_ATTENTION_BWD, XYLEM_OP_PERMUTE})
+        if (!native->supports(op)) GTEST_SKIP() << "op " << xylem_op_name(op) << " is not supported by backend 'native'";
+    auto dev = native->device(0);
+    const std::string gpt =
+        "backend = \"native\"\n[data]\ntext = \"" + (dir_ / "corpus.txt").string() +
+        "\"\nsampling = \"windows\"\nblock_size = 8\nvalidation = 0.1\n"
+        "[model]\nlayers = [\n"
+        "  { name = \"wte\", type = \"embedding\", dim = 8, init_std = 0.02 },\n"
+        "  { name = \"wpe\", type = \"position_embedding\", max_len = 8 },\n"
+        "  { name = \"drop\", type = \"dropout\", p = 0.1 },\n"
+        "  { name = \"ln_1\", type = \"layer_norm\" },\n"
+        "  { name = \"attn\", type = \"attention\", heads = 2, dropout = 0.2 },\n"
+        "  { name = \"res\", type = \"add\", inputs = [\"drop\", \"attn\"] },\n"
+        "  { name = \"ln_f\", type = \"layer_norm\" },\n"
+        "  { name = \"lm_head\", type = \"linear\", out = \"vocab\", bias = false, shares = \"wte\" },\n]\n"
+        "[solver]\ntype = \"adamw\"\nlr = 0.01\n"
+        "[train]\nbatch_size = 8\nepochs = 2\nsteps_per_epoch = 10\nprint_every = 5\nseed = 3\n";
+    auto config = [&](const std::string& out, int64_t max_steps) {
+        RunConfig c = parse_config(gpt + "max_steps = " + std::to_string(max_steps) + "\n", (dir_ / "g.toml").string());
+        c.out_dir = (dir_ / out).string();
+        return c;
+    };
+    const RunResult whole = run(config("whole", 20), *dev, std::cout, RunOptions::quiet());
+    const RunResult first = run(config("cut", 13), *dev, std::cout, RunOptions::quiet());
+    RunOptions o = RunOptions::quiet();
+    o.resume_from = first.last_checkpoint;
+    const RunResult rest = run(config("cut", 20), *dev, std::cout, o);
+    EXPECT_EQ(tensors(rest.checkpoint_path), tensors(whole.checkpoint_path));
+    ASSERT_EQ(rest.epochs.size(), whole.epochs.size());
+    for (size_t e = 0; e < whole.epochs.size(); ++e) EXPECT_EQ(rest.epochs[e].val_loss, whole.epochs[e].val_loss);
+}
+
 // data.resident and train.capture on discrete memory (real copies, real capture) give the plain
 // run's losses and parameters bit for bit; the resident run uploads half the bytes per step (the
 // windows' token positions instead of their inputs and labels).
