@@ -15,6 +15,7 @@
 #include <string>
 
 #include "support/backends.h"
+#include "support/parity_fixture.h"
 #include "xylem/config.h"
 #include "xylem/error.h"
 #include "xylem/io/safetensors.h"
@@ -38,30 +39,9 @@ const std::string kFixture = std::string(XYLEM_SOURCE_DIR) + "/tests/fixtures/gp
 // and OpenCL (PoCL) are as close (worst 1.8e-6, a c_attn.bias).
 constexpr double kTolerance = 1e-4;
 
-const io::Safetensors& fixture() {
-    static const io::Safetensors f = io::read_safetensors(kFixture);
+const ParityFixture& fixture() {
+    static const ParityFixture f(kFixture);
     return f;
-}
-
-const io::LoadedTensor& tensor(const std::string& name) {
-    const auto it = fixture().tensors.find(name);
-    if (it == fixture().tensors.end()) throw Error(kFixture + ": no tensor '" + name + "'");
-    return it->second;
-}
-
-std::vector<double> f32_values(const std::string& name) {
-    const io::LoadedTensor& t = tensor(name);
-    if (t.dtype != "F32") throw Error(kFixture + ": '" + name + "' is " + t.dtype + ", expected F32");
-    std::vector<float> v(t.data.size() / sizeof(float));
-    std::memcpy(v.data(), t.data.data(), t.data.size());
-    return to_double(v);
-}
-
-// The fixture's recipe (its metadata, JSON values as the script wrote them).
-double meta(const std::string& key) {
-    const auto it = fixture().metadata.find(key);
-    if (it == fixture().metadata.end()) throw Error(kFixture + ": no metadata '" + key + "'");
-    return nlohmann::json::parse(it->second).get<double>();
 }
 
 // An add whose backward gives its second input (the attention or MLP branch of a residual) a zero
@@ -93,8 +73,8 @@ protected:
         BackendTest::SetUp();
         config_ = load_config(kConfig);
         ASSERT_FALSE(config_.layers.empty());
-        block_ = static_cast<int64_t>(meta("block_size"));
-        vocab_ = static_cast<int64_t>(meta("vocab"));
+        block_ = static_cast<int64_t>(fixture().meta("block_size"));
+        vocab_ = static_cast<int64_t>(fixture().meta("vocab"));
     }
 
     // Builds the config's model (as the CLI does, named layers wired by name, the head tied by
@@ -138,7 +118,7 @@ protected:
             }
         size_t loaded = 0;
         for (Param* p : net_->state()) {
-            const io::LoadedTensor& t = tensor("init." + p->name);
+            const io::LoadedTensor& t = fixture().tensor("init." + p->name);
             EXPECT_EQ(t.dtype, "F32") << p->name;
             EXPECT_EQ(t.shape, p->value.shape()) << p->name;
             if (t.dtype != "F32" || t.shape != p->value.shape()) return false;
@@ -148,7 +128,7 @@ protected:
             ++loaded;
         }
         size_t in_fixture = 0;
-        for (const auto& [name, t] : fixture().tensors) in_fixture += name.rfind("init.", 0) == 0;
+        for (const auto& [name, t] : fixture().file().tensors) in_fixture += name.rfind("init.", 0) == 0;
         EXPECT_EQ(loaded, in_fixture) << "the model's state and PyTorch's state_dict (less lm_head.weight) hold different tensors";
         return loaded == in_fixture;
     }
@@ -165,7 +145,7 @@ protected:
 
     // Batch `step`'s inputs [batch, block] (tokens[step, :, :-1]) or targets (tokens[step, :, 1:]).
     std::vector<int32_t> batch_tokens(int64_t step, bool targets) {
-        const io::LoadedTensor& t = tensor("tokens");
+        const io::LoadedTensor& t = fixture().tensor("tokens");
         EXPECT_EQ(t.dtype, "I32");
         const int64_t batch = config_.batch_size, row = block_ + 1;
         std::vector<int32_t> all(t.data.size() / sizeof(int32_t));
@@ -185,21 +165,21 @@ protected:
     void train() {
         const SolverSpec& s = config_.solver;
         const int64_t batch = config_.batch_size, steps = config_.max_steps;
-        ASSERT_EQ(batch, static_cast<int64_t>(meta("batch")));
-        ASSERT_EQ(steps, static_cast<int64_t>(meta("steps")));
+        ASSERT_EQ(batch, static_cast<int64_t>(fixture().meta("batch")));
+        ASSERT_EQ(steps, static_cast<int64_t>(fixture().meta("steps")));
         ASSERT_EQ(s.type, "adamw");
-        ASSERT_FLOAT_EQ(s.lr, static_cast<float>(meta("lr")));
-        ASSERT_FLOAT_EQ(s.beta1, static_cast<float>(meta("beta1")));
-        ASSERT_FLOAT_EQ(s.beta2, static_cast<float>(meta("beta2")));
-        ASSERT_FLOAT_EQ(s.eps, static_cast<float>(meta("eps")));
-        ASSERT_FLOAT_EQ(s.weight_decay, static_cast<float>(meta("weight_decay")));
-        ASSERT_FLOAT_EQ(s.clip_norm, static_cast<float>(meta("clip_norm")));
+        ASSERT_FLOAT_EQ(s.lr, static_cast<float>(fixture().meta("lr")));
+        ASSERT_FLOAT_EQ(s.beta1, static_cast<float>(fixture().meta("beta1")));
+        ASSERT_FLOAT_EQ(s.beta2, static_cast<float>(fixture().meta("beta2")));
+        ASSERT_FLOAT_EQ(s.eps, static_cast<float>(fixture().meta("eps")));
+        ASSERT_FLOAT_EQ(s.weight_decay, static_cast<float>(fixture().meta("weight_decay")));
+        ASSERT_FLOAT_EQ(s.clip_norm, static_cast<float>(fixture().meta("clip_norm")));
         ASSERT_TRUE(s.no_decay_bias);
         ASSERT_EQ(s.schedule.type, "cosine");
         ASSERT_EQ(s.schedule.unit, "step");
-        ASSERT_EQ(s.schedule.t_max, static_cast<int64_t>(meta("t_max")));
-        ASSERT_DOUBLE_EQ(s.schedule.eta_min, meta("eta_min"));
-        ASSERT_EQ(s.schedule.warmup_steps, static_cast<int64_t>(meta("warmup_steps")));
+        ASSERT_EQ(s.schedule.t_max, static_cast<int64_t>(fixture().meta("t_max")));
+        ASSERT_DOUBLE_EQ(s.schedule.eta_min, fixture().meta("eta_min"));
+        ASSERT_EQ(s.schedule.warmup_steps, static_cast<int64_t>(fixture().meta("warmup_steps")));
         ASSERT_EQ(s.schedule.warmup_start, 0.0);
         std::unique_ptr<Loss> loss = make_loss(config_.loss);
         const std::vector<Param*> params = net_->params();
@@ -237,7 +217,7 @@ protected:
     int final_mismatches(bool report) {
         int bad = 0;
         for (Param* p : net_->state()) {
-            const auto r = near(p->value.to_vector(), f32_values("final." + p->name), kTolerance);
+            const auto r = near(p->value.to_vector(), fixture().f32_values("final." + p->name), kTolerance);
             if (!r) ++bad;
             if (report) {
                 EXPECT_TRUE(r) << p->name << " after " << config_.max_steps << " steps";
@@ -280,11 +260,11 @@ TEST_P(GptParity, StateNamesAreTorchStateDictKeys) {
 TEST_P(GptParity, MatchesPyTorchForwardAndTwentyAdamWSteps) {
     BUILD_OR_SKIP();
     train();
-    EXPECT_TRUE(near(lrs_, f32_values("lrs"), 1e-7)) << "the schedule's rates (solvers/schedule.cpp)";
-    EXPECT_TRUE(near(logits_eval_, f32_values("logits_eval"), kTolerance)) << "batch 0, initial parameters";
-    EXPECT_TRUE(near(losses_, f32_values("losses"), kTolerance)) << "each step's loss";
+    EXPECT_TRUE(near(lrs_, fixture().f32_values("lrs"), 1e-7)) << "the schedule's rates (solvers/schedule.cpp)";
+    EXPECT_TRUE(near(logits_eval_, fixture().f32_values("logits_eval"), kTolerance)) << "batch 0, initial parameters";
+    EXPECT_TRUE(near(losses_, fixture().f32_values("losses"), kTolerance)) << "each step's loss";
     EXPECT_EQ(final_mismatches(true), 0);
-    EXPECT_TRUE(near(logits_eval_final_, f32_values("logits_eval_final"), kTolerance)) << "batch 0, after the steps";
+    EXPECT_TRUE(near(logits_eval_final_, fixture().f32_values("logits_eval_final"), kTolerance)) << "batch 0, after the steps";
 }
 
 // The comparisons can fail: a changed initial value moves the logits, attention without its causal
@@ -292,18 +272,18 @@ TEST_P(GptParity, MatchesPyTorchForwardAndTwentyAdamWSteps) {
 // after the steps.
 TEST_P(GptParity, DetectsAPerturbedInitialValue) {
     BUILD_OR_SKIP(Mutation{false, false, "transformer.wte.weight"});  // tied: the head reads it too
-    EXPECT_FALSE(near(net_->forward(dev(), inputs(0), false).to_vector(), f32_values("logits_eval"), kTolerance));
+    EXPECT_FALSE(near(net_->forward(dev(), inputs(0), false).to_vector(), fixture().f32_values("logits_eval"), kTolerance));
 }
 
 TEST_P(GptParity, DetectsAMissingCausalMask) {
     BUILD_OR_SKIP(Mutation{false, true, ""});
-    EXPECT_FALSE(near(net_->forward(dev(), inputs(0), false).to_vector(), f32_values("logits_eval"), kTolerance));
+    EXPECT_FALSE(near(net_->forward(dev(), inputs(0), false).to_vector(), fixture().f32_values("logits_eval"), kTolerance));
 }
 
 TEST_P(GptParity, DetectsADroppedBranchGradient) {
     BUILD_OR_SKIP(Mutation{true, false, ""});
     train();
-    EXPECT_TRUE(near(logits_eval_, f32_values("logits_eval"), kTolerance)) << "the forward pass is unchanged";
+    EXPECT_TRUE(near(logits_eval_, fixture().f32_values("logits_eval"), kTolerance)) << "the forward pass is unchanged";
     EXPECT_GT(final_mismatches(false), 0);
 }
 

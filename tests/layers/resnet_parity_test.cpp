@@ -13,6 +13,7 @@
 #include <string>
 
 #include "support/backends.h"
+#include "support/parity_fixture.h"
 #include "xylem/config.h"
 #include "xylem/error.h"
 #include "xylem/io/safetensors.h"
@@ -34,30 +35,9 @@ const std::string kFixture = std::string(XYLEM_SOURCE_DIR) + "/tests/fixtures/re
 // away, since a ReLU input within rounding of 0 flips sign and the trajectories part.
 constexpr double kTolerance = 1e-4;
 
-const io::Safetensors& fixture() {
-    static const io::Safetensors f = io::read_safetensors(kFixture);
+const ParityFixture& fixture() {
+    static const ParityFixture f(kFixture);
     return f;
-}
-
-const io::LoadedTensor& tensor(const std::string& name) {
-    const auto it = fixture().tensors.find(name);
-    if (it == fixture().tensors.end()) throw Error(kFixture + ": no tensor '" + name + "'");
-    return it->second;
-}
-
-std::vector<double> f32_values(const std::string& name) {
-    const io::LoadedTensor& t = tensor(name);
-    if (t.dtype != "F32") throw Error(kFixture + ": '" + name + "' is " + t.dtype + ", expected F32");
-    std::vector<float> v(t.data.size() / sizeof(float));
-    std::memcpy(v.data(), t.data.data(), t.data.size());
-    return to_double(v);
-}
-
-// The fixture's recipe (its metadata, JSON values as the script wrote them).
-double meta(const std::string& key) {
-    const auto it = fixture().metadata.find(key);
-    if (it == fixture().metadata.end()) throw Error(kFixture + ": no metadata '" + key + "'");
-    return nlohmann::json::parse(it->second).get<double>();
 }
 
 // An add whose backward gives its second input (the shortcut) a zero gradient: a bug the test must catch.
@@ -117,7 +97,7 @@ protected:
             }
         size_t loaded = 0;
         for (Param* p : net_->state()) {
-            const io::LoadedTensor& t = tensor("init." + p->name);
+            const io::LoadedTensor& t = fixture().tensor("init." + p->name);
             EXPECT_EQ(t.dtype, "F32") << p->name;
             EXPECT_EQ(t.shape, p->value.shape()) << p->name;
             if (t.dtype != "F32" || t.shape != p->value.shape()) return false;
@@ -127,14 +107,14 @@ protected:
             ++loaded;
         }
         size_t in_fixture = 0;
-        for (const auto& [name, t] : fixture().tensors) in_fixture += name.rfind("init.", 0) == 0;
+        for (const auto& [name, t] : fixture().file().tensors) in_fixture += name.rfind("init.", 0) == 0;
         EXPECT_EQ(loaded, in_fixture) << "the model's state and PyTorch's state_dict hold different tensors";
         return loaded == in_fixture;
     }
 
     // Training samples [first, first + count) of the fixture's batches.
     Tensor images(int64_t first, int64_t count) {
-        const io::LoadedTensor& t = tensor("images");
+        const io::LoadedTensor& t = fixture().tensor("images");
         const int64_t pixels = 28 * 28;
         Tensor x({count, 1, 28, 28}, DType::F32, dev());
         float* dst = x.host_write<float>();
@@ -143,7 +123,7 @@ protected:
         return x;
     }
     std::vector<int32_t> labels(int64_t first, int64_t count) {
-        const io::LoadedTensor& t = tensor("labels");
+        const io::LoadedTensor& t = fixture().tensor("labels");
         std::vector<int32_t> y(static_cast<size_t>(count));
         std::memcpy(y.data(), t.data.data() + first * sizeof(int32_t), y.size() * sizeof(int32_t));
         return y;
@@ -155,11 +135,11 @@ protected:
     void train() {
         const SolverSpec& s = config_.solver;
         const int64_t batch = config_.batch_size, steps = config_.max_steps;
-        ASSERT_EQ(batch, static_cast<int64_t>(meta("batch")));
-        ASSERT_EQ(steps, static_cast<int64_t>(meta("steps")));
-        ASSERT_FLOAT_EQ(s.lr, static_cast<float>(meta("lr")));
-        ASSERT_FLOAT_EQ(s.momentum, static_cast<float>(meta("momentum")));
-        ASSERT_FLOAT_EQ(s.weight_decay, static_cast<float>(meta("weight_decay")));
+        ASSERT_EQ(batch, static_cast<int64_t>(fixture().meta("batch")));
+        ASSERT_EQ(steps, static_cast<int64_t>(fixture().meta("steps")));
+        ASSERT_FLOAT_EQ(s.lr, static_cast<float>(fixture().meta("lr")));
+        ASSERT_FLOAT_EQ(s.momentum, static_cast<float>(fixture().meta("momentum")));
+        ASSERT_FLOAT_EQ(s.weight_decay, static_cast<float>(fixture().meta("weight_decay")));
         ASSERT_EQ(s.schedule.type, "none");
         Sgd sgd(SgdOptions{s.lr, s.momentum, s.dampening, s.weight_decay, s.nesterov});
         std::unique_ptr<Loss> loss = make_loss(config_.loss);
@@ -198,7 +178,7 @@ protected:
     int final_mismatches(bool report) {
         int bad = 0;
         for (Param* p : net_->state()) {
-            const auto r = near(p->value.to_vector(), f32_values("final." + p->name), kTolerance);
+            const auto r = near(p->value.to_vector(), fixture().f32_values("final." + p->name), kTolerance);
             if (!r) ++bad;
             if (report) {
                 EXPECT_TRUE(r) << p->name << " after " << config_.max_steps << " steps";
@@ -233,11 +213,11 @@ TEST_P(ResnetParity, StateNamesAreTorchStateDictKeys) {
 TEST_P(ResnetParity, MatchesPyTorchForwardAndTwentySgdSteps) {
     BUILD_OR_SKIP();
     train();
-    EXPECT_TRUE(near(logits_eval_, f32_values("logits_eval"), kTolerance)) << "batch 0, eval mode, initial parameters";
-    EXPECT_TRUE(near(logits_train_, f32_values("logits_train"), kTolerance)) << "batch 0, train mode (step 0)";
-    EXPECT_TRUE(near(losses_, f32_values("losses"), kTolerance)) << "each step's loss";
+    EXPECT_TRUE(near(logits_eval_, fixture().f32_values("logits_eval"), kTolerance)) << "batch 0, eval mode, initial parameters";
+    EXPECT_TRUE(near(logits_train_, fixture().f32_values("logits_train"), kTolerance)) << "batch 0, train mode (step 0)";
+    EXPECT_TRUE(near(losses_, fixture().f32_values("losses"), kTolerance)) << "each step's loss";
     EXPECT_EQ(final_mismatches(true), 0);
-    EXPECT_TRUE(near(logits_eval_final_, f32_values("logits_eval_final"), kTolerance))
+    EXPECT_TRUE(near(logits_eval_final_, fixture().f32_values("logits_eval_final"), kTolerance))
         << "batch 0, eval mode, after the steps (the running statistics)";
 }
 
@@ -246,13 +226,13 @@ TEST_P(ResnetParity, MatchesPyTorchForwardAndTwentySgdSteps) {
 TEST_P(ResnetParity, DetectsAPerturbedInitialValue) {
     BUILD_OR_SKIP(Mutation{false, "layer2.0.conv1.weight"});
     logits_train_ = net_->forward(dev(), images(0, config_.batch_size), true).to_vector();
-    EXPECT_FALSE(near(logits_train_, f32_values("logits_train"), kTolerance));
+    EXPECT_FALSE(near(logits_train_, fixture().f32_values("logits_train"), kTolerance));
 }
 
 TEST_P(ResnetParity, DetectsADroppedShortcutGradient) {
     BUILD_OR_SKIP(Mutation{true, ""});
     train();
-    EXPECT_TRUE(near(logits_train_, f32_values("logits_train"), kTolerance)) << "the forward pass is unchanged";
+    EXPECT_TRUE(near(logits_train_, fixture().f32_values("logits_train"), kTolerance)) << "the forward pass is unchanged";
     EXPECT_GT(final_mismatches(false), 0);
 }
 
