@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lane_sum.h"
 #include "native.h"
 #include "xylem/plugin_kit/shapes_transformer.h"
 
@@ -14,26 +15,13 @@ namespace {
 
 using plugin_kit::LayerNormShape;
 
-// Sums of a row in 8 double lanes, then the tail, then the lanes in order (batch norm's scheme,
-// ops/norm.cpp): vectorised without -ffast-math, in an order fixed by the row.
-#define XYLEM_LN_LANE_SUM_(term)                     \
-    double lane[8] = {};                             \
-    int64_t i = 0;                                   \
-    for (; i + 8 <= n; i += 8)                       \
-        for (int l = 0; l < 8; ++l) {                \
-            const int64_t j = i + l;                 \
-            lane[l] += (term);                       \
-        }                                            \
-    double total = 0.0;                              \
-    for (int64_t j = i; j < n; ++j) total += (term); \
-    for (int l = 0; l < 8; ++l) total += lane[l];    \
-    return total;
-
+// Sums of a row in 8 double lanes, then the tail, then the lanes in order (lane_sum.h, batch norm's
+// scheme): vectorised without -ffast-math, in an order fixed by the row.
 XYLEM_KERNEL(double, ln_sum, (const float* __restrict x, int64_t n), (x, n)) {
-    XYLEM_LN_LANE_SUM_(static_cast<double>(x[j]))
+    XYLEM_LANE_SUM_(static_cast<double>(x[j]))
 }
 XYLEM_KERNEL(double, ln_squared_deviation, (const float* __restrict x, int64_t n, double mean), (x, n, mean)) {
-    XYLEM_LN_LANE_SUM_((x[j] - mean) * (x[j] - mean))
+    XYLEM_LANE_SUM_((x[j] - mean) * (x[j] - mean))
 }
 // The sums of g = dy*gamma (returned) and of g*xhat, xhat = (x - mean)*rstd (into *gx), in one
 // pass with 8 double lanes each, as above.
@@ -59,7 +47,6 @@ XYLEM_KERNEL(double, ln_grad_sums,
     *gx = sgx;
     return sg;
 }
-#undef XYLEM_LN_LANE_SUM_
 
 // y = (x - mean)*rstd*gamma + beta (beta may be null; y may be x).
 XYLEM_KERNEL(void, ln_normalize,

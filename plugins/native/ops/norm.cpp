@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "isa.h"
+#include "lane_sum.h"
 #include "native.h"
 
 namespace xylem::native {
@@ -14,19 +15,7 @@ using Bn = plugin_kit::BatchnormShape;  // inner = product of the axes after the
 
 // The per-row loops, compiled for each instruction-set level (isa.h). A row is one channel of one
 // sample: `inner` contiguous values. Sums run in 8 double lanes, then the tail, then the lanes in
-// order: they vectorize without -ffast-math, and their order never depends on the threads.
-#define XYLEM_LANE_SUM_(term)                                         \
-    double lane[8] = {};                                              \
-    int64_t i = 0;                                                    \
-    for (; i + 8 <= n; i += 8)                                        \
-        for (int l = 0; l < 8; ++l) {                                 \
-            const int64_t j = i + l;                                  \
-            lane[l] += (term);                                        \
-        }                                                             \
-    double total = 0.0;                                               \
-    for (int64_t j = i; j < n; ++j) total += (term);                  \
-    for (int l = 0; l < 8; ++l) total += lane[l];                     \
-    return total;
+// order (lane_sum.h): they vectorize without -ffast-math, and their order never depends on the threads.
 
 XYLEM_KERNEL(double, row_sum, (const float* __restrict x, int64_t n), (x, n)) {
     XYLEM_LANE_SUM_(static_cast<double>(x[j]))
@@ -38,7 +27,6 @@ XYLEM_KERNEL(double, row_dot_deviation, (const float* __restrict dy, const float
              (dy, x, n, mean)) {
     XYLEM_LANE_SUM_(static_cast<double>(dy[j]) * (static_cast<double>(x[j]) - mean))
 }
-#undef XYLEM_LANE_SUM_
 
 // y = (x - s) * k + o (y may equal x).
 XYLEM_KERNEL(void, row_affine, (const float* x, float* y, int64_t n, float s, float k, float o), (x, y, n, s, k, o)) {
