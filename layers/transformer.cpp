@@ -193,22 +193,22 @@ void Attention::set_decoding(bool on) {
 
 int64_t Attention::append_to_cache(Device& dev, int64_t b, int64_t t) {
     const int64_t h = o_.heads, d = head_dim_;
+    if (cache_k_.defined() && cache_k_.dim(0) != b) {  // another batch of sequences: start afresh
+        cache_k_ = cache_v_ = Tensor();
+        cached_ = 0;
+    }
     const int64_t need = cached_ + t;
     const int64_t capacity = cache_k_.defined() ? cache_k_.dim(2) : 0;
-    if (need > capacity || cache_k_.dim(0) != b) {
+    if (need > capacity) {
         // Grow by doubling, keeping what is cached: each (batch, head)'s rows move to the new stride.
         int64_t grown = capacity ? capacity : 64;
         while (grown < need) grown *= 2;
         Tensor k({b, h, grown, d}, DType::F32, dev), v({b, h, grown, d}, DType::F32, dev);
-        if (cached_ && cache_k_.dim(0) == b) {
-            for (int64_t bh = 0; bh < b * h; ++bh) {
-                for (auto [from, to] : {std::pair<Tensor*, Tensor*>{&cache_k_, &k}, {&cache_v_, &v}}) {
-                    Tensor dst = to->reshaped({b * h * grown, d}).rows(bh * grown, cached_);
-                    ops::copy(dev, from->reshaped({b * h * capacity, d}).rows(bh * capacity, cached_), dst);
-                }
+        for (int64_t bh = 0; cached_ && bh < b * h; ++bh) {
+            for (auto [from, to] : {std::pair<Tensor*, Tensor*>{&cache_k_, &k}, {&cache_v_, &v}}) {
+                Tensor dst = to->reshaped({b * h * grown, d}).rows(bh * grown, cached_);
+                ops::copy(dev, from->reshaped({b * h * capacity, d}).rows(bh * capacity, cached_), dst);
             }
-        } else {
-            cached_ = 0;
         }
         cache_k_ = k, cache_v_ = v;
     }

@@ -187,6 +187,33 @@ TEST_P(TransformerGradient, DecodingWithTheCacheMatchesTheFullForward) {
     net.set_decoding(false);
 }
 
+// A sequence longer than the cache's first capacity (64 positions): the cache grows, keeping what it
+// holds; a prefix fed in one forward, then single steps, give the full forward's outputs.
+TEST_P(TransformerGradient, TheCacheGrowsAndTakesAPrefixAtOnce) {
+    REQUIRE_OPS(XYLEM_OP_FILL, XYLEM_OP_GATHER_ROWS, XYLEM_OP_ADD, XYLEM_OP_LAYER_NORM_FWD, XYLEM_OP_LINEAR_FWD,
+                XYLEM_OP_PERMUTE, XYLEM_OP_GEMM_BATCHED, XYLEM_OP_MASKED_SOFTMAX, XYLEM_OP_ACT_FWD, XYLEM_OP_COPY,
+                XYLEM_OP_AXPBY);
+    if (backend().api().abi_minor < 7) GTEST_SKIP() << "GELU came with ABI 1.7; the plugin is 1." << backend().api().abi_minor;
+    const int64_t vocab = 7, channels = 4, time = 150;
+    Net net = gpt_block_net(vocab, channels, time, 3);
+    net.build(dev(), {time}, 11);
+    std::vector<int32_t> seq(static_cast<size_t>(time));
+    for (int64_t t = 0; t < time; ++t) seq[static_cast<size_t>(t)] = static_cast<int32_t>((t * 5 + t / 7) % vocab);
+    const std::vector<float> full = net.forward(dev(), tensor_from_i32(seq, {1, time}), false).to_vector();
+    net.set_decoding(true);
+    const int64_t prefix = 40;
+    const std::vector<float> first =
+        net.forward(dev(), tensor_from_i32(std::vector<int32_t>(seq.begin(), seq.begin() + prefix), {1, prefix}), false)
+            .to_vector();
+    EXPECT_TRUE(near(first, to_double(std::vector<float>(full.begin(), full.begin() + prefix * vocab)), 1e-5));
+    for (int64_t t = prefix; t < time; ++t) {
+        const std::vector<float> step = net.forward(dev(), tensor_from_i32({seq[static_cast<size_t>(t)]}, {1, 1}), false).to_vector();
+        const std::vector<float> want(full.begin() + t * vocab, full.begin() + (t + 1) * vocab);
+        ASSERT_TRUE(near(step, to_double(want), 1e-5)) << "position " << t;
+    }
+    net.set_decoding(false);
+}
+
 TEST_P(TransformerGradient, ErrorsNameTheLayerAndTheNumbers) {
     {
         Net net;
