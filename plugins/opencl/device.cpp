@@ -51,17 +51,17 @@ int device_rank(cl_device_id d) {
     return (type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) ? 0 : 1;
 }
 
-// XYLEM_OPENCL_GEMM by the env rule: auto (the plugin's kernels on a CPU device, CLBlast on the
-// others), clblast, kernels. Read once; a bad value makes the plugin unavailable, naming it.
-const env::Value<std::string>& gemm_variable() {
-    static const env::Value<std::string> v = env::choice("XYLEM_OPENCL_GEMM", {"auto", "clblast", "kernels"});
+// XYLEM_OPENCL_KERNELS by the env rule: auto (CPU-shaped kernels on a CPU device, GPU-shaped on
+// the others), cpu, gpu. Read once; a bad value makes the plugin unavailable, naming it.
+const env::Value<std::string>& kernels_variable() {
+    static const env::Value<std::string> v = env::choice("XYLEM_OPENCL_KERNELS", {"auto", "cpu", "gpu"});
     return v;
 }
 
-bool use_own_gemm(cl_device_id id) {
-    const env::Value<std::string>& v = gemm_variable();
-    if (v.set && v.value == "clblast") return false;
-    if (v.set && v.value == "kernels") return true;
+bool use_cpu_kernels(cl_device_id id) {
+    const env::Value<std::string>& v = kernels_variable();
+    if (v.set && v.value == "gpu") return false;
+    if (v.set && v.value == "cpu") return true;
     return (device_value<cl_device_type>(id, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_CPU) != 0;
 }
 
@@ -75,7 +75,7 @@ std::unique_ptr<DeviceContext> make_context(cl_platform_id platform, cl_device_i
     dev->max_work_group = std::max<size_t>(1, device_value<size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE));
     dev->compute_units = std::max<cl_uint>(1, device_value<cl_uint>(id, CL_DEVICE_MAX_COMPUTE_UNITS));
     dev->memory = device_value<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE);
-    dev->own_gemm = use_own_gemm(id);
+    dev->cpu_kernels = use_cpu_kernels(id);
     const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(platform), 0};
     cl_int err = CL_SUCCESS;
     dev->context = clCreateContext(props, 1, &id, nullptr, nullptr, &err);
@@ -115,14 +115,15 @@ void probe(xylem_probe_info* out) {
     std::memset(out, 0, sizeof *out);
     const char* cache = std::getenv("POCL_CACHE_DIR");
     const int used = std::snprintf(out->detail, sizeof out->detail,
-                                   "CLBlast %s for GEMM on GPUs (own GEMM kernels on CPU devices; XYLEM_OPENCL_GEMM=%s), own "
-                                   "OpenCL C kernels; POCL_CACHE_DIR=%.160s",
-                                   XYLEM_CLBLAST_VERSION, gemm_variable().set && gemm_variable().error.empty() ? gemm_variable().value.c_str() : "auto", cache && *cache ? cache : "unset (PoCL's default)");
+                                   "CLBlast %s for GEMM on GPUs, own OpenCL C kernels (CPU-shaped ones and GEMM on a "
+                                   "CPU device; XYLEM_OPENCL_KERNELS=%s); POCL_CACHE_DIR=%.160s",
+                                   XYLEM_CLBLAST_VERSION, kernels_variable().set && kernels_variable().error.empty() ? kernels_variable().value.c_str() : "auto",
+                                   cache && *cache ? cache : "unset (PoCL's default)");
     // Only a process that ran fused programs has a count; tests read it to see the cache work.
     if (const uint64_t built = fused_builds(); built && used > 0 && static_cast<size_t>(used) < sizeof out->detail)
         std::snprintf(out->detail + used, sizeof out->detail - used, "; fused programs built: %llu",
                       static_cast<unsigned long long>(built));
-    if (const env::Value<std::string>& v = gemm_variable(); !v.error.empty()) {
+    if (const env::Value<std::string>& v = kernels_variable(); !v.error.empty()) {
         std::snprintf(out->reason, sizeof out->reason, "%s", v.error.c_str());
         return;
     }
@@ -183,7 +184,7 @@ xylem_status framework_get(xylem_framework_t* out) {
     static std::mutex mutex;
     static std::unique_ptr<xylem_framework_s> framework;
     std::lock_guard<std::mutex> lock(mutex);
-    if (const env::Value<std::string>& v = gemm_variable(); !v.error.empty())
+    if (const env::Value<std::string>& v = kernels_variable(); !v.error.empty())
         return set_error(XYLEM_E_UNAVAILABLE, "opencl: %s", v.error.c_str());
     if (!framework) {
         try {

@@ -63,9 +63,12 @@ struct DeviceContext {
     size_t max_work_group = 1;
     cl_uint compute_units = 1;
     cl_ulong memory = 0;
-    // GEMMs run on the plugin's own kernels (kernels/gemm.cl) rather than CLBlast: a CPU device
-    // (PoCL), unless XYLEM_OPENCL_GEMM says otherwise (gemm.cpp).
-    bool own_gemm = false;
+    // CPU-shaped kernels: a CPU device (PoCL) unless XYLEM_OPENCL_KERNELS says otherwise. GEMMs
+    // then run on the plugin's own kernels (kernels/gemm.cl) rather than CLBlast, and the ops
+    // with two layouts (layer norm's rows) take one work-item per row in float16 vectors rather
+    // than a work-group per row: PoCL runs a work-group as a loop over its items, split at every
+    // barrier, and vectorizes little of it.
+    bool cpu_kernels = false;
 
     std::mutex mutex;  // guards programs (streams on two threads may build at once)
     cl_program programs[kFamilies] = {};

@@ -85,6 +85,20 @@ inline float16 act_bwd_value16(int act, float16 dy, float16 v) {
     return dy;
 }
 
+/* Fixed-order horizontal sums and max (the same bits every run). */
+inline float hsum8(float8 a) {
+    const float4 b = a.lo + a.hi;
+    const float2 c = b.lo + b.hi;
+    return c.x + c.y;
+}
+inline float hsum16(float16 a) { return hsum8(a.lo + a.hi); }
+inline float hmax16(float16 a) {
+    const float8 b = fmax(a.lo, a.hi);
+    const float4 c = fmax(b.lo, b.hi);
+    const float2 d = fmax(c.lo, c.hi);
+    return fmax(d.x, d.y);
+}
+
 /* 16 consecutive floats from p, of which `left` (may be more) exist: the rest read as 0. */
 inline float16 load16(__global const float* p, int left) {
     if (left >= 16) return vload16(0, p);

@@ -17,6 +17,34 @@ __kernel void bias_grad(__global const float* dy, int dy_off, int n, int c, int 
     if (lid == 0) db[db_off + ch] = beta == 0.0f ? total : beta * db[db_off + ch] + total;
 }
 
+/* BIAS_GRAD of a [rows, cols] dy (inner == 1: linear layers), step 1: each fixed chunk of
+ * chunk_rows rows summed per column, 16 columns per item, into part[chunk*cols + col]; step 2
+ * adds the chunks in chunk order. The chunking depends on the shape only: the same bits every run,
+ * and each column's sums are the same operations in whichever lane it falls. */
+__kernel void colsum_partials(__global const float* x, int x_off, int rows, int cols, int chunk_rows, int n_chunks,
+                              __global float* part) {
+    const int blocks = (cols + 15) / 16;
+    FOR_EACH(t, n_chunks * blocks) {
+        const int c = t / blocks, col = (t - c * blocks) * 16, left = cols - col;
+        const int r0 = c * chunk_rows, r1 = min(rows, r0 + chunk_rows);
+        float16 acc = (float16)(0.0f);
+        for (int r = r0; r < r1; ++r) acc += load16(x + x_off + r * cols + col, left);
+        store16(acc, part + c * cols + col, left);
+    }
+}
+
+/* out = beta*out + the chunks' sums (beta == 0: out is not read). */
+__kernel void colsum_combine(__global const float* part, int n_chunks, int cols, float beta, __global float* out,
+                             int out_off) {
+    FOR_EACH16(col, cols) {
+        const int left = cols - col;
+        float16 acc = (float16)(0.0f);
+        for (int c = 0; c < n_chunks; ++c) acc += load16(part + c * cols + col, left);
+        if (beta != 0.0f) acc += beta * load16(out + out_off + col, left);
+        store16(acc, out + out_off + col, left);
+    }
+}
+
 /* correct[0] += rows whose first maximum sits at the label (one work-group). */
 __kernel void accuracy(__global const float* x, int x_off, __global const int* labels, int l_off, int n, int c,
                        __global float* correct, int correct_off, __global int* err, int op) {

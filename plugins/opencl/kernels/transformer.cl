@@ -54,36 +54,100 @@ __kernel void ln_bwd_dx(__global const float* dy, int dy_off, __global const flo
 }
 
 /* dgamma and dbeta, step 1: the sums over each chunk of chunk_rows rows, one item per (chunk,
- * column), into part[chunk*d + col] (dgamma's) and part[n_chunks*d + chunk*d + col] (dbeta's).
- * The chunking depends on the shape only, so the combine below always adds in the same order. */
+ * 16 columns), into part[chunk*d + col] (dgamma's) and part[n_chunks*d + chunk*d + col] (dbeta's).
+ * The chunking depends on the shape only, so the combine below always adds in the same order;
+ * each column's sum is the same sequence of operations in whichever lane it falls. */
 __kernel void ln_bwd_partials(__global const float* dy, int dy_off, __global const float* x, int x_off,
                               __global const float* mean, int mean_off, __global const float* rstd, int rstd_off,
                               int rows, int d, int chunk_rows, int n_chunks, __global float* part) {
-    FOR_EACH(t, n_chunks * d) {
-        const int c = t / d, col = t - c * d;
+    const int blocks = (d + 15) / 16;
+    FOR_EACH(t, n_chunks * blocks) {
+        const int c = t / blocks, col = (t - c * blocks) * 16, left = d - col;
         const int r0 = c * chunk_rows, r1 = min(rows, r0 + chunk_rows);
-        float sg = 0.0f, sb = 0.0f;
+        float16 sg = (float16)(0.0f), sb = (float16)(0.0f);
         for (int r = r0; r < r1; ++r) {
-            const float g = dy[dy_off + r * d + col];
-            sg += g * ((x[x_off + r * d + col] - mean[mean_off + r]) * rstd[rstd_off + r]);
+            const float16 g = load16(dy + dy_off + r * d + col, left);
+            sg += g * ((load16(x + x_off + r * d + col, left) - mean[mean_off + r]) * rstd[rstd_off + r]);
             sb += g;
         }
-        part[t] = sg;
-        part[n_chunks * d + t] = sb;
+        store16(sg, part + c * d + col, left);
+        store16(sb, part + (n_chunks + c) * d + col, left);
     }
 }
 
-/* Step 2: one item per column adds its chunks in chunk order; beta == 0 does not read the old value. */
+/* Step 2: one item per 16 columns adds their chunks in chunk order; beta == 0 does not read the
+ * old value. */
 __kernel void ln_bwd_combine(__global const float* part, int n_chunks, int d, float beta, __global float* dgamma,
                              int dg_off, int has_dbeta, __global float* dbeta, int db_off) {
-    FOR_EACH(col, d) {
-        float sg = 0.0f, sb = 0.0f;
+    FOR_EACH16(col, d) {
+        const int left = d - col;
+        float16 sg = (float16)(0.0f), sb = (float16)(0.0f);
         for (int c = 0; c < n_chunks; ++c) {
-            sg += part[c * d + col];
-            sb += part[(n_chunks + c) * d + col];
+            sg += load16(part + c * d + col, left);
+            sb += load16(part + (n_chunks + c) * d + col, left);
         }
-        dgamma[dg_off + col] = beta == 0.0f ? sg : beta * dgamma[dg_off + col] + sg;
-        if (has_dbeta) dbeta[db_off + col] = beta == 0.0f ? sb : beta * dbeta[db_off + col] + sb;
+        if (beta != 0.0f) sg += beta * load16(dgamma + dg_off + col, left);
+        store16(sg, dgamma + dg_off + col, left);
+        if (has_dbeta) {
+            if (beta != 0.0f) sb += beta * load16(dbeta + db_off + col, left);
+            store16(sb, dbeta + db_off + col, left);
+        }
+    }
+}
+
+/* ---- layer norm, CPU-shaped (DeviceContext::cpu_kernels): one work-item per row, 16 columns per
+ * step, lane sums then a fixed-order horizontal sum (the same bits every run). Y may be X, dX may
+ * dY, exactly: a row is read whole before it is written. */
+/* Lanes of a step at column j of d that exist (the rest are padding). */
+inline int16 lanes_left(int left) {
+    return (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15) < (int16)(left);
+}
+
+__kernel void ln_fwd_rows(__global const float* x, int x_off, int rows, int d, float eps, __global const float* gamma,
+                          int g_off, int has_beta, __global const float* beta, int b_off, __global float* y, int y_off,
+                          __global float* mean, int mean_off, __global float* rstd, int rstd_off) {
+    FOR_EACH(row, rows) {
+        __global const float* xr = x + x_off + row * d;
+        __global float* yr = y + y_off + row * d;
+        float16 acc = (float16)(0.0f);
+        for (int j = 0; j < d; j += 16) acc += load16(xr + j, d - j);
+        const float mu = hsum16(acc) / (float)d;
+        acc = (float16)(0.0f);
+        for (int j = 0; j < d; j += 16) {
+            const float16 c = select((float16)(0.0f), load16(xr + j, d - j) - mu, lanes_left(d - j));
+            acc += c * c;
+        }
+        const float rs = 1.0f / sqrt(hsum16(acc) / (float)d + eps);
+        mean[mean_off + row] = mu;
+        rstd[rstd_off + row] = rs;
+        for (int j = 0; j < d; j += 16) {
+            float16 v = (load16(xr + j, d - j) - mu) * rs * load16(gamma + g_off + j, d - j);
+            if (has_beta) v += load16(beta + b_off + j, d - j);
+            store16(v, yr + j, d - j);
+        }
+    }
+}
+
+/* dX = rstd*(g - mean(g) - xhat*mean(g*xhat)), g = dY*gamma (padding lanes: g = 0). */
+__kernel void ln_bwd_dx_rows(__global const float* dy, int dy_off, __global const float* x, int x_off, int rows,
+                             int d, __global const float* gamma, int g_off, __global const float* mean, int mean_off,
+                             __global const float* rstd, int rstd_off, __global float* dx, int dx_off) {
+    FOR_EACH(row, rows) {
+        __global const float* dyr = dy + dy_off + row * d;
+        __global const float* xr = x + x_off + row * d;
+        __global float* dxr = dx + dx_off + row * d;
+        const float mu = mean[mean_off + row], rs = rstd[rstd_off + row];
+        float16 sg = (float16)(0.0f), sgx = (float16)(0.0f);
+        for (int j = 0; j < d; j += 16) {
+            const float16 g = load16(dyr + j, d - j) * load16(gamma + g_off + j, d - j);
+            sg += g;
+            sgx += g * ((load16(xr + j, d - j) - mu) * rs);
+        }
+        const float mg = hsum16(sg) / (float)d, mgx = hsum16(sgx) / (float)d;
+        for (int j = 0; j < d; j += 16) {
+            const float16 g = load16(dyr + j, d - j) * load16(gamma + g_off + j, d - j);
+            store16(rs * (g - mg - ((load16(xr + j, d - j) - mu) * rs) * mgx), dxr + j, d - j);
+        }
     }
 }
 
@@ -108,20 +172,6 @@ inline int att_visible_end(int i, int L, int Tq, int causal) {
     if (!causal) return L;
     const int e = i + L - Tq + 1;
     return e < 0 ? 0 : (e > L ? L : e);
-}
-
-/* Fixed-order horizontal sums. */
-inline float hsum8(float8 a) {
-    const float4 b = a.lo + a.hi;
-    const float2 c = b.lo + b.hi;
-    return c.x + c.y;
-}
-inline float hsum16(float16 a) { return hsum8(a.lo + a.hi); }
-inline float hmax16(float16 a) {
-    const float8 b = fmax(a.lo, a.hi);
-    const float4 c = fmax(b.lo, b.hi);
-    const float2 d = fmax(c.lo, c.hi);
-    return fmax(d.x, d.y);
 }
 
 /* Dropout's factor M_ij on P's element `index`: keep/(1-p), or 1 when p == 0. */
@@ -472,19 +522,30 @@ __kernel void masked_softmax(__global const float* x, int x_off, __global float*
 }
 
 /* ---- permute: Y[t] = X at the index whose digits over Y's dims weigh X's strides (the host's
- * PermuteShape), up to 8 dims. Whole 4-byte words. */
-__kernel void permute(__global const uint* x, int x_off, __global uint* y, int y_off, int n, int ndim, int8 dims8,
+ * PermuteShape), up to 8 dims. Whole 4-byte words. One item per run of Y's last dim: its digits
+ * once, then the run as float16-sized copies when X's last stride is 1 (attention's head splits
+ * and merges), else word by word. */
+__kernel void permute(__global const uint* x, int x_off, __global uint* y, int y_off, int runs, int ndim, int8 dims8,
                       int8 strides8) {
     const int dims[8] = {dims8.s0, dims8.s1, dims8.s2, dims8.s3, dims8.s4, dims8.s5, dims8.s6, dims8.s7};
     const int strides[8] = {strides8.s0, strides8.s1, strides8.s2, strides8.s3,
                             strides8.s4, strides8.s5, strides8.s6, strides8.s7};
-    FOR_EACH(t, n) {
-        int rest = t, src = 0;
-        for (int d = ndim - 1; d >= 0; --d) {
+    const int last = dims[ndim - 1], step = strides[ndim - 1];
+    FOR_EACH(r, runs) {
+        int rest = r, src = 0;
+        for (int d = ndim - 2; d >= 0; --d) {
             const int q = rest / dims[d];
             src += (rest - q * dims[d]) * strides[d];
             rest = q;
         }
-        y[y_off + t] = x[x_off + src];
+        __global const uint* xs = x + x_off + src;
+        __global uint* yd = y + y_off + r * last;
+        if (step == 1) {
+            int j = 0;
+            for (; j + 16 <= last; j += 16) vstore16(vload16(0, xs + j), 0, yd + j);
+            for (; j < last; ++j) yd[j] = xs[j];
+        } else {
+            for (int j = 0; j < last; ++j) yd[j] = xs[j * step];
+        }
     }
 }

@@ -73,7 +73,7 @@ void gemm(xylem_stream_s& s, bool trans_a, bool trans_b, int32_t m, int32_t n, i
         bias_activate(s, act, bias, c, c_off, m, n);
         return;
     }
-    if (s.dev_->own_gemm) {
+    if (s.dev_->cpu_kernels) {
         own_gemm(s, trans_a, trans_b, 1, m, n, k, alpha, a, a_off, lda, 0, b, b_off, ldb, 0, beta, c, c_off, ldc, 0,
                  bias, act);
         return;
@@ -100,7 +100,7 @@ void gemm_batched(xylem_stream_s& s, bool trans_a, bool trans_b, int32_t batch, 
         scale(s, beta, c, c_off, batch * stride_c);
         return;
     }
-    if (s.dev_->own_gemm) {
+    if (s.dev_->cpu_kernels) {
         own_gemm(s, trans_a, trans_b, batch, m, n, k, alpha, a, a_off, lda, stride_a, b, b_off, ldb, stride_b, beta, c,
                  c_off, ldc, stride_c, nullptr, XYLEM_ACT_NONE);
         return;

@@ -14,6 +14,18 @@ void op_bias_grad(const xylem_op_desc& desc, xylem_stream_s& s) {
     int32_t inner = 1;
     for (uint32_t d = 2; d < dy.ndim; ++d) inner *= static_cast<int32_t>(dy.dims[d]);
     if (db.numel != c) a.fail("db holds %d elements for %d channels", db.numel, c);
+    if (inner == 1 && c > 0) {
+        // Column sums: fixed chunks of rows (a function of the shape), then the chunks in order.
+        const int32_t n_chunks = std::max<int32_t>(1, std::min<int32_t>(n, 64));
+        const int32_t chunk_rows = n ? (n + n_chunks - 1) / n_chunks : 1;
+        const int32_t chunks = n ? (n + chunk_rows - 1) / chunk_rows : 1;
+        cl_mem part = stream_scratch(s, sizeof(float) * static_cast<size_t>(chunks) * c);
+        Kernel(s, Family::Reduce, "colsum_partials").arg(dy.mem).arg(dy.off).arg(n).arg(c).arg(chunk_rows)
+            .arg(chunks).arg(part).run(static_cast<int64_t>(chunks) * chunks16(c));
+        Kernel(s, Family::Reduce, "colsum_combine").arg(part).arg(chunks).arg(c).arg(beta).arg(db.mem).arg(db.off)
+            .run(chunks16(c));
+        return;
+    }
     Kernel(s, Family::Reduce, "bias_grad").arg(dy.mem).arg(dy.off).arg(n).arg(c).arg(inner).arg(beta).arg(db.mem)
         .arg(db.off).run_groups(c, reduce_group(s));
 }

@@ -97,6 +97,12 @@ void op_layer_norm_fwd(const xylem_op_desc& desc, xylem_stream_s& s) {
     disjoint(a, mean, "mean", {{&rstd, "rstd"}});
     if (sh.rows == 0) return;
     const cl_int has_b = has_beta ? 1 : 0;
+    if (s.dev_->cpu_kernels) {
+        Kernel(s, kFam, "ln_fwd_rows").arg(x.mem).arg(x.off).arg(i32(sh.rows)).arg(i32(sh.d)).arg(at.eps)
+            .arg(gamma.mem).arg(gamma.off).arg(has_b).arg(has_beta ? beta.mem : gamma.mem).arg(has_beta ? beta.off : 0)
+            .arg(y.mem).arg(y.off).arg(mean.mem).arg(mean.off).arg(rstd.mem).arg(rstd.off).run(sh.rows);
+        return;
+    }
     Kernel k(s, kFam, "ln_fwd");
     const size_t group = row_group(s, k, sh.d);
     k.arg(x.mem).arg(x.off).arg(i32(sh.d)).arg(at.eps).arg(gamma.mem).arg(gamma.off).arg(has_b)
@@ -134,8 +140,12 @@ void op_layer_norm_bwd(const xylem_op_desc& desc, xylem_stream_s& s) {
     cl_mem part = stream_scratch(s, sizeof(float) * 2 * static_cast<size_t>(chunks) * d);
     Kernel(s, kFam, "ln_bwd_partials").arg(dy.mem).arg(dy.off).arg(x.mem).arg(x.off).arg(mean.mem).arg(mean.off)
         .arg(rstd.mem).arg(rstd.off).arg(rows).arg(d).arg(chunk_rows).arg(chunks).arg(part)
-        .run(static_cast<int64_t>(chunks) * d);
-    if (rows > 0) {
+        .run(static_cast<int64_t>(chunks) * chunks16(d));
+    if (rows > 0 && s.dev_->cpu_kernels) {
+        Kernel(s, kFam, "ln_bwd_dx_rows").arg(dy.mem).arg(dy.off).arg(x.mem).arg(x.off).arg(rows).arg(d)
+            .arg(gamma.mem).arg(gamma.off).arg(mean.mem).arg(mean.off).arg(rstd.mem).arg(rstd.off).arg(dx.mem)
+            .arg(dx.off).run(rows);
+    } else if (rows > 0) {
         Kernel k(s, kFam, "ln_bwd_dx");
         const size_t group = row_group(s, k, d);
         k.arg(dy.mem).arg(dy.off).arg(x.mem).arg(x.off).arg(d).arg(gamma.mem).arg(gamma.off).arg(mean.mem)
@@ -143,7 +153,7 @@ void op_layer_norm_bwd(const xylem_op_desc& desc, xylem_stream_s& s) {
     }
     const cl_int has_db = has_dbeta ? 1 : 0;
     Kernel(s, kFam, "ln_bwd_combine").arg(part).arg(chunks).arg(d).arg(at.beta).arg(dgamma.mem).arg(dgamma.off)
-        .arg(has_db).arg(has_dbeta ? dbeta.mem : dgamma.mem).arg(has_dbeta ? dbeta.off : 0).run(d);
+        .arg(has_db).arg(has_dbeta ? dbeta.mem : dgamma.mem).arg(has_dbeta ? dbeta.off : 0).run(chunks16(d));
 }
 
 // ---- attention -----------------------------------------------------------------------------
@@ -264,8 +274,9 @@ void op_permute(const xylem_op_desc& desc, xylem_stream_s& s) {
         strides.s[d] = d < sh.ndim ? i32(sh.in_strides[d]) : 0;
     }
     const cl_int ndim = static_cast<cl_int>(sh.ndim);
-    Kernel(s, kFam, "permute").arg(x.mem).arg(x.off).arg(y.mem).arg(y.off).arg(i32(sh.numel)).arg(ndim).arg(dims)
-        .arg(strides).run(sh.numel);
+    const int64_t runs = sh.numel / sh.out_dims[sh.ndim - 1];  // ndim >= 1, no dim is 0 (numel > 0)
+    Kernel(s, kFam, "permute").arg(x.mem).arg(x.off).arg(y.mem).arg(y.off).arg(i32(runs)).arg(ndim).arg(dims)
+        .arg(strides).run(runs);
 }
 
 // C[b] = alpha*op(A[b])*op(B[b]) + beta*C[b]: one launch over the batch (the own kernels on a
