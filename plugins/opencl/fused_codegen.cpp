@@ -1,6 +1,6 @@
 // OpenCL C for fused_elementwise programs: a prelude defining xf_<name> for every arithmetic
 // opcode (the names plugin_kit::fused_expr calls), then one kernel whose body is the program,
-// one statement per instruction, over private float registers.
+// one statement per instruction, over private float16 registers (16 elements per step).
 #include "fused_codegen.h"
 
 #include <cmath>
@@ -13,34 +13,36 @@ namespace xylem::opencl {
 
 namespace {
 
-// Each arithmetic opcode's body over its operands a, b, c: plugin_kit::fused_apply spelled in
-// OpenCL C, operation for operation (so float rounding matches an executor that runs fused_apply
-// on floats). FP_CONTRACT is off in the prelude: a*b + c stays two roundings, as in the kit.
+// Each arithmetic opcode's body over its operands a, b, c, 16 lanes at a time (XV is float16,
+// XI int16): plugin_kit::fused_apply spelled in OpenCL C, operation for operation (so float
+// rounding matches an executor that runs fused_apply on floats), with select() where a scalar
+// `?:` would not take a vector condition. FP_CONTRACT is off in the prelude: a*b + c stays two
+// roundings, as in the kit.
 const char* helper_body(uint32_t op) {
     switch (op) {
     case XYLEM_FUSED_ADD: return "a + b";
     case XYLEM_FUSED_SUB: return "a - b";
     case XYLEM_FUSED_MUL: return "a * b";
     case XYLEM_FUSED_DIV: return "a / b";
-    case XYLEM_FUSED_MIN: return "isnan(a) || isnan(b) ? NAN : (b < a ? b : a)";
-    case XYLEM_FUSED_MAX: return "isnan(a) || isnan(b) ? NAN : (b > a ? b : a)";
+    case XYLEM_FUSED_MIN: return "select(select(a, b, b < a), (XV)(NAN), isnan(a) | isnan(b))";
+    case XYLEM_FUSED_MAX: return "select(select(a, b, b > a), (XV)(NAN), isnan(a) | isnan(b))";
     case XYLEM_FUSED_NEG: return "-a";
-    case XYLEM_FUSED_ABS: return "a < 0.0f ? -a : a";
+    case XYLEM_FUSED_ABS: return "select(a, -a, a < 0.0f)";
     case XYLEM_FUSED_EXP: return "exp(a)";
     case XYLEM_FUSED_LOG: return "log(a)";
     case XYLEM_FUSED_SQRT: return "sqrt(a)";
     case XYLEM_FUSED_RSQRT: return "1.0f / sqrt(a)";
     case XYLEM_FUSED_TANH: return "tanh(a)";
     case XYLEM_FUSED_SIGMOID: return "1.0f / (1.0f + exp(-a))";
-    case XYLEM_FUSED_RELU: return "a > 0.0f ? a : 0.0f";
+    case XYLEM_FUSED_RELU: return "select((XV)(0.0f), a, a > 0.0f)";
     case XYLEM_FUSED_FMA: return "a * b + c";
-    case XYLEM_FUSED_SELECT: return "a != 0.0f ? b : c";
-    case XYLEM_FUSED_GT: return "a > b ? 1.0f : 0.0f";
-    case XYLEM_FUSED_GE: return "a >= b ? 1.0f : 0.0f";
-    case XYLEM_FUSED_EQ: return "a == b ? 1.0f : 0.0f";
+    case XYLEM_FUSED_SELECT: return "select(c, b, a != 0.0f)";
+    case XYLEM_FUSED_GT: return "select((XV)(0.0f), (XV)(1.0f), a > b)";
+    case XYLEM_FUSED_GE: return "select((XV)(0.0f), (XV)(1.0f), a >= b)";
+    case XYLEM_FUSED_EQ: return "select((XV)(0.0f), (XV)(1.0f), a == b)";
     case XYLEM_FUSED_TANH_GRAD: return "a * (1.0f - b * b)";
     case XYLEM_FUSED_SIGMOID_GRAD: return "a * b * (1.0f - b)";
-    case XYLEM_FUSED_RELU_GRAD: return "b > 0.0f ? a : 0.0f";
+    case XYLEM_FUSED_RELU_GRAD: return "select((XV)(0.0f), a, b > 0.0f)";
     case XYLEM_FUSED_SQUARE: return "a * a";
     case XYLEM_FUSED_RECIP: return "1.0f / a";
     // GELU: plugin_kit/fused.h's gelu_value, gelu_tanh_value and derivatives (the derivatives are
@@ -59,34 +61,68 @@ bool is_arithmetic(uint32_t op) {
     return op != XYLEM_FUSED_INPUT && op != XYLEM_FUSED_PARAM && op != XYLEM_FUSED_CONST && op != XYLEM_FUSED_OUTPUT;
 }
 
-// The prelude, the same for every program: built once.
+// The prelude, the same for every program: built once. Every value is a float16 of 16 elements
+// (PoCL's CPU device runs a scalar exp or erf ~15x slower than the float16 form, and vectorizes a
+// one-element-per-item kernel poorly); the loads and stores below pad and trim a chunk at the end
+// or across a row, so every element takes the same vector path wherever it sits.
 const std::string& prelude() {
     static const std::string text = [] {
         std::string s =
-            "/* xylem fused_elementwise: helpers with plugin_kit/fused.h's semantics */\n"
+            "/* xylem fused_elementwise: helpers with plugin_kit/fused.h's semantics, 16 lanes */\n"
             "#pragma OPENCL FP_CONTRACT OFF\n"
+            "#define XV float16\n"
             // fused.h's gelu_derivative and gelu_tanh_derivative, operation for operation except
             // in the tanh form: 0.5(1 + t) = 1/(1 + exp(-2u)), 1 - t*t = 4e/(1 + e)^2 with
             // e = exp(-2|u|) (kernels/common.cl's act_bwd does the same, and says why).
-            "inline float xg_gelu_derivative(float x) {\n"
+            "inline XV xg_gelu_derivative(XV x) {\n"
             "    return 0.5f * (1.0f + erf(x * 0.70710678118654752440f)) +\n"
             "           x * exp(-0.5f * x * x) * 0.39894228040143267794f;\n"
             "}\n"
-            "inline float xg_gelu_tanh_derivative(float x) {\n"
-            "    const float u = 0.79788456080286535588f * (x + 0.044715f * x * x * x);\n"
-            "    const float e = exp(-2.0f * fabs(u));\n"
-            "    const float half_1pt = 1.0f / (1.0f + exp(-2.0f * u));\n"
-            "    const float sech2 = 4.0f * e / ((1.0f + e) * (1.0f + e));\n"
+            "inline XV xg_gelu_tanh_derivative(XV x) {\n"
+            "    const XV u = 0.79788456080286535588f * (x + 0.044715f * x * x * x);\n"
+            "    const XV e = exp(-2.0f * fabs(u));\n"
+            "    const XV half_1pt = 1.0f / (1.0f + exp(-2.0f * u));\n"
+            "    const XV sech2 = 4.0f * e / ((1.0f + e) * (1.0f + e));\n"
             "    return half_1pt + 0.5f * x * sech2 * 0.79788456080286535588f * (1.0f + 0.134145f * x * x);\n"
+            "}\n"
+            // A chunk of 16 elements at p of which `left` exist (zeros past them), and back.
+            "inline XV xl_full(__global const float* p, uint left) {\n"
+            "    if (left >= 16) return vload16(0, p);\n"
+            "    float t[16];\n"
+            "    for (uint e = 0; e < 16; ++e) t[e] = e < left ? p[e] : 0.0f;\n"
+            "    return vload16(0, t);\n"
+            "}\n"
+            "inline void xl_store(__global float* p, uint left, XV v) {\n"
+            "    if (left >= 16) { vstore16(v, 0, p); return; }\n"
+            "    float t[16];\n"
+            "    vstore16(v, 0, t);\n"
+            "    for (uint e = 0; e < left; ++e) p[e] = t[e];\n"
+            "}\n"
+            // A row input (p[col]) and a column input (p[row]) for the chunk that starts at
+            // (row, col): one vector load or broadcast when the chunk stays in its row.
+            "inline XV xl_row(__global const float* p, uint col, uint cols, uint left) {\n"
+            "    if (left >= 16 && col + 16 <= cols) return vload16(0, p + col);\n"
+            "    float t[16];\n"
+            "    for (uint e = 0; e < 16; ++e, col = col + 1 == cols ? 0 : col + 1) t[e] = e < left ? p[col] : 0.0f;\n"
+            "    return vload16(0, t);\n"
+            "}\n"
+            "inline XV xl_col(__global const float* p, uint row, uint col, uint cols, uint left) {\n"
+            "    if (col + 16 <= cols) return (XV)(p[row]);\n"
+            "    float t[16];\n"
+            "    for (uint e = 0; e < 16; ++e) {\n"
+            "        t[e] = e < left ? p[row] : 0.0f;\n"
+            "        if (++col == cols) col = 0, ++row;\n"
+            "    }\n"
+            "    return vload16(0, t);\n"
             "}\n";
-        static const char* const params[] = {"", "float a", "float a, float b", "float a, float b, float c"};
+        static const char* const params[] = {"", "XV a", "XV a, XV b", "XV a, XV b, XV c"};
         for (uint32_t op = 0; op < XYLEM_FUSED_OPCODE_COUNT_; ++op) {
             if (!is_arithmetic(op)) continue;
             const plugin_kit::FusedOpcodeInfo info = plugin_kit::fused_opcode_info(op);
             const char* body = helper_body(op);
             if (!body || info.arity < 1 || info.arity > 3)
                 throw std::logic_error(std::string("opcode ") + info.name + " has no OpenCL C helper in this plugin");
-            s += "inline float xf_";
+            s += "inline XV xf_";
             s += info.name;
             s += "(";
             s += params[info.arity];
@@ -156,14 +192,13 @@ FusedKernelSource fused_kernel_source(const xylem_fused_attrs& at, uint32_t n_in
             need_row_col = need_row_col || mode == XYLEM_FUSED_ROW || mode == XYLEM_FUSED_COL;
         }
 
-    // One work-item per element, no loop in the kernel: PoCL then vectorizes across a work-group's
-    // items with contiguous loads (a grid-stride loop made each item stride through memory and ran
-    // ~10x slower there), and it is the usual shape on GPUs. The global size is n rounded up to
-    // the group size.
-    std::string body = "    const uint i = (uint)get_global_id(0);\n    if (i < n) {\n";
+    // 16 elements per step (a float16 per register), a grid-stride loop over the chunks: the host
+    // caps the grid (Kernel::run) so an item takes a few contiguous chunks, not one element.
+    std::string body = "    for (uint i = 16 * (uint)get_global_id(0); i < n; i += 16 * (uint)get_global_size(0)) {\n"
+                       "        const uint left = n - i;\n";
     if (need_row_col) body += "        const uint row = i / cols, col = i - row * cols;\n";
     if (at.n_regs) {
-        body += "        float";
+        body += "        XV";
         for (uint32_t r = 0; r < at.n_regs; ++r) body += (r ? ", " : " ") + reg(r);
         body += ";\n";
     }
@@ -174,20 +209,20 @@ FusedKernelSource fused_kernel_source(const xylem_fused_attrs& at, uint32_t n_in
         std::string line;
         switch (in.op) {
         case XYLEM_FUSED_INPUT: {
-            const std::string src = "in" + std::to_string(in.a);
+            const std::string src = "in" + std::to_string(in.a), base = src + " + " + src + "_off";
             const uint8_t mode = at.input_modes[in.a];
-            const char* index = mode == XYLEM_FUSED_FULL  ? " + i"
-                                : mode == XYLEM_FUSED_ROW ? " + col"
-                                : mode == XYLEM_FUSED_COL ? " + row"
-                                                          : "";
-            line = reg(in.dst) + " = " + src + "[" + src + "_off" + index + "];";
+            const std::string value = mode == XYLEM_FUSED_FULL  ? "xl_full(" + base + " + i, left)"
+                                      : mode == XYLEM_FUSED_ROW ? "xl_row(" + base + ", col, cols, left)"
+                                      : mode == XYLEM_FUSED_COL ? "xl_col(" + base + ", row, col, cols, left)"
+                                                                : "(XV)(" + src + "[" + src + "_off])";
+            line = reg(in.dst) + " = " + value + ";";
             break;
         }
-        case XYLEM_FUSED_PARAM: line = reg(in.dst) + " = p" + std::to_string(in.a) + ";"; break;
-        case XYLEM_FUSED_CONST: line = reg(in.dst) + " = " + float_literal(in.imm) + ";"; break;
+        case XYLEM_FUSED_PARAM: line = reg(in.dst) + " = (XV)(p" + std::to_string(in.a) + ");"; break;
+        case XYLEM_FUSED_CONST: line = reg(in.dst) + " = (XV)(" + float_literal(in.imm) + ");"; break;
         case XYLEM_FUSED_OUTPUT: {
             const std::string dst = "out" + std::to_string(in.dst);
-            line = dst + "[" + dst + "_off + i] = " + a + ";";
+            line = "xl_store(" + dst + " + " + dst + "_off + i, left, " + a + ");";
             break;
         }
         default:

@@ -11,10 +11,6 @@ namespace xylem::opencl {
 
 namespace {
 
-// Work-group size of the one-item-per-element launch: a common GPU choice; on PoCL 64 to 256
-// measured alike (the group's items become one vectorized loop).
-constexpr size_t kGroup = 256;
-
 // This stream's kernel for the program of `key`, the program built on the device's first use.
 const xylem_stream_s::FusedKernel& fused_kernel(xylem_stream_s& s, const xylem_fused_attrs& at, uint32_t n_inputs,
                                                 uint32_t n_outputs, uint64_t key) {
@@ -63,9 +59,8 @@ void op_fused_elementwise(const xylem_op_desc& desc, xylem_stream_s& s) {
     for (uint32_t o = 0; o < n_out; ++o) run.arg(out[o].mem).arg(out[o].off);
     for (uint32_t p = 0; p < k.param_slots; ++p) run.arg(at.params[p]);
     run.arg(static_cast<cl_uint>(shape.numel())).arg(static_cast<cl_uint>(shape.cols));
-    // One item per element (fused_codegen.cpp says why); n < 2^31, so the rounded-up size fits.
-    const size_t group = std::min<size_t>(kGroup, s.dev_->max_work_group);
-    run.run_groups((shape.numel() + static_cast<int64_t>(group) - 1) / static_cast<int64_t>(group), group);
+    // 16 elements per item and step (fused_codegen.cpp), the grid capped as for every 1-D launch.
+    run.run(chunks16(shape.numel()));
 }
 
 }  // namespace xylem::opencl
