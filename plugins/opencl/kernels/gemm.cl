@@ -54,12 +54,15 @@ inline void gemm_store_row(float16 v0, float16 v1, __global float* c, int ldc, i
     for (int e = 0; e < nc; ++e) c[e] = u[e];
 }
 
+/* a*b + c contracted to one FMA where the device has it (PoCL lowers mad() to a multiply and an
+ * add, and fma() is a slow library call on a CPU without FMA). */
+#pragma OPENCL FP_CONTRACT ON
 #define GEMM_DECL(r) float16 acc##r##a = (float16)(0.0f), acc##r##b = (float16)(0.0f);
 #define GEMM_STEP(r)                                                                                           \
     {                                                                                                          \
         const float16 av = (float16)(GEMM_A(r));                                                               \
-        acc##r##a = mad(av, b0, acc##r##a);                                                                    \
-        acc##r##b = mad(av, b1, acc##r##b);                                                                    \
+        acc##r##a = av * b0 + acc##r##a;                                                                       \
+        acc##r##b = av * b1 + acc##r##b;                                                                       \
     }
 #define GEMM_STORE(r) gemm_store_row(acc##r##a, acc##r##b, c, ldc, i0 + r, m, j0, n, alpha, beta, has_bias, bias, act);
 
