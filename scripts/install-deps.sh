@@ -13,6 +13,8 @@ packages=(
   dataset-fashion-mnist
   python3-matplotlib   # xylem plot draws with it (scripts/xylem-plot.py)
   fortunes             # the char-rnn example's corpus (examples/char_rnn.toml): /usr/share/games/fortunes
+  libonnx-dev libprotobuf-dev   # ONNX import: xylem run/import (optional at build time, like MPI; docs/onnx.md)
+  python3-torch python3-torchvision python3-venv   # the ONNX tests export models with torch (tests/onnx/check_models.py)
 )
 # Fuzzing is optional (not part of CI): its compiler is installed only when asked for.
 [ "${1:-}" = fuzz ] && packages+=(clang libclang-rt-dev)
