@@ -65,5 +65,7 @@ int run_eval(const Args& args);
 int run_predict(const Args& args);  // predict.cpp
 int run_sample(const Args& args);   // sample.cpp
 int run_plot(const Args& args);     // plot.cpp
+int run_onnx_run(const Args& args);  // onnx.cpp: xylem run MODEL.onnx
+int run_import(const Args& args);    // onnx.cpp: xylem import MODEL.onnx
 
 }  // namespace xylem::cli

@@ -128,6 +128,27 @@ const std::vector<Command>& commands() {
          "installed beside xylem, run by /usr/bin/python3 (or XYLEM_PYTHON) with matplotlib\n"
          "(Debian: apt-get install python3-matplotlib).",
          1},
+        {"run",
+         {"run MODEL.onnx --input FILE.npy [OPTIONS]"},
+         "run an ONNX model on a backend: its output as .npy, shapes and timing",
+         {{"--input", "FILE.npy", "the model's input, float32 [N, ...] (N samples of the model's input shape)"},
+          {"--out", "DIR", "where to write the output, <output name>.npy (default: the current folder)"},
+          kBackend,
+          kProfile,
+          kPluginPath},
+         "The model is imported into xylem's own model graph (docs/onnx.md lists the ops and how each\n"
+         "maps to a layer) and run in inference mode, twice: the first run's time includes the\n"
+         "backend's warm-up. A model with an op xylem lacks is refused before any work, naming every\n"
+         "such op and its nodes. Needs a build with libonnx-dev.",
+         1},
+        {"import",
+         {"import MODEL.onnx --out DIR"},
+         "turn an ONNX model into a config and a safetensors checkpoint every command takes",
+         {{"--out", "DIR", "the folder for MODEL.toml (the config) and MODEL.safetensors (the weights)"}},
+         "The config holds the model's layers, wired by name, and defaults for data, loss, solver and\n"
+         "training to edit (docs/onnx.md); xylem eval, predict and train read it with the checkpoint.\n"
+         "Needs a build with libonnx-dev.",
+         1},
         {"help", {"help [COMMAND]"}, "this overview, or a command's options (also: xylem COMMAND --help)", {}, "", 1},
         {"version", {"version"}, "xylem's version, plugin ABI and build type (also: xylem --version)", {}, "", 0},
     };

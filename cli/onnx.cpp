@@ -1,0 +1,149 @@
+// `xylem run MODEL.onnx` and `xylem import MODEL.onnx`: an ONNX model through the importer
+// (onnx/, docs/onnx.md) into xylem's own model graph, then run on a backend or written as a
+// config and a checkpoint. Without libonnx-dev at build time both say so.
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "commands.h"
+#include "xylem/error.h"
+
+#ifdef XYLEM_HAVE_ONNX
+#include "xylem/onnx/importer.h"
+#include "xylem/onnx/npy.h"
+#include "xylem/profiler.h"
+#include "xylem/train/backend_select.h"
+#include "xylem/train/checkpoint.h"
+#include "xylem/train/model_builder.h"
+#include "xylem/io/atomic_file.h"
+#endif
+
+namespace xylem::cli {
+namespace {
+namespace fs = std::filesystem;
+
+const std::string& model_operand(const Args& a) {
+    if (a.operands.empty()) throw UsageError{a.command + " needs an ONNX model file (MODEL.onnx)", a.command};
+    return a.operands[0];
+}
+
+#ifdef XYLEM_HAVE_ONNX
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The output file of a tensor name: its characters a file name takes, the rest '_'.
+std::string file_stem(const std::string& name) {
+    std::string s;
+    for (char ch : name) s += std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.' ? ch : '_';
+    while (!s.empty() && s.front() == '.') s.erase(s.begin());
+    return s.empty() ? "output" : s;
+}
+
+void print_notes(const onnx_import::Imported& m) {
+    std::printf("%s: ONNX opset %lld%s, %zu layers, %zu tensors; input '%s' %s, output '%s' %s per sample\n",
+                m.source.c_str(), static_cast<long long>(m.opset), m.producer.empty() ? "" : (" from " + m.producer).c_str(),
+                m.layers.size(), m.params.size(), m.input_name.c_str(), to_string(m.input_sample).c_str(),
+                m.output_name.c_str(), to_string(m.output_sample).c_str());
+}
+#endif
+
+}  // namespace
+
+int run_onnx_run(const Args& a) {
+    const std::string& path = model_operand(a);
+    if (a.input.empty()) throw UsageError{"run needs --input FILE.npy", "run"};
+#ifndef XYLEM_HAVE_ONNX
+    (void)path;
+    throw Error("xylem was built without ONNX support: install libonnx-dev and libprotobuf-dev (scripts/install-deps.sh) "
+                "and build again");
+#else
+    auto t0 = Clock::now();
+    const onnx_import::Imported m = onnx_import::import_file(path);
+    const double import_s = seconds_since(t0);
+    const npy::Array x = npy::read(a.input);
+    const Shape want_sample = m.input_sample;
+    if (x.shape.size() != want_sample.size() + 1 || !std::equal(want_sample.begin(), want_sample.end(), x.shape.begin() + 1) ||
+        x.shape[0] < 1)
+        throw Error(a.input + ": array of shape " + to_string(x.shape) + " does not fit the model's input '" + m.input_name +
+                    "', [N, " + to_string(want_sample).substr(1) + " with N >= 1");
+    RunConfig c = onnx_import::run_config(m);
+    Registry registry;
+    const BackendChoice choice = choose_backend(registry, c, a);
+    auto dev = choice.backend->device(choice.device);
+    t0 = Clock::now();
+    auto model = train::build_inference_model(c, *dev, want_sample, x.shape[0]);
+    onnx_import::load_parameters(*model, m);
+    Tensor in(x.shape, DType::F32, *dev);
+    in.upload_from(*dev, x.values.data());
+    dev->sync();
+    const double build_s = seconds_since(t0);
+    profiler::enable(a.profile);
+    t0 = Clock::now();
+    const Tensor* y = &model->forward(*dev, in, false);
+    y->download();
+    const double first_s = seconds_since(t0);
+    t0 = Clock::now();
+    y = &model->forward(*dev, in, false);
+    y->download();
+    const double second_s = seconds_since(t0);
+    profiler::enable(false);
+    print_notes(m);
+    const fs::path out = a.out.empty() ? fs::path(".") : fs::path(a.out);
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    if (ec) throw Error(out.string() + ": cannot create the output folder: " + ec.message());
+    const fs::path file = out / (file_stem(m.output_name) + ".npy");
+    npy::write(file.string(), y->shape(), y->to_vector().data());
+    std::printf("input '%s' %s from %s\n", m.input_name.c_str(), to_string(x.shape).c_str(), a.input.c_str());
+    std::printf("output '%s' %s -> %s\n", m.output_name.c_str(), to_string(y->shape()).c_str(), file.string().c_str());
+    std::printf("backend %s: import %.3f s, build %.3f s, forward %.6f s (first), %.6f s (second)\n",
+                choice.backend->name().c_str(), import_s, build_s, first_s, second_s);
+    if (a.profile) profiler::print(std::cout);
+    return 0;
+#endif
+}
+
+int run_import(const Args& a) {
+    const std::string& path = model_operand(a);
+    if (a.out.empty()) throw UsageError{"import needs --out DIR", "import"};
+#ifndef XYLEM_HAVE_ONNX
+    (void)path;
+    throw Error("xylem was built without ONNX support: install libonnx-dev and libprotobuf-dev (scripts/install-deps.sh) "
+                "and build again");
+#else
+    const onnx_import::Imported m = onnx_import::import_file(path);
+    const RunConfig c = onnx_import::run_config(m);
+    // The parameters go through a model built on the native backend, so the checkpoint is what
+    // `xylem eval`/`predict`/`train` load: the same names, shapes and checks.
+    Registry registry;
+    Args native = a;
+    if (native.backend.empty()) native.backend = "native";
+    const BackendChoice choice = choose_backend(registry, c, native);
+    auto dev = choice.backend->device(choice.device);
+    auto model = train::build_inference_model(c, *dev, m.input_sample, 1);
+    onnx_import::load_parameters(*model, m);
+    const fs::path out(a.out);
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    if (ec) throw Error(out.string() + ": cannot create the output folder: " + ec.message());
+    const std::string stem = file_stem(fs::path(path).stem().string());
+    const fs::path config = out / (stem + ".toml"), checkpoint = out / (stem + ".safetensors");
+    {
+        io::AtomicFile f(config.string());
+        const std::string text = onnx_import::config_text(m);
+        f.write(text.data(), text.size());
+        f.commit();
+    }
+    train::save_checkpoint(checkpoint.string(), *model, {{"xylem.onnx_source", path}});
+    print_notes(m);
+    for (const std::string& note : m.notes) std::printf("  %s\n", note.c_str());
+    std::printf("config: %s\ncheckpoint: %s\n", config.string().c_str(), checkpoint.string().c_str());
+    std::printf("try: xylem eval --config %s --checkpoint %s\n", config.string().c_str(), checkpoint.string().c_str());
+    return 0;
+#endif
+}
+
+}  // namespace xylem::cli
