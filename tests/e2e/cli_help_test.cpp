@@ -17,7 +17,7 @@ using xylem::test::run_cli;
 
 namespace {
 
-const std::vector<std::string> kCommands = {"backends", "train", "eval", "predict", "plot", "help", "version"};
+const std::vector<std::string> kCommands = {"backends", "train", "eval", "predict", "plot", "run", "import", "help", "version"};
 
 // The flags a command's help lists, in its options section.
 std::vector<std::string> listed_flags(const std::string& help) {

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""ONNX import against ONNX Runtime (tests/CMakeLists.txt: onnx.parity; docs/onnx.md).
+
+Exports the Fashion MLP (784-128-64-10 ReLU), LeNet (examples/fashion_lenet.toml) and torchvision's
+ResNet-18, each with random weights in eval mode, from torch 1.13 at opsets 13 and 17; runs each
+through `xylem run` on every backend asked for and through onnxruntime on the same random input;
+the outputs must agree within --rtol relative to the output's largest magnitude
+(max |xylem - ort| <= rtol * max |ort|). Then `xylem import` + `xylem predict` on Fashion-MNIST
+test images gives ORT's classes and probabilities, and `xylem eval` its accuracy.
+
+Runs in a venv with onnxruntime (scripts/test.sh makes it) over Debian's torch and torchvision.
+Prints one line per model, opset and backend; exit status 1 on any disagreement.
+"""
+import argparse
+import csv
+import gzip
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def mlp():
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10))
+
+
+def lenet():  # examples/fashion_lenet.toml
+    return nn.Sequential(nn.Conv2d(1, 20, 5), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(800, 500), nn.ReLU(), nn.Linear(500, 10))
+
+
+def resnet18():
+    import torchvision
+    return torchvision.models.resnet18(weights=None)
+
+
+MODELS = {
+    # name: (factory, input shape, fashion data for import/predict/eval)
+    "mlp": (mlp, (8, 1, 28, 28), True),
+    "lenet": (lenet, (8, 1, 28, 28), True),
+    "resnet18": (resnet18, (2, 3, 64, 64), False),
+}
+
+
+def export(name, opset, work):
+    factory, shape, _ = MODELS[name]
+    torch.manual_seed(1)
+    model = factory().eval()
+    if name == "resnet18":  # random running statistics, so batch norm is not the identity
+        with torch.no_grad():
+            for m in model.modules():
+                if isinstance(m, nn.BatchNorm2d):
+                    m.running_mean.uniform_(-0.1, 0.1)
+                    m.running_var.uniform_(0.5, 1.5)
+                    m.weight.uniform_(0.5, 1.5)
+                    m.bias.uniform_(-0.1, 0.1)
+    path = os.path.join(work, f"{name}_op{opset}.onnx")
+    x = torch.randn(*shape)
+    torch.onnx.export(model, x, path, opset_version=opset, input_names=["x"], output_names=["logits"],
+                      dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
+    return path, model
+
+
+def ort_run(path, x):
+    import onnxruntime as ort
+    s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return s.run(None, {s.get_inputs()[0].name: x})[0]
+
+
+def xylem(args, *argv, check=True):
+    r = subprocess.run([args.xylem, *argv], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"xylem {' '.join(argv)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def rel_err(got, want):
+    return float(np.max(np.abs(got.astype(np.float64) - want)) / max(np.max(np.abs(want)), 1e-30))
+
+
+def fashion_images(count):
+    with gzip.open(os.path.join(DATA, "t10k-images-idx3-ubyte.gz")) as f:
+        raw = f.read()
+    n, rows, cols = (int.from_bytes(raw[i:i + 4], "big") for i in (4, 8, 12))
+    count = min(count, n)
+    pixels = np.frombuffer(raw, dtype=np.uint8, offset=16, count=count * rows * cols)
+    return raw[:4] + count.to_bytes(4, "big") + raw[8:16] + pixels.tobytes(), \
+        (pixels.astype(np.float32) / 255.0).reshape(count, 1, rows, cols)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--xylem", required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--backends", default="", help="comma-separated (default: native, and opencl where available)")
+    p.add_argument("--models", default="mlp,lenet,resnet18")
+    p.add_argument("--opsets", default="13,17")
+    p.add_argument("--rtol", type=float, default=1e-4)
+    p.add_argument("--images", type=int, default=500, help="Fashion-MNIST test images for import + predict")
+    args = p.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    if not args.backends:
+        listed = xylem(args, "backends", check=False).stdout
+        args.backends = "native" + (",opencl" if re.search(r"^opencl .* available ", listed, re.M) else "")
+        print(f"backends: {args.backends}")
+    failures = []
+    rng = np.random.default_rng(7)
+    for name in args.models.split(","):
+        for opset in (int(o) for o in args.opsets.split(",")):
+            path, _ = export(name, opset, args.work)
+            shape = MODELS[name][1]
+            x = rng.standard_normal(shape).astype(np.float32)
+            xin = os.path.join(args.work, f"{name}_op{opset}_x.npy")
+            np.save(xin, x)
+            want = ort_run(path, x)
+            for backend in args.backends.split(","):
+                out = os.path.join(args.work, f"{name}_op{opset}_{backend}")
+                t0 = time.time()
+                r = xylem(args, "run", path, "--input", xin, "--out", out, "--backend", backend, check=False)
+                if r.returncode != 0:
+                    failures.append(f"{name} opset {opset} {backend}: xylem run failed: {r.stderr.strip()}")
+                    print(f"FAIL {name:9s} opset {opset} {backend:7s}: {r.stderr.strip()}")
+                    continue
+                got = np.load(os.path.join(out, "logits.npy"))
+                timing = re.search(r"forward ([0-9.]+) s \(first\), ([0-9.]+) s", r.stdout)
+                err = rel_err(got, want) if got.shape == want.shape else float("inf")
+                ok = err <= args.rtol
+                print(f"{'ok  ' if ok else 'FAIL'} {name:9s} opset {opset} {backend:7s} output {list(got.shape)} "
+                      f"max|diff|/max|ort| {err:.2e} (forward {timing.group(2) if timing else '?'} s, "
+                      f"wall {time.time() - t0:.1f} s)", flush=True)
+                if not ok:
+                    failures.append(f"{name} opset {opset} {backend}: relative error {err:.3e} > {args.rtol}")
+            if MODELS[name][2]:
+                failures += import_predict(args, name, opset, path)
+    if failures:
+        print("\n".join(["", "failures:"] + failures))
+        return 1
+    print("all agree")
+    return 0
+
+
+def import_predict(args, name, opset, path):
+    """`xylem import` then `xylem predict` and `xylem eval` against ORT on Fashion-MNIST test images."""
+    failures = []
+    out = os.path.join(args.work, f"{name}_op{opset}_import")
+    xylem(args, "import", path, "--out", out)
+    stem = f"{name}_op{opset}"
+    config, checkpoint = os.path.join(out, stem + ".toml"), os.path.join(out, stem + ".safetensors")
+    idx, images = fashion_images(args.images)
+    idx_path = os.path.join(args.work, "fashion_test_head.idx")
+    with open(idx_path, "wb") as f:
+        f.write(idx)
+    logits = ort_run(path, images).astype(np.float64)
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    prob = e / e.sum(axis=1, keepdims=True)
+    csv_path = os.path.join(out, "predictions.csv")
+    xylem(args, "predict", "--config", config, "--checkpoint", checkpoint, "--input", idx_path, "--top", "3",
+          "--out", csv_path, "--backend", "native")
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
+    ranked = np.argsort(-logits, axis=1, kind="stable")
+    wrong_class = worst_prob = 0
+    for i, row in enumerate(rows):
+        top1 = int(row["top1_class"])
+        gap = logits[i, ranked[i, 0]] - logits[i, ranked[i, 1]]
+        if top1 != ranked[i, 0] and gap > 1e-4 * np.abs(logits[i]).max():
+            wrong_class += 1
+        worst_prob = max(worst_prob, abs(float(row["top1_prob"]) - prob[i, top1]))
+    ok = len(rows) == len(images) and wrong_class == 0 and worst_prob <= 1e-5
+    print(f"{'ok  ' if ok else 'FAIL'} {name:9s} opset {opset} import+predict: {len(rows)} images, "
+          f"{wrong_class} top-1 classes differ, max |p - p_ort| {worst_prob:.1e}", flush=True)
+    if not ok:
+        failures.append(f"{name} opset {opset}: import + predict disagrees with ORT")
+    # eval over the whole test set: the accuracy ORT's logits give.
+    r = xylem(args, "eval", "--config", config, "--checkpoint", checkpoint, "--backend", "native")
+    m = re.search(r"test accuracy ([0-9.]+)%", r.stdout)
+    _, all_images = fashion_images(10**6)
+    with gzip.open(os.path.join(DATA, "t10k-labels-idx1-ubyte.gz")) as f:
+        labels = np.frombuffer(f.read(), dtype=np.uint8, offset=8)
+    ort_acc = 100.0 * float(np.mean(np.argmax(ort_run(path, all_images), axis=1) == labels))
+    got = float(m.group(1)) if m else float("nan")
+    ok = abs(got - ort_acc) <= 0.02  # 2 images in 10000: a near-tie may round either way
+    print(f"{'ok  ' if ok else 'FAIL'} {name:9s} opset {opset} import+eval: accuracy {got:.2f}% (ORT {ort_acc:.2f}%)",
+          flush=True)
+    if not ok:
+        failures.append(f"{name} opset {opset}: import + eval accuracy {got} vs ORT {ort_acc}")
+    return failures
+
+
+if __name__ == "__main__":
+    sys.exit(main())
