@@ -1,0 +1,171 @@
+// Constant folding: the nodes whose inputs are all constants (shape subgraphs: Shape, Gather,
+// Unsqueeze, Concat, Reshape, Cast, ...) become constants at import (importer_impl.h).
+#include <algorithm>
+#include <set>
+
+#include "importer_impl.h"
+#include "xylem/error.h"
+
+namespace xylem::onnx_import::detail {
+
+void Importer::fold(const onnx::NodeProto& n) {
+    const std::string& op = n.op_type();
+    auto fail = [&](const std::string& why) { refuse(n, why); };
+    HostTensor r;
+    auto ints_of = [&](size_t k, const char* what) -> const HostTensor& {
+        const HostTensor& t = constant(n, k, what);
+        if (t.is_float) refuse(n, std::string("its ") + what + " is float; xylem folds integer shape values");
+        return t;
+    };
+    if (op == "Constant") {
+        check_known_attrs(n, {"value", "value_int", "value_ints", "value_float", "value_floats"});
+        if (n.attribute_size() != 1) refuse(n, "needs exactly one value attribute");
+        const auto& a = n.attribute(0);
+        if (a.name() == "value") {
+            if (a.type() != onnx::AttributeProto::TENSOR) refuse(n, "attribute 'value' is not a tensor");
+            r = decode_tensor(a.t(), dir_, source_ + ": " + label(n) + " value");
+        } else if (a.name() == "value_int") {
+            r.is_float = false;
+            r.i = {attr_int(n, "value_int", 0)};
+        } else if (a.name() == "value_ints") {
+            r.is_float = false;
+            r.i = attr_ints(n, "value_ints", {});
+            r.dims = {static_cast<int64_t>(r.i.size())};
+        } else if (a.name() == "value_float") {
+            r.f = {attr_float(n, "value_float", 0)};
+        } else {
+            const auto* fa = attr(n, "value_floats", onnx::AttributeProto::FLOATS);
+            r.f.assign(fa->floats().begin(), fa->floats().end());
+            r.dims = {static_cast<int64_t>(r.f.size())};
+        }
+    } else if (op == "Shape") {
+        check_known_attrs(n, {"start", "end"});
+        const Value& x = value(input_of(n, 0));
+        const std::vector<int64_t> s = x.is_const ? x.c.dims : x.shape;
+        const int64_t rank = static_cast<int64_t>(s.size());
+        int64_t start = attr_int(n, "start", 0), end = attr_int(n, "end", rank);
+        if (start < 0) start += rank;
+        if (end < 0) end += rank;
+        start = std::clamp<int64_t>(start, 0, rank);
+        end = std::clamp<int64_t>(end, 0, rank);
+        r.is_float = false;
+        for (int64_t k = start; k < end; ++k) r.i.push_back(s[static_cast<size_t>(k)]);
+        r.dims = {static_cast<int64_t>(r.i.size())};
+    } else if (op == "Gather") {
+        check_known_attrs(n, {"axis"});
+        const HostTensor& data = constant(n, 0, "data");
+        const HostTensor& idx = ints_of(1, "indices");
+        if (data.dims.size() != 1) refuse(n, "xylem folds Gather of a 1-D constant only, got rank " + std::to_string(data.dims.size()));
+        if (normalize_axis(attr_int(n, "axis", 0), 1, fail) != 0) refuse(n, "axis must be 0");
+        const int64_t len = data.dims[0];
+        r.is_float = data.is_float;
+        r.dims = idx.dims;
+        for (int64_t k : idx.i) {
+            if (k < -len || k >= len) refuse(n, "index " + std::to_string(k) + " is out of range for " + std::to_string(len) + " values");
+            const size_t at = static_cast<size_t>(k < 0 ? k + len : k);
+            if (data.is_float) r.f.push_back(data.f[at]);
+            else r.i.push_back(data.i[at]);
+        }
+    } else if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape") {
+        const HostTensor& data = constant(n, 0, "data");
+        std::vector<int64_t> dims = data.dims;
+        if (op == "Reshape") {
+            check_known_attrs(n, {"allowzero"});
+            const HostTensor& shape = ints_of(1, "shape");
+            int64_t known = 1, infer = -1;
+            dims.clear();
+            for (size_t k = 0; k < shape.i.size(); ++k) {
+                int64_t d = shape.i[k];
+                if (d == 0 && !attr_int(n, "allowzero", 0)) {
+                    if (k >= data.dims.size()) refuse(n, "shape copies an axis the data lacks");
+                    d = data.dims[k];
+                }
+                if (d == -1) {
+                    if (infer >= 0) refuse(n, "shape has two -1");
+                    infer = static_cast<int64_t>(k);
+                } else if (d < 0 || d > kMaxDim) {
+                    refuse(n, "shape entry " + std::to_string(d) + " is out of range");
+                } else if (__builtin_mul_overflow(known, d, &known) || known > kMaxElements) {
+                    refuse(n, "shape " + shape_text(shape.i) + " holds more than 2^31 - 1 elements");
+                }
+                dims.push_back(d);
+            }
+            if (infer >= 0) {
+                if (known == 0 || data.numel() % known) refuse(n, "cannot infer the -1 of shape " + shape_text(shape.i));
+                dims[static_cast<size_t>(infer)] = data.numel() / known;
+            }
+        } else {
+            check_known_attrs(n, {});
+            std::vector<int64_t> axes;
+            if (n.input_size() > 1 && !n.input(1).empty()) axes = ints_of(1, "axes").i;
+            if (op == "Unsqueeze") {
+                const size_t rank = dims.size() + axes.size();
+                std::vector<int64_t> norm;
+                for (int64_t a : axes) norm.push_back(normalize_axis(a, rank, fail));
+                std::sort(norm.begin(), norm.end());
+                if (std::adjacent_find(norm.begin(), norm.end()) != norm.end()) refuse(n, "repeats an axis");
+                for (int64_t a : norm) {
+                    if (a > static_cast<int64_t>(dims.size())) refuse(n, "axis " + std::to_string(a) + " is out of range");
+                    dims.insert(dims.begin() + a, 1);
+                }
+            } else {
+                std::vector<int64_t> keep;
+                std::set<int64_t> drop;
+                for (int64_t a : axes) drop.insert(normalize_axis(a, dims.size(), fail));
+                for (size_t k = 0; k < dims.size(); ++k) {
+                    const bool squeeze = axes.empty() ? dims[k] == 1 : drop.count(static_cast<int64_t>(k)) > 0;
+                    if (squeeze && dims[k] != 1) refuse(n, "squeezes axis " + std::to_string(k) + " of size " + std::to_string(dims[k]));
+                    if (!squeeze) keep.push_back(dims[k]);
+                }
+                dims = keep;
+            }
+        }
+        r = data;
+        r.dims = dims;
+        if (r.numel() != data.numel()) refuse(n, "the new shape " + shape_text(dims) + " does not hold the data's values");
+    } else if (op == "Concat") {
+        check_known_attrs(n, {"axis"});
+        r = constant(n, 0, "first");
+        if (r.dims.size() != 1) refuse(n, "xylem folds Concat of 1-D constants only");
+        for (int k = 1; k < n.input_size(); ++k) {
+            const HostTensor& t = constant(n, static_cast<size_t>(k), "next");
+            if (t.dims.size() != 1 || t.is_float != r.is_float) refuse(n, "xylem folds Concat of 1-D constants of one type only");
+            r.f.insert(r.f.end(), t.f.begin(), t.f.end());
+            r.i.insert(r.i.end(), t.i.begin(), t.i.end());
+        }
+        r.dims = {static_cast<int64_t>(r.is_float ? r.f.size() : r.i.size())};
+    } else if (op == "Cast") {
+        check_known_attrs(n, {"to", "saturate"});
+        const HostTensor& data = constant(n, 0, "data");
+        const int64_t to = attr_int(n, "to", 0);
+        r.dims = data.dims;
+        if (to == onnx::TensorProto::FLOAT) {
+            r.is_float = true;
+            if (data.is_float) r.f = data.f;
+            else for (int64_t v : data.i) r.f.push_back(static_cast<float>(v));
+        } else if (to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32) {
+            r.is_float = false;
+            if (!data.is_float) r.i = data.i;
+            else for (float v : data.f) r.i.push_back(static_cast<int64_t>(v));
+        } else {
+            refuse(n, "casts to type " + std::to_string(to) + "; xylem folds casts to float, int32 and int64");
+        }
+    } else if (op == "Add") {
+        const HostTensor& a = constant(n, 0, "first"), &b = constant(n, 1, "second");
+        if (a.is_float != b.is_float || a.dims != b.dims) refuse(n, "xylem folds Add of constants of one type and shape only");
+        r = a;
+        for (size_t k = 0; k < r.f.size(); ++k) r.f[k] += b.f[k];
+        for (size_t k = 0; k < r.i.size(); ++k) r.i[k] += b.i[k];
+    } else if (op == "Identity" || op == "Dropout") {
+        r = value(input_of(n, 0)).c;
+    } else {
+        refuse(n, "has only constant inputs, and xylem folds this op only on the model's data");
+    }
+    ++folded_;
+    Value v;
+    v.is_const = true;
+    v.c = std::move(r);
+    values_[n.output(0)] = std::move(v);
+}
+
+}  // namespace xylem::onnx_import::detail

@@ -1,0 +1,159 @@
+// The importer's internals, shared by its files: importer.cpp (the checks before any work, the
+// walk, the public functions), fold.cpp (constant folding of shape subgraphs) and ops.cpp (the
+// ops that become layers). Internal to xylem_onnx.
+#pragma once
+
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tensors.h"
+#include "xylem/error.h"
+#include "xylem/onnx/importer.h"
+
+namespace xylem::onnx_import::detail {
+
+// Stands for the batch size in folded shape values when the file leaves it symbolic: Shape(x)[0].
+constexpr int64_t kBatchMark = 0x5EB0000001LL;
+
+inline std::string shape_text(const std::vector<int64_t>& s) {
+    std::string t = "[";
+    for (size_t i = 0; i < s.size(); ++i)
+        t += (i ? ", " : "") + (s[i] == kBatchMark ? std::string("N") : std::to_string(s[i]));
+    return t + "]";
+}
+
+// A tensor during the walk: a constant (folded), or the output of a layer (or the model input).
+struct Value {
+    bool is_const = false;
+    HostTensor c;
+    std::string node;                // the xylem node that produces it (Net::kInput for the model's input)
+    std::vector<int64_t> shape;      // ONNX's full shape; shape[0] is the batch
+    bool squeezed = false;           // global_avgpool's [N, C] standing for ONNX's [N, C, 1, 1]
+};
+
+struct LayerOut {
+    std::string type, name;
+    std::vector<std::string> inputs;
+    std::vector<std::pair<std::string, std::string>> keys;  // TOML values, written as they stand
+};
+
+inline std::string toml_float(double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.9g", v);
+    std::string s = b;
+    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+    return s;
+}
+
+inline std::string toml_ints(const std::vector<int64_t>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+}
+
+inline std::string toml_string(const std::string& v) {
+    std::string s = "\"";
+    for (char ch : v) {
+        if (ch == '"' || ch == '\\') s += '\\';
+        s += ch;
+    }
+    return s + "\"";
+}
+
+// A layer name a config, a checkpoint and a shell all take: letters, digits, '_' and '-' (a
+// config's layer names have no dots: those separate a block's instances). torch's module path
+// "layer1.0.conv1" becomes "layer1_0_conv1"; its parameters "layer1_0_conv1.weight".
+inline std::string clean_name(const std::string& raw) {
+    std::string s;
+    for (char ch : raw) {
+        const bool ok = std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-';
+        if (!ok && (s.empty() || s.back() == '_')) continue;  // no leading or doubled separators
+        s += ok ? ch : '_';
+    }
+    while (!s.empty() && s.back() == '_') s.pop_back();
+    return s;
+}
+
+inline int64_t normalize_axis(int64_t axis, size_t rank, const std::function<void(const std::string&)>& fail) {
+    const int64_t r = static_cast<int64_t>(rank);
+    if (axis < -r || axis >= r) fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+    return axis < 0 ? axis + r : axis;
+}
+
+class Importer {
+public:
+    Importer(const onnx::ModelProto& model, std::string source, std::string dir)
+        : m_(model), g_(model.graph()), source_(std::move(source)), dir_(std::move(dir)) {}
+
+    Imported run();
+
+private:
+    // Checks before any work.
+    void check_opset();
+    void check_ops() const;
+    void check_structure();
+    void decode_initializers();
+    void read_input();
+    // The walk.
+    void visit(const onnx::NodeProto& n);
+    void fold(const onnx::NodeProto& n);
+    std::string use(const std::string& tensor, const onnx::NodeProto& reader);
+    const Value& value(const std::string& tensor) const {
+        auto it = values_.find(tensor);
+        if (it == values_.end()) throw Error(source_ + ": tensor '" + tensor + "' is read before anything makes it");
+        return it->second;
+    }
+    // Input k of node n: an Error naming the node when it has none (never an out-of-range read).
+    const std::string& input_of(const onnx::NodeProto& n, int k) const {
+        if (k >= n.input_size() || n.input(k).empty()) refuse(n, "has no input " + std::to_string(k));
+        return n.input(k);
+    }
+    const HostTensor& constant(const onnx::NodeProto& n, size_t input, const char* what) const;
+    std::string layer_name(const onnx::NodeProto& n, const std::string& weight);
+    std::string emit(LayerOut l, const onnx::NodeProto& n, std::vector<int64_t> shape, const std::string& output);
+    void param(const std::string& layer, const std::string& name, Shape shape, std::vector<float> v);
+    [[noreturn]] void refuse(const onnx::NodeProto& n, const std::string& why) const;
+    std::string label(const onnx::NodeProto& n) const;
+
+    // Attributes, type-checked.
+    const onnx::AttributeProto* attr(const onnx::NodeProto& n, const char* name, int type) const;
+    int64_t attr_int(const onnx::NodeProto& n, const char* name, int64_t dflt) const;
+    float attr_float(const onnx::NodeProto& n, const char* name, float dflt) const;
+    std::string attr_string(const onnx::NodeProto& n, const char* name, const std::string& dflt) const;
+    std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const char* name, std::vector<int64_t> dflt) const;
+    void check_known_attrs(const onnx::NodeProto& n, std::initializer_list<const char*> known) const;
+
+    // The ops.
+    void conv(const onnx::NodeProto& n);
+    void gemm(const onnx::NodeProto& n);
+    void matmul(const onnx::NodeProto& n);
+    void add(const onnx::NodeProto& n);
+    void batchnorm(const onnx::NodeProto& n);
+    void pool(const onnx::NodeProto& n, bool max);
+    void reshape_like(const onnx::NodeProto& n, const std::vector<int64_t>& out_shape, const std::string& input);
+
+    const onnx::ModelProto& m_;
+    const onnx::GraphProto& g_;
+    std::string source_, dir_;
+    Imported out_;
+    std::map<std::string, int> producer_;           // tensor -> node index
+    std::map<std::string, int> readers_;            // tensor -> how many node inputs (and graph outputs) read it
+    std::map<std::string, const onnx::TensorProto*> initializers_;
+    std::vector<int> order_;                        // topological, live nodes only
+    std::map<std::string, Value> values_;
+    std::vector<LayerOut> layers_;
+    std::map<std::string, std::vector<int64_t>> layer_shapes_;  // xylem node -> ONNX full shape of its output
+    std::set<std::string> names_;
+    std::set<int> absorbed_;                        // Add nodes that became a linear layer's bias
+    std::map<std::string, std::string> unsqueezed_;  // global_avgpool node -> its [C, 1, 1] reshape
+    int folded_ = 0;
+    int current_ = -1;  // the node visit() works on
+};
+
+}  // namespace xylem::onnx_import::detail

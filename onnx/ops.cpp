@@ -1,0 +1,408 @@
+// The ops that become layers: each node that computes on the model's data, checked against what
+// the xylem layer can do, emitted as a [[model.layers]] table with its parameters (importer_impl.h).
+#include <algorithm>
+#include <set>
+
+#include "importer_impl.h"
+#include "xylem/error.h"
+
+namespace xylem::onnx_import::detail {
+
+void Importer::conv(const onnx::NodeProto& n) {
+    check_known_attrs(n, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+    const Value& x = value(input_of(n, 0));
+    const HostTensor& w = constant(n, 1, "weight");
+    if (x.shape.size() != 4 || w.dims.size() != 4) refuse(n, "xylem imports 2-D convolutions (NCHW) only");
+    const int64_t group = attr_int(n, "group", 1);
+    const int64_t c = x.shape[1];
+    if (group < 1 || c % group || w.dims[0] % group || w.dims[1] * group != c)
+        refuse(n, "weight " + shape_text(w.dims) + " does not fit input " + shape_text(x.shape) + " with group " + std::to_string(group));
+    const auto kernel = attr_ints(n, "kernel_shape", {w.dims[2], w.dims[3]});
+    if (kernel != std::vector<int64_t>{w.dims[2], w.dims[3]}) refuse(n, "kernel_shape does not match the weight");
+    const auto strides = attr_ints(n, "strides", {1, 1}), dil = attr_ints(n, "dilations", {1, 1});
+    std::vector<int64_t> pads = attr_ints(n, "pads", {0, 0, 0, 0});
+    const std::string auto_pad = attr_string(n, "auto_pad", "NOTSET");
+    if (auto_pad != "NOTSET" && auto_pad != "VALID") refuse(n, "auto_pad " + auto_pad + " has no xylem equivalent (give explicit pads)");
+    if (auto_pad == "VALID") pads = {0, 0, 0, 0};
+    if (strides.size() != 2 || strides[0] != strides[1] || strides[0] < 1)
+        refuse(n, "strides " + shape_text(strides) + ": xylem's conv2d takes one stride for both axes");
+    if (dil.size() != 2 || dil[0] != dil[1] || dil[0] < 1) refuse(n, "dilations " + shape_text(dil) + ": xylem's conv2d takes one dilation for both axes");
+    if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3] || pads[0] != pads[1] || pads[0] < 0)
+        refuse(n, "pads " + shape_text(pads) + ": xylem's conv2d pads all four sides alike (asymmetric padding has no equivalent)");
+    if (kernel[0] > INT32_MAX || strides[0] > INT32_MAX || dil[0] > INT32_MAX || pads[0] > INT32_MAX / 2) refuse(n, "attributes out of range");
+    const int64_t oh = (x.shape[2] + 2 * pads[0] - dil[0] * (kernel[0] - 1) - 1) / strides[0] + 1;
+    const int64_t ow = (x.shape[3] + 2 * pads[0] - dil[0] * (kernel[1] - 1) - 1) / strides[0] + 1;
+    if (oh < 1 || ow < 1) refuse(n, "its output would be empty for input " + shape_text(x.shape));
+    const bool bias = n.input_size() > 2 && !n.input(2).empty();
+    const std::string name = layer_name(n, input_of(n, 1));
+    if (bias) {
+        const HostTensor& b = constant(n, 2, "bias");
+        if (b.dims != std::vector<int64_t>{w.dims[0]} || !b.is_float) refuse(n, "bias " + shape_text(b.dims) + " does not match the weight");
+        param(name, "bias", {w.dims[0]}, b.f);
+    }
+    if (!w.is_float) refuse(n, "its weight is not float");
+    param(name, "weight", w.dims, w.f);
+    LayerOut l{"conv2d", name, {use(input_of(n, 0), n)},
+               {{"out", std::to_string(w.dims[0])}, {"kernel", toml_ints(kernel)}, {"stride", std::to_string(strides[0])},
+                {"padding", std::to_string(pads[0])}, {"dilation", std::to_string(dil[0])}, {"groups", std::to_string(group)},
+                {"bias", bias ? "true" : "false"}}};
+    emit(std::move(l), n, {x.shape[0], w.dims[0], oh, ow}, n.output(0));
+}
+
+void Importer::gemm(const onnx::NodeProto& n) {
+    check_known_attrs(n, {"alpha", "beta", "transA", "transB"});
+    const Value& a = value(input_of(n, 0));
+    const HostTensor& b = constant(n, 1, "B");
+    if (a.shape.size() != 2 || b.dims.size() != 2 || !b.is_float) refuse(n, "xylem imports Gemm of a [batch, features] input and a 2-D float B");
+    if (attr_int(n, "transA", 0)) refuse(n, "transA = 1 (the batch along columns) has no xylem equivalent");
+    const bool trans_b = attr_int(n, "transB", 0) != 0;
+    const float alpha = attr_float(n, "alpha", 1), beta = attr_float(n, "beta", 1);
+    const int64_t in = trans_b ? b.dims[1] : b.dims[0], out = trans_b ? b.dims[0] : b.dims[1];
+    if (in != a.shape[1]) refuse(n, "B " + shape_text(b.dims) + " does not fit input " + shape_text(a.shape));
+    const std::string name = layer_name(n, input_of(n, 1));
+    std::vector<float> w(static_cast<size_t>(in * out));
+    for (int64_t o = 0; o < out; ++o)
+        for (int64_t i = 0; i < in; ++i)
+            w[static_cast<size_t>(o * in + i)] = alpha * b.f[static_cast<size_t>(trans_b ? o * in + i : i * out + o)];
+    param(name, "weight", {out, in}, std::move(w));
+    const bool bias = n.input_size() > 2 && !n.input(2).empty();
+    if (bias) {
+        const HostTensor& c = constant(n, 2, "C");
+        const bool vector = c.dims == std::vector<int64_t>{out} || c.dims == std::vector<int64_t>{1, out};
+        if (!c.is_float || !vector) refuse(n, "C " + shape_text(c.dims) + ": xylem imports a bias of [out] or [1, out]");
+        std::vector<float> bv = c.f;
+        for (float& v : bv) v *= beta;
+        param(name, "bias", {out}, std::move(bv));
+    }
+    LayerOut l{"linear", name, {use(input_of(n, 0), n)}, {{"out", std::to_string(out)}, {"bias", bias ? "true" : "false"}}};
+    emit(std::move(l), n, {a.shape[0], out}, n.output(0));
+}
+
+void Importer::matmul(const onnx::NodeProto& n) {
+    check_known_attrs(n, {});
+    const Value& a = value(input_of(n, 0));
+    const HostTensor& b = constant(n, 1, "B");
+    if (b.dims.size() != 2 || !b.is_float) refuse(n, "xylem imports MatMul by a 2-D float initializer only");
+    if (a.shape.size() < 2 || a.shape.size() > 3) refuse(n, "xylem's linear takes [batch, features] or [batch, steps, features]");
+    const int64_t in = b.dims[0], out = b.dims[1];
+    if (a.shape.back() != in) refuse(n, "B " + shape_text(b.dims) + " does not fit input " + shape_text(a.shape));
+    const std::string name = layer_name(n, input_of(n, 1));
+    std::vector<float> w(static_cast<size_t>(in * out));
+    for (int64_t o = 0; o < out; ++o)
+        for (int64_t i = 0; i < in; ++i) w[static_cast<size_t>(o * in + i)] = b.f[static_cast<size_t>(i * out + o)];
+    param(name, "weight", {out, in}, std::move(w));
+    // MatMul then Add of a constant [out] (torch's nn.Linear on 3-D input, or without Gemm): one
+    // linear layer with that bias, when the Add is the MatMul's one reader.
+    std::string output = n.output(0);
+    bool bias = false;
+    if (readers_[output] == 1) {
+        for (int j : order_) {
+            const auto& add = g_.node(j);
+            if (add.op_type() != "Add" || add.input_size() != 2) continue;
+            const int k = add.input(0) == output ? 1 : add.input(1) == output ? 0 : -1;
+            if (k < 0) continue;
+            auto it = values_.find(add.input(k));
+            if (it == values_.end() || !it->second.is_const) break;
+            const HostTensor& c = it->second.c;
+            if (!c.is_float || !(c.dims == std::vector<int64_t>{out} || c.dims == std::vector<int64_t>{1, out})) break;
+            param(name, "bias", {out}, c.f);
+            bias = true;
+            absorbed_.insert(j);
+            output = add.output(0);
+            break;
+        }
+    }
+    std::vector<int64_t> shape = a.shape;
+    shape.back() = out;
+    LayerOut l{"linear", name, {use(input_of(n, 0), n)}, {{"out", std::to_string(out)}, {"bias", bias ? "true" : "false"}}};
+    emit(std::move(l), n, shape, output);
+}
+
+void Importer::add(const onnx::NodeProto& n) {
+    check_known_attrs(n, {});
+    const Value& a = value(input_of(n, 0));
+    const Value& b = value(input_of(n, 1));
+    if (a.is_const || b.is_const)
+        refuse(n, "adds a constant to the model's data; xylem has no bias layer (only the bias of a MatMul right before it "
+                  "is imported)");
+    if (a.shape != b.shape)
+        refuse(n, "adds " + shape_text(a.shape) + " and " + shape_text(b.shape) + "; xylem's add takes two tensors of one shape");
+    LayerOut l{"add", layer_name(n, ""), {use(input_of(n, 0), n), use(input_of(n, 1), n)}, {}};
+    emit(std::move(l), n, a.shape, n.output(0));
+}
+
+void Importer::batchnorm(const onnx::NodeProto& n) {
+    check_known_attrs(n, {"epsilon", "momentum", "training_mode"});
+    if (attr_int(n, "training_mode", 0)) refuse(n, "training_mode = 1: xylem imports batch norm in inference form");
+    for (int k = 1; k < n.output_size(); ++k)
+        if (!n.output(k).empty() && readers_[n.output(k)]) refuse(n, "its running statistics outputs are read (a training graph)");
+    const Value& x = value(input_of(n, 0));
+    if (x.shape.size() < 2) refuse(n, "needs a channel axis");
+    const int64_t c = x.shape[1];
+    const char* names[] = {"scale", "B", "mean", "var"};
+    const char* xylem[] = {"weight", "bias", "running_mean", "running_var"};
+    const std::string name = layer_name(n, input_of(n, 1));
+    for (int k = 0; k < 4; ++k) {
+        const HostTensor& t = constant(n, static_cast<size_t>(k + 1), names[k]);
+        if (!t.is_float || t.dims != std::vector<int64_t>{c})
+            refuse(n, std::string(names[k]) + " " + shape_text(t.dims) + " does not match " + std::to_string(c) + " channels");
+        param(name, xylem[k], {c}, t.f);
+    }
+    const float eps = attr_float(n, "epsilon", 1e-5f), momentum = attr_float(n, "momentum", 0.9f);
+    if (!(eps > 0) || !(momentum >= 0 && momentum <= 1)) refuse(n, "epsilon must be positive and momentum in [0, 1]");
+    // ONNX: running = running * momentum + batch * (1 - momentum); PyTorch and xylem: the reverse.
+    LayerOut l{"batchnorm", name, {use(input_of(n, 0), n)},
+               {{"eps", toml_float(eps)}, {"momentum", toml_float(1.0 - static_cast<double>(momentum))}}};
+    emit(std::move(l), n, x.shape, n.output(0));
+}
+
+void Importer::pool(const onnx::NodeProto& n, bool max) {
+    if (max) check_known_attrs(n, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
+    else check_known_attrs(n, {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"});
+    if (max && n.output_size() > 1 && !n.output(1).empty() && readers_[n.output(1)]) refuse(n, "its Indices output has no xylem equivalent");
+    const Value& x = value(input_of(n, 0));
+    if (x.shape.size() != 4) refuse(n, "xylem pools 2-D maps (NCHW) only");
+    const auto kernel = attr_ints(n, "kernel_shape", {});
+    if (kernel.size() != 2 || kernel[0] != kernel[1] || kernel[0] < 1) refuse(n, "kernel_shape " + shape_text(kernel) + ": xylem pools with a square kernel");
+    const auto strides = attr_ints(n, "strides", {1, 1});
+    if (strides.size() != 2 || strides[0] != strides[1] || strides[0] < 1) refuse(n, "strides " + shape_text(strides) + ": xylem takes one stride for both axes");
+    std::vector<int64_t> pads = attr_ints(n, "pads", {0, 0, 0, 0});
+    const std::string auto_pad = attr_string(n, "auto_pad", "NOTSET");
+    if (auto_pad != "NOTSET" && auto_pad != "VALID") refuse(n, "auto_pad " + auto_pad + " has no xylem equivalent");
+    if (auto_pad == "VALID") pads = {0, 0, 0, 0};
+    if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3] || pads[0] != pads[1] || pads[0] < 0)
+        refuse(n, "pads " + shape_text(pads) + ": xylem pads all four sides alike (asymmetric padding has no equivalent)");
+    if (pads[0] * 2 > kernel[0]) refuse(n, "padding " + std::to_string(pads[0]) + " is more than half the kernel");
+    if (attr_int(n, "ceil_mode", 0)) refuse(n, "ceil_mode = 1 has no xylem equivalent (xylem's pools round down)");
+    if (max) {
+        const auto dil = attr_ints(n, "dilations", {1, 1});
+        if (dil != std::vector<int64_t>{1, 1}) refuse(n, "dilations " + shape_text(dil) + " have no xylem equivalent");
+        if (attr_int(n, "storage_order", 0)) refuse(n, "storage_order = 1 has no xylem equivalent");
+    }
+    if (kernel[0] > INT32_MAX || strides[0] > INT32_MAX || pads[0] > INT32_MAX / 2) refuse(n, "attributes out of range");
+    const int64_t oh = (x.shape[2] + 2 * pads[0] - kernel[0]) / strides[0] + 1;
+    const int64_t ow = (x.shape[3] + 2 * pads[0] - kernel[0]) / strides[0] + 1;
+    if (oh < 1 || ow < 1 || x.shape[2] + 2 * pads[0] < kernel[0] || x.shape[3] + 2 * pads[0] < kernel[0])
+        refuse(n, "its output would be empty for input " + shape_text(x.shape));
+    std::vector<std::pair<std::string, std::string>> keys{
+        {"kernel", std::to_string(kernel[0])}, {"stride", std::to_string(strides[0])}, {"padding", std::to_string(pads[0])}};
+    if (!max) keys.push_back({"count_include_pad", attr_int(n, "count_include_pad", 0) ? "true" : "false"});
+    LayerOut l{max ? "maxpool2d" : "avgpool2d", layer_name(n, ""), {use(input_of(n, 0), n)}, keys};
+    emit(std::move(l), n, {x.shape[0], x.shape[1], oh, ow}, n.output(0));
+}
+
+// A reshape of the model's data to ONNX's full shape `out_shape`, whose first axis must be the batch.
+void Importer::reshape_like(const onnx::NodeProto& n, const std::vector<int64_t>& out_shape, const std::string& input) {
+    const Value& x = value(input);
+    if (out_shape.empty() || out_shape[0] != x.shape[0])
+        refuse(n, "reshapes " + shape_text(x.shape) + " to " + shape_text(out_shape) +
+                      ", which moves the batch axis; xylem reshapes each sample");
+    const std::vector<int64_t> sample(out_shape.begin() + 1, out_shape.end());
+    if (sample.empty()) refuse(n, "leaves no axis per sample");
+    // A global_avgpool's [C] reshaped to [C] or flattened needs nothing.
+    std::vector<int64_t> flat_input(x.shape.begin() + 1, x.shape.end());
+    if (x.squeezed && sample.size() == 1) {
+        values_[n.output(0)] = x;
+        values_[n.output(0)].squeezed = false;
+        values_[n.output(0)].shape = out_shape;
+        return;
+    }
+    LayerOut l{"reshape", layer_name(n, ""), {use(input, n)}, {{"shape", toml_ints(sample)}}};
+    emit(std::move(l), n, out_shape, n.output(0));
+}
+
+void Importer::visit(const onnx::NodeProto& n) {
+    const std::string& op = n.op_type();
+    if (n.output_size() < 1 || n.output(0).empty()) refuse(n, "has no output");
+    for (int k = 1; k < n.output_size(); ++k)
+        if (!n.output(k).empty() && readers_[n.output(k)] && op != "Dropout" && op != "MaxPool" && op != "BatchNormalization")
+            refuse(n, "its output " + std::to_string(k) + " is read; xylem layers have one output");
+    if (absorbed_.count(current_)) return;  // a linear layer's bias
+    bool all_const = true;
+    for (const auto& in : n.input())
+        if (!in.empty() && !value(in).is_const) all_const = false;
+    if (all_const || op == "Constant" || op == "Shape") return fold(n);
+    // An op whose input is the model's data.
+    if (op == "Identity" || op == "Dropout") {
+        if (op == "Dropout") {
+            check_known_attrs(n, {"seed"});
+            if (n.input_size() > 2 && !n.input(2).empty()) {
+                const HostTensor& t = constant(n, 2, "training_mode");
+                if (t.is_float || t.i.size() != 1 || t.i[0]) refuse(n, "training_mode is not false: xylem imports inference graphs");
+            }
+            if (n.output_size() > 1 && !n.output(1).empty() && readers_[n.output(1)]) refuse(n, "its mask output is read");
+        }
+        values_[n.output(0)] = value(input_of(n, 0));
+        out_.notes.push_back("skipped " + label(n));
+        return;
+    }
+    if (op == "Cast") {
+        check_known_attrs(n, {"to", "saturate"});
+        if (attr_int(n, "to", 0) != onnx::TensorProto::FLOAT) refuse(n, "casts the model's data away from float");
+        values_[n.output(0)] = value(input_of(n, 0));
+        out_.notes.push_back("skipped " + label(n) + " (float to float)");
+        return;
+    }
+    if (op == "Conv") return conv(n);
+    if (op == "Gemm") return gemm(n);
+    if (op == "MatMul") return matmul(n);
+    if (op == "Add") return add(n);
+    if (op == "BatchNormalization") return batchnorm(n);
+    if (op == "MaxPool") return pool(n, true);
+    if (op == "AveragePool") return pool(n, false);
+    const Value& x = value(input_of(n, 0));
+    if (op == "Relu" || op == "Sigmoid" || op == "Tanh") {
+        check_known_attrs(n, {});
+        const std::string type = op == "Relu" ? "relu" : op == "Sigmoid" ? "sigmoid" : "tanh";
+        const std::vector<int64_t> shape = x.shape;
+        LayerOut l{type, layer_name(n, ""), {use(input_of(n, 0), n)}, {}};
+        emit(std::move(l), n, shape, n.output(0));
+        return;
+    }
+    if (op == "Softmax" || op == "LogSoftmax") {
+        check_known_attrs(n, {"axis"});
+        // Opset 13 on: the op normalises along one axis (default -1); before 13 it flattened to 2-D.
+        auto fail = [&](const std::string& why) { refuse(n, why); };
+        const int64_t axis = normalize_axis(attr_int(n, "axis", -1), x.shape.size(), fail);
+        if (axis != static_cast<int64_t>(x.shape.size()) - 1 || axis == 0)
+            refuse(n, "axis " + std::to_string(axis) + ": xylem's " + (op == "Softmax" ? "softmax" : "log_softmax") +
+                          " normalises over the last axis only");
+        const std::vector<int64_t> shape = x.shape;
+        LayerOut l{op == "Softmax" ? "softmax" : "log_softmax", layer_name(n, ""), {use(input_of(n, 0), n)}, {}};
+        emit(std::move(l), n, shape, n.output(0));
+        return;
+    }
+    if (op == "GlobalAveragePool") {
+        check_known_attrs(n, {});
+        if (x.shape.size() != 4) refuse(n, "xylem pools 2-D maps (NCHW) only");
+        const std::vector<int64_t> shape{x.shape[0], x.shape[1], 1, 1};
+        LayerOut l{"global_avgpool", layer_name(n, ""), {use(input_of(n, 0), n)}, {}};
+        emit(std::move(l), n, shape, n.output(0));
+        values_[n.output(0)].squeezed = true;  // xylem's global_avgpool gives [C]
+        return;
+    }
+    if (op == "Flatten") {
+        check_known_attrs(n, {"axis"});
+        auto fail = [&](const std::string& why) { refuse(n, why); };
+        (void)fail;
+        int64_t axis = attr_int(n, "axis", 1);
+        if (axis < 0) axis += static_cast<int64_t>(x.shape.size());
+        if (axis != 1) refuse(n, "axis " + std::to_string(axis) + ": xylem flattens each sample (axis 1) only");
+        int64_t features = 1;
+        for (size_t k = 1; k < x.shape.size(); ++k) features *= x.shape[k];
+        if (x.squeezed || x.shape.size() == 2) {  // already [N, features]
+            values_[n.output(0)] = x;
+            values_[n.output(0)].squeezed = false;
+            values_[n.output(0)].shape = {x.shape[0], features};
+            out_.notes.push_back("skipped " + label(n) + " (its input is flat already)");
+            return;
+        }
+        LayerOut l{"flatten", layer_name(n, ""), {use(input_of(n, 0), n)}, {}};
+        emit(std::move(l), n, {x.shape[0], features}, n.output(0));
+        return;
+    }
+    if (op == "Reshape") {
+        check_known_attrs(n, {"allowzero"});
+        const HostTensor& s = constant(n, 1, "shape");
+        if (s.is_float || s.dims.size() != 1) refuse(n, "its shape must be a 1-D integer constant");
+        const bool allowzero = attr_int(n, "allowzero", 0) != 0;
+        std::vector<int64_t> out;
+        int64_t known = 1, infer = -1, total = 1;
+        for (size_t k = 1; k < x.shape.size(); ++k) total *= x.shape[k];
+        for (size_t k = 0; k < s.i.size(); ++k) {
+            int64_t d = s.i[k];
+            if (k == 0 && (d == x.shape[0] || d == kBatchMark || (d == 0 && !allowzero))) {
+                out.push_back(x.shape[0]);
+                continue;
+            }
+            if (k == 0 && d != -1)
+                refuse(n, "its shape " + shape_text(s.i) + " changes the batch axis; xylem reshapes each sample");
+            if (d == 0 && !allowzero) {
+                if (k >= x.shape.size()) refuse(n, "its shape copies an axis the input lacks");
+                d = x.shape[k];
+            }
+            if (d == -1) {
+                if (infer >= 0) refuse(n, "its shape has two -1");
+                infer = static_cast<int64_t>(k);
+            } else if (d < 1 || d > kMaxDim) {
+                refuse(n, "shape entry " + std::to_string(d) + " is out of range");
+            } else if (k > 0 && (__builtin_mul_overflow(known, d, &known) || known > kMaxElements)) {
+                refuse(n, "its shape " + shape_text(s.i) + " holds more than 2^31 - 1 elements per sample");
+            }
+            out.push_back(d);
+        }
+        if (infer == 0) {  // [-1, a, b]: the batch inferred, so the rest must hold one sample exactly
+            if (known != total) refuse(n, "its shape " + shape_text(s.i) + " does not keep the batch axis");
+            out[0] = x.shape[0];
+        } else if (infer > 0) {
+            if (total % known) refuse(n, "cannot infer the -1 of shape " + shape_text(s.i));
+            out[static_cast<size_t>(infer)] = total / known;
+        } else if (known != total) {
+            refuse(n, "its shape " + shape_text(s.i) + " does not hold the input " + shape_text(x.shape));
+        }
+        return reshape_like(n, out, input_of(n, 0));
+    }
+    if (op == "Unsqueeze" || op == "Squeeze") {
+        check_known_attrs(n, {});
+        std::vector<int64_t> axes;
+        if (n.input_size() > 1 && !n.input(1).empty()) {
+            const HostTensor& t = constant(n, 1, "axes");
+            if (t.is_float) refuse(n, "its axes must be integers");
+            axes = t.i;
+        }
+        auto fail = [&](const std::string& why) { refuse(n, why); };
+        std::vector<int64_t> dims = x.shape;
+        if (op == "Unsqueeze") {
+            const size_t rank = dims.size() + axes.size();
+            std::vector<int64_t> norm;
+            for (int64_t a : axes) norm.push_back(normalize_axis(a, rank, fail));
+            std::sort(norm.begin(), norm.end());
+            if (std::adjacent_find(norm.begin(), norm.end()) != norm.end()) refuse(n, "repeats an axis");
+            for (int64_t a : norm) {
+                if (a == 0) refuse(n, "inserts an axis before the batch");
+                if (a > static_cast<int64_t>(dims.size())) refuse(n, "axis " + std::to_string(a) + " is out of range");
+                dims.insert(dims.begin() + a, 1);
+            }
+        } else {
+            if (axes.empty()) refuse(n, "squeezes every axis of size 1, the batch's perhaps; xylem needs explicit axes");
+            std::set<int64_t> drop;
+            for (int64_t a : axes) drop.insert(normalize_axis(a, dims.size(), fail));
+            if (drop.count(0)) refuse(n, "squeezes the batch axis");
+            std::vector<int64_t> keep;
+            for (size_t k = 0; k < dims.size(); ++k) {
+                if (drop.count(static_cast<int64_t>(k))) {
+                    if (dims[k] != 1) refuse(n, "squeezes axis " + std::to_string(k) + " of size " + std::to_string(dims[k]));
+                    continue;
+                }
+                keep.push_back(dims[k]);
+            }
+            dims = keep;
+        }
+        return reshape_like(n, dims, input_of(n, 0));
+    }
+    if (op == "Concat") {
+        check_known_attrs(n, {"axis"});
+        auto fail = [&](const std::string& why) { refuse(n, why); };
+        const int64_t axis = normalize_axis(attr_int(n, "axis", 0), x.shape.size(), fail);
+        if (axis == 0) refuse(n, "joins along the batch axis; xylem's concat joins axis 1 or later");
+        std::vector<int64_t> shape = x.shape;
+        shape[static_cast<size_t>(axis)] = 0;
+        std::vector<std::string> inputs;
+        for (const auto& in : n.input()) {
+            const Value& v = value(in);
+            if (v.is_const) refuse(n, "joins a constant to the model's data; xylem's concat joins layer outputs");
+            if (v.shape.size() != x.shape.size()) refuse(n, "joins tensors of different ranks");
+            for (size_t k = 0; k < v.shape.size(); ++k)
+                if (static_cast<int64_t>(k) != axis && v.shape[k] != x.shape[k])
+                    refuse(n, "joins " + shape_text(x.shape) + " and " + shape_text(v.shape) + " along axis " + std::to_string(axis));
+            shape[static_cast<size_t>(axis)] += v.shape[static_cast<size_t>(axis)];
+            inputs.push_back(use(in, n));
+        }
+        LayerOut l{"concat", layer_name(n, ""), inputs, {{"axis", std::to_string(axis)}}};
+        emit(std::move(l), n, shape, n.output(0));
+        return;
+    }
+    refuse(n, "reads the model's data, and xylem only folds this op on constants");
+}
+
+}  // namespace xylem::onnx_import::detail
