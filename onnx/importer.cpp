@@ -40,6 +40,7 @@ const std::vector<OpMapping> kOps = {
     {"Flatten", "flatten (axis 1)"},
     {"Reshape", "reshape (a constant or folded shape that keeps the batch axis); folded on constants"},
     {"Concat", "concat (axis 1 or later); folded on constants"},
+    {"Pad", "the padding of the Conv or AveragePool reading it (constant zero, H and W alike on all sides)"},
     {"Softmax", "softmax (over the last axis)"},
     {"LogSoftmax", "log_softmax (over the last axis)"},
     {"Identity", "skipped"},
@@ -330,9 +331,12 @@ std::string Importer::emit(LayerOut l, const onnx::NodeProto& n, std::vector<int
 
 // The xylem node that holds `tensor` for a reader that needs ONNX's shape: a global_avgpool's
 // [C] gets a reshape to [C, 1, 1] first (once).
-std::string Importer::use(const std::string& tensor, const onnx::NodeProto& reader) {
+std::string Importer::use(const std::string& tensor, const onnx::NodeProto& reader, bool pad_ok) {
     const Value& v = value(tensor);
     if (v.is_const) refuse(reader, "reads the constant '" + tensor + "' where xylem needs the model's data");
+    if (v.pad && !pad_ok)
+        refuse(reader, "reads the output of a Pad node; xylem folds a zero Pad only into the Conv or AveragePool that "
+                       "reads it (it has no pad layer)");
     if (!v.squeezed) return v.node;
     auto it = unsqueezed_.find(v.node);
     if (it != unsqueezed_.end()) return it->second;
@@ -362,6 +366,7 @@ Imported Importer::run() {
     const Value& y = value(out_.output_name);
     if (y.is_const) throw Error(source_ + ": the graph's output '" + out_.output_name + "' is a constant");
     if (y.node == Net::kInput) throw Error(source_ + ": the graph's output is its input: there is no layer to run");
+    if (y.pad) throw Error(source_ + ": the graph's output is a Pad's; xylem folds a Pad only into the layer reading it");
     std::string last = y.node;
     if (y.squeezed) {
         last = use(out_.output_name, g_.node(producer_.at(out_.output_name)));

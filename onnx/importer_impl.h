@@ -35,6 +35,7 @@ struct Value {
     std::string node;                // the xylem node that produces it (Net::kInput for the model's input)
     std::vector<int64_t> shape;      // ONNX's full shape; shape[0] is the batch
     bool squeezed = false;           // global_avgpool's [N, C] standing for ONNX's [N, C, 1, 1]
+    int64_t pad = 0;                 // a zero Pad of H and W still to fold into the Conv or AveragePool reading it
 };
 
 struct LayerOut {
@@ -103,7 +104,8 @@ private:
     // The walk.
     void visit(const onnx::NodeProto& n);
     void fold(const onnx::NodeProto& n);
-    std::string use(const std::string& tensor, const onnx::NodeProto& reader);
+    // `pad_ok`: the reader folds a pending zero Pad into its own padding (Conv, AveragePool).
+    std::string use(const std::string& tensor, const onnx::NodeProto& reader, bool pad_ok = false);
     const Value& value(const std::string& tensor) const {
         auto it = values_.find(tensor);
         if (it == values_.end()) throw Error(source_ + ": tensor '" + tensor + "' is read before anything makes it");
@@ -136,6 +138,7 @@ private:
     void add(const onnx::NodeProto& n);
     void batchnorm(const onnx::NodeProto& n);
     void pool(const onnx::NodeProto& n, bool max);
+    void pad(const onnx::NodeProto& n);
     void reshape_like(const onnx::NodeProto& n, const std::vector<int64_t>& out_shape, const std::string& input);
 
     const onnx::ModelProto& m_;

@@ -29,7 +29,9 @@ void Importer::conv(const onnx::NodeProto& n) {
     if (dil.size() != 2 || dil[0] != dil[1] || dil[0] < 1) refuse(n, "dilations " + shape_text(dil) + ": xylem's conv2d takes one dilation for both axes");
     if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3] || pads[0] != pads[1] || pads[0] < 0)
         refuse(n, "pads " + shape_text(pads) + ": xylem's conv2d pads all four sides alike (asymmetric padding has no equivalent)");
-    if (kernel[0] > INT32_MAX || strides[0] > INT32_MAX || dil[0] > INT32_MAX || pads[0] > INT32_MAX / 2) refuse(n, "attributes out of range");
+    if (kernel[0] > INT32_MAX || strides[0] > INT32_MAX || dil[0] > INT32_MAX || pads[0] > INT32_MAX / 4) refuse(n, "attributes out of range");
+    const int64_t padding = pads[0] + x.pad;  // a zero Pad before it, folded in (x.shape is the padded map)
+    if (padding > INT32_MAX / 2) refuse(n, "padding out of range");
     const int64_t oh = (x.shape[2] + 2 * pads[0] - dil[0] * (kernel[0] - 1) - 1) / strides[0] + 1;
     const int64_t ow = (x.shape[3] + 2 * pads[0] - dil[0] * (kernel[1] - 1) - 1) / strides[0] + 1;
     if (oh < 1 || ow < 1) refuse(n, "its output would be empty for input " + shape_text(x.shape));
@@ -42,9 +44,9 @@ void Importer::conv(const onnx::NodeProto& n) {
     }
     if (!w.is_float) refuse(n, "its weight is not float");
     param(name, "weight", w.dims, w.f);
-    LayerOut l{"conv2d", name, {use(input_of(n, 0), n)},
+    LayerOut l{"conv2d", name, {use(input_of(n, 0), n, true)},
                {{"out", std::to_string(w.dims[0])}, {"kernel", toml_ints(kernel)}, {"stride", std::to_string(strides[0])},
-                {"padding", std::to_string(pads[0])}, {"dilation", std::to_string(dil[0])}, {"groups", std::to_string(group)},
+                {"padding", std::to_string(padding)}, {"dilation", std::to_string(dil[0])}, {"groups", std::to_string(group)},
                 {"bias", bias ? "true" : "false"}}};
     emit(std::move(l), n, {x.shape[0], w.dims[0], oh, ow}, n.output(0));
 }
@@ -172,7 +174,16 @@ void Importer::pool(const onnx::NodeProto& n, bool max) {
     if (auto_pad == "VALID") pads = {0, 0, 0, 0};
     if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3] || pads[0] != pads[1] || pads[0] < 0)
         refuse(n, "pads " + shape_text(pads) + ": xylem pads all four sides alike (asymmetric padding has no equivalent)");
-    if (pads[0] * 2 > kernel[0]) refuse(n, "padding " + std::to_string(pads[0]) + " is more than half the kernel");
+    // A zero Pad before it: zeros counted in the average, as count_include_pad does (MaxPool's
+    // padding never wins, a zero would: refused).
+    if (x.pad && max) refuse(n, "reads a zero Pad: xylem's max pooling pads with -inf, not zeros");
+    bool include_pad = attr_int(n, "count_include_pad", 0) != 0;
+    if (x.pad && pads[0] && !include_pad)
+        refuse(n, "reads a zero Pad and pads again without counting the padding: xylem has no equivalent");
+    if (x.pad) include_pad = true;
+    if (pads[0] > INT32_MAX / 4) refuse(n, "attributes out of range");
+    const int64_t padding = pads[0] + x.pad;
+    if (padding * 2 > kernel[0]) refuse(n, "padding " + std::to_string(padding) + " is more than half the kernel");
     if (attr_int(n, "ceil_mode", 0)) refuse(n, "ceil_mode = 1 has no xylem equivalent (xylem's pools round down)");
     if (max) {
         const auto dil = attr_ints(n, "dilations", {1, 1});
@@ -185,10 +196,35 @@ void Importer::pool(const onnx::NodeProto& n, bool max) {
     if (oh < 1 || ow < 1 || x.shape[2] + 2 * pads[0] < kernel[0] || x.shape[3] + 2 * pads[0] < kernel[0])
         refuse(n, "its output would be empty for input " + shape_text(x.shape));
     std::vector<std::pair<std::string, std::string>> keys{
-        {"kernel", std::to_string(kernel[0])}, {"stride", std::to_string(strides[0])}, {"padding", std::to_string(pads[0])}};
-    if (!max) keys.push_back({"count_include_pad", attr_int(n, "count_include_pad", 0) ? "true" : "false"});
-    LayerOut l{max ? "maxpool2d" : "avgpool2d", layer_name(n, ""), {use(input_of(n, 0), n)}, keys};
+        {"kernel", std::to_string(kernel[0])}, {"stride", std::to_string(strides[0])}, {"padding", std::to_string(padding)}};
+    if (!max) keys.push_back({"count_include_pad", include_pad ? "true" : "false"});
+    LayerOut l{max ? "maxpool2d" : "avgpool2d", layer_name(n, ""), {use(input_of(n, 0), n, !max)}, keys};
     emit(std::move(l), n, {x.shape[0], x.shape[1], oh, ow}, n.output(0));
+}
+
+// Pad (constant zeros, the same on every side of H and W): no layer; the Conv or AveragePool
+// reading it takes it as padding (torch exports AvgPool2d(padding=p) as Pad then AveragePool).
+void Importer::pad(const onnx::NodeProto& n) {
+    check_known_attrs(n, {"mode"});
+    if (attr_string(n, "mode", "constant") != "constant") refuse(n, "mode " + attr_string(n, "mode", "") + ": xylem folds constant zero padding only");
+    const Value& x = value(input_of(n, 0));
+    const HostTensor& p = constant(n, 1, "pads");
+    if (p.is_float || x.shape.size() != 4 || p.i.size() != 8) refuse(n, "xylem folds the Pad of an NCHW map by 8 integer pads only");
+    if (n.input_size() > 2 && !n.input(2).empty()) {
+        const HostTensor& c = constant(n, 2, "constant_value");
+        const bool zero = c.is_float ? (c.f.size() == 1 && c.f[0] == 0.f) : (c.i.size() == 1 && c.i[0] == 0);
+        if (!zero) refuse(n, "pads with a value other than 0");
+    }
+    const std::vector<int64_t>& v = p.i;
+    if (v[0] || v[1] || v[4] || v[5] || v[2] != v[3] || v[2] != v[6] || v[2] != v[7] || v[2] < 0 || v[2] > INT32_MAX / 4)
+        refuse(n, "pads " + shape_text(v) + ": xylem folds a Pad of H and W alike on all four sides only");
+    Value out = x;
+    out.pad += v[2];
+    out.shape[2] += 2 * v[2];
+    out.shape[3] += 2 * v[2];
+    if (out.pad > INT32_MAX / 4) refuse(n, "padding out of range");
+    values_[n.output(0)] = out;
+    out_.notes.push_back("folded " + label(n) + " into the padding of the layer reading it");
 }
 
 // A reshape of the model's data to ONNX's full shape `out_shape`, whose first axis must be the batch.
@@ -250,6 +286,7 @@ void Importer::visit(const onnx::NodeProto& n) {
     if (op == "BatchNormalization") return batchnorm(n);
     if (op == "MaxPool") return pool(n, true);
     if (op == "AveragePool") return pool(n, false);
+    if (op == "Pad") return pad(n);
     const Value& x = value(input_of(n, 0));
     if (op == "Relu" || op == "Sigmoid" || op == "Tanh") {
         check_known_attrs(n, {});

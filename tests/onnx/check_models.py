@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """ONNX import against ONNX Runtime (tests/CMakeLists.txt: onnx.parity; docs/onnx.md).
 
-Exports the Fashion MLP (784-128-64-10 ReLU), LeNet (examples/fashion_lenet.toml) and torchvision's
-ResNet-18, each with random weights in eval mode, from torch 1.13 at opsets 13 and 17; runs each
+Exports the Fashion MLP (784-128-64-10 ReLU), LeNet (examples/fashion_lenet.toml), a small model
+of every other op the importer maps (Mix) and torchvision's ResNet-18, each with random weights in eval mode, from torch 1.13 at opsets 13 and 17; runs each
 through `xylem run` on every backend asked for and through onnxruntime on the same random input;
 the outputs must agree within --rtol relative to the output's largest magnitude
 (max |xylem - ort| <= rtol * max |ort|). Then `xylem import` + `xylem predict` on Fashion-MNIST
@@ -36,6 +36,31 @@ def lenet():  # examples/fashion_lenet.toml
                          nn.Linear(800, 500), nn.ReLU(), nn.Linear(500, 10))
 
 
+class Mix(nn.Module):
+    """Every other op the importer maps, on Fashion-sized input: two pools joined by Concat, Add of
+    Sigmoid and Tanh, GlobalAveragePool then Flatten, BatchNormalization after a Linear (torch folds
+    only a Conv's), x.view(x.size(0), -1) (a Shape/Gather/Unsqueeze/Concat/Reshape subgraph), LogSoftmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.avg = nn.AvgPool2d(3, stride=2, padding=1)  # count_include_pad: torch's default, True
+        self.max = nn.MaxPool2d(2)
+        self.gap = nn.AdaptiveAvgPool2d(1)
+        self.fc1 = nn.Linear(8, 16)
+        self.bn = nn.BatchNorm1d(16)
+        self.fc2 = nn.Linear(16, 10)
+
+    def forward(self, x):
+        r = torch.relu(self.conv(x))
+        c = torch.cat([self.avg(r), self.max(r)], 1)
+        h = torch.sigmoid(c) + torch.tanh(c)
+        h = torch.flatten(self.gap(h), 1)
+        h = self.bn(self.fc1(h))
+        h = h.view(h.size(0), -1)
+        return torch.log_softmax(self.fc2(h), dim=1)
+
+
 def resnet18():
     import torchvision
     return torchvision.models.resnet18(weights=None)
@@ -45,6 +70,7 @@ MODELS = {
     # name: (factory, input shape, fashion data for import/predict/eval)
     "mlp": (mlp, (8, 1, 28, 28), True),
     "lenet": (lenet, (8, 1, 28, 28), True),
+    "mix": (Mix, (8, 1, 28, 28), True),
     "resnet18": (resnet18, (2, 3, 64, 64), False),
 }
 
@@ -53,10 +79,10 @@ def export(name, opset, work):
     factory, shape, _ = MODELS[name]
     torch.manual_seed(1)
     model = factory().eval()
-    if name == "resnet18":  # random running statistics, so batch norm is not the identity
+    if name in ("resnet18", "mix"):  # random running statistics, so batch norm is not the identity
         with torch.no_grad():
             for m in model.modules():
-                if isinstance(m, nn.BatchNorm2d):
+                if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
                     m.running_mean.uniform_(-0.1, 0.1)
                     m.running_var.uniform_(0.5, 1.5)
                     m.weight.uniform_(0.5, 1.5)
@@ -100,7 +126,7 @@ def main():
     p.add_argument("--xylem", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--backends", default="", help="comma-separated (default: native, and opencl where available)")
-    p.add_argument("--models", default="mlp,lenet,resnet18")
+    p.add_argument("--models", default="mlp,lenet,mix,resnet18")
     p.add_argument("--opsets", default="13,17")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--images", type=int, default=500, help="Fashion-MNIST test images for import + predict")

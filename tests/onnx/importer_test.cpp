@@ -347,7 +347,12 @@ TEST(OnnxImport, DamagedGraphsAreErrorsNeverCrashes) {
         case 0: n->clear_input(); break;
         case 1: n->clear_output(); break;
         case 2: n->set_op_type(ops[rng() % std::size(ops)]); break;
-        case 3: if (n->input_size()) n->set_input(static_cast<int>(rng() % n->input_size()), rng() % 2 ? "" : "y"); break;
+        case 3:
+            if (n->input_size()) {
+                const std::string renamed(rng() % 2 ? 0 : 1, 'y');  // "" or "y"
+                *n->mutable_input(static_cast<int>(rng() % n->input_size())) = renamed;
+            }
+            break;
         case 4: n->clear_attribute(); n->set_op_type(ops[rng() % std::size(ops)]); break;
         default: {
             auto* a = n->add_attribute();
@@ -360,6 +365,42 @@ TEST(OnnxImport, DamagedGraphsAreErrorsNeverCrashes) {
         errors += !error_of(bytes_of(m)).empty();
     }
     EXPECT_GT(errors, 1000);
+}
+
+// torch exports AvgPool2d(padding=p) as Pad then AveragePool: a zero Pad of H and W folds into the
+// padding of the Conv or AveragePool reading it; any other reader (MaxPool: -inf, not zeros) is refused.
+TEST(OnnxImport, AZeroPadFoldsIntoTheConvOrAveragePoolReadingIt) {
+    auto model = [](const std::string& reader) {
+        onnx::ModelProto m;
+        m.add_opset_import()->set_version(13);
+        auto* g = m.mutable_graph();
+        value_info(g->add_input(), "x", {1, 1, 8, 8});
+        value_info(g->add_output(), "y", {1, 1, 8, 8});
+        onnx::TensorProto pads;
+        pads.set_name("pads");
+        pads.set_data_type(onnx::TensorProto::INT64);
+        pads.add_dims(8);
+        for (int64_t v : {0, 0, 1, 1, 0, 0, 1, 1}) pads.add_int64_data(v);
+        *g->add_initializer() = pads;
+        node(g, "Pad", "/pool/Pad", {"x", "pads"}, {"padded"});
+        if (reader == "Conv") {
+            *g->add_initializer() = floats("conv.weight", {1, 1, 3, 3});
+            node(g, "Conv", "/conv/Conv", {"padded", "conv.weight"}, {"y"});
+        } else {
+            auto* p = node(g, reader, std::string("/pool/").append(reader), {"padded"}, {"y"});
+            if (reader != "Relu") ints_attr(p, "kernel_shape", {3, 3});
+        }
+        return bytes_of(m);
+    };
+    const onnx_import::Imported conv = import_bytes(model("Conv"), "pad.onnx", "");
+    EXPECT_HAS(conv.layers_toml, "padding = 1");
+    EXPECT_EQ(conv.output_sample, (Shape{1, 8, 8}));
+    const onnx_import::Imported avg = import_bytes(model("AveragePool"), "pad.onnx", "");
+    EXPECT_HAS(avg.layers_toml, "padding = 1\ncount_include_pad = true");
+    const std::string e = error_of(model("MaxPool"));
+    EXPECT_HAS(e, "MaxPool node '/pool/MaxPool'");
+    EXPECT_HAS(e, "-inf");
+    EXPECT_HAS(error_of(model("Relu")), "reads the output of a Pad node");
 }
 
 TEST(Npy, RoundTripsAndRefusesWhatItCannotRead) {
