@@ -2,7 +2,7 @@
 """ONNX import against ONNX Runtime (tests/CMakeLists.txt: onnx.parity; docs/onnx.md).
 
 Exports the Fashion MLP (784-128-64-10 ReLU), LeNet (examples/fashion_lenet.toml), a small model
-of every other op the importer maps (Mix) and torchvision's ResNet-18, each with random weights in eval mode, from torch 1.13 at opsets 13 and 17; runs each
+of every other op the importer maps (Mix) and torchvision's ResNet-18, each with random weights in eval mode, from torch 1.13 at opsets 13, 14 and 17; runs each
 through `xylem run` on every backend asked for and through onnxruntime on the same random input;
 the outputs must agree within --rtol relative to the output's largest magnitude
 (max |xylem - ort| <= rtol * max |ort|). Then `xylem import` + `xylem predict` on Fashion-MNIST
@@ -127,7 +127,7 @@ def main():
     p.add_argument("--work", required=True)
     p.add_argument("--backends", default="", help="comma-separated (default: native, and opencl where available)")
     p.add_argument("--models", default="mlp,lenet,mix,resnet18")
-    p.add_argument("--opsets", default="13,17")
+    p.add_argument("--opsets", default="13,14,17")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--images", type=int, default=500, help="Fashion-MNIST test images for import + predict")
     args = p.parse_args()
