@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
     }
 
     int gargc = static_cast<int>(gtest_args.size());
+    gtest_args.push_back(nullptr);  // argv[argc] is NULL: gtest moves the entries after a flag it takes, that one too
     ::testing::InitGoogleTest(&gargc, gtest_args.data());
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     if (!verbose) delete listeners.Release(listeners.default_result_printer());
