@@ -54,7 +54,7 @@ int device_rank(cl_device_id d) {
 // XYLEM_OPENCL_KERNELS by the env rule: auto (CPU-shaped kernels on a CPU device, GPU-shaped on
 // the others), cpu, gpu. Read once; a bad value makes the plugin unavailable, naming it.
 const env::Value<std::string>& kernels_variable() {
-    static const env::Value<std::string> v = env::choice("XYLEM_OPENCL_KERNELS", {"auto", "cpu", "gpu"});
+    static const env::Value<std::string> v = env::opencl_kernels();
     return v;
 }
 

@@ -115,5 +115,6 @@ inline Value<bool> fusion() { return boolean("XYLEM_FUSION"); }
 inline Value<int64_t> bucket_kb() { return integer("XYLEM_BUCKET_KB", 1, int64_t{1} << 30, "KiB"); }
 inline Value<std::string> dist_reduce() { return choice("XYLEM_DIST_REDUCE", {"auto", "host"}); }
 inline Value<double> dist_timeout() { return positive("XYLEM_DIST_TIMEOUT", 1e9, "seconds"); }
+inline Value<std::string> opencl_kernels() { return choice("XYLEM_OPENCL_KERNELS", {"auto", "cpu", "gpu"}); }
 
 }  // namespace xylem::env
