@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/: the IDX reader, the safetensors reader, the TOML config
-# loader) with clang, ASan and UBSan into build-fuzz/, then runs each for SECONDS (default 60)
+# loader, and the ONNX importer where libonnx-dev is installed) with clang, ASan and UBSan into build-fuzz/, then runs each for SECONDS (default 60)
 # from its checked-in seeds and reports executions, exec/s, corpus size and findings per target.
-#   scripts/fuzz.sh [SECONDS] [TARGET...]      TARGET: idx, safetensors, config (default: all)
+#   scripts/fuzz.sh [SECONDS] [TARGET...]      TARGET: idx, safetensors, config, onnx (default: all)
 # The corpus each run grows is kept in build-fuzz/corpus/<target> (outside git; later runs start
 # from it); a crash, leak, hang or sanitizer report is written to build-fuzz/findings/<target>/.
 # Reproduce one with: build-fuzz/bin/xylem_fuzz_<target> FILE. Exit status 1 if any run found one.
@@ -11,7 +11,11 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(idx safetensors config)
+if [ ${#targets[@]} -eq 0 ]; then
+  targets=(idx safetensors config)
+  # The importer is built only where ONNX's schema is (onnx/CMakeLists.txt).
+  [ -f /usr/include/onnx/onnx-ml.pb.h ] && targets+=(onnx)
+fi
 
 scripts/install-deps.sh fuzz  # clang and its libFuzzer runtime (optional in CI, so only here)
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \

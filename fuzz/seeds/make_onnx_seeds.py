@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Writes the checked-in seed models for the ONNX importer's fuzz target (fuzz/seeds/onnx).
+
+Run once by hand with Debian's torch (/usr/bin/python3 fuzz/seeds/make_onnx_seeds.py); the models
+are tiny and checked in, so scripts/fuzz.sh needs neither Python nor torch. Between them they hold
+every op the importer maps (docs/onnx.md), at opsets 13 and 17.
+"""
+import os
+
+import torch
+from torch import nn
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "onnx")
+
+
+class Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3, padding=1)
+        self.avg = nn.AvgPool2d(3, stride=2, padding=1)
+        self.max = nn.MaxPool2d(2)
+        self.fc = nn.Linear(4, 3)
+        self.bn = nn.BatchNorm1d(3)
+        self.out = nn.Linear(3, 2)
+
+    def forward(self, x):
+        r = torch.relu(self.conv(x))
+        c = torch.cat([self.avg(r), self.max(r)], 1)
+        h = torch.sigmoid(c) + torch.tanh(c)
+        h = torch.flatten(nn.functional.adaptive_avg_pool2d(h, 1), 1)
+        h = self.bn(self.fc(h))
+        return torch.log_softmax(self.out(h.view(h.size(0), -1)), dim=1)
+
+
+def main():
+    os.makedirs(HERE, exist_ok=True)
+    torch.manual_seed(0)
+    models = {
+        "mlp": (nn.Sequential(nn.Flatten(), nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2), nn.Softmax(dim=1)), (1, 1, 2, 2)),
+        "tiny": (Tiny(), (1, 1, 4, 4)),
+    }
+    for name, (model, shape) in models.items():
+        for opset in (13, 17):
+            torch.onnx.export(model.eval(), torch.randn(*shape), os.path.join(HERE, f"{name}_op{opset}.onnx"),
+                              opset_version=opset, input_names=["x"], output_names=["y"],
+                              dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+
+
+if __name__ == "__main__":
+    main()
