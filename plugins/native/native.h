@@ -246,8 +246,9 @@ void run_slices(int64_t n, int64_t slices, const F& body) {
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
            int64_t ldb, float beta, float* c, int64_t ldc);
 
-// C = alpha*op(A)*B + beta*C for a narrow C (1 <= n <= 64; B [k, n] row-major), on AVX-512 only:
-// call it where narrow_gemm_available() (ops/gemm_narrow.cpp: the plugin's level is avx512).
+// C = alpha*op(A)*B + beta*C for a narrow C (1 <= n <= 64; B [k, n] row-major), on AVX-512 or
+// AVX2 + FMA: call it where narrow_gemm_available() (ops/gemm_narrow.cpp: the plugin's level is
+// avx512, or avx2 on a CPU with FMA).
 // Each element's arithmetic depends only on its row and column, so row blocks cut anyhow give
 // the same bits. sgemm() uses it for the shapes where it measured faster than OpenBLAS.
 bool narrow_gemm_available();

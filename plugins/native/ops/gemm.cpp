@@ -1,5 +1,5 @@
-// GEMM and LINEAR_FWD on OpenBLAS's cblas_sgemm (row-major), or for a narrow C on AVX-512 the
-// plugin's own kernel (gemm_narrow.cpp), with the bias and activation fused after.
+// GEMM and LINEAR_FWD on OpenBLAS's cblas_sgemm (row-major), or for a narrow C at the avx512 and
+// avx2 levels the plugin's own kernel (gemm_narrow.cpp), with the bias and activation fused after.
 #include <algorithm>
 #include <climits>
 
@@ -55,16 +55,21 @@ void sgemm_block(bool ta, bool tb, bool by_rows, int64_t lo, int64_t hi, int64_t
 // The shapes where narrow_sgemm measured faster than OpenBLAS on one core (AVX-512 Xeon,
 // 2026-11-23: 0.66-0.84x its time from 32 to 64 columns with k >= 128, e.g. 512x50x128 and
 // 128x50x512, the LSTM's per-step GEMMs at batch 50; slower at 16 columns or fewer and for
-// a few rows). Decided on the whole GEMM, so every row block uses the same kernel.
-bool use_narrow_kernel(bool tb, int64_t m, int64_t n, int64_t k) {
-    return !tb && n >= 32 && n <= 64 && k >= 100 && m >= 32 && narrow_gemm_available();
+// a few rows). At the avx2 level (the same Xeon with XYLEM_NATIVE_ISA=avx2, OpenBLAS Haswell,
+// 2026-11-26): 0.76-0.92x OpenBLAS's time without A^T (512x50x128 59 us against 67), and with
+// A^T where the columns are whole vectors (128x64x512 72 against 81); with A^T and a tail
+// (128x50x512: 75 against 71) OpenBLAS is faster. Decided on the whole GEMM, so every row block
+// uses the same kernel.
+bool use_narrow_kernel(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+    return !tb && n >= 32 && n <= 64 && k >= 100 && m >= 32 && narrow_gemm_available() &&
+           (isa() == Isa::avx512 || !ta || n % 8 == 0);
 }
 
 }  // namespace
 
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
            int64_t ldb, float beta, float* c, int64_t ldc) {
-    const bool narrow = use_narrow_kernel(tb, m, n, k);
+    const bool narrow = use_narrow_kernel(ta, tb, m, n, k);
     const bool by_rows = narrow || m >= n;
     const int64_t cut = by_rows ? m : n, units = (cut + kSplitAlign - 1) / kSplitAlign;
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
