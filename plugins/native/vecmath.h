@@ -14,13 +14,14 @@
 
 namespace xylem::native::vecmath {
 
-inline float exp(float x) {
-    constexpr float kMax = 88.72283935546875f;        // the largest x whose e^x is finite in float
-    constexpr float kMin = -103.97208404541015625f;   // below it e^x rounds to 0
-    const bool nan = x != x, over = x > kMax, under = x < kMin;
-    const float xc = nan ? 0.0f : over ? kMax : under ? kMin : x;  // NaN: any value, replaced below
-    // x = n ln2 + r with |r| <= ln2/2; n rounded to nearest by the 1.5 * 2^23 trick (no libm call).
-    const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+// e^x as x = n ln2 + r: Cephes' polynomial for e^r, to be multiplied by 2^n. n is rounded to
+// nearest by the 1.5 * 2^23 trick (no libm call), and read as an integer from the low bits of
+// that sum rather than converted: NaN then gives some integer, not undefined behaviour, and the
+// NaN goes on through p. |xc| must stay below 2^21.
+inline float exp_reduced_(float xc, float& n, int32_t& ni) {
+    const float shifted = xc * 1.44269504088896341f + 12582912.0f;
+    ni = std::bit_cast<int32_t>(shifted) - 0x4b400000;  // 0x4b400000: the bits of 12582912.0f
+    n = shifted - 12582912.0f;
     const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;  // ln2 in two parts (Cody-Waite)
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -28,20 +29,57 @@ inline float exp(float x) {
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    // 2^n as two normal powers of two: n spans [-150, 128], past either end of one float's exponent.
-    const int32_t ni = static_cast<int32_t>(n), n1 = ni / 2, n2 = ni - n1;
+    return p * r * r + r + 1.0f;
+}
+
+inline float exp(float x) {
+    constexpr float kMax = 88.72283935546875f;        // the largest x whose e^x is finite in float
+    constexpr float kMin = -103.97208404541015625f;   // below it e^x rounds to 0
+    const bool over = x > kMax, under = x < kMin;
+    // NaN is not replaced: it goes through the arithmetic and comes out NaN. (Selecting x itself
+    // for it made GCC divide twice in 1 / (1 + e^-x): once for the NaN lanes, once for the others.)
+    const float xc = over ? kMax : under ? kMin : x;
+    float n;
+    int32_t ni;
+    const float p = exp_reduced_(xc, n, ni);
+    // 2^n as two normal powers of two: n spans [-150, 128], past either end of one float's
+    // exponent. Each product is exact but the last, so the split does not change the result.
+    const int32_t n1 = ni >> 1, n2 = ni - n1;
     const float s1 = std::bit_cast<float>((n1 + 127) << 23), s2 = std::bit_cast<float>((n2 + 127) << 23);
     const float y = p * s1 * s2;
-    return nan ? x : over ? std::numeric_limits<float>::infinity() : under ? 0.0f : y;
+    return over ? std::numeric_limits<float>::infinity() : under ? 0.0f : y;
+}
+
+// 1 / (1 + e^-x), the kit's sigmoid, with the exp above specialised to its use here (the same
+// bits): below z = -x = -20, e^z < 3e-9 and 1 + e^z rounds to exactly 1, so z is raised to -20;
+// up to kMax, 2^n (n <= 128) is 2^(n-1) * 2, both factors exact; past kMax e^z is inf and the
+// result 0. NaN goes through the arithmetic.
+inline float sigmoid(float x) {
+    constexpr float kMax = 88.72283935546875f;
+    const float z = -x;
+    const bool over = z > kMax, under = z < -20.0f;
+    const float zc = over ? kMax : under ? -20.0f : z;
+    float n;
+    int32_t ni;
+    const float p = exp_reduced_(zc, n, ni);
+    const float e = p * std::bit_cast<float>((ni + 126) << 23) * 2.0f;
+    return over ? 0.0f : 1.0f / (1.0f + e);
 }
 
 inline float tanh(float x) {
     const bool negative = x < 0.0f;
     const float ax = negative ? -x : x;
-    // |x| > 0.625: 1 - 2/(e^2|x| + 1), which loses little to cancellation there (tanh > 0.55);
-    // e^2|x| = inf past 44 gives exactly 1.
-    const float big = 1.0f - 2.0f / (exp(2.0f * ax) + 1.0f);
+    // |x| > 0.625: 1 - 2/(e^2|x| + 1), which loses little to cancellation there (tanh > 0.55).
+    // Past 2|x| = 64, e^2|x| > 6e27 and the result rounds to exactly 1 whatever e^2|x| is, so the
+    // argument is capped there: 2^n is then one normal power of two (n <= 93), and overflow, a
+    // second scale factor and exp's special cases are not needed (NaN takes 64 here and the
+    // polynomial below).
+    const float t = 2.0f * ax, tc = t < 64.0f ? t : 64.0f;
+    float n;
+    int32_t ni;
+    const float p = exp_reduced_(tc, n, ni);
+    const float e = p * std::bit_cast<float>((ni + 127) << 23);
+    const float big = 1.0f - 2.0f / (e + 1.0f);
     // |x| <= 0.625: an odd polynomial (exact at 0, keeps -0).
     const float z = x * x;
     const float small =
@@ -93,7 +131,14 @@ inline float erf(float x) {
     r = r * t - 6.34846687e-1f;
     r = r * t - 1.28717512e-1f;
     r = r * t - t;
-    const float big = 1.0f - exp(r);
+    // Where the result is taken (t > 0.93) r is below -1.6. Below -20, e^r < 3e-9 and 1 - e^r
+    // rounds to exactly 1 whatever e^r is: r is capped there (NaN too: the polynomial q is taken
+    // then), so 2^n is one normal power of two (n >= -29) and exp's special cases are not needed.
+    const float rc = r > -20.0f ? r : -20.0f;
+    float n;
+    int32_t ni;
+    const float e = exp_reduced_(rc, n, ni) * std::bit_cast<float>((ni + 127) << 23);
+    const float big = 1.0f - e;
     float q = -5.96761703e-4f;
     q = q * s + 4.99119423e-3f;
     q = q * s - 2.67681349e-2f;

@@ -12,7 +12,7 @@ namespace {
 
 // vecmath's exp and tanh, as fused_elementwise computes them (ops/fused.cpp): the loops vectorise,
 // and an activation gives the same bits fused or not.
-inline float sigmoid(float x) { return 1.0f / (1.0f + vecmath::exp(-x)); }  // exp(-x)=inf gives 0, no NaN
+inline float sigmoid(float x) { return vecmath::sigmoid(x); }  // 1 / (1 + e^-x): e^-x = inf gives 0, no NaN
 inline float tanh(float x) { return vecmath::tanh(x); }
 inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
 
