@@ -212,10 +212,12 @@ void split_work(int64_t n, int workers, const F& body) {
 // body(lo, hi) over [0, n) elements of a memory-bound elementwise pass, split among the workers
 // from kMinSplitElements each, at multiples of 16 elements (whole cache lines of floats, no two
 // workers writing one line). Each element's result is the same however the range is cut.
+// `min_per_worker` (default kMinSplitElements) is the elements an extra worker must get: less for
+// passes that compute more than they stream (the GELUs, tanh, sigmoid).
 template <class F>
-void split_elements(int64_t n, const F& body) {
+void split_elements(int64_t n, const F& body, int64_t min_per_worker = kMinSplitElements) {
     constexpr int64_t kLine = 16;
-    const int workers = split_workers(static_cast<double>(n), static_cast<double>(kMinSplitElements), n / kLine);
+    const int workers = split_workers(static_cast<double>(n), static_cast<double>(min_per_worker), n / kLine);
     if (workers <= 1) return body(0, n);
     const int64_t lines = (n + kLine - 1) / kLine;
     split_work(lines, workers, [&](int64_t lo, int64_t hi, int) { body(lo * kLine, std::min(n, hi * kLine)); });

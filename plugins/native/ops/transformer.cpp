@@ -75,8 +75,20 @@ void op_gemm_batched(const xylem_op_desc& desc, xylem_stream_s&) {
     for (int64_t i = 0; i < g.batch; ++i) one(i);
 }
 
+// A row of Y from X: contiguous (a loop, not a memcpy call: the attention's head rows are 32
+// floats, where the call costs more than the copy) or strided.
+XYLEM_KERNEL_NO_LIBCALLS(void, permute_row, (float* __restrict y, const float* __restrict x, int64_t cols, int64_t stride),
+                         (y, x, cols, stride)) {
+    if (stride == 1) {
+        for (int64_t j = 0; j < cols; ++j) y[j] = x[j];
+    } else {
+        for (int64_t j = 0; j < cols; ++j) y[j] = x[j * stride];
+    }
+}
+
 // Y[i_0, ..., i_n-1] = X at i_k on axis perm[k]: Y is written in order, row by row (its last
-// axis), each row read from X with the stride of the X axis it walks.
+// axis), each row read from X with the stride of the X axis it walks. A slice of rows finds its
+// first row's offset in X by division, then steps the index like an odometer.
 void op_permute(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 1, 1, 1);
     const auto at = a.attrs<xylem_permute_attrs>();
@@ -88,18 +100,26 @@ void op_permute(const xylem_op_desc& desc, xylem_stream_s&) {
     const int64_t cols = s.out_dims[n - 1], stride = s.in_strides[n - 1], rows = s.numel / cols;
     const float* x = tx.f32();
     float* y = ty.f32();
-    split_work(rows, split_workers(static_cast<double>(s.numel), static_cast<double>(kMinSplitElements), rows),
+    // Split from 64k elements a worker: the attention's head split, [B, T, 3, H, D] -> [3, B, H, T, D]
+    // (295k elements for the character GPT), took 107 us on one thread.
+    split_work(rows, split_workers(static_cast<double>(s.numel), static_cast<double>(kMinSplitElements) / 4, rows),
                [&](int64_t lo, int64_t hi, int) {
+                   if (lo >= hi) return;
+                   int64_t idx[XYLEM_MAX_DIMS] = {};  // Y's index of row r over the leading n - 1 axes
+                   int64_t from = 0;                   // X's offset of row r's first element
+                   for (int64_t rest = lo, d = static_cast<int64_t>(n) - 2; d >= 0; --d) {
+                       idx[d] = rest % s.out_dims[d];
+                       from += idx[d] * s.in_strides[d];
+                       rest /= s.out_dims[d];
+                   }
                    for (int64_t r = lo; r < hi; ++r) {
-                       int64_t rest = r, from = 0;  // X's offset of row r's first element
-                       for (uint32_t d = n - 1; d-- > 0;) {
-                           from += (rest % s.out_dims[d]) * s.in_strides[d];
-                           rest /= s.out_dims[d];
+                       permute_row(y + r * cols, x + from, cols, stride);
+                       for (int64_t d = static_cast<int64_t>(n) - 2; d >= 0; --d) {  // the next row
+                           from += s.in_strides[d];
+                           if (++idx[d] < s.out_dims[d]) break;
+                           from -= idx[d] * s.in_strides[d];
+                           idx[d] = 0;
                        }
-                       float* yr = y + r * cols;
-                       const float* xr = x + from;
-                       if (stride == 1) std::copy_n(xr, cols, yr);
-                       else for (int64_t j = 0; j < cols; ++j) yr[j] = xr[j * stride];
                    }
                });
 }
