@@ -12,7 +12,8 @@ the repetitions, and each variant's ratio to the reference variant's median.
 A variant is NAME:ENV... (space-separated NAME=VALUE words for the environment, e.g.
 XYLEM_NATIVE_ISA=avx2, XYLEM_PLUGIN_PATH=DIR). xylem's ms per step is its metrics.json epoch
 "seconds" over "steps" (training only: validation and start-up excluded). --torch NAME=CMD adds
-a PyTorch peer (bench/torch_gpt.py or bench/torch_char_rnn.py and their flags; --iters/--max-steps
+a PyTorch peer (NAME=VALUE environment words, then bench/torch_gpt.py or bench/torch_char_rnn.py
+and their flags, e.g. "torch2=OMP_WAIT_POLICY=PASSIVE bench/torch_gpt.py --threads 2"; --iters/--max-steps
 is set from --steps): its ms per step is the "final" row's "seconds" over its iterations (the
 clock paused during validation). --reference NAME picks the ratios' denominator (default: the
 first variant).
@@ -62,6 +63,10 @@ def run_xylem(xylem, config, steps, env_words, extra):
 
 def run_torch(cmd, steps):
     words = shlex.split(cmd)
+    env = dict(os.environ)
+    while words and "=" in words[0] and not words[0].startswith("-"):  # leading NAME=VALUE words
+        k, _, v = words.pop(0).partition("=")
+        env[k] = v
     script = words[0]
     flag = "--iters" if "gpt" in os.path.basename(script) else "--max-steps"
     args = ["/usr/bin/python3", os.path.join(ROOT, script)] + words[1:] + [flag, str(steps)]
@@ -69,7 +74,7 @@ def run_torch(cmd, steps):
         args += ["--eval-every", "1000000", "--print-every", str(steps)]
     else:
         args += ["--epochs", "1"]
-    r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed:\n{r.stderr[-2000:]}")
     final = None

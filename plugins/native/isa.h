@@ -9,9 +9,10 @@
 // clone by CPU alone, in an ifunc resolver that nothing could steer, hence this dispatch.
 //
 // No level uses FMA (avx512f and avx2 do not imply it) and the plugin builds with
-// -ffp-contract=off, so every level gives the same bits for these loops; the AVX-512 narrow GEMM
-// (gemm_narrow.cpp) and OpenBLAS's kernels do not, which is why results across levels agree
-// within float tolerance rather than bit for bit (docs/architecture.md, "Determinism").
+// -ffp-contract=off, so every level gives the same bits for these loops; the narrow GEMM kernels
+// (gemm_narrow.cpp: AVX-512, and AVX2 with FMA) and OpenBLAS's kernels do not, which is why
+// results across levels agree within float tolerance rather than bit for bit
+// (docs/architecture.md, "Determinism").
 #pragma once
 
 namespace xylem::native {
