@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -379,6 +380,125 @@ TEST_F(NativeFused, RefusesPartialOverlaps) {
         ADD_FAILURE() << "overlapping outputs ran";
     } catch (const Error& e) {
         EXPECT_TRUE(contains(e.what(), "output 0 overlaps output 1"));
+    }
+}
+
+
+// The executor's rewrites (ops/fused.cpp, prepare: values filled once, instructions over values
+// alone computed once, add/sub of scaled terms and min(max(x, lo), hi) as one pass, row inputs
+// read in place, results stored straight into outputs) change no element's arithmetic: random
+// programs built around those patterns give the same bits run whole as run one instruction at a
+// time, each instruction its own program over full-size tensors (as the executor once ran them).
+TEST_F(NativeFused, RewritesGiveTheSameBitsAsOneInstructionAtATime) {
+    std::mt19937 g(2027);
+    auto pick = [&](size_t n) { return static_cast<size_t>(g() % n); };
+    auto value = [&] { return std::uniform_real_distribution<float>(-2.0f, 2.0f)(g); };
+    const xylem_fused_opcode unary[] = {XYLEM_FUSED_TANH, XYLEM_FUSED_SIGMOID, XYLEM_FUSED_EXP, XYLEM_FUSED_NEG,
+                                        XYLEM_FUSED_GELU, XYLEM_FUSED_SQUARE};
+    const xylem_fused_opcode binary[] = {XYLEM_FUSED_ADD, XYLEM_FUSED_SUB, XYLEM_FUSED_MUL, XYLEM_FUSED_MIN,
+                                         XYLEM_FUSED_MAX};
+    for (int prog = 0; prog < 60; ++prog) {
+        SCOPED_TRACE("program " + std::to_string(prog));
+        const int64_t rows = 1 + static_cast<int64_t>(pick(9)), cols = 1 + static_cast<int64_t>(pick(700));
+        const uint8_t all_modes[] = {XYLEM_FUSED_FULL, XYLEM_FUSED_ROW, XYLEM_FUSED_COL, XYLEM_FUSED_SCALAR};
+        std::vector<uint8_t> modes;
+        std::vector<Tensor> ins;
+        const size_t n_in = 1 + pick(3);
+        for (size_t i = 0; i < n_in; ++i) {
+            const uint8_t m = i == 0 ? static_cast<uint8_t>(XYLEM_FUSED_FULL) : all_modes[pick(4)];
+            modes.push_back(m);
+            const Shape s = m == XYLEM_FUSED_FULL  ? Shape{rows, cols}
+                            : m == XYLEM_FUSED_ROW ? Shape{cols}
+                            : m == XYLEM_FUSED_COL ? Shape{rows, 1}
+                                                   : Shape{1};
+            std::vector<float> v(static_cast<size_t>(numel(s)));
+            for (float& x : v) x = std::uniform_real_distribution<float>(-3.0f, 3.0f)(g);
+            ins.push_back(upload(dev(), s, v));
+        }
+        FusedBuilder b;
+        std::vector<FusedBuilder::Value> vals;
+        for (size_t i = 0; i < n_in; ++i) vals.push_back(b.input(static_cast<uint32_t>(i)));
+        auto any = [&] { return vals[pick(vals.size())]; };
+        auto scalar = [&] { return pick(2) ? b.param(value()) : b.constant(value()); };
+        for (size_t k = 0, n_ops = 3 + pick(10); k < n_ops; ++k) {
+            switch (pick(6)) {
+            case 0: {  // add/sub(mul(s, X), mul(Y, t)), X and Y possibly products
+                const auto x = pick(2) ? b.apply(XYLEM_FUSED_MUL, any(), any()) : any();
+                const auto y = pick(2) ? b.apply(XYLEM_FUSED_MUL, any(), any()) : any();
+                vals.push_back(b.apply(pick(2) ? XYLEM_FUSED_ADD : XYLEM_FUSED_SUB, b.apply(XYLEM_FUSED_MUL, scalar(), x),
+                                       b.apply(XYLEM_FUSED_MUL, y, scalar())));
+                break;
+            }
+            case 1: vals.push_back(b.apply(XYLEM_FUSED_MIN, b.apply(XYLEM_FUSED_MAX, any(), scalar()), scalar())); break;
+            case 2: vals.push_back(b.apply(unary[pick(6)], any())); break;
+            case 3: vals.push_back(b.apply(binary[pick(5)], any(), pick(3) ? any() : scalar())); break;
+            case 4: vals.push_back(b.apply(XYLEM_FUSED_FMA, scalar(), b.apply(XYLEM_FUSED_SUB, scalar(), scalar()), any()));
+                break;
+            default: vals.push_back(b.apply(XYLEM_FUSED_MUL, scalar(), any())); break;
+            }
+        }
+        const size_t n_out = 1 + pick(2);
+        for (size_t o = 0; o < n_out; ++o) b.output(static_cast<uint32_t>(o), vals[vals.size() - 1 - o]);
+        if (!b.fits()) continue;
+        const xylem_fused_attrs at = b.finish(modes);
+        std::vector<const Tensor*> in_ptrs;
+        for (Tensor& t : ins) in_ptrs.push_back(&t);
+        std::vector<Tensor> whole;
+        std::vector<Tensor*> whole_ptrs;
+        for (size_t o = 0; o < n_out; ++o) whole.emplace_back(Shape{rows, cols}, DType::F32, dev());
+        for (Tensor& t : whole) whole_ptrs.push_back(&t);
+        ops::fused_elementwise(dev(), at, in_ptrs, whole_ptrs);
+
+        // One instruction at a time: each register a full tensor, each instruction a program.
+        std::vector<Tensor> reg;
+        for (uint32_t r = 0; r < at.n_regs; ++r) reg.emplace_back(Shape{rows, cols}, DType::F32, dev());
+        std::vector<std::vector<float>> out(n_out);
+        for (uint32_t k = 0; k < at.n_instrs; ++k) {
+            const xylem_fused_instr& in = at.code[k];
+            xylem_fused_attrs one{};
+            one.version = XYLEM_FUSED_VERSION;
+            std::vector<const Tensor*> srcs;
+            if (in.op == XYLEM_FUSED_OUTPUT) {
+                out[in.dst] = reg[in.a].to_vector();
+                continue;
+            }
+            if (in.op == XYLEM_FUSED_INPUT || in.op == XYLEM_FUSED_PARAM || in.op == XYLEM_FUSED_CONST) {
+                one.code[0] = in;
+                one.code[0].dst = 0;
+                if (in.op == XYLEM_FUSED_INPUT) {
+                    one.code[0].a = 0;
+                    one.input_modes[0] = modes[in.a];
+                    srcs.push_back(&ins[in.a]);
+                } else if (in.op == XYLEM_FUSED_PARAM) {
+                    one.code[0].a = 0;
+                    one.n_params = 1;
+                    one.params[0] = at.params[in.a];
+                }
+            } else {
+                const int arity = plugin_kit::fused_opcode_info(in.op).arity;
+                const uint8_t operand[3] = {in.a, in.b, in.c};
+                for (int j = 0; j < arity; ++j) {
+                    one.code[j] = {XYLEM_FUSED_INPUT, static_cast<uint8_t>(j), static_cast<uint8_t>(j), 0, 0, {}, 0.0f};
+                    one.input_modes[j] = XYLEM_FUSED_FULL;
+                    srcs.push_back(&reg[operand[j]]);
+                }
+                one.code[arity] = {in.op, 0, 0, static_cast<uint8_t>(arity > 1 ? 1 : 0),
+                                   static_cast<uint8_t>(arity > 2 ? 2 : 0), {}, 0.0f};
+                one.n_instrs = static_cast<uint32_t>(arity);
+            }
+            one.code[one.n_instrs + 1] = {XYLEM_FUSED_OUTPUT, 0, 0, 0, 0, {}, 0.0f};
+            one.n_instrs += 2;
+            one.n_regs = 3;
+            Tensor result(Shape{rows, cols}, DType::F32, dev());
+            ops::fused_elementwise(dev(), one, srcs, {&result});
+            reg[in.dst] = std::move(result);
+        }
+        for (size_t o = 0; o < n_out; ++o) {
+            const std::vector<float> got = whole[o].to_vector();
+            ASSERT_EQ(got.size(), out[o].size());
+            EXPECT_EQ(0, std::memcmp(got.data(), out[o].data(), got.size() * sizeof(float)))
+                << "output " << o << " of " << plugin_kit::fused_opcode_info(at.code[0].op).name << "...";
+        }
     }
 }
 
