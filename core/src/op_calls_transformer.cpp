@@ -2,7 +2,10 @@
 // attention, batched GEMM, permute and the masked softmax. The rules are the plugin kit's
 // (plugin_kit/shapes_transformer.h), so the core and every plugin accept the same descriptors.
 #include <array>
+#include <mutex>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "op_call_util.h"
 #include "xylem/backend.h"
@@ -47,7 +50,15 @@ void same(uint32_t op, const Tensor& t, const char* tn, const Tensor& like, cons
     plugin_kit::same_shape(Rule{op}, View(op, t.shape()), tn, View(op, like.shape()), ln);
 }
 
+// Said once per device and op: every composed call after the first costs a lookup, not the
+// message's strings and the profiler's lock.
 void note_composed(Device& dev, uint32_t op) {
+    static std::mutex mutex;
+    static std::set<std::pair<const Device*, uint32_t>> noted;
+    {
+        std::lock_guard lock(mutex);
+        if (!noted.emplace(&dev, op).second) return;
+    }
     profiler::note(dev.name() + ": " + op_name(op) + " is composed from gemm_batched, masked_softmax" +
                    " and dropout_fwd (the backend lacks or declines the fused op for these shapes)");
 }
