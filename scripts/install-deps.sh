@@ -14,6 +14,7 @@ packages=(
   python3-matplotlib   # xylem plot draws with it (scripts/xylem-plot.py)
   fortunes             # the char-rnn example's corpus (examples/char_rnn.toml): /usr/share/games/fortunes
   libonnx-dev libprotobuf-dev   # ONNX import: xylem run/import (optional at build time, like MPI; docs/onnx.md)
+  libonnx-testdata   # ONNX's own node tests, run through the importer (tests/onnx/node_tests.cpp)
   python3-torch python3-torchvision python3-venv   # the ONNX tests export models with torch (tests/onnx/check_models.py)
 )
 # Fuzzing is optional (not part of CI): its compiler is installed only when asked for.
