@@ -176,7 +176,8 @@ void RunReport::metrics(const std::vector<EpochMetrics>& epochs, const RunSummar
     }
     if (chars_per_sample_) {
         j["loss_unit"] = "nats per character";
-        j["seq_len"] = chars_per_sample_;
+        // The characters each sample scores: data.seq_len for streams, data.block_size for windows.
+        j["chars_per_sample"] = chars_per_sample_;
     }
     for (auto it = epochs.rbegin(); it != epochs.rend(); ++it)
         if (it->has_test) {
