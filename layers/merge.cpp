@@ -215,10 +215,6 @@ std::vector<uint32_t> Concat::ops_needed(bool) const { return {XYLEM_OP_COPY, XY
 
 namespace {
 
-struct ConcatOptions {
-    int64_t axis = 1;
-};
-
 const LayerRegistration<NoLayerOptions> kAdd{
     "add", {}, nullptr, [](const NoLayerOptions&, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Add>(); }};
 

@@ -39,6 +39,11 @@ private:
     RowIndexCache spread_;  // b's row n for each of the repeat_ rows of sample n
 };
 
+// The options of [[model.layers]] type = "concat" (read by the ONNX exporter too).
+struct ConcatOptions {
+    int64_t axis = 1;
+};
+
 // [[model.layers]] type = "concat", inputs = [...], axis (default 1): joins two or more tensors
 // along an axis of the batched tensor, as torch.cat(dim = axis) (1: channels of an image, or
 // features of a vector; negative counts from the last). The other axes must agree.
