@@ -1,0 +1,32 @@
+// [[model.layers]] type = "clamp": y = min(max(x, lo), hi) elementwise (torch's Hardtanh; ReLU6 is
+// lo = 0, hi = 6; ONNX's Clip). The gradient passes where lo < x < hi, as torch's hardtanh's.
+#pragma once
+
+#include "xylem/layers/layer.h"
+
+namespace xylem {
+
+struct ClampOptions {
+    float lo = 0.0f, hi = 6.0f;
+};
+
+class Clamp : public Layer {
+public:
+    Clamp(float lo, float hi);
+    std::string kind() const override { return "clamp"; }
+    Shape output_shape(const Shape& input) const override { return input; }
+    const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
+    const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+    std::vector<uint32_t> ops_needed(bool backward) const override {
+        if (!backward) return {XYLEM_OP_COPY, XYLEM_OP_CLAMP};
+        return {XYLEM_OP_COPY, XYLEM_OP_CLAMP, XYLEM_OP_FUSED_ELEMENTWISE};
+    }
+    float lo() const { return lo_; }
+    float hi() const { return hi_; }
+
+private:
+    float lo_, hi_;
+    Tensor x_, y_, dx_;
+};
+
+}  // namespace xylem
