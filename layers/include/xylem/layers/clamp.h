@@ -1,13 +1,16 @@
 // [[model.layers]] type = "clamp": y = min(max(x, lo), hi) elementwise (torch's Hardtanh; ReLU6 is
-// lo = 0, hi = 6; ONNX's Clip). The gradient passes where lo < x < hi, as torch's hardtanh's.
+// lo = 0, hi = 6; ONNX's Clip). A bound left out is none (-inf, +inf: a config holds finite numbers
+// only). The gradient passes where lo < x < hi, as torch's hardtanh's.
 #pragma once
+
+#include <limits>
 
 #include "xylem/layers/layer.h"
 
 namespace xylem {
 
 struct ClampOptions {
-    float lo = 0.0f, hi = 6.0f;
+    float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
 };
 
 class Clamp : public Layer {
