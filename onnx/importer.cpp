@@ -34,6 +34,7 @@ const std::vector<OpMapping> kOps = {
     {"Relu", "relu"},
     {"Sigmoid", "sigmoid"},
     {"Tanh", "tanh"},
+    {"Clip", "clamp (min and max constant scalars or absent; torch's ReLU6)"},
     {"MaxPool", "maxpool2d (square kernel, equal strides, symmetric equal padding, no dilation, floor mode)"},
     {"AveragePool", "avgpool2d (as MaxPool; count_include_pad kept)"},
     {"GlobalAveragePool", "global_avgpool"},

@@ -139,6 +139,7 @@ private:
     void batchnorm(const onnx::NodeProto& n);
     void pool(const onnx::NodeProto& n, bool max);
     void pad(const onnx::NodeProto& n);
+    void clip(const onnx::NodeProto& n);
     void reshape_like(const onnx::NodeProto& n, const std::vector<int64_t>& out_shape, const std::string& input);
 
     const onnx::ModelProto& m_;

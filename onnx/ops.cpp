@@ -1,6 +1,8 @@
 // The ops that become layers: each node that computes on the model's data, checked against what
 // the xylem layer can do, emitted as a [[model.layers]] table with its parameters (importer_impl.h).
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <set>
 
 #include "importer_impl.h"
@@ -202,6 +204,31 @@ void Importer::pool(const onnx::NodeProto& n, bool max) {
     emit(std::move(l), n, {x.shape[0], x.shape[1], oh, ow}, n.output(0));
 }
 
+// Clip (opset 11 on: min and max are optional inputs, each a constant scalar) -> clamp; an absent
+// bound is -inf or +inf. torch exports ReLU6 so (MobileNetV2).
+void Importer::clip(const onnx::NodeProto& n) {
+    check_known_attrs(n, {});
+    const Value& x = value(input_of(n, 0));
+    float bound[2] = {-std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity()};
+    const char* what[2] = {"min", "max"};
+    for (int k = 0; k < 2; ++k) {
+        if (n.input_size() <= k + 1 || n.input(k + 1).empty()) continue;
+        const HostTensor& t = constant(n, static_cast<size_t>(k + 1), what[k]);
+        if (!t.is_float || t.f.size() != 1 || !t.dims.empty())
+            refuse(n, std::string("its ") + what[k] + " must be a float scalar, got " + (t.is_float ? "float " : "integer ") + shape_text(t.dims));
+        // -inf for min and +inf for max are no bound; NaN or the other infinity has no clamp layer.
+        if (std::isnan(t.f[0]) || (std::isinf(t.f[0]) && (t.f[0] < 0) != (k == 0)))
+            refuse(n, std::string("its ") + what[k] + " is " + toml_float(t.f[0]));
+        bound[k] = t.f[0];
+    }
+    if (!(bound[0] <= bound[1])) refuse(n, "min " + toml_float(bound[0]) + " is above max " + toml_float(bound[1]));
+    std::vector<std::pair<std::string, std::string>> keys;  // an absent bound is left out (a config's numbers are finite)
+    if (std::isfinite(bound[0])) keys.push_back({"lo", toml_float(bound[0])});
+    if (std::isfinite(bound[1])) keys.push_back({"hi", toml_float(bound[1])});
+    LayerOut l{"clamp", layer_name(n, ""), {use(input_of(n, 0), n)}, keys};
+    emit(std::move(l), n, x.shape, n.output(0));
+}
+
 // Pad (constant zeros, the same on every side of H and W): no layer; the Conv or AveragePool
 // reading it takes it as padding (torch exports AvgPool2d(padding=p) as Pad then AveragePool).
 void Importer::pad(const onnx::NodeProto& n) {
@@ -296,6 +323,7 @@ void Importer::visit(const onnx::NodeProto& n) {
         emit(std::move(l), n, shape, n.output(0));
         return;
     }
+    if (op == "Clip") return clip(n);
     if (op == "Softmax" || op == "LogSoftmax") {
         check_known_attrs(n, {"axis"});
         // Opset 13 on: the op normalises along one axis (default -1); before 13 it flattened to 2-D.

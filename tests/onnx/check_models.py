@@ -66,12 +66,18 @@ def resnet18():
     return torchvision.models.resnet18(weights=None)
 
 
+def mobilenet_v2():
+    import torchvision
+    return torchvision.models.mobilenet_v2(weights=None)
+
+
 MODELS = {
     # name: (factory, input shape, fashion data for import/predict/eval)
     "mlp": (mlp, (8, 1, 28, 28), True),
     "lenet": (lenet, (8, 1, 28, 28), True),
     "mix": (Mix, (8, 1, 28, 28), True),
     "resnet18": (resnet18, (2, 3, 64, 64), False),
+    "mobilenet_v2": (mobilenet_v2, (2, 3, 64, 64), False),
 }
 
 
@@ -79,7 +85,7 @@ def export(name, opset, work):
     factory, shape, _ = MODELS[name]
     torch.manual_seed(1)
     model = factory().eval()
-    if name in ("resnet18", "mix"):  # random running statistics, so batch norm is not the identity
+    if name in ("resnet18", "mix", "mobilenet_v2"):  # random running statistics, so batch norm is not the identity
         with torch.no_grad():
             for m in model.modules():
                 if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):

@@ -4,6 +4,7 @@
 // exports is tests/onnx/check_models.py.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -265,6 +266,49 @@ TEST(OnnxImport, WrongAttributeTypesAndAsymmetricPadsNameTheNode) {
     const std::string e = error_of(bytes_of(c));
     EXPECT_HAS(e, "Conv node '/conv/Conv'");
     EXPECT_HAS(e, "asymmetric");
+}
+
+// A model of one node `op` reading the data x (its dims, -1 the batch) and the named constants
+// after it, writing y: for the new ops' good and hostile forms.
+onnx::ModelProto one_node(const std::string& op, std::vector<int64_t> x_dims, std::vector<onnx::TensorProto> constants,
+                          int64_t opset = 17) {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    auto* o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    auto* g = m.mutable_graph();
+    value_info(g->add_input(), "x", x_dims);
+    value_info(g->add_output(), "y", {});
+    std::vector<std::string> in{"x"};
+    for (auto& c : constants) {
+        in.push_back(c.name());
+        *g->add_initializer() = c;
+    }
+    node(g, op, "/" + op, in, {"y"});
+    return m;
+}
+
+onnx::TensorProto scalar(const std::string& name, float v) {
+    onnx::TensorProto t = floats(name, {}, v);
+    return t;
+}
+
+TEST(OnnxImport, ClipBecomesClampAndItsHostileFormsNameTheNode) {
+    const onnx_import::Imported m = import_bytes(bytes_of(one_node("Clip", {-1, 5}, {scalar("lo", 0.f), scalar("hi", 6.f)})), "m", "");
+    ASSERT_EQ(m.layers.size(), 1u);
+    EXPECT_EQ(m.layers[0].type, "clamp");
+    EXPECT_HAS(m.layers_toml, "lo = 0.0");
+    EXPECT_HAS(m.layers_toml, "hi = 6.0");
+    // Only min: no "hi" key (unbounded).
+    const onnx_import::Imported lower = import_bytes(bytes_of(one_node("Clip", {-1, 5}, {scalar("lo", -1.f)})), "m", "");
+    EXPECT_EQ(lower.layers_toml.find("hi ="), std::string::npos);
+    EXPECT_HAS(error_of(bytes_of(one_node("Clip", {-1, 5}, {floats("lo", {2})}))), "its min must be a float scalar");
+    EXPECT_HAS(error_of(bytes_of(one_node("Clip", {-1, 5}, {scalar("lo", 2.f), scalar("hi", 1.f)}))), "is above max");
+    EXPECT_HAS(error_of(bytes_of(one_node("Clip", {-1, 5}, {scalar("lo", INFINITY)}))), "its min is inf");
+    onnx::ModelProto attr = one_node("Clip", {-1, 5}, {});
+    int_attr(attr.mutable_graph()->mutable_node(0), "min", 0);  // opset 6's attribute form
+    EXPECT_HAS(error_of(bytes_of(attr)), "Clip node '/Clip': attribute 'min' is not one this op has");
 }
 
 TEST(OnnxImport, ExternalDataMustStayInsideTheModelsFolder) {
