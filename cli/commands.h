@@ -67,5 +67,6 @@ int run_sample(const Args& args);   // sample.cpp
 int run_plot(const Args& args);     // plot.cpp
 int run_onnx_run(const Args& args);  // onnx.cpp: xylem run MODEL.onnx
 int run_import(const Args& args);    // onnx.cpp: xylem import MODEL.onnx
+int run_export(const Args& args);    // export.cpp: xylem export --config C --checkpoint K --out M.onnx
 
 }  // namespace xylem::cli

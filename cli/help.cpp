@@ -149,6 +149,23 @@ const std::vector<Command>& commands() {
          "training to edit (docs/onnx.md); xylem eval, predict and train read it with the checkpoint.\n"
          "Needs a build with libonnx-dev.",
          1},
+        {"export",
+         {"export --config FILE --checkpoint FILE --out MODEL.onnx [OPTIONS]"},
+         "write a trained model as an ONNX model (opset 17) that ONNX Runtime and xylem run import",
+         {kConfig,
+          kCheckpoint,
+          {"--out", "MODEL.onnx", "the ONNX file to write (atomically: a temporary file renamed over it)"},
+          {"--input", "FILE.npy", "also run the model on FILE (float32 [N, ...]; a text model's token indices as whole "
+                                  "numbers) and write its output to MODEL.output.npy"},
+          kBackend,
+          kPluginPath,
+          kTrustPlugins},
+         "Inference form: batch norms use their running statistics, dropout is left out and the loss is\n"
+         "not exported (the output is the model's forward: logits). The input's first axis is \"batch\";\n"
+         "a text model's sequence length is data.seq_len (data.block_size for windows). A layer type\n"
+         "the exporter has no mapping for is refused before anything is written, naming each such layer\n"
+         "(docs/onnx-export.md lists the mapping). Needs a build with libonnx-dev.",
+         0},
         {"help", {"help [COMMAND]"}, "this overview, or a command's options (also: xylem COMMAND --help)", {}, "", 1},
         {"version", {"version"}, "xylem's version, plugin ABI and build type (also: xylem --version)", {}, "", 0},
     };

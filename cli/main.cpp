@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
         if (args.command == "plot") return run_plot(args);
         if (args.command == "run") return run_onnx_run(args);
         if (args.command == "import") return run_import(args);
+        if (args.command == "export") return run_export(args);
         throw UsageError{"unknown command '" + args.command + "'", ""};  // in the table, not dispatched here: a bug
     } catch (const UsageError& e) {
         const std::string command = !e.command.empty() ? e.command : args.command;
