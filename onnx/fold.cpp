@@ -156,6 +156,23 @@ void Importer::fold(const onnx::NodeProto& n) {
         r = a;
         for (size_t k = 0; k < r.f.size(); ++k) r.f[k] += b.f[k];
         for (size_t k = 0; k < r.i.size(); ++k) r.i[k] += b.i[k];
+    } else if (op == "Slice") {
+        const HostTensor& data = constant(n, 0, "data");
+        const auto ranges = slice_ranges(n, data.dims);
+        std::vector<int64_t> stride(data.dims.size(), 1);
+        for (size_t a = data.dims.size(); a-- > 1;) stride[a - 1] = stride[a] * data.dims[a];
+        r.is_float = data.is_float;
+        for (const auto& [b, e] : ranges) r.dims.push_back(e - b);
+        for (int64_t k = 0, total = r.numel(); k < total; ++k) {
+            int64_t rest = k, off = 0;
+            for (size_t a = data.dims.size(); a-- > 0;) {
+                const int64_t e = r.dims[a] ? rest % r.dims[a] : 0;
+                rest = r.dims[a] ? rest / r.dims[a] : 0;
+                off += (ranges[a].first + e) * stride[a];
+            }
+            if (data.is_float) r.f.push_back(data.f[static_cast<size_t>(off)]);
+            else r.i.push_back(data.i[static_cast<size_t>(off)]);
+        }
     } else if (op == "Identity" || op == "Dropout") {
         r = value(input_of(n, 0)).c;
     } else {

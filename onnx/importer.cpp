@@ -48,7 +48,12 @@ const std::vector<OpMapping> kOps = {
     {"Dropout", "skipped (inference)"},
     {"Constant", "folded"},
     {"Shape", "folded (static shapes)"},
-    {"Gather", "folded (constant data and indices)"},
+    {"Gather", "folded (constant data and indices); on the model's data along axis 1 or later by a scalar or a run of "
+               "constant indices: slice"},
+    {"Slice", "folded on constants; on the model's data along one axis (1 or later, step 1): slice"},
+    {"ConstantOfShape", "folded (zeros of the batch's shape: an LSTM's initial state)"},
+    {"Transpose", "[1, 0, 2] of a [batch, time, features] sequence into an LSTM and back"},
+    {"LSTM", "lstm (forward, default activations, no peepholes or clip, zero initial states; gates iofc -> ifgo)"},
     {"Unsqueeze", "folded; on the model's data: reshape"},
     {"Squeeze", "folded; on the model's data: reshape"},
     {"Cast", "folded; float to float on the model's data: skipped"},
@@ -335,6 +340,10 @@ std::string Importer::emit(LayerOut l, const onnx::NodeProto& n, std::vector<int
 std::string Importer::use(const std::string& tensor, const onnx::NodeProto& reader, bool pad_ok) {
     const Value& v = value(tensor);
     if (v.is_const) refuse(reader, "reads the constant '" + tensor + "' where xylem needs the model's data");
+    if (v.zeros) refuse(reader, "reads '" + tensor + "', zeros of the batch's shape; xylem takes those as an LSTM's initial state only");
+    if (v.layout != Value::kBatchMajor)
+        refuse(reader, "reads '" + tensor + "', a time-major sequence (" + shape_text(v.shape) +
+                           "); xylem's layers take [batch, time, ...]: only Transpose [1, 0, 2], Squeeze and LSTM read it");
     if (v.pad && !pad_ok)
         refuse(reader, "reads the output of a Pad node; xylem folds a zero Pad only into the Conv or AveragePool that "
                        "reads it (it has no pad layer)");
@@ -368,6 +377,8 @@ Imported Importer::run() {
     if (y.is_const) throw Error(source_ + ": the graph's output '" + out_.output_name + "' is a constant");
     if (y.node == Net::kInput) throw Error(source_ + ": the graph's output is its input: there is no layer to run");
     if (y.pad) throw Error(source_ + ": the graph's output is a Pad's; xylem folds a Pad only into the layer reading it");
+    if (y.zeros || y.layout != Value::kBatchMajor)
+        throw Error(source_ + ": the graph's output is time-major or zeros of the batch's shape; xylem's output is [batch, ...]");
     std::string last = y.node;
     if (y.squeezed) {
         last = use(out_.output_name, g_.node(producer_.at(out_.output_name)));

@@ -36,6 +36,13 @@ struct Value {
     std::vector<int64_t> shape;      // ONNX's full shape; shape[0] is the batch
     bool squeezed = false;           // global_avgpool's [N, C] standing for ONNX's [N, C, 1, 1]
     int64_t pad = 0;                 // a zero Pad of H and W still to fold into the Conv or AveragePool reading it
+    // Zeros of `shape` whose shape holds the batch (ConstantOfShape of a folded Shape: torch's
+    // initial LSTM states), so no constant can hold them; only an LSTM's initial state reads them.
+    bool zeros = false;
+    // How ONNX's tensor (`shape`) lies over the xylem node's [N, T, ...] output: kBatchMajor as
+    // it is; kTimeMajor ONNX's [T, N, ...] (axes 0 and 1 swapped: torch's LSTM input); kLstmY an
+    // LSTM's Y, [T, 1, N, H]. Only Transpose, Squeeze and LSTM read the last two.
+    enum Layout { kBatchMajor, kTimeMajor, kLstmY } layout = kBatchMajor;
 };
 
 struct LayerOut {
@@ -140,6 +147,15 @@ private:
     void pool(const onnx::NodeProto& n, bool max);
     void pad(const onnx::NodeProto& n);
     void clip(const onnx::NodeProto& n);
+    // Sequences (sequence.cpp).
+    void lstm(const onnx::NodeProto& n);
+    void transpose(const onnx::NodeProto& n);
+    void constant_of_shape(const onnx::NodeProto& n);
+    void slice(const onnx::NodeProto& n);
+    void gather_data(const onnx::NodeProto& n);
+    // Slice's starts, ends, axes and steps (opset 10 on: inputs) over a tensor of `dims`: per axis
+    // [begin, end), step 1 only. An Error naming the node for anything else.
+    std::vector<std::pair<int64_t, int64_t>> slice_ranges(const onnx::NodeProto& n, const std::vector<int64_t>& dims);
     void reshape_like(const onnx::NodeProto& n, const std::vector<int64_t>& out_shape, const std::string& input);
 
     const onnx::ModelProto& m_;

@@ -276,7 +276,7 @@ void Importer::reshape_like(const onnx::NodeProto& n, const std::vector<int64_t>
 
 void Importer::visit(const onnx::NodeProto& n) {
     const std::string& op = n.op_type();
-    if (n.output_size() < 1 || n.output(0).empty()) refuse(n, "has no output");
+    if (n.output_size() < 1 || n.output(0).empty()) refuse(n, "has no first output (the one xylem layers give; an LSTM's Y)");
     for (int k = 1; k < n.output_size(); ++k)
         if (!n.output(k).empty() && readers_[n.output(k)] && op != "Dropout" && op != "MaxPool" && op != "BatchNormalization")
             refuse(n, "its output " + std::to_string(k) + " is read; xylem layers have one output");
@@ -284,7 +284,12 @@ void Importer::visit(const onnx::NodeProto& n) {
     bool all_const = true;
     for (const auto& in : n.input())
         if (!in.empty() && !value(in).is_const) all_const = false;
+    if (op == "ConstantOfShape") return constant_of_shape(n);
     if (all_const || op == "Constant" || op == "Shape") return fold(n);
+    if (op == "LSTM") return lstm(n);
+    if (op == "Transpose") return transpose(n);
+    if (op == "Slice") return slice(n);
+    if (op == "Gather") return gather_data(n);
     // An op whose input is the model's data.
     if (op == "Identity" || op == "Dropout") {
         if (op == "Dropout") {
@@ -415,6 +420,15 @@ void Importer::visit(const onnx::NodeProto& n) {
             if (t.is_float) refuse(n, "its axes must be integers");
             axes = t.i;
         }
+        if (x.layout == Value::kLstmY) {  // Y [T, 1, N, H] without its direction axis: [T, N, H]
+            if (op != "Squeeze" || axes != std::vector<int64_t>{1}) refuse(n, "xylem reads an LSTM's Y through Squeeze of axis 1 only");
+            Value v = x;
+            v.shape.erase(v.shape.begin() + 1);
+            v.layout = Value::kTimeMajor;
+            values_[n.output(0)] = v;
+            return;
+        }
+        if (x.layout != Value::kBatchMajor || x.zeros) refuse(n, "reshapes a time-major or zero-state tensor");
         auto fail = [&](const std::string& why) { refuse(n, why); };
         std::vector<int64_t> dims = x.shape;
         if (op == "Unsqueeze") {

@@ -71,6 +71,21 @@ def mobilenet_v2():
     return torchvision.models.mobilenet_v2(weights=None)
 
 
+class LstmClassifier(nn.Module):
+    """A 2-layer nn.LSTM (batch first) and a Linear on its last step: torch exports two ONNX LSTM
+    nodes between Transposes, zero initial states (ConstantOfShape of the batch, Slice) and
+    Gather(axis 1, -1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 16, num_layers=2, batch_first=True)
+        self.fc = nn.Linear(16, 5)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        return self.fc(y[:, -1])
+
+
 MODELS = {
     # name: (factory, input shape, fashion data for import/predict/eval)
     "mlp": (mlp, (8, 1, 28, 28), True),
@@ -78,6 +93,7 @@ MODELS = {
     "mix": (Mix, (8, 1, 28, 28), True),
     "resnet18": (resnet18, (2, 3, 64, 64), False),
     "mobilenet_v2": (mobilenet_v2, (2, 3, 64, 64), False),
+    "lstm": (LstmClassifier, (4, 7, 8), False),
 }
 
 
@@ -132,7 +148,7 @@ def main():
     p.add_argument("--xylem", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--backends", default="", help="comma-separated (default: native, and opencl where available)")
-    p.add_argument("--models", default="mlp,lenet,mix,resnet18")
+    p.add_argument("--models", default="mlp,lenet,mix,resnet18,mobilenet_v2,lstm")
     p.add_argument("--opsets", default="13,14,17")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--images", type=int, default=500, help="Fashion-MNIST test images for import + predict")

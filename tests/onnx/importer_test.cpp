@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 #include <string>
@@ -190,16 +191,16 @@ TEST(OnnxImport, GarbageBytesAreAClearError) {
 TEST(OnnxImport, UnsupportedOpsAreAllListedWithTheirNodesAndOpset) {
     onnx::ModelProto m = mlp(14);
     auto* g = m.mutable_graph();
-    node(g, "Erf", "erf_a", {"y"}, {"e1"});
-    node(g, "Erf", "erf_b", {"e1"}, {"e2"});
-    node(g, "LSTM", "lstm", {"e2"}, {"l"});
+    node(g, "Einsum", "einsum_a", {"y"}, {"e1"});
+    node(g, "Einsum", "einsum_b", {"e1"}, {"e2"});
+    node(g, "TopK", "topk", {"e2"}, {"l"});
     auto* custom = node(g, "FancyOp", "fancy", {"l"}, {"f"});
     custom->set_domain("com.example");
     const std::string e = error_of(bytes_of(m));
     EXPECT_HAS(e, "3 op types");
     EXPECT_HAS(e, "opset 14");
-    EXPECT_HAS(e, "Erf (2 nodes: erf_a, erf_b)");
-    EXPECT_HAS(e, "LSTM (1 node: lstm)");
+    EXPECT_HAS(e, "Einsum (2 nodes: einsum_a, einsum_b)");
+    EXPECT_HAS(e, "TopK (1 node: topk)");
     EXPECT_HAS(e, "com.example.FancyOp (1 node: fancy)");
     EXPECT_EQ(e.find("Relu"), std::string::npos) << e;
 }
@@ -309,6 +310,108 @@ TEST(OnnxImport, ClipBecomesClampAndItsHostileFormsNameTheNode) {
     onnx::ModelProto attr = one_node("Clip", {-1, 5}, {});
     int_attr(attr.mutable_graph()->mutable_node(0), "min", 0);  // opset 6's attribute form
     EXPECT_HAS(error_of(bytes_of(attr)), "Clip node '/Clip': attribute 'min' is not one this op has");
+}
+
+onnx::TensorProto ints(const std::string& name, std::vector<int64_t> v, bool scalar = false) {
+    onnx::TensorProto t;
+    t.set_name(name);
+    t.set_data_type(onnx::TensorProto::INT64);
+    if (!scalar) t.add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t.add_int64_data(x);
+    return t;
+}
+
+// x [N, 5, 3] -> Transpose [1, 0, 2] -> LSTM (hidden 4, W/R/B initializers) -> Squeeze 1 ->
+// Transpose back -> y [N, 5, 4]: torch's export of a batch-first nn.LSTM.
+onnx::ModelProto lstm_model() {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(14);
+    auto* g = m.mutable_graph();
+    value_info(g->add_input(), "x", {-1, 5, 3});
+    value_info(g->add_output(), "y", {});
+    *g->add_initializer() = floats("W", {1, 16, 3});
+    *g->add_initializer() = floats("R", {1, 16, 4});
+    *g->add_initializer() = floats("B", {1, 32});
+    *g->add_initializer() = ints("one", {1});
+    ints_attr(node(g, "Transpose", "/t0", {"x"}, {"xt"}), "perm", {1, 0, 2});
+    int_attr(node(g, "LSTM", "/lstm/LSTM", {"xt", "W", "R", "B"}, {"Y"}), "hidden_size", 4);
+    node(g, "Squeeze", "/sq", {"Y", "one"}, {"ys"});
+    ints_attr(node(g, "Transpose", "/t1", {"ys"}, {"y"}), "perm", {1, 0, 2});
+    return m;
+}
+
+TEST(OnnxImport, AnLstmBecomesXylemsWithItsGatesReordered) {
+    const onnx_import::Imported m = import_bytes(bytes_of(lstm_model()), "m", "");
+    ASSERT_EQ(m.layers.size(), 1u);
+    EXPECT_EQ(m.layers[0].type, "lstm");
+    EXPECT_EQ(m.output_sample, (Shape{5, 4}));
+    // W's ONNX blocks i, o, f, c (rows 0-3, 4-7, 8-11, 12-15 of 3 values) -> xylem's i, f, g, o.
+    const auto& w = m.params.at("lstm_LSTM.weight_ih_l0").values;
+    EXPECT_EQ(w[0], 0.f);        // i: ONNX row 0
+    EXPECT_EQ(w[4 * 3], 8 * 3);  // f: ONNX row 8
+    EXPECT_EQ(w[8 * 3], 12 * 3); // g: ONNX row 12 (c)
+    EXPECT_EQ(w[12 * 3], 4 * 3); // o: ONNX row 4
+    EXPECT_EQ(m.params.at("lstm_LSTM.bias_hh_l0").values[0], 16.f);  // Rb, B's second half
+}
+
+TEST(OnnxImport, HostileLstmsAndSequenceOpsNameTheNode) {
+    auto lstm_error = [](const std::function<void(onnx::GraphProto*)>& bend) {
+        onnx::ModelProto m = lstm_model();
+        bend(m.mutable_graph());
+        return error_of(bytes_of(m));
+    };
+    EXPECT_HAS(lstm_error([](onnx::GraphProto* g) { *g->mutable_initializer(0) = floats("W", {1, 12, 3}); }),
+               "LSTM node '/lstm/LSTM': W [1, 12, 3] is not [1, 16, 3]");
+    EXPECT_HAS(lstm_error([](onnx::GraphProto* g) {
+                   auto* a = g->mutable_node(1)->add_attribute();
+                   a->set_name("direction");
+                   a->set_type(onnx::AttributeProto::STRING);
+                   a->set_s("bidirectional");
+               }),
+               "direction bidirectional");
+    EXPECT_HAS(lstm_error([](onnx::GraphProto* g) { g->mutable_node(1)->mutable_attribute(0)->set_type(onnx::AttributeProto::FLOAT); }),
+               "attribute 'hidden_size' has the wrong type");
+    EXPECT_HAS(lstm_error([](onnx::GraphProto* g) { g->mutable_node(1)->mutable_attribute(0)->set_i(-3); }),
+               "hidden_size -3 is missing or out of range");
+    EXPECT_HAS(lstm_error([](onnx::GraphProto* g) {  // a non-zero initial state
+                   *g->add_initializer() = floats("h0", {1, 1, 4}, 1.f);
+                   auto* n = g->mutable_node(1);
+                   n->add_input("");
+                   n->add_input("h0");
+               }),
+               "initial_h is not zeros");
+    EXPECT_HAS(lstm_error([](onnx::GraphProto* g) { g->mutable_node(0)->mutable_attribute(0)->set_ints(0, 2); }),
+               "Transpose node '/t0': perm [2, 0, 2]");
+    EXPECT_HAS(lstm_error([](onnx::GraphProto* g) { g->mutable_node(1)->set_input(0, std::string("x")); }),
+               "its X must be the model's [batch, time, features] data transposed");
+    EXPECT_HAS(lstm_error([](onnx::GraphProto* g) { g->mutable_node(3)->set_op_type("Relu"); g->mutable_node(3)->clear_attribute(); }),
+               "reads 'ys', a time-major sequence");
+
+    // Slice and Gather of the data: one axis, step 1, a run of indices; ConstantOfShape bounded.
+    onnx::ModelProto s = one_node("Slice", {-1, 6, 2}, {ints("st", {1}), ints("en", {4}), ints("ax", {1}), ints("sp", {2})});
+    EXPECT_HAS(error_of(bytes_of(s)), "Slice node '/Slice': step 2");
+    const onnx_import::Imported ok = import_bytes(bytes_of(one_node("Slice", {-1, 6, 2}, {ints("st", {-1}), ints("en", {INT64_MAX}), ints("ax", {1})})), "m", "");
+    EXPECT_HAS(ok.layers_toml, "type = \"slice\"");
+    EXPECT_EQ(ok.output_sample, (Shape{1, 2}));
+    EXPECT_HAS(error_of(bytes_of(one_node("Slice", {-1, 6, 2}, {ints("st", {0}), ints("en", {1}), ints("ax", {0})}))), "slices the batch axis");
+    onnx::ModelProto gaps = one_node("Gather", {-1, 6, 2}, {ints("i", {0, 2})});
+    int_attr(gaps.mutable_graph()->mutable_node(0), "axis", 1);
+    EXPECT_HAS(error_of(bytes_of(gaps)), "not a run of consecutive");
+    EXPECT_HAS(error_of(bytes_of(one_node("Gather", {-1, 6, 2}, {ints("i", {0, 1})}))), "gathers along the batch axis");
+    onnx::ModelProto gather = one_node("Gather", {-1, 6, 2}, {ints("i", {-1}, true)});
+    int_attr(gather.mutable_graph()->mutable_node(0), "axis", 1);
+    const onnx_import::Imported last = import_bytes(bytes_of(gather), "m", "");
+    EXPECT_EQ(last.output_sample, (Shape{2}));  // y[:, -1]: slice then reshape
+    onnx::ModelProto huge;
+    huge.add_opset_import()->set_version(17);
+    auto* g = huge.mutable_graph();
+    value_info(g->add_input(), "x", {-1, 4});
+    value_info(g->add_output(), "y", {});
+    *g->add_initializer() = ints("shape", {1 << 20, 1 << 20});
+    node(g, "ConstantOfShape", "/cos", {"shape"}, {"z"});
+    node(g, "Add", "/add", {"x", "z"}, {"y"});
+    EXPECT_HAS(error_of(bytes_of(huge)), "ConstantOfShape node '/cos': shape [1048576, 1048576] is out of range");
 }
 
 TEST(OnnxImport, ExternalDataMustStayInsideTheModelsFolder) {
