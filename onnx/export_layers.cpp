@@ -6,12 +6,14 @@
 #include "export_graph.h"
 #include "xylem/error.h"
 #include "xylem/layers/batchnorm.h"
+#include "xylem/layers/clamp.h"
 #include "xylem/layers/conv.h"
 #include "xylem/layers/elementwise.h"
 #include "xylem/layers/linear.h"
 #include "xylem/layers/merge.h"
 #include "xylem/layers/registry.h"
 #include "xylem/layers/reshape.h"
+#include "xylem/layers/slice.h"
 #include "xylem/layers/transformer.h"
 
 namespace xylem::onnx_export::detail {
@@ -112,6 +114,22 @@ std::string gelu(GraphWriter& w, const LayerView& v) {
     const std::string t = w.node(v.name, "Tanh", {w.node(v.name, "Mul", {inner, scalar(w, v, "sqrt_2_over_pi", k)})});
     const std::string xh = w.node(v.name, "Mul", {x, scalar(w, v, "half", 0.5f)});
     w.node_to(v.output, v.name, "Mul", {xh, w.node(v.name, "Add", {t, scalar(w, v, "one", 1.0f)})});
+    return v.output;
+}
+
+std::string clamp(GraphWriter& w, const LayerView& v) {
+    const auto& o = layer_options<ClampOptions>(*v.spec);
+    // Clip's min and max are optional inputs: an infinite bound is left out ("").
+    w.node_to(v.output, v.name, "Clip",
+              {v.inputs.at(0), std::isinf(o.lo) ? "" : scalar(w, v, "min", o.lo), std::isinf(o.hi) ? "" : scalar(w, v, "max", o.hi)});
+    return v.output;
+}
+
+std::string slice(GraphWriter& w, const LayerView& v) {
+    const auto& o = layer_options<SliceOptions>(*v.spec);  // Python's bounds, as ONNX's Slice takes them
+    w.node_to(v.output, v.name, "Slice",
+              {v.inputs.at(0), w.int64s(v.name + "/starts", {1}, {o.start}), w.int64s(v.name + "/ends", {1}, {o.end}),
+               w.int64s(v.name + "/axes", {1}, {o.axis})});
     return v.output;
 }
 
@@ -231,12 +249,14 @@ std::vector<Mapping> table() {
         {"relu", "Relu", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Relu"); }},
         {"sigmoid", "Sigmoid", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Sigmoid"); }},
         {"tanh", "Tanh", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Tanh"); }},
+        {"clamp", "Clip (an infinite bound left out)", clamp},
         {"gelu", "Div (sqrt 2), Erf, Add 1, Mul x, Mul 0.5; approximate = \"tanh\": its Mul/Add/Tanh form", gelu},
         {"softmax", "Softmax (axis -1)", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Softmax", {G::i("axis", -1)}); }},
         {"log_softmax", "LogSoftmax (axis -1)", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "LogSoftmax", {G::i("axis", -1)}); }},
         {"dropout", "nothing (inference)", [](GraphWriter&, const LayerView&) { return std::string(); }},
         {"add", "Add (Unsqueeze of the second input when it is the first's trailing part)", add},
         {"concat", "Concat (the layer's axis)", concat},
+        {"slice", "Slice (one axis; start and end as the layer's)", slice},
         {"embedding", "Gather (axis 0) of the weight by the int64 token indices", embedding},
         {"one_hot", "Gather (axis 0) of a [vocab, vocab] identity initializer '<layer>.identity'", one_hot},
         {"layer_norm", "LayerNormalization (axis -1)", layer_norm},
