@@ -40,8 +40,9 @@ std::string write_reference(Net& model, Device& dev, const Shape& sample, const 
                     to_string(sample).substr(1) + " with N >= 1");
     const DType type = model.input_dtype();
     Tensor in(x.shape, type, dev);
+    std::vector<int32_t> tokens;  // alive until the forward has read it: an upload may copy it later
     if (type == DType::I32) {
-        std::vector<int32_t> tokens(x.values.size());
+        tokens.resize(x.values.size());
         for (size_t k = 0; k < tokens.size(); ++k) {
             const float v = x.values[k];
             if (!(v >= 0 && v < 2147483648.0f) || std::floor(v) != v)
