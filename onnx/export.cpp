@@ -175,11 +175,13 @@ std::string export_bytes(const Source& src) {
     g.set_name(src.name.empty() ? "xylem" : src.name);
     GraphWriter w(g);
 
+    // The model's output is its last layer (Net: the last node added).
+    const std::string out_node = src.layers->back().name.empty() ? std::to_string(src.layers->size() - 1)
+                                                                 : src.layers->back().name;
     // Tensors by node name (ONNX names), and per-sample shapes, as the walk makes them.
     std::map<std::string, std::string> tensor{{Net::kInput, kInputName}};
     std::map<std::string, Shape> sample{{Net::kInput, src.input_sample}};
     const bool tokens = net.input_dtype() == DType::I32;
-    std::string last;
     for (size_t i = 0; i < net.size(); ++i) {
         detail::LayerView v;
         v.name = net.name(i);
@@ -192,15 +194,13 @@ std::string export_bytes(const Source& src) {
             v.input_samples.push_back(sample.at(in));
         }
         v.output_sample = v.layer->output_shape_of(v.input_samples);
-        v.output = v.name;  // the layer's tensor is named as the layer
+        // The layer's tensor is named as the layer; a layer named as the graph's output that is not
+        // the model's last takes another name (the last's tensor is renamed to it below).
+        v.output = v.name == kOutputName && v.name != out_node ? w.fresh(v.name + "_") : v.name;
         const std::string wrote = find_mapping(v.spec->type)->emit(w, v);
         tensor[v.name] = wrote.empty() ? v.inputs.at(0) : v.output;
         sample[v.name] = v.output_sample;
-        last = v.name;
     }
-    // The model's output is its last layer (Net: the last node added).
-    const std::string out_node = src.layers->back().name.empty() ? std::to_string(src.layers->size() - 1)
-                                                                 : src.layers->back().name;
     std::string out_tensor = tensor.at(out_node);
     if (out_tensor == kInputName) out_tensor = w.node(out_node, "Identity", {kInputName});
     // Renamed to the graph's output name wherever it is written or read.

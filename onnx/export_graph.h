@@ -97,9 +97,13 @@ const std::vector<Mapping>& mappings();
 std::vector<Mapping> recurrent_mappings();
 
 // Shared pieces of several mappings.
-// x W^T + b over the last axis: Gemm for [N, in], Transpose + MatMul (+ Add) for [N, ..., in].
-void emit_linear(GraphWriter& w, const std::string& layer, const std::string& x, size_t sample_rank,
-                 const std::string& weight, const std::string& bias, const std::string& output);
+// x W^T + b over the last axis, W the [out, in] weight `suffix` of layer v ("weight", "c_attn.weight"),
+// initializer "<v.name>.<suffix>" (its own name even when the weight is shared: PyTorch's state_dict
+// lists a tied weight under both). [N, in]: Gemm (transB = 1) with W as stored. [N, ..., in]:
+// MatMul with W stored transposed, [in, out], as MatMul takes it and as the importer reads a
+// MatMul's weight, then Add of the bias.
+void emit_linear(GraphWriter& w, const LayerView& v, const std::string& suffix, const std::string& x, size_t sample_rank,
+                 const std::string& bias, const std::string& output);
 // Shape(x)[axis] as a one-element int64 tensor (a folded constant for the importer).
 std::string extent_of(GraphWriter& w, const std::string& layer, const std::string& x, int64_t axis);
 

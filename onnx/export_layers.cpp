@@ -18,20 +18,28 @@
 
 namespace xylem::onnx_export::detail {
 
-void emit_linear(GraphWriter& w, const std::string& layer, const std::string& x, size_t sample_rank,
-                 const std::string& weight, const std::string& bias, const std::string& output) {
+void emit_linear(GraphWriter& w, const LayerView& v, const std::string& suffix, const std::string& x, size_t sample_rank,
+                 const std::string& bias, const std::string& output) {
     using G = GraphWriter;
-    if (sample_rank == 1) {  // [N, in]: one Gemm with the [out, in] weight as it is stored
-        std::vector<std::string> in{x, weight};
+    Shape shape;  // [out, in]
+    const std::vector<float> weight = v.param(suffix, &shape);
+    const std::string name = v.name + "." + suffix;
+    if (sample_rank == 1) {  // [N, in]: one Gemm with the weight as it is stored
+        std::vector<std::string> in{x, w.floats(name, shape, weight)};
         if (!bias.empty()) in.push_back(bias);
-        w.node_to(output, layer, "Gemm", in, {G::i("transB", 1)});
+        w.node_to(output, v.name, "Gemm", in, {G::i("transB", 1)});
         return;
     }
     // [N, ..., in]: Gemm takes matrices only; MatMul broadcasts over the leading axes.
-    const std::string wt = w.node(layer, "Transpose", {weight}, {G::ints("perm", {1, 0})});
-    if (bias.empty()) return w.node_to(output, layer, "MatMul", {x, wt});
-    const std::string y = w.node(layer, "MatMul", {x, wt});
-    w.node_to(output, layer, "Add", {y, bias});
+    const int64_t out = shape.at(0), in = shape.at(1);
+    std::vector<float> wt(weight.size());
+    for (int64_t r = 0; r < out; ++r)
+        for (int64_t c = 0; c < in; ++c) wt[static_cast<size_t>(c * out + r)] = weight[static_cast<size_t>(r * in + c)];
+    const std::string node_layer = suffix == "weight" ? v.name : v.name + "/" + suffix.substr(0, suffix.find('.'));
+    const std::string wname = w.floats(name, {in, out}, wt);
+    if (bias.empty()) return w.node_to(output, node_layer, "MatMul", {x, wname});
+    const std::string y = w.node(node_layer, "MatMul", {x, wname});
+    w.node_to(output, node_layer, "Add", {y, bias});
 }
 
 std::string extent_of(GraphWriter& w, const std::string& layer, const std::string& x, int64_t axis) {
@@ -59,8 +67,7 @@ std::string one_op(GraphWriter& w, const LayerView& v, const char* op, std::vect
 }
 
 std::string linear(GraphWriter& w, const LayerView& v) {
-    const std::string weight = init_param(w, v, "weight");
-    emit_linear(w, v.name, v.inputs.at(0), v.input_samples.at(0).size(), weight, init_param(w, v, "bias"), v.output);
+    emit_linear(w, v, "weight", v.inputs.at(0), v.input_samples.at(0).size(), init_param(w, v, "bias"), v.output);
     return v.output;
 }
 
@@ -184,6 +191,10 @@ std::string layer_norm(GraphWriter& w, const LayerView& v) {
 std::string position_embedding(GraphWriter& w, const LayerView& v) {
     // y[b, t] = x[b, t] + table[t]: the table's first T rows, T read from x.
     const std::string& x = v.inputs.at(0);
+    const int64_t max_len = layer_options<PositionEmbeddingOptions>(*v.spec).max_len;
+    if (v.input_samples.at(0).at(0) > max_len)
+        v.refuse("its input has " + std::to_string(v.input_samples.at(0).at(0)) + " positions, its table " +
+                 std::to_string(max_len) + " (max_len)");
     const std::string rows = w.node(v.name, "Slice", {init_param(w, v, "weight"), w.int64s(v.name + "/starts", {1}, {0}),
                                                       extent_of(w, v.name, x, 1), w.int64s(v.name + "/axes", {1}, {0})});
     w.node_to(v.output, v.name, "Add", {x, rows});
@@ -207,10 +218,9 @@ std::string attention(GraphWriter& w, const LayerView& v) {
     const Shape& s = v.input_samples.at(0);  // [T, C]
     const int64_t t = s.at(0), c = s.at(1), h = o.heads, d = c / h;
     const std::string& n = v.name;
-    const std::string attn = n + "/c_attn", proj = n + "/c_proj";
-    const std::string qkv = w.node(attn, "MatMul", {x, w.node(attn, "Transpose", {init_param(w, v, "c_attn.weight")},
-                                                             {G::ints("perm", {1, 0})})});
-    const std::string qkv_b = o.bias ? w.node(attn, "Add", {qkv, init_param(w, v, "c_attn.bias")}) : qkv;
+    const std::string attn = n + "/c_attn";
+    const std::string qkv_b = w.fresh(attn + ":0");
+    emit_linear(w, v, "c_attn.weight", x, 2, o.bias ? init_param(w, v, "c_attn.bias") : "", qkv_b);
     // q, k, v: [B, T, C] each, then heads [B, H, T, D] (k as [B, H, D, T]), as nanoGPT's view + transpose.
     const std::vector<std::string> parts{w.fresh(n + "/q"), w.fresh(n + "/k"), w.fresh(n + "/v")};
     w.node_outputs(parts, n, "Split", {qkv_b, w.int64s(n + "/split", {3}, {c, c, c})}, {G::i("axis", 2)});
@@ -231,14 +241,13 @@ std::string attention(GraphWriter& w, const LayerView& v) {
     const std::string probs = w.node(n, "Softmax", {scores}, {G::i("axis", -1)});
     const std::string merged = w.node(n, "Reshape", {w.node(n, "Transpose", {w.node(n, "MatMul", {probs, val})}, {G::ints("perm", {0, 2, 1, 3})}),
                                                      w.int64s(n + "/merged_shape", {3}, {0, 0, c})});
-    emit_linear(w, proj, merged, 2, init_param(w, v, "c_proj.weight"), o.bias ? init_param(w, v, "c_proj.bias") : "",
-                v.output);
+    emit_linear(w, v, "c_proj.weight", merged, 2, o.bias ? init_param(w, v, "c_proj.bias") : "", v.output);
     return v.output;
 }
 
 std::vector<Mapping> table() {
     std::vector<Mapping> t = {
-        {"linear", "Gemm (transB = 1) for [N, in]; Transpose of the weight, MatMul and Add for [N, ..., in]", linear},
+        {"linear", "Gemm (transB = 1) for [N, in]; for [N, ..., in] MatMul (the weight stored transposed, [in, out]) and Add", linear},
         {"conv2d", "Conv", conv2d},
         {"batchnorm", "BatchNormalization (inference: running statistics; momentum 1 - xylem's)", batchnorm},
         {"maxpool2d", "MaxPool", [](GraphWriter& w, const LayerView& v) { return pool(w, v, true); }},
@@ -262,7 +271,7 @@ std::vector<Mapping> table() {
         {"layer_norm", "LayerNormalization (axis -1)", layer_norm},
         {"position_embedding", "Add of a Slice of the table (its first T rows, T from Shape)", position_embedding},
         {"attention",
-         "MatMul + Add (c_attn), Split, Reshape + Transpose per q/k/v, MatMul, Mul (1/sqrt(D)), Add of a Slice of the "
+         "MatMul + Add (c_attn, as linear's), Split, Reshape + Transpose per q/k/v, MatMul, Mul (1/sqrt(D)), Add of a Slice of the "
          "[P, P] causal mask 'causal_mask' (-inf above the diagonal, P the model's max positions), Softmax, MatMul, "
          "Transpose, Reshape, MatMul + Add (c_proj)",
          attention},

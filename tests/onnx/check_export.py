@@ -48,7 +48,7 @@ def gpt_tanh():
 
 MIX = """
 # The layer types the examples leave out, on Fashion-MNIST images: avgpool2d, concat, sigmoid,
-# tanh, dropout, reshape, batchnorm after a linear, softmax (check_export.py).
+# tanh, clamp, slice, dropout, reshape, batchnorm after a linear, softmax (check_export.py).
 [data]
 dir = "/usr/share/datasets/fashion-mnist"
 [model]
@@ -60,6 +60,8 @@ layers = [
   { name = "sig", type = "sigmoid" },
   { name = "th", type = "tanh", inputs = ["cat"] },
   { name = "sum", type = "add", inputs = ["sig", "th"] },
+  { name = "clip", type = "clamp", lo = -0.5, hi = 1.5 },
+  { name = "crop", type = "slice", axis = 3, start = 1, end = -1 },
   { name = "drop", type = "dropout", p = 0.3 },
   { name = "flat", type = "reshape", shape = [-1] },
   { name = "fc1", type = "linear", out = 32 },
@@ -128,7 +130,11 @@ def check_model(args, name, backends):
     x = test_input(session, batch, args.seed)
     want = session.run(None, {session.get_inputs()[0].name: x})[0]
     x_path = os.path.join(work, "x.npy")
-    np.save(x_path, x.astype(np.float32))  # xylem's .npy reader takes float32 (token indices as whole numbers)
+    np.save(x_path, x.astype(np.float32))  # export --input: float32 (token indices as whole numbers)
+    run_x = x_path
+    if x.dtype == np.int64:  # xylem run: token ids as the model's int64 input
+        run_x = os.path.join(work, "x_tokens.npy")
+        np.save(run_x, x)
     failures = 0
     for backend in backends:
         # xylem's own model on x, through export's --input (the file it writes is the same model).
@@ -141,7 +147,7 @@ def check_model(args, name, backends):
         failures += not ok
         print(f"{name:9s} {backend:7s} xylem vs ORT   {err:.2e} {'ok' if ok else 'FAIL'}  {list(want.shape)}", flush=True)
         # Re-import: the ONNX file through xylem's importer on this backend.
-        r = xylem(args, "run", onnx_path, "--input", x_path, "--out", os.path.join(work, "run_" + backend),
+        r = xylem(args, "run", onnx_path, "--input", run_x, "--out", os.path.join(work, "run_" + backend),
                   "--backend", backend, check=False)
         if r.returncode != 0:
             message = (r.stderr or r.stdout).strip().splitlines()[-1] if (r.stderr or r.stdout).strip() else ""

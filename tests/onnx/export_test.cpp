@@ -182,15 +182,12 @@ const Case kRoundTrips[] = {
          { name = "flat", type = "flatten" }, { name = "out", type = "linear", out = 2 }])",
      {5},
      {"Gemm", "Sigmoid", "Tanh", "Concat", "BatchNormalization", "Reshape", "Flatten"}},
-    // (A linear on sequences exports as Transpose of its weight + MatMul: the importer does not fold a
-    // Transpose of an initializer yet, so these read sequences through flatten; check_export.py runs
-    // the sequence forms in ONNX Runtime.)
     {"lstm",
-     R"([{ name = "rnn", type = "lstm", hidden = 4, layers = 2 }, { name = "flat", type = "flatten" },
-         { name = "fc", type = "linear", out = 3 }])",
+     R"([{ name = "rnn", type = "lstm", hidden = 4, layers = 2 }, { name = "fc", type = "linear", out = 3 },
+         { name = "flat", type = "flatten" }, { name = "out", type = "linear", out = 2 }])",
      {5, 3},
-     {"Transpose", "LSTM", "Squeeze", "Flatten", "Gemm"},
-     {"rnn."}},
+     {"Transpose", "LSTM", "Squeeze", "MatMul", "Add", "Flatten", "Gemm"},
+     {"rnn.", "fc.weight"}},
     {"clamp_slice",
      R"([{ name = "flat", type = "flatten" }, { name = "fc", type = "linear", out = 12 },
          { name = "clip", type = "clamp", lo = -0.2, hi = 0.3 }, { name = "r", type = "reshape", shape = [3, 4] },
@@ -287,15 +284,30 @@ layers = [
     const auto ops = op_types(e.proto);
     for (const char* op : {"Gather", "Slice", "LayerNormalization", "Split", "Softmax", "Erf", "MatMul", "Shape"})
         EXPECT_TRUE(ops.count(op)) << "no " << op;
-    // The tied head reads the embedding's table: one initializer, no "head.weight".
+    // The tied head's MatMul reads the embedding's table transposed, under its own name (as PyTorch's
+    // state_dict lists a tied weight under both names); the Gather reads the table as stored.
     const std::set<std::string> inits = initializer_names(e.proto);
     EXPECT_TRUE(inits.count("wte.weight"));
-    EXPECT_FALSE(inits.count("head.weight"));
-    EXPECT_TRUE(inits.count("causal_mask"));  // [max_len, max_len]
-    for (const onnx::TensorProto& t : e.proto.graph().initializer())
+    EXPECT_TRUE(inits.count("causal_mask"));
+    std::vector<float> table;
+    for (Param* p : e.net->state())
+        if (p->name == "wte.weight") table = p->value.to_vector();
+    ASSERT_EQ(table.size(), 9u * 8u);
+    bool head = false;
+    for (const onnx::TensorProto& t : e.proto.graph().initializer()) {
         if (t.name() == "causal_mask") {
-            EXPECT_EQ(t.dims(0), 6);
+            EXPECT_EQ(t.dims(0), 6);  // [max_len, max_len]
         }
+        if (t.name() != "head.weight") continue;
+        head = true;
+        ASSERT_EQ(t.dims_size(), 2);
+        EXPECT_EQ(t.dims(0), 8);
+        EXPECT_EQ(t.dims(1), 9);
+        const float* w = reinterpret_cast<const float*>(t.raw_data().data());
+        for (int64_t c = 0; c < 8; ++c)
+            for (int64_t r = 0; r < 9; ++r) EXPECT_EQ(w[c * 9 + r], table[static_cast<size_t>(r * 8 + c)]);
+    }
+    EXPECT_TRUE(head) << "no head.weight";
 }
 
 // A layer type the exporter has no mapping for: refused naming the layer and its type, and no file.
