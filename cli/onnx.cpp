@@ -76,8 +76,12 @@ int run_onnx_run(const Args& a) {
     t0 = Clock::now();
     auto model = train::build_inference_model(c, *dev, want_sample, x.shape[0]);
     onnx_import::load_parameters(*model, m);
-    Tensor in(x.shape, DType::F32, *dev);
-    in.upload_from(*dev, x.values.data());
+    if (x.integer != m.input_tokens)
+        throw Error(a.input + ": the model's input '" + m.input_name + "' takes " +
+                    (m.input_tokens ? "integer token ids ('<i8' or '<i4')" : "float32 ('<f4')") + ", the file holds " +
+                    (x.integer ? "integers" : "float32"));
+    Tensor in(x.shape, x.integer ? DType::I32 : DType::F32, *dev);
+    in.upload_from(*dev, x.integer ? static_cast<const void*>(x.tokens.data()) : static_cast<const void*>(x.values.data()));
     dev->sync();
     const double build_s = seconds_since(t0);
     profiler::enable(a.profile);

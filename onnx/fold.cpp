@@ -1,12 +1,55 @@
 // Constant folding: the nodes whose inputs are all constants (shape subgraphs: Shape, Gather,
 // Unsqueeze, Concat, Reshape, Cast, ...) become constants at import (importer_impl.h).
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "importer_impl.h"
 #include "xylem/error.h"
 
 namespace xylem::onnx_import::detail {
+
+namespace {
+// The most elements a folded elementwise op may produce (a hostile broadcast must not allocate
+// gigabytes).
+constexpr int64_t kMaxFolded = int64_t{1} << 24;
+
+// NumPy's broadcast of `ts` (each a tensor's dims): the output's dims, or an empty optional when
+// they do not broadcast.
+bool broadcast_dims(const std::vector<const HostTensor*>& ts, std::vector<int64_t>& out) {
+    size_t rank = 0;
+    for (const HostTensor* t : ts) rank = std::max(rank, t->dims.size());
+    out.assign(rank, 1);
+    for (const HostTensor* t : ts)
+        for (size_t k = 0; k < t->dims.size(); ++k) {
+            int64_t& o = out[rank - t->dims.size() + k];
+            const int64_t d = t->dims[k];
+            if (d == o || d == 1) continue;
+            if (o != 1) return false;
+            o = d;
+        }
+    return true;
+}
+
+// The flat index into `t` of the output element `k` of dims `out` (t broadcast to out).
+int64_t source_index(const HostTensor& t, const std::vector<int64_t>& out, int64_t k) {
+    int64_t idx = 0, stride = 1;
+    const size_t off = out.size() - t.dims.size();
+    for (size_t a = out.size(); a-- > 0;) {
+        const int64_t e = k % out[a];
+        k /= out[a];
+        if (a < off) continue;
+        const int64_t d = t.dims[a - off];
+        if (d != 1) idx += e * stride;
+        stride *= d;
+    }
+    return idx;
+}
+
+double value_at(const HostTensor& t, int64_t i) {
+    return t.is_float ? static_cast<double>(t.f[static_cast<size_t>(i)]) : static_cast<double>(t.i[static_cast<size_t>(i)]);
+}
+}  // namespace
 
 void Importer::fold(const onnx::NodeProto& n) {
     const std::string& op = n.op_type();
@@ -55,16 +98,18 @@ void Importer::fold(const onnx::NodeProto& n) {
         check_known_attrs(n, {"axis"});
         const HostTensor& data = constant(n, 0, "data");
         const HostTensor& idx = ints_of(1, "indices");
-        if (data.dims.size() != 1) refuse(n, "xylem folds Gather of a 1-D constant only, got rank " + std::to_string(data.dims.size()));
-        if (normalize_axis(attr_int(n, "axis", 0), 1, fail) != 0) refuse(n, "axis must be 0");
-        const int64_t len = data.dims[0];
+        if (data.dims.empty()) refuse(n, "gathers from a scalar");
+        if (normalize_axis(attr_int(n, "axis", 0), data.dims.size(), fail) != 0) refuse(n, "xylem folds Gather along axis 0 only");
+        const int64_t len = data.dims[0], row = len ? data.numel() / len : 0;
         r.is_float = data.is_float;
         r.dims = idx.dims;
+        r.dims.insert(r.dims.end(), data.dims.begin() + 1, data.dims.end());
+        if (static_cast<int64_t>(idx.i.size()) * row > kMaxFolded) refuse(n, "would fold to more than 2^24 elements");
         for (int64_t k : idx.i) {
             if (k < -len || k >= len) refuse(n, "index " + std::to_string(k) + " is out of range for " + std::to_string(len) + " values");
-            const size_t at = static_cast<size_t>(k < 0 ? k + len : k);
-            if (data.is_float) r.f.push_back(data.f[at]);
-            else r.i.push_back(data.i[at]);
+            const size_t at = static_cast<size_t>((k < 0 ? k + len : k) * row);
+            if (data.is_float) r.f.insert(r.f.end(), data.f.begin() + static_cast<long>(at), data.f.begin() + static_cast<long>(at + static_cast<size_t>(row)));
+            else r.i.insert(r.i.end(), data.i.begin() + static_cast<long>(at), data.i.begin() + static_cast<long>(at + static_cast<size_t>(row)));
         }
     } else if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape") {
         const HostTensor& data = constant(n, 0, "data");
@@ -147,15 +192,62 @@ void Importer::fold(const onnx::NodeProto& n) {
             r.is_float = false;
             if (!data.is_float) r.i = data.i;
             else for (float v : data.f) r.i.push_back(static_cast<int64_t>(v));
+        } else if (to == onnx::TensorProto::BOOL) {
+            r.is_float = false;
+            if (!data.is_float) for (int64_t v : data.i) r.i.push_back(v != 0);
+            else for (float v : data.f) r.i.push_back(v != 0.f);
         } else {
             refuse(n, "casts to type " + std::to_string(to) + "; xylem folds casts to float, int32 and int64");
         }
-    } else if (op == "Add") {
-        const HostTensor& a = constant(n, 0, "first"), &b = constant(n, 1, "second");
-        if (a.is_float != b.is_float || a.dims != b.dims) refuse(n, "xylem folds Add of constants of one type and shape only");
-        r = a;
-        for (size_t k = 0; k < r.f.size(); ++k) r.f[k] += b.f[k];
-        for (size_t k = 0; k < r.i.size(); ++k) r.i[k] += b.i[k];
+    } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Equal" || op == "Where" ||
+               op == "Sqrt" || op == "Erf") {
+        // Elementwise on constants, NumPy's broadcasting: integers stay integers (shape
+        // arithmetic; Div truncates as ONNX's integer Div), anything with a float is float, Equal
+        // gives booleans (0 or 1) and Where picks by a boolean.
+        check_known_attrs(n, {});
+        const int arity = op == "Where" ? 3 : (op == "Sqrt" || op == "Erf") ? 1 : 2;
+        std::vector<const HostTensor*> in;
+        for (int k = 0; k < arity; ++k) in.push_back(&constant(n, static_cast<size_t>(k), "operand"));
+        if (!broadcast_dims(in, r.dims)) refuse(n, "its operands' shapes do not broadcast");
+        const int64_t total = r.numel();
+        if (total > kMaxFolded) refuse(n, "would fold to more than 2^24 elements");
+        const bool is_float = op == "Where" ? (in[1]->is_float || in[2]->is_float)
+                              : op == "Equal" ? false
+                              : std::any_of(in.begin(), in.end(), [](const HostTensor* t) { return t->is_float; }) || op == "Sqrt" || op == "Erf";
+        r.is_float = is_float;
+        for (int64_t k = 0; k < total; ++k) {
+            double v[3] = {0, 0, 0};
+            for (int j = 0; j < arity; ++j) v[j] = value_at(*in[static_cast<size_t>(j)], source_index(*in[static_cast<size_t>(j)], r.dims, k));
+            double out = 0;
+            if (op == "Add") out = v[0] + v[1];
+            else if (op == "Sub") out = v[0] - v[1];
+            else if (op == "Mul") out = v[0] * v[1];
+            else if (op == "Div") {
+                if (!is_float && v[1] == 0) refuse(n, "divides an integer by zero");
+                out = is_float ? static_cast<double>(static_cast<float>(v[0]) / static_cast<float>(v[1])) : std::trunc(v[0] / v[1]);
+            } else if (op == "Pow") out = std::pow(v[0], v[1]);
+            else if (op == "Equal") out = v[0] == v[1];
+            else if (op == "Where") out = v[0] != 0 ? v[1] : v[2];
+            else if (op == "Sqrt") out = std::sqrt(v[0]);
+            else out = std::erf(v[0]);
+            if (is_float) r.f.push_back(static_cast<float>(out));
+            else r.i.push_back(static_cast<int64_t>(out));
+        }
+    } else if (op == "Range") {
+        check_known_attrs(n, {});
+        const HostTensor& a = constant(n, 0, "start"), &b = constant(n, 1, "limit"), &d = constant(n, 2, "delta");
+        if (a.numel() != 1 || b.numel() != 1 || d.numel() != 1) refuse(n, "its start, limit and delta must be scalars");
+        const double start = value_at(a, 0), limit = value_at(b, 0), delta = value_at(d, 0);
+        if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta)) refuse(n, "delta 0 or a bound not finite");
+        const double count = std::max(0.0, std::ceil((limit - start) / delta));
+        if (count > static_cast<double>(kMaxFolded)) refuse(n, "would fold to more than 2^24 elements");
+        r.is_float = a.is_float || b.is_float || d.is_float;
+        r.dims = {static_cast<int64_t>(count)};
+        for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) {
+            const double v = start + static_cast<double>(k) * delta;
+            if (r.is_float) r.f.push_back(static_cast<float>(v));
+            else r.i.push_back(static_cast<int64_t>(v));
+        }
     } else if (op == "Slice") {
         const HostTensor& data = constant(n, 0, "data");
         const auto ranges = slice_ranges(n, data.dims);

@@ -26,8 +26,10 @@ namespace detail {
 
 const std::vector<OpMapping> kOps = {
     {"Gemm", "linear (B an initializer; transB either way; alpha and beta folded into the weights; transA = 0)"},
-    {"MatMul", "linear without bias (B a 2-D initializer); MatMul then Add of a constant vector: linear with bias"},
-    {"Add", "add (two tensors of one shape); the bias of the MatMul before it; folded on constants"},
+    {"MatMul", "linear without bias (B a 2-D initializer); MatMul then Add of a constant vector: linear with bias; "
+               "q k^T and by v inside attention (Patterns)"},
+    {"Add", "add (two tensors of one shape); the bias of the MatMul before it; a constant [T, C]: position_embedding; "
+            "steps of layer norm, GELU and attention's mask (Patterns); folded on constants"},
     {"Conv", "conv2d (2-D, symmetric equal padding, equal strides and dilations, groups; bias optional)"},
     {"BatchNormalization", "batchnorm (inference form: scale, B, mean, var -> weight, bias, running_mean, running_var; "
                            "epsilon; momentum m -> 1 - m)"},
@@ -44,12 +46,24 @@ const std::vector<OpMapping> kOps = {
     {"Pad", "the padding of the Conv or AveragePool reading it (constant zero, H and W alike on all sides)"},
     {"Softmax", "softmax (over the last axis)"},
     {"LogSoftmax", "log_softmax (over the last axis)"},
+    {"LayerNormalization", "layer_norm (the last axis; scale and bias constants)"},
+    {"ReduceMean", "a layer norm's mean or variance (torch's LayerNorm below opset 17; docs/onnx.md, Patterns)"},
+    {"Sub", "a layer norm's x - mean (Patterns); folded on constants"},
+    {"Pow", "a layer norm's square (Patterns); folded on constants"},
+    {"Sqrt", "a layer norm's standard deviation (Patterns); folded on constants"},
+    {"Div", "a layer norm's (x - mean) / std; GELU's x / sqrt(2); attention's scale (Patterns); folded on constants"},
+    {"Mul", "a layer norm's weight; GELU's steps; attention's scale (Patterns); folded on constants"},
+    {"Erf", "GELU's erf form: gelu (Patterns); folded on constants"},
+    {"Split", "attention's q, k, v from one linear (Patterns)"},
+    {"Where", "attention's causal mask (Patterns); folded on constants"},
+    {"Equal", "folded"},
+    {"Range", "folded"},
     {"Identity", "skipped"},
     {"Dropout", "skipped (inference)"},
     {"Constant", "folded"},
     {"Shape", "folded (static shapes)"},
-    {"Gather", "folded (constant data and indices); on the model's data along axis 1 or later by a scalar or a run of "
-               "constant indices: slice"},
+    {"Gather", "folded (constant data and indices); a constant table by the model's integer input: embedding; the "
+               "model's data along axis 1 or later by a scalar or a run of constant indices: slice"},
     {"Slice", "folded on constants; on the model's data along one axis (1 or later, step 1): slice"},
     {"ConstantOfShape", "folded (zeros of the batch's shape: an LSTM's initial state)"},
     {"Transpose", "[1, 0, 2] of a [batch, time, features] sequence into an LSTM and back"},
@@ -262,9 +276,11 @@ void Importer::read_input() {
     out_.input_name = input->name();
     const auto& type = input->type();
     if (!type.has_tensor_type()) throw Error(source_ + ": input '" + input->name() + "' is not a tensor");
-    if (type.tensor_type().elem_type() != onnx::TensorProto::FLOAT)
-        throw Error(source_ + ": input '" + input->name() + "' has element type " +
-                    std::to_string(type.tensor_type().elem_type()) + "; xylem imports float32 inputs");
+    const int elem = type.tensor_type().elem_type();
+    if (elem != onnx::TensorProto::FLOAT && elem != onnx::TensorProto::INT64 && elem != onnx::TensorProto::INT32)
+        throw Error(source_ + ": input '" + input->name() + "' has element type " + std::to_string(elem) +
+                    "; xylem imports float32 inputs, or int64/int32 token ids an embedding (Gather) reads");
+    out_.input_tokens = elem != onnx::TensorProto::FLOAT;
     if (!type.tensor_type().has_shape()) throw Error(source_ + ": input '" + input->name() + "' has no shape (xylem needs static shapes)");
     const auto& dims = type.tensor_type().shape().dim();
     if (dims.size() < 2)
@@ -304,6 +320,15 @@ const HostTensor& Importer::constant(const onnx::NodeProto& n, size_t input, con
     return v.c;
 }
 
+int Importer::sole_reader(const std::string& tensor) const {
+    auto it = readers_.find(tensor);
+    if (it == readers_.end() || it->second != 1) return -1;
+    for (int j : order_)
+        for (const auto& in : g_.node(j).input())
+            if (in == tensor) return j;
+    return -1;
+}
+
 std::string Importer::layer_name(const onnx::NodeProto& n, const std::string& weight) {
     std::string base;
     // torch names a module's initializers "<module path>.weight": the layer takes the module's name.
@@ -340,6 +365,11 @@ std::string Importer::emit(LayerOut l, const onnx::NodeProto& n, std::vector<int
 std::string Importer::use(const std::string& tensor, const onnx::NodeProto& reader, bool pad_ok) {
     const Value& v = value(tensor);
     if (v.is_const) refuse(reader, "reads the constant '" + tensor + "' where xylem needs the model's data");
+    if (!v.pending.kind.empty())
+        refuse(reader, "reads '" + tensor + "', a step inside a " + v.pending.kind.substr(0, v.pending.kind.find('.')) +
+                           " pattern xylem imports whole only (docs/onnx.md, \"Patterns\")");
+    if (v.node == Net::kInput && out_.input_tokens && reader.op_type() != "Gather")
+        refuse(reader, "reads the model's integer input; xylem reads token ids through an embedding (Gather) only");
     if (v.zeros) refuse(reader, "reads '" + tensor + "', zeros of the batch's shape; xylem takes those as an LSTM's initial state only");
     if (v.layout != Value::kBatchMajor)
         refuse(reader, "reads '" + tensor + "', a time-major sequence (" + shape_text(v.shape) +
@@ -377,6 +407,7 @@ Imported Importer::run() {
     if (y.is_const) throw Error(source_ + ": the graph's output '" + out_.output_name + "' is a constant");
     if (y.node == Net::kInput) throw Error(source_ + ": the graph's output is its input: there is no layer to run");
     if (y.pad) throw Error(source_ + ": the graph's output is a Pad's; xylem folds a Pad only into the layer reading it");
+    if (!y.pending.kind.empty()) throw Error(source_ + ": the graph's output is a step inside a pattern xylem imports whole only");
     if (y.zeros || y.layout != Value::kBatchMajor)
         throw Error(source_ + ": the graph's output is time-major or zeros of the batch's shape; xylem's output is [batch, ...]");
     std::string last = y.node;
@@ -401,7 +432,7 @@ Imported Importer::run() {
         if (needed.count(l.name) && l.name != last) kept.push_back(&l);
     kept.push_back(by_name.at(last));
     for (auto it = out_.params.begin(); it != out_.params.end();) {
-        const std::string owner = it->first.substr(0, it->first.rfind('.'));
+        const std::string owner = it->first.substr(0, it->first.find('.'));  // layer names have no dots
         it = needed.count(owner) ? std::next(it) : out_.params.erase(it);
     }
     std::ostringstream t;

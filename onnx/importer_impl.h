@@ -28,6 +28,19 @@ inline std::string shape_text(const std::vector<int64_t>& s) {
     return t + "]";
 }
 
+// A tensor inside a pattern that becomes one fused layer once it is whole (patterns.cpp): torch's
+// layer norm below opset 17 (ln.*), GELU's erf form (gelu.*), attention (attn.*). Nothing but the
+// pattern's next node may read it.
+struct Pending {
+    std::string kind;    // "" for none
+    std::string of;      // the ONNX tensor the pattern reads (attention: the q, k, v linear's output)
+    float eps = 0;       // ln: the epsilon added to the variance
+    int part = -1;       // attn: q 0, k 1, v 2
+    int64_t heads = 0;   // attn
+    double scale = 1;    // attn: the factor on q k^T
+    bool causal = false; // attn: the upper triangle masked
+};
+
 // A tensor during the walk: a constant (folded), or the output of a layer (or the model input).
 struct Value {
     bool is_const = false;
@@ -43,6 +56,7 @@ struct Value {
     // it is; kTimeMajor ONNX's [T, N, ...] (axes 0 and 1 swapped: torch's LSTM input); kLstmY an
     // LSTM's Y, [T, 1, N, H]. Only Transpose, Squeeze and LSTM read the last two.
     enum Layout { kBatchMajor, kTimeMajor, kLstmY } layout = kBatchMajor;
+    Pending pending;
 };
 
 struct LayerOut {
@@ -147,6 +161,18 @@ private:
     void pool(const onnx::NodeProto& n, bool max);
     void pad(const onnx::NodeProto& n);
     void clip(const onnx::NodeProto& n);
+    // Patterns that become fused layers, and embeddings (patterns.cpp): true when the node was
+    // taken (as a step of a pattern or a whole layer), false to leave it to the other handlers.
+    bool pattern(const onnx::NodeProto& n);
+    bool layer_norm_step(const onnx::NodeProto& n);
+    bool gelu_step(const onnx::NodeProto& n);
+    bool attention_step(const onnx::NodeProto& n);
+    bool embedding_step(const onnx::NodeProto& n);
+    void layer_norm(const onnx::NodeProto& n, const std::string& x, float eps, const HostTensor* weight, const HostTensor* bias,
+                    const std::string& output, const std::string& weight_name);
+    void attention(const onnx::NodeProto& n, const Pending& p, const std::string& merged);
+    // The one node reading `tensor` (its index), or -1 when none or several do.
+    int sole_reader(const std::string& tensor) const;
     // Sequences (sequence.cpp).
     void lstm(const onnx::NodeProto& n);
     void transpose(const onnx::NodeProto& n);

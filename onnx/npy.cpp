@@ -59,9 +59,12 @@ Array parse(const std::string& b, const std::string& source) {
     if (header_len > b.size() - start) throw Error(source + ": .npy header is truncated");
     const std::string h = b.substr(start, header_len);
     const std::string descr = dict_value(h, "descr", source);
-    if (descr != "'<f4'" && descr != "\"<f4\"")
-        throw Error(source + ": .npy dtype " + descr + " is not supported: xylem reads little-endian float32 ('<f4'); "
-                    "convert with a.astype(numpy.float32)");
+    std::string type = descr.size() == 5 ? descr.substr(1, 3) : "";
+    if ((descr.front() != '\'' && descr.front() != '"') || descr.back() != descr.front() ||
+        (type != "<f4" && type != "<i4" && type != "<i8"))
+        throw Error(source + ": .npy dtype " + descr + " is not supported: xylem reads little-endian float32 ('<f4'), or "
+                    "int32/int64 token ids ('<i4', '<i8'); convert with a.astype(numpy.float32)");
+    const size_t width = type == "<i8" ? 8 : 4;
     if (dict_value(h, "fortran_order", source) != "False")
         throw Error(source + ": .npy array is in Fortran order; save a C-order array (numpy.ascontiguousarray)");
     std::string s = dict_value(h, "shape", source);
@@ -82,12 +85,28 @@ Array parse(const std::string& b, const std::string& source) {
         a.shape.push_back(d);
         at = end;
     }
-    const size_t data = start + header_len, bytes = static_cast<size_t>(count) * 4;
+    const size_t data = start + header_len, bytes = static_cast<size_t>(count) * width;
     if (b.size() - data != bytes)
         throw Error(source + ": .npy data is " + std::to_string(b.size() - data) + " bytes, its shape " + to_string(a.shape) +
                     " needs " + std::to_string(bytes) + (b.size() - data < bytes ? " (truncated)" : ""));
-    a.values.resize(static_cast<size_t>(count));
-    if (bytes) std::memcpy(a.values.data(), b.data() + data, bytes);
+    if (type == "<f4") {
+        a.values.resize(static_cast<size_t>(count));
+        if (bytes) std::memcpy(a.values.data(), b.data() + data, bytes);
+        return a;
+    }
+    a.integer = true;
+    a.tokens.resize(static_cast<size_t>(count));
+    for (size_t i = 0; i < a.tokens.size(); ++i) {
+        int64_t v = 0;
+        if (width == 8) std::memcpy(&v, b.data() + data + 8 * i, 8);
+        else {
+            int32_t w = 0;
+            std::memcpy(&w, b.data() + data + 4 * i, 4);
+            v = w;
+        }
+        if (v < INT32_MIN || v > INT32_MAX) throw Error(source + ": .npy value " + std::to_string(v) + " at " + std::to_string(i) + " is outside int32's range");
+        a.tokens[i] = static_cast<int32_t>(v);
+    }
     return a;
 }
 

@@ -278,7 +278,7 @@ void Importer::visit(const onnx::NodeProto& n) {
     const std::string& op = n.op_type();
     if (n.output_size() < 1 || n.output(0).empty()) refuse(n, "has no first output (the one xylem layers give; an LSTM's Y)");
     for (int k = 1; k < n.output_size(); ++k)
-        if (!n.output(k).empty() && readers_[n.output(k)] && op != "Dropout" && op != "MaxPool" && op != "BatchNormalization")
+        if (!n.output(k).empty() && readers_[n.output(k)] && op != "Dropout" && op != "MaxPool" && op != "BatchNormalization" && op != "Split")
             refuse(n, "its output " + std::to_string(k) + " is read; xylem layers have one output");
     if (absorbed_.count(current_)) return;  // a linear layer's bias
     bool all_const = true;
@@ -286,6 +286,7 @@ void Importer::visit(const onnx::NodeProto& n) {
         if (!in.empty() && !value(in).is_const) all_const = false;
     if (op == "ConstantOfShape") return constant_of_shape(n);
     if (all_const || op == "Constant" || op == "Shape") return fold(n);
+    if (pattern(n)) return;
     if (op == "LSTM") return lstm(n);
     if (op == "Transpose") return transpose(n);
     if (op == "Slice") return slice(n);

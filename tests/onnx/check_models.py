@@ -86,6 +86,19 @@ class LstmClassifier(nn.Module):
         return self.fc(y[:, -1])
 
 
+def gpt():
+    """The GPT of examples/gpt_char.toml as bench/torch_gpt.py builds it (nanoGPT's model.py), smaller:
+    vocabulary 50, context 16, 2 blocks of 4 heads, 32 channels. Every parameter random (layer norms
+    included, so torch keeps one initializer each)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+    from torch_gpt import GPT
+    model = GPT(50, block_size=16, n_layer=2, n_head=4, n_embd=32)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.empty_like(p).uniform_(-0.2, 0.2))
+    return model
+
+
 MODELS = {
     # name: (factory, input shape, fashion data for import/predict/eval)
     "mlp": (mlp, (8, 1, 28, 28), True),
@@ -94,6 +107,7 @@ MODELS = {
     "resnet18": (resnet18, (2, 3, 64, 64), False),
     "mobilenet_v2": (mobilenet_v2, (2, 3, 64, 64), False),
     "lstm": (LstmClassifier, (4, 7, 8), False),
+    "gpt": (gpt, (2, 16), False),  # token ids in [0, 50)
 }
 
 
@@ -110,7 +124,7 @@ def export(name, opset, work):
                     m.weight.uniform_(0.5, 1.5)
                     m.bias.uniform_(-0.1, 0.1)
     path = os.path.join(work, f"{name}_op{opset}.onnx")
-    x = torch.randn(*shape)
+    x = torch.randint(0, 50, shape) if name == "gpt" else torch.randn(*shape)
     torch.onnx.export(model, x, path, opset_version=opset, input_names=["x"], output_names=["logits"],
                       dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
     return path, model
@@ -148,7 +162,7 @@ def main():
     p.add_argument("--xylem", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--backends", default="", help="comma-separated (default: native, and opencl where available)")
-    p.add_argument("--models", default="mlp,lenet,mix,resnet18,mobilenet_v2,lstm")
+    p.add_argument("--models", default="mlp,lenet,mix,resnet18,mobilenet_v2,lstm,gpt")
     p.add_argument("--opsets", default="13,14,17")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--images", type=int, default=500, help="Fashion-MNIST test images for import + predict")
@@ -164,7 +178,7 @@ def main():
         for opset in (int(o) for o in args.opsets.split(",")):
             path, _ = export(name, opset, args.work)
             shape = MODELS[name][1]
-            x = rng.standard_normal(shape).astype(np.float32)
+            x = rng.integers(0, 50, shape) if name == "gpt" else rng.standard_normal(shape).astype(np.float32)
             xin = os.path.join(args.work, f"{name}_op{opset}_x.npy")
             np.save(xin, x)
             want = ort_run(path, x)

@@ -223,7 +223,7 @@ TEST(OnnxImport, AMissingInitializerNamesTheNodeAndTheTensor) {
 TEST(OnnxImport, ACycleIsAnError) {
     onnx::ModelProto m = mlp();
     auto* g = m.mutable_graph();
-    g->mutable_node(1)->set_input(0, "z");  // Relu reads z ...
+    g->mutable_node(1)->set_input(0, std::string("z"));  // Relu reads z ...
     node(g, "Relu", "back", {"y"}, {"z"});  // ... which Relu's own output makes
     const std::string e = error_of(bytes_of(m));
     EXPECT_HAS(e, "cycle");
@@ -412,6 +412,114 @@ TEST(OnnxImport, HostileLstmsAndSequenceOpsNameTheNode) {
     node(g, "ConstantOfShape", "/cos", {"shape"}, {"z"});
     node(g, "Add", "/add", {"x", "z"}, {"y"});
     EXPECT_HAS(error_of(bytes_of(huge)), "ConstantOfShape node '/cos': shape [1048576, 1048576] is out of range");
+}
+
+// x [N, 4, 8] -> GELU's erf form (Div sqrt 2, Erf, Add 1, Mul x, Mul 0.5) -> y, with `half` for 0.5.
+onnx::ModelProto gelu_model(float half = 0.5f, float root2 = 1.41421356f) {
+    onnx::ModelProto m;
+    m.add_opset_import()->set_version(13);
+    auto* g = m.mutable_graph();
+    value_info(g->add_input(), "x", {-1, 4, 8});
+    value_info(g->add_output(), "y", {});
+    *g->add_initializer() = scalar("root2", root2);
+    *g->add_initializer() = scalar("one", 1.f);
+    *g->add_initializer() = scalar("half", half);
+    node(g, "Div", "/gelu/Div", {"x", "root2"}, {"d"});
+    node(g, "Erf", "/gelu/Erf", {"d"}, {"e"});
+    node(g, "Add", "/gelu/Add", {"e", "one"}, {"a"});
+    node(g, "Mul", "/gelu/Mul", {"x", "a"}, {"m"});
+    node(g, "Mul", "/gelu/Mul_1", {"m", "half"}, {"y"});
+    return m;
+}
+
+TEST(OnnxImport, GelusErfFormBecomesOneGeluAndABrokenOneIsRefusedNamingTheNode) {
+    const onnx_import::Imported m = import_bytes(bytes_of(gelu_model()), "m", "");
+    ASSERT_EQ(m.layers.size(), 1u);
+    EXPECT_EQ(m.layers[0].type, "gelu");
+    EXPECT_HAS(error_of(bytes_of(gelu_model(0.4f))), "Mul node '/gelu/Mul_1': breaks GELU's erf form");
+    EXPECT_HAS(error_of(bytes_of(gelu_model(0.5f, 2.f))), "Div node '/gelu/Div': scales the model's data by a constant");
+    onnx::ModelProto leak = gelu_model();  // a step read by something outside the pattern
+    node(leak.mutable_graph(), "Relu", "/leak", {"e"}, {"r"});
+    node(leak.mutable_graph(), "Add", "/join", {"y", "r"}, {"y2"});
+    leak.mutable_graph()->mutable_output(0)->set_name("y2");
+    EXPECT_HAS(error_of(bytes_of(leak)), "Relu node '/leak': reads 'e', a step inside a gelu pattern");
+    EXPECT_HAS(error_of(bytes_of(one_node("Erf", {-1, 4}, {}))), "xylem imports Erf only inside GELU");
+}
+
+TEST(OnnxImport, LayerNormsBothFormsAndTheirHostileCases) {
+    onnx::ModelProto ln = one_node("LayerNormalization", {-1, 3, 8}, {floats("ln.weight", {8}), floats("ln.bias", {8})});
+    const onnx_import::Imported m = import_bytes(bytes_of(ln), "m", "");
+    ASSERT_EQ(m.layers.size(), 1u);
+    EXPECT_EQ(m.layers[0].type, "layer_norm");
+    EXPECT_EQ(m.layers[0].name, "ln");
+    EXPECT_EQ(m.params.at("ln.bias").values[3], 3.f);
+    onnx::ModelProto wrong = one_node("LayerNormalization", {-1, 3, 8}, {floats("ln.weight", {3})});
+    EXPECT_HAS(error_of(bytes_of(wrong)), "its scale or bias [3] is not [8]");
+    onnx::ModelProto axis = one_node("LayerNormalization", {-1, 3, 8}, {floats("ln.weight", {8})});
+    int_attr(axis.mutable_graph()->mutable_node(0), "axis", 1);
+    EXPECT_HAS(error_of(bytes_of(axis)), "axis 1: xylem's layer_norm normalises the last axis only");
+    onnx::ModelProto eps = one_node("LayerNormalization", {-1, 3, 8}, {floats("ln.weight", {8})});
+    int_attr(eps.mutable_graph()->mutable_node(0), "epsilon", 1);  // an int where a float belongs
+    EXPECT_HAS(error_of(bytes_of(eps)), "attribute 'epsilon' has the wrong type");
+    // The opset 13 decomposition, then broken: the variance over another axis.
+    onnx::ModelProto d;
+    d.add_opset_import()->set_version(13);
+    auto* g = d.mutable_graph();
+    value_info(g->add_input(), "x", {-1, 3, 8});
+    value_info(g->add_output(), "y", {});
+    *g->add_initializer() = scalar("two", 2.f);
+    *g->add_initializer() = scalar("eps", 1e-5f);
+    *g->add_initializer() = floats("w", {8});
+    *g->add_initializer() = floats("b", {8});
+    ints_attr(node(g, "ReduceMean", "/ln/mean", {"x"}, {"mu"}), "axes", {-1});
+    node(g, "Sub", "/ln/sub", {"x", "mu"}, {"c"});
+    node(g, "Pow", "/ln/pow", {"c", "two"}, {"sq"});
+    ints_attr(node(g, "ReduceMean", "/ln/var", {"sq"}, {"v"}), "axes", {-1});
+    node(g, "Add", "/ln/eps", {"v", "eps"}, {"ve"});
+    node(g, "Sqrt", "/ln/sqrt", {"ve"}, {"sd"});
+    node(g, "Div", "/ln/div", {"c", "sd"}, {"n"});
+    node(g, "Mul", "/ln/mul", {"n", "w"}, {"nw"});
+    node(g, "Add", "/ln/add", {"nw", "b"}, {"y"});
+    const onnx_import::Imported dm = import_bytes(bytes_of(d), "m", "");
+    ASSERT_EQ(dm.layers.size(), 1u);
+    EXPECT_EQ(dm.layers[0].type, "layer_norm");
+    EXPECT_HAS(dm.layers_toml, "eps = 9.99999975e-06");
+    EXPECT_EQ(dm.params.at(dm.layers[0].name + ".weight").values[7], 7.f);
+    EXPECT_EQ(dm.params.at(dm.layers[0].name + ".bias").values[2], 2.f);
+    g->mutable_node(3)->mutable_attribute(0)->set_ints(0, 1);
+    EXPECT_HAS(error_of(bytes_of(d)), "ReduceMean node '/ln/var': xylem imports ReduceMean only as a layer norm's mean");
+    g->mutable_node(3)->mutable_attribute(0)->set_ints(0, -1);
+    g->mutable_node(2)->set_input(1, std::string("eps"));  // x - mean to the power 1e-5
+    EXPECT_HAS(error_of(bytes_of(d)), "Pow node '/ln/pow': xylem imports Pow only as a layer norm's square");
+}
+
+TEST(OnnxImport, EmbeddingsAndHostileSplitsAndMasks) {
+    // Gather of a table by integer ids: an embedding; by float data or another axis: refused.
+    onnx::ModelProto e;
+    e.add_opset_import()->set_version(17);
+    auto* g = e.mutable_graph();
+    value_info(g->add_input(), "ids", {-1, 6});
+    g->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+    value_info(g->add_output(), "y", {});
+    *g->add_initializer() = floats("wte.weight", {10, 4});
+    *g->add_initializer() = floats("pos", {6, 4});
+    node(g, "Gather", "/wte/Gather", {"wte.weight", "ids"}, {"t"});
+    node(g, "Add", "/Add", {"t", "pos"}, {"y"});
+    const onnx_import::Imported m = import_bytes(bytes_of(e), "m", "");
+    ASSERT_EQ(m.layers.size(), 2u);
+    EXPECT_EQ(m.layers[0].type, "embedding");
+    EXPECT_EQ(m.layers[1].type, "position_embedding");
+    EXPECT_TRUE(m.input_tokens);
+    *g->mutable_initializer(1) = floats("pos", {5, 4});  // not [T, C]
+    EXPECT_HAS(error_of(bytes_of(e)), "Add node '/Add': adds a constant to the model's data");
+    onnx::ModelProto f = one_node("Gather", {-1, 6}, {});
+    f.mutable_graph()->mutable_node(0)->set_input(0, std::string("table"));
+    f.mutable_graph()->mutable_node(0)->add_input("x");
+    *f.mutable_graph()->add_initializer() = floats("table", {10, 4});
+    EXPECT_HAS(error_of(bytes_of(f)), "looks up rows by indices the model computes");
+    // Split of anything but a linear's [N, T, 3C]; a Where that is not a causal mask.
+    onnx::ModelProto split = one_node("Split", {-1, 6, 9}, {});
+    EXPECT_HAS(error_of(bytes_of(split)), "xylem imports Split only as the q, k, v of attention");
 }
 
 TEST(OnnxImport, ExternalDataMustStayInsideTheModelsFolder) {

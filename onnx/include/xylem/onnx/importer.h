@@ -37,6 +37,7 @@ struct Imported {
     std::string producer;  // producer_name producer_version, as the file says
     std::string input_name, output_name;  // the graph's input and output
     Shape input_sample;    // the input's shape per sample (its first axis is the batch)
+    bool input_tokens = false;  // the input is integer token ids (an embedding reads it), not float
     int64_t batch = 0;     // the batch the file declares; 0 when symbolic
     Shape output_sample;   // the output's shape per sample, as ONNX infers it
     // The [[model.layers]] tables of the graph (TOML), and the same parsed by the layer registry.
