@@ -267,12 +267,12 @@ std::vector<Mapping> table() {
         {"concat", "Concat (the layer's axis)", concat},
         {"slice", "Slice (one axis; start and end as the layer's)", slice},
         {"embedding", "Gather (axis 0) of the weight by the int64 token indices", embedding},
-        {"one_hot", "Gather (axis 0) of a [vocab, vocab] identity initializer '<layer>.identity'", one_hot},
+        {"one_hot", "Gather (axis 0) of a [vocab, vocab] identity initializer `<layer>.identity`", one_hot},
         {"layer_norm", "LayerNormalization (axis -1)", layer_norm},
         {"position_embedding", "Add of a Slice of the table (its first T rows, T from Shape)", position_embedding},
         {"attention",
          "MatMul + Add (c_attn, as linear's), Split, Reshape + Transpose per q/k/v, MatMul, Mul (1/sqrt(D)), Add of a Slice of the "
-         "[P, P] causal mask 'causal_mask' (-inf above the diagonal, P the model's max positions), Softmax, MatMul, "
+         "[P, P] causal mask `causal_mask` (-inf above the diagonal, P the model's max positions), Softmax, MatMul, "
          "Transpose, Reshape, MatMul + Add (c_proj)",
          attention},
     };

@@ -54,8 +54,8 @@ std::string recurrent(GraphWriter& w, const LayerView& v, bool lstm) {
 std::vector<Mapping> recurrent_mappings() {
     return {
         {"lstm",
-         "Transpose to [T, B, F]; per level LSTM (gates reordered to i o f c: initializers '<layer>.W_l<k>', "
-         "'.R_l<k>', '.B_l<k>') and Squeeze of Y's direction axis; Transpose back to [B, T, H]",
+         "Transpose to [T, B, F]; per level LSTM (gates reordered to i o f c: initializers `<layer>.W_l<k>`, "
+         "`.R_l<k>`, `.B_l<k>`) and Squeeze of Y's direction axis; Transpose back to [B, T, H]",
          [](GraphWriter& w, const LayerView& v) { return recurrent(w, v, true); }},
         {"gru", "as lstm, with GRU (gates reordered to z r h, linear_before_reset = 1)",
          [](GraphWriter& w, const LayerView& v) { return recurrent(w, v, false); }},

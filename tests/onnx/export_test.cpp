@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <random>
 #include <set>
 #include <string>
@@ -353,6 +356,40 @@ TEST(OnnxExport, TheTableCoversEveryBuiltInLayerTypeButTheTestsOwn) {
         if (type != "test_unexportable") {
             EXPECT_TRUE(mapped.count(type)) << "layer type '" << type << "' has no ONNX mapping";
         }
+}
+
+// The mapping table of the docs (docs/onnx-export.md, or docs/onnx.md once merged there) is made
+// from the exporter's own table, between two markers: this test fails when they differ, and
+// XYLEM_WRITE_DOCS=1 rewrites the section from the table.
+std::string markdown_table() {
+    std::string t = "| xylem layer | ONNX nodes (opset 17) |\n|---|---|\n";
+    for (const onnx_export::LayerMapping& m : onnx_export::mapped_layers())
+        t += std::string("| `") + m.layer + "` | " + m.onnx + " |\n";
+    return t;
+}
+
+TEST(OnnxExport, TheDocsTableIsTheExportersTable) {
+    const std::string begin = "<!-- export-table: generated from onnx_export::mapped_layers() by tests/onnx/export_test.cpp -->\n";
+    const std::string end = "<!-- /export-table -->";
+    for (const char* doc : {"docs/onnx-export.md", "docs/onnx.md"}) {
+        const fs::path path = fs::path(XYLEM_SOURCE_DIR) / doc;
+        std::ifstream f(path);
+        std::stringstream ss;
+        ss << f.rdbuf();
+        std::string text = ss.str();
+        const size_t b = text.find(begin), e = text.find(end);
+        if (b == std::string::npos || e == std::string::npos || e < b) continue;
+        const size_t from = b + begin.size();
+        const std::string want = markdown_table();
+        if (const char* w = std::getenv("XYLEM_WRITE_DOCS"); w && std::string(w) == "1") {
+            text.replace(from, e - from, want);
+            std::ofstream(path) << text;
+            return;
+        }
+        EXPECT_EQ(text.substr(from, e - from), want) << path << ": regenerate with XYLEM_WRITE_DOCS=1 test_onnx --gtest_filter=*Docs*";
+        return;
+    }
+    ADD_FAILURE() << "no export-table markers in docs/onnx-export.md or docs/onnx.md";
 }
 
 }  // namespace
