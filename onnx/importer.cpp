@@ -68,6 +68,7 @@ const std::vector<OpMapping> kOps = {
     {"ConstantOfShape", "folded (zeros of the batch's shape: an LSTM's initial state)"},
     {"Transpose", "[1, 0, 2] of a [batch, time, features] sequence into an LSTM and back"},
     {"LSTM", "lstm (forward, default activations, no peepholes or clip, zero initial states; gates iofc -> ifgo)"},
+    {"GRU", "gru (as LSTM; linear_before_reset = 1, PyTorch's; gates zrh -> rzn)"},
     {"Unsqueeze", "folded; on the model's data: reshape"},
     {"Squeeze", "folded; on the model's data: reshape"},
     {"Cast", "folded; float to float on the model's data: skipped"},

@@ -54,7 +54,7 @@ struct Value {
     bool zeros = false;
     // How ONNX's tensor (`shape`) lies over the xylem node's [N, T, ...] output: kBatchMajor as
     // it is; kTimeMajor ONNX's [T, N, ...] (axes 0 and 1 swapped: torch's LSTM input); kLstmY an
-    // LSTM's Y, [T, 1, N, H]. Only Transpose, Squeeze and LSTM read the last two.
+    // LSTM's (or GRU's) Y, [T, 1, N, H]. Only Transpose, Squeeze, LSTM and GRU read the last two.
     enum Layout { kBatchMajor, kTimeMajor, kLstmY } layout = kBatchMajor;
     Pending pending;
 };
@@ -174,7 +174,7 @@ private:
     // The one node reading `tensor` (its index), or -1 when none or several do.
     int sole_reader(const std::string& tensor) const;
     // Sequences (sequence.cpp).
-    void lstm(const onnx::NodeProto& n);
+    void recurrent(const onnx::NodeProto& n, bool gru);  // LSTM or GRU
     void transpose(const onnx::NodeProto& n);
     void constant_of_shape(const onnx::NodeProto& n);
     void slice(const onnx::NodeProto& n);

@@ -287,7 +287,7 @@ void Importer::visit(const onnx::NodeProto& n) {
     if (op == "ConstantOfShape") return constant_of_shape(n);
     if (all_const || op == "Constant" || op == "Shape") return fold(n);
     if (pattern(n)) return;
-    if (op == "LSTM") return lstm(n);
+    if (op == "LSTM" || op == "GRU") return recurrent(n, op == "GRU");
     if (op == "Transpose") return transpose(n);
     if (op == "Slice") return slice(n);
     if (op == "Gather") return gather_data(n);

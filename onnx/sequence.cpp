@@ -1,4 +1,4 @@
-// The ops of sequence models (importer_impl.h): LSTM -> lstm, the Transposes torch puts around it
+// The ops of sequence models (importer_impl.h): LSTM -> lstm, GRU -> gru, the Transposes torch puts around it
 // (batch-first [N, T, F] to ONNX's time-major [T, N, F] and back), its zero initial states
 // (ConstantOfShape of the batch's shape, then Slice), and Slice or Gather of a range of the
 // model's data (y[:, -1]) -> slice.
@@ -171,40 +171,46 @@ void Importer::transpose(const onnx::NodeProto& n) {
     out_.notes.push_back("skipped " + label(n) + " (xylem's lstm takes and gives [batch, time, features])");
 }
 
-// ONNX's LSTM (forward, default activations, no peepholes, no clip, zero initial states) -> lstm
-// of one level. ONNX's gates are i, o, f, c; xylem's (PyTorch's) i, f, g, o: the blocks of W, R
-// and both biases are reordered. B is [Wb, Rb]: bias_ih and bias_hh.
-void Importer::lstm(const onnx::NodeProto& n) {
-    check_known_attrs(n, {"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size", "input_forget", "layout"});
+// ONNX's LSTM and GRU (forward, default activations, no peepholes or clip, zero initial states)
+// -> lstm or gru of one level. Gate blocks are reordered to PyTorch's (xylem's): LSTM i, o, f, c
+// -> i, f, g, o; GRU z, r, h -> r, z, n. B is [Wb, Rb]: bias_ih and bias_hh. A GRU must have
+// linear_before_reset = 1 (PyTorch's, r applied to R h + Rb; ONNX's default 0 is another cell).
+void Importer::recurrent(const onnx::NodeProto& n, bool gru) {
+    if (gru) check_known_attrs(n, {"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size", "layout", "linear_before_reset"});
+    else check_known_attrs(n, {"activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size", "input_forget", "layout"});
+    const int64_t gates = gru ? 3 : 4;
+    const char* type = gru ? "gru" : "lstm";
     if (attr(n, "activation_alpha", onnx::AttributeProto::FLOATS) || attr(n, "activation_beta", onnx::AttributeProto::FLOATS))
-        refuse(n, "activation_alpha/beta: xylem's lstm has the default activations only");
+        refuse(n, std::string("activation_alpha/beta: xylem's ") + type + " has the default activations only");
     if (const auto* a = attr(n, "activations", onnx::AttributeProto::STRINGS)) {
         const std::vector<std::string> acts(a->strings().begin(), a->strings().end());
-        if (acts != std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"})
-            refuse(n, "activations other than Sigmoid, Tanh, Tanh have no xylem equivalent");
+        const std::vector<std::string> want = gru ? std::vector<std::string>{"Sigmoid", "Tanh"} : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
+        if (acts != want) refuse(n, "activations other than the default have no xylem equivalent");
     }
     if (attr(n, "clip", onnx::AttributeProto::FLOAT)) refuse(n, "clip has no xylem equivalent");
     if (attr_string(n, "direction", "forward") != "forward")
-        refuse(n, "direction " + attr_string(n, "direction", "") + ": xylem's lstm runs forward only");
-    if (attr_int(n, "input_forget", 0)) refuse(n, "input_forget = 1 has no xylem equivalent");
+        refuse(n, "direction " + attr_string(n, "direction", "") + ": xylem's " + type + " runs forward only");
+    if (!gru && attr_int(n, "input_forget", 0)) refuse(n, "input_forget = 1 has no xylem equivalent");
+    if (gru && attr_int(n, "linear_before_reset", 0) != 1)
+        refuse(n, "linear_before_reset = 0: xylem's gru is PyTorch's (the reset gate applied after R h + Rb, linear_before_reset = 1)");
     if (attr_int(n, "layout", 0)) refuse(n, "layout = 1 (batch-first X): xylem imports torch's time-major form (layout 0)");
     const int64_t h = attr_int(n, "hidden_size", 0);
     if (h < 1 || h > kMaxDim / 8) refuse(n, "hidden_size " + std::to_string(h) + " is missing or out of range");
     const Value& x = value(input_of(n, 0));
     if (x.is_const || x.zeros || x.layout != Value::kTimeMajor || x.shape.size() != 3)
         refuse(n, "its X must be the model's [batch, time, features] data transposed to ONNX's [time, batch, features] "
-                  "(torch's export of nn.LSTM); got " + shape_text(x.shape));
-    const int64_t time = x.shape[0], batch = x.shape[1], features = x.shape[2];
+                  "(torch's export of a batch-first nn.LSTM or nn.GRU); got " + shape_text(x.shape));
+    const int64_t time = x.shape[0], batch = x.shape[1], features = x.shape[2], g = gates * h;
     const HostTensor& w = constant(n, 1, "W");
     const HostTensor& r = constant(n, 2, "R");
-    if (!w.is_float || w.dims != std::vector<int64_t>{1, 4 * h, features})
-        refuse(n, "W " + shape_text(w.dims) + " is not [1, " + std::to_string(4 * h) + ", " + std::to_string(features) + "]");
-    if (!r.is_float || r.dims != std::vector<int64_t>{1, 4 * h, h})
-        refuse(n, "R " + shape_text(r.dims) + " is not [1, " + std::to_string(4 * h) + ", " + std::to_string(h) + "]");
-    std::vector<float> b(static_cast<size_t>(8 * h), 0.f);
+    if (!w.is_float || w.dims != std::vector<int64_t>{1, g, features})
+        refuse(n, "W " + shape_text(w.dims) + " is not [1, " + std::to_string(g) + ", " + std::to_string(features) + "]");
+    if (!r.is_float || r.dims != std::vector<int64_t>{1, g, h})
+        refuse(n, "R " + shape_text(r.dims) + " is not [1, " + std::to_string(g) + ", " + std::to_string(h) + "]");
+    std::vector<float> b(static_cast<size_t>(2 * g), 0.f);
     if (n.input_size() > 3 && !n.input(3).empty()) {
         const HostTensor& bt = constant(n, 3, "B");
-        if (!bt.is_float || bt.dims != std::vector<int64_t>{1, 8 * h}) refuse(n, "B " + shape_text(bt.dims) + " is not [1, " + std::to_string(8 * h) + "]");
+        if (!bt.is_float || bt.dims != std::vector<int64_t>{1, 2 * g}) refuse(n, "B " + shape_text(bt.dims) + " is not [1, " + std::to_string(2 * g) + "]");
         b = bt.f;
     }
     if (n.input_size() > 4 && !n.input(4).empty()) {
@@ -212,29 +218,29 @@ void Importer::lstm(const onnx::NodeProto& n) {
         for (int64_t l : lens.i)
             if (lens.is_float || l != time) refuse(n, "sequence_lens differ from the sequence's length: xylem runs whole sequences");
     }
-    for (int k : {5, 6}) {
+    for (int k = 5; k <= (gru ? 5 : 6); ++k) {
         if (n.input_size() <= k || n.input(k).empty()) continue;
         const Value& s = value(n.input(k));
         bool zero = s.zeros;
         if (s.is_const) zero = s.c.is_float && std::all_of(s.c.f.begin(), s.c.f.end(), [](float v) { return v == 0.f; });
-        if (!zero) refuse(n, std::string(k == 5 ? "initial_h" : "initial_c") + " is not zeros: xylem's lstm starts from zeros");
+        if (!zero) refuse(n, std::string(k == 5 ? "initial_h" : "initial_c") + " is not zeros: xylem's " + type + " starts from zeros");
         if (s.shape.size() != 3 || s.shape[0] != 1 || s.shape[2] != h) refuse(n, "its initial state " + shape_text(s.shape) + " is not [1, batch, hidden]");
     }
-    if (n.input_size() > 7 && !n.input(7).empty()) refuse(n, "peephole weights P have no xylem equivalent");
-    // ONNX block k (i, o, f, c) -> xylem block (i, f, g, o).
-    const int64_t from[4] = {0, 2, 3, 1};
+    if (!gru && n.input_size() > 7 && !n.input(7).empty()) refuse(n, "peephole weights P have no xylem equivalent");
+    // xylem's block k comes from ONNX's block from[k].
+    const std::vector<int64_t> from = gru ? std::vector<int64_t>{1, 0, 2} : std::vector<int64_t>{0, 2, 3, 1};
     auto reorder = [&](const float* src, int64_t cols) {
-        std::vector<float> dst(static_cast<size_t>(4 * h * cols));
-        for (int64_t g = 0; g < 4; ++g)
-            std::copy(src + from[g] * h * cols, src + (from[g] + 1) * h * cols, dst.begin() + g * h * cols);
+        std::vector<float> dst(static_cast<size_t>(g * cols));
+        for (int64_t k = 0; k < gates; ++k)
+            std::copy(src + from[static_cast<size_t>(k)] * h * cols, src + (from[static_cast<size_t>(k)] + 1) * h * cols, dst.begin() + k * h * cols);
         return dst;
     };
     const std::string name = layer_name(n, "");
-    param(name, "weight_ih_l0", {4 * h, features}, reorder(w.f.data(), features));
-    param(name, "weight_hh_l0", {4 * h, h}, reorder(r.f.data(), h));
-    param(name, "bias_ih_l0", {4 * h}, reorder(b.data(), 1));
-    param(name, "bias_hh_l0", {4 * h}, reorder(b.data() + 4 * h, 1));
-    LayerOut l{"lstm", name, {x.node}, {{"hidden", std::to_string(h)}}};
+    param(name, "weight_ih_l0", {g, features}, reorder(w.f.data(), features));
+    param(name, "weight_hh_l0", {g, h}, reorder(r.f.data(), h));
+    param(name, "bias_ih_l0", {g}, reorder(b.data(), 1));
+    param(name, "bias_hh_l0", {g}, reorder(b.data() + g, 1));
+    LayerOut l{type, name, {x.node}, {{"hidden", std::to_string(h)}}};
     emit(std::move(l), n, {batch, time, h}, n.output(0));
     Value& y = values_[n.output(0)];
     y.shape = {time, 1, batch, h};

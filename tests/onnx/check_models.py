@@ -71,18 +71,18 @@ def mobilenet_v2():
     return torchvision.models.mobilenet_v2(weights=None)
 
 
-class LstmClassifier(nn.Module):
-    """A 2-layer nn.LSTM (batch first) and a Linear on its last step: torch exports two ONNX LSTM
-    nodes between Transposes, zero initial states (ConstantOfShape of the batch, Slice) and
-    Gather(axis 1, -1)."""
+class RnnClassifier(nn.Module):
+    """A 2-layer nn.LSTM (or nn.GRU), batch first, and a Linear on its last step: torch exports two
+    ONNX LSTM (GRU) nodes between Transposes, zero initial states (ConstantOfShape of the batch,
+    Slice) and Gather(axis 1, -1)."""
 
-    def __init__(self):
+    def __init__(self, cell=nn.LSTM):
         super().__init__()
-        self.lstm = nn.LSTM(8, 16, num_layers=2, batch_first=True)
+        self.rnn = cell(8, 16, num_layers=2, batch_first=True)
         self.fc = nn.Linear(16, 5)
 
     def forward(self, x):
-        y, _ = self.lstm(x)
+        y, _ = self.rnn(x)
         return self.fc(y[:, -1])
 
 
@@ -106,7 +106,8 @@ MODELS = {
     "mix": (Mix, (8, 1, 28, 28), True),
     "resnet18": (resnet18, (2, 3, 64, 64), False),
     "mobilenet_v2": (mobilenet_v2, (2, 3, 64, 64), False),
-    "lstm": (LstmClassifier, (4, 7, 8), False),
+    "lstm": (RnnClassifier, (4, 7, 8), False),
+    "gru": (lambda: RnnClassifier(nn.GRU), (4, 7, 8), False),
     "gpt": (gpt, (2, 16), False),  # token ids in [0, 50)
 }
 
@@ -162,7 +163,7 @@ def main():
     p.add_argument("--xylem", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--backends", default="", help="comma-separated (default: native, and opencl where available)")
-    p.add_argument("--models", default="mlp,lenet,mix,resnet18,mobilenet_v2,lstm,gpt")
+    p.add_argument("--models", default="mlp,lenet,mix,resnet18,mobilenet_v2,lstm,gru,gpt")
     p.add_argument("--opsets", default="13,14,17")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--images", type=int, default=500, help="Fashion-MNIST test images for import + predict")

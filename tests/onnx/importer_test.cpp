@@ -388,6 +388,23 @@ TEST(OnnxImport, HostileLstmsAndSequenceOpsNameTheNode) {
     EXPECT_HAS(lstm_error([](onnx::GraphProto* g) { g->mutable_node(3)->set_op_type("Relu"); g->mutable_node(3)->clear_attribute(); }),
                "reads 'ys', a time-major sequence");
 
+    // A GRU: PyTorch's cell (linear_before_reset = 1) only; gates z, r, h reordered to r, z, n.
+    onnx::ModelProto gru = lstm_model();
+    auto* cell = gru.mutable_graph()->mutable_node(1);
+    cell->set_op_type("GRU");
+    *gru.mutable_graph()->mutable_initializer(0) = floats("W", {1, 12, 3});
+    *gru.mutable_graph()->mutable_initializer(1) = floats("R", {1, 12, 4});
+    *gru.mutable_graph()->mutable_initializer(2) = floats("B", {1, 24});
+    EXPECT_HAS(error_of(bytes_of(gru)), "GRU node '/lstm/LSTM': linear_before_reset = 0");
+    int_attr(cell, "linear_before_reset", 1);
+    const onnx_import::Imported g = import_bytes(bytes_of(gru), "m", "");
+    ASSERT_EQ(g.layers.size(), 1u);
+    EXPECT_EQ(g.layers[0].type, "gru");
+    EXPECT_EQ(g.params.at("lstm_LSTM.weight_ih_l0").values[0], 4 * 3);  // r: ONNX block 1
+    EXPECT_EQ(g.params.at("lstm_LSTM.weight_ih_l0").values[4 * 3], 0.f); // z: ONNX block 0
+    int_attr(cell, "input_forget", 0);
+    EXPECT_HAS(error_of(bytes_of(gru)), "attribute 'input_forget' is not one this op has");
+
     // Slice and Gather of the data: one axis, step 1, a run of indices; ConstantOfShape bounded.
     onnx::ModelProto s = one_node("Slice", {-1, 6, 2}, {ints("st", {1}), ints("en", {4}), ints("ax", {1}), ints("sp", {2})});
     EXPECT_HAS(error_of(bytes_of(s)), "Slice node '/Slice': step 2");
