@@ -397,11 +397,11 @@ TEST(OnnxImport, HostileLstmsAndSequenceOpsNameTheNode) {
     *gru.mutable_graph()->mutable_initializer(2) = floats("B", {1, 24});
     EXPECT_HAS(error_of(bytes_of(gru)), "GRU node '/lstm/LSTM': linear_before_reset = 0");
     int_attr(cell, "linear_before_reset", 1);
-    const onnx_import::Imported g = import_bytes(bytes_of(gru), "m", "");
-    ASSERT_EQ(g.layers.size(), 1u);
-    EXPECT_EQ(g.layers[0].type, "gru");
-    EXPECT_EQ(g.params.at("lstm_LSTM.weight_ih_l0").values[0], 4 * 3);  // r: ONNX block 1
-    EXPECT_EQ(g.params.at("lstm_LSTM.weight_ih_l0").values[4 * 3], 0.f); // z: ONNX block 0
+    const onnx_import::Imported imported = import_bytes(bytes_of(gru), "m", "");
+    ASSERT_EQ(imported.layers.size(), 1u);
+    EXPECT_EQ(imported.layers[0].type, "gru");
+    EXPECT_EQ(imported.params.at("lstm_LSTM.weight_ih_l0").values[0], 4 * 3);  // r: ONNX block 1
+    EXPECT_EQ(imported.params.at("lstm_LSTM.weight_ih_l0").values[4 * 3], 0.f); // z: ONNX block 0
     int_attr(cell, "input_forget", 0);
     EXPECT_HAS(error_of(bytes_of(gru)), "attribute 'input_forget' is not one this op has");
 
