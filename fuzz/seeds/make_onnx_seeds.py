@@ -3,7 +3,8 @@
 
 Run once by hand with Debian's torch (/usr/bin/python3 fuzz/seeds/make_onnx_seeds.py); the models
 are tiny and checked in, so scripts/fuzz.sh needs neither Python nor torch. Between them they hold
-every op the importer maps (docs/onnx.md), at opsets 13 and 17.
+every op the importer maps (docs/onnx.md), at opsets 13 and 17: a Conv net, an LSTM and GRU
+sequence model with Clip and a tiny GPT (layer norm, GELU and attention patterns, embeddings).
 """
 import os
 
@@ -32,6 +33,29 @@ class Tiny(nn.Module):
         return torch.log_softmax(self.out(h.view(h.size(0), -1)), dim=1)
 
 
+class Sequence(nn.Module):
+    """An LSTM and a GRU (batch first) into the last step, through ReLU6 (Clip)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(3, 4, batch_first=True)
+        self.gru = nn.GRU(4, 4, batch_first=True)
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        y, _ = self.gru(y)
+        return self.fc(nn.functional.relu6(y[:, -1]))
+
+
+def tiny_gpt():
+    """bench/torch_gpt.py's GPT, tiny: embeddings, layer norm, attention, GELU's erf form."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+    from torch_gpt import GPT
+    return GPT(10, block_size=4, n_layer=1, n_head=2, n_embd=8)
+
+
 def main():
     os.makedirs(HERE, exist_ok=True)
     torch.manual_seed(0)
@@ -39,9 +63,12 @@ def main():
         "mlp": (nn.Sequential(nn.Flatten(), nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2), nn.Softmax(dim=1)), (1, 1, 2, 2)),
         "tiny": (Tiny(), (1, 1, 4, 4)),
     }
+    models["sequence"] = (Sequence(), (1, 3, 3))
+    models["gpt"] = (tiny_gpt(), None)
     for name, (model, shape) in models.items():
         for opset in (13, 17):
-            torch.onnx.export(model.eval(), torch.randn(*shape), os.path.join(HERE, f"{name}_op{opset}.onnx"),
+            x = torch.randint(0, 10, (1, 4)) if shape is None else torch.randn(*shape)
+            torch.onnx.export(model.eval(), x, os.path.join(HERE, f"{name}_op{opset}.onnx"),
                               opset_version=opset, input_names=["x"], output_names=["y"],
                               dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
 

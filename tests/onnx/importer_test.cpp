@@ -9,6 +9,7 @@
 #include <functional>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include "onnx/onnx_pb.h"
@@ -537,6 +538,24 @@ TEST(OnnxImport, EmbeddingsAndHostileSplitsAndMasks) {
     // Split of anything but a linear's [N, T, 3C]; a Where that is not a causal mask.
     onnx::ModelProto split = one_node("Split", {-1, 6, 9}, {});
     EXPECT_HAS(error_of(bytes_of(split)), "xylem imports Split only as the q, k, v of attention");
+}
+
+// docs/onnx.md's table of imported ops names every op of the importer's table (one list, two views).
+TEST(OnnxImport, EveryOpTheImporterClaimsHasARowInDocsOnnx) {
+    std::ifstream f(std::string(XYLEM_SOURCE_DIR) + "/docs/onnx.md");
+    std::stringstream text;
+    text << f.rdbuf();
+    const std::string doc = text.str();
+    const size_t from = doc.find("## What is imported"), to = doc.find("\n## ", from + 5);
+    ASSERT_NE(from, std::string::npos);
+    const std::string section = doc.substr(from, to - from);
+    for (const auto& op : onnx_import::supported_ops()) {
+        const std::string o = op.op;
+        bool found = false;
+        for (const char* before : {"\n| ", ", "})
+            for (const char* after : {" |", ","}) found |= section.find(before + o + after) != std::string::npos;
+        EXPECT_TRUE(found) << o << " has no row in docs/onnx.md's table";
+    }
 }
 
 TEST(OnnxImport, ExternalDataMustStayInsideTheModelsFolder) {
