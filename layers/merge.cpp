@@ -132,15 +132,14 @@ Shape Concat::output_shape_of(const std::vector<Shape>& in) const {
 void Concat::bind_inputs(Device&, const std::vector<Shape>& in, std::mt19937_64&) {
     output_shape_of(in);
     const size_t ax = sample_axis(in[0].size());
-    inner_ = 1;
+    inner_ = 1, outer_ = 1;
     for (size_t d = ax + 1; d < in[0].size(); ++d) inner_ *= in[0][d];
+    for (size_t d = 0; d < ax; ++d) outer_ *= in[0][d];  // the same for every input: the other axes agree
     extents_.clear();
     total_ = 0;
     for (const Shape& s : in) {
-        int64_t rows = 1;
-        for (size_t d = 0; d <= ax; ++d) rows *= s[d];
-        extents_.push_back(rows);
-        total_ += rows;
+        extents_.push_back(s[ax]);
+        total_ += s[ax];
     }
     samples_ = in;
     dx_.assign(in.size(), Tensor());
@@ -148,7 +147,8 @@ void Concat::bind_inputs(Device&, const std::vector<Shape>& in, std::mt19937_64&
 }
 
 // Forward: each input's rows are copied one after the other into `stacked_`, then one gather puts
-// every sample's rows in order. Backward: one gather per input picks its rows out of dy.
+// every block's rows in order (block b of the output: block b of input 0, of input 1, ...).
+// Backward: one gather per input picks its rows out of dy.
 const Tensor& Concat::forward_inputs(Device& dev, const std::vector<const Tensor*>& xs, bool) {
     check_input_count(xs.size());
     if (xs.size() != extents_.size()) throw Error(label() + ": used before the model was built");
@@ -160,28 +160,30 @@ const Tensor& Concat::forward_inputs(Device& dev, const std::vector<const Tensor
         samples.emplace_back(x->shape().begin() + 1, x->shape().end());
     }
     const Shape out = output_shape_of(samples);
-    ensure(stacked_, {n * total_, inner_}, dev);
+    const int64_t blocks = n * outer_;
+    ensure(stacked_, {blocks * total_, inner_}, dev);
     int64_t at = 0;
     for (size_t k = 0; k < xs.size(); ++k) {
-        Tensor part = stacked_.rows(at, n * extents_[k]);
-        ops::copy(dev, xs[k]->reshaped({n * extents_[k], inner_}), part);
-        at += n * extents_[k];
+        Tensor part = stacked_.rows(at, blocks * extents_[k]);
+        ops::copy(dev, xs[k]->reshaped({blocks * extents_[k], inner_}), part);
+        at += blocks * extents_[k];
     }
     // Built once per batch size (the lambda runs only then): no copy of the extents per step.
     const Tensor& idx = interleave_.get(dev, n, [this](int64_t batch) {
+        const int64_t count = batch * outer_;
         std::vector<int32_t> rows;
-        rows.reserve(static_cast<size_t>(batch * total_));
-        for (int64_t s = 0; s < batch; ++s) {
+        rows.reserve(static_cast<size_t>(count * total_));
+        for (int64_t b = 0; b < count; ++b) {
             int64_t base = 0;
             for (int64_t e : extents_) {
-                for (int64_t r = 0; r < e; ++r) rows.push_back(static_cast<int32_t>(base + s * e + r));
-                base += batch * e;
+                for (int64_t r = 0; r < e; ++r) rows.push_back(static_cast<int32_t>(base + b * e + r));
+                base += count * e;
             }
         }
         return rows;
     });
     ensure(y_, batched(n, out), dev);
-    Tensor y_rows = y_.reshaped({n * total_, inner_});
+    Tensor y_rows = y_.reshaped({blocks * total_, inner_});
     ops::gather_rows(dev, stacked_, idx, y_rows);
     return y_;
 }
@@ -189,23 +191,23 @@ const Tensor& Concat::forward_inputs(Device& dev, const std::vector<const Tensor
 void Concat::backward_inputs(Device& dev, const Tensor& dy, const std::vector<bool>& need_dx,
                              std::vector<const Tensor*>& dxs) {
     if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
-    const int64_t n = dy.dim(0);
-    const Tensor dy_rows = dy.reshaped({n * total_, inner_});
+    const int64_t n = dy.dim(0), blocks = n * outer_;
+    const Tensor dy_rows = dy.reshaped({blocks * total_, inner_});
     dxs.assign(extents_.size(), nullptr);
     int64_t offset = 0;
     for (size_t k = 0; k < extents_.size(); ++k) {
-        const int64_t e = extents_[k], start = offset, total = total_;
+        const int64_t e = extents_[k], start = offset, total = total_, outer = outer_;
         offset += e;
         if (!need_dx[k]) continue;
-        const Tensor& idx = pick_[k].get(dev, n, [e, start, total](int64_t batch) {
+        const Tensor& idx = pick_[k].get(dev, n, [e, start, total, outer](int64_t batch) {
             std::vector<int32_t> rows;
-            rows.reserve(static_cast<size_t>(batch * e));
-            for (int64_t s = 0; s < batch; ++s)
-                for (int64_t r = 0; r < e; ++r) rows.push_back(static_cast<int32_t>(s * total + start + r));
+            rows.reserve(static_cast<size_t>(batch * outer * e));
+            for (int64_t b = 0; b < batch * outer; ++b)
+                for (int64_t r = 0; r < e; ++r) rows.push_back(static_cast<int32_t>(b * total + start + r));
             return rows;
         });
         ensure(dx_[k], batched(n, samples_[k]), dev);
-        Tensor rows = dx_[k].reshaped({n * e, inner_});
+        Tensor rows = dx_[k].reshaped({blocks * e, inner_});
         ops::gather_rows(dev, dy_rows, idx, rows);
         dxs[k] = &dx_[k];
     }

@@ -63,8 +63,9 @@ private:
     size_t sample_axis(size_t rank) const;  // the axis within a sample's shape; throws if out of range
     int64_t axis_;
     // Every tensor is seen as rows of `inner_` elements (the product of the axes after the
-    // concatenated one): input k has extents_[k] such rows per sample.
-    int64_t inner_ = 1, total_ = 0;
+    // concatenated one), grouped in `outer_` blocks per sample (the product of the sample's axes
+    // before it): input k has extents_[k] rows per block, the output total_.
+    int64_t inner_ = 1, outer_ = 1, total_ = 0;
     std::vector<int64_t> extents_;
     std::vector<Shape> samples_;  // the inputs' per-sample shapes
     Tensor stacked_, y_;
