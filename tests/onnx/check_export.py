@@ -47,18 +47,20 @@ def gpt_tanh():
 
 
 MIX = """
-# The layer types the examples leave out, on Fashion-MNIST images: avgpool2d, concat, sigmoid,
-# tanh, clamp, slice, dropout, reshape, batchnorm after a linear, softmax (check_export.py).
+# The layer types the examples leave out, on Fashion-MNIST images: avgpool2d, concat, a grouped
+# dilated conv2d, sigmoid, tanh, clamp, slice, dropout, reshape, batchnorm after a linear, softmax
+# (check_export.py).
 [data]
 dir = "/usr/share/datasets/fashion-mnist"
 [model]
 layers = [
-  { name = "conv", type = "conv2d", out = 4, kernel = 3, padding = 1, stride = 2, dilation = 1 },
+  { name = "conv", type = "conv2d", out = 4, kernel = 3, padding = 1, stride = 2 },
   { name = "avg", type = "avgpool2d", kernel = 3, stride = 2, padding = 1, count_include_pad = false },
   { name = "max", type = "maxpool2d", kernel = 3, stride = 2, padding = 1, inputs = ["conv"] },
   { name = "cat", type = "concat", inputs = ["avg", "max"] },
+  { name = "gconv", type = "conv2d", out = 8, kernel = 3, padding = 2, dilation = 2, groups = 4 },
   { name = "sig", type = "sigmoid" },
-  { name = "th", type = "tanh", inputs = ["cat"] },
+  { name = "th", type = "tanh", inputs = ["gconv"] },
   { name = "sum", type = "add", inputs = ["sig", "th"] },
   { name = "clip", type = "clamp", lo = -0.5, hi = 1.5 },
   { name = "crop", type = "slice", axis = 3, start = 1, end = -1 },
@@ -73,12 +75,40 @@ layers = [
 batch_size = 8
 """
 
+MIX_SEQ = """
+# Sequence forms the examples leave out, on text: an embedding, position embedding shorter than its
+# table, layer_norm without bias, non-causal attention without bias, concat on the last axis, add of
+# a [C] vector to every step (slice + reshape), gelu, log_softmax (check_export.py).
+[data]
+text = ["/usr/share/games/fortunes"]
+text_exclude = ["*.dat", "*.u8"]
+seq_len = 16
+[model]
+layers = [
+  { name = "wte", type = "embedding", dim = 16 },
+  { name = "wpe", type = "position_embedding", max_len = 32 },
+  { name = "ln", type = "layer_norm", bias = false, eps = 1e-3 },
+  { name = "attn", type = "attention", heads = 4, causal = false, bias = false },
+  { name = "fc", type = "linear", out = 16 },
+  { name = "g", type = "gelu" },
+  { name = "cat", type = "concat", axis = -1, inputs = ["wpe", "g"] },
+  { name = "last", type = "slice", axis = 1, start = -1 },
+  { name = "flat", type = "reshape", shape = [32] },
+  { name = "plus", type = "add", inputs = ["cat", "flat"] },
+  { name = "head", type = "linear", out = "vocab" },
+  { name = "logp", type = "log_softmax" },
+]
+[train]
+batch_size = 4
+"""
+
 # name: (config text or file, batch of the test input)
 MODELS = {
     "mlp": (lambda: example("fashion_mlp.toml"), 4),
     "lenet": (lambda: example("fashion_lenet.toml"), 4),
     "resnet": (lambda: example("fashion_resnet.toml"), 2),
     "mix": (lambda: MIX, 4),
+    "mix_seq": (lambda: MIX_SEQ, 2),
     "char_rnn": (lambda: example("char_rnn.toml"), 2),
     "char_gru": (char_gru, 2),
     "gpt": (lambda: example("gpt_char.toml"), 2),
