@@ -5,7 +5,9 @@
 // never imports wrong.
 //   layer norm  ReduceMean(x, -1), Sub(x, mean), Pow(d, 2), ReduceMean, Add(eps), Sqrt, Div(d, std)
 //               [, Mul(weight), Add(bias)] -> layer_norm; LayerNormalization (opset 17) likewise.
-//   GELU        Div(x, sqrt 2) or Mul(x, 1/sqrt 2), Erf, Add(1), Mul(x, .), Mul(0.5) -> gelu.
+//   GELU        Div(x, sqrt 2) or Mul(x, 1/sqrt 2), Erf, Add(1), Mul(x, .), Mul(0.5) -> gelu; the tanh
+//               form Mul(x, x), Mul(x), Mul(0.044715), Add(x), Mul(sqrt(2/pi)), Tanh, Add(1), Mul by
+//               Mul(x, 0.5), or torch's Mul(x, .) then Mul(0.5) -> gelu with approximate = "tanh".
 //   attention   the q, k, v Split of a linear's [N, T, 3C], each Reshape [N, T, h, d] and Transpose
 //               [0, 2, 1, 3] (k to [0, 2, 3, 1]), MatMul(q, k), Mul or Div by a constant, a causal
 //               mask (Where of a constant -inf above the diagonal, or Add of a constant mask),
@@ -162,19 +164,33 @@ bool Importer::layer_norm_step(const onnx::NodeProto& n) {
 
 bool Importer::gelu_step(const onnx::NodeProto& n) {
     const std::string& op = n.op_type();
-    if (op != "Div" && op != "Mul" && op != "Erf" && op != "Add") return false;
+    if (op != "Div" && op != "Mul" && op != "Erf" && op != "Add" && op != "Tanh") return false;
     if (n.input_size() < 1) return false;
     auto in = [&](int k) -> const Value& { return value(input_of(n, k)); };
-    double k = 0;
-    // The first step: x / sqrt(2) or x * (1 / sqrt(2)) on the model's data.
-    if ((op == "Div" || op == "Mul") && n.input_size() == 2 && in(0).pending.kind.empty() && !in(0).is_const &&
-        scalar_of(in(1), k)) {
-        if (!near(op == "Div" ? k : 1.0 / k, std::sqrt(2.0)))
-            refuse(n, "scales the model's data by a constant; xylem imports that only as the first step of GELU (x / sqrt(2))");
+    auto begin = [&](const char* kind) {
         check_known_attrs(n, {});
         Value v = in(0);
         v.node.clear();
-        v.pending = Pending{"gelu.scaled", n.input(0)};
+        v.pending = Pending{kind, n.input(0)};
+        values_[n.output(0)] = v;
+        return true;
+    };
+    double k = 0;
+    const bool data0 = in(0).pending.kind.empty() && !in(0).is_const;
+    // The first steps on the model's data: x / sqrt(2) or x * (1 / sqrt(2)) (erf form); x * 0.5 and
+    // x * x (tanh form).
+    if ((op == "Div" || op == "Mul") && n.input_size() == 2 && data0 && scalar_of(in(1), k)) {
+        if (op == "Mul" && k == 0.5) return begin("gelu.half");
+        if (!near(op == "Div" ? k : 1.0 / k, std::sqrt(2.0)))
+            refuse(n, "scales the model's data by a constant; xylem imports that only as a step of GELU (x / sqrt(2), x * 0.5)");
+        return begin("gelu.scaled");
+    }
+    if (op == "Mul" && n.input_size() == 2 && data0 && n.input(0) == n.input(1)) return begin("gelu.square");
+    if (op == "Tanh") {
+        if (in(0).pending.kind != "gelu.tanh_arg") return false;  // tanh of the data: the activation
+        check_known_attrs(n, {});
+        Value v = in(0);
+        v.pending = step(in(0).pending, "gelu.tanh");
         values_[n.output(0)] = v;
         return true;
     }
@@ -195,17 +211,31 @@ bool Importer::gelu_step(const onnx::NodeProto& n) {
     const std::string& other_name = p == &a ? n.input(1) : n.input(0);
     check_known_attrs(n, {});
     Value v = *p;
-    if (op == "Add" && p->pending.kind == "gelu.erf" && scalar_of(other, k) && k == 1) {
-        v.pending = step(p->pending, "gelu.erf_plus_1");
-    } else if (op == "Mul" && p->pending.kind == "gelu.erf_plus_1" && other_name == p->pending.of) {
-        v.pending = step(p->pending, "gelu.x_times");
-    } else if (op == "Mul" && p->pending.kind == "gelu.x_times" && scalar_of(other, k) && k == 0.5) {
-        LayerOut l{"gelu", layer_name(n, ""), {use(p->pending.of, n)}, {}};
+    const std::string& at = p->pending.kind;
+    auto finish = [&](bool tanh) {
+        std::vector<std::pair<std::string, std::string>> keys;
+        if (tanh) keys.push_back({"approximate", "\"tanh\""});
+        LayerOut l{"gelu", layer_name(n, ""), {use(p->pending.of, n)}, keys};
         emit(std::move(l), n, p->shape, n.output(0));
         return true;
-    } else {
-        refuse(n, "breaks GELU's erf form (x / sqrt(2), Erf, + 1, * x, * 0.5) at step " + p->pending.kind);
-    }
+    };
+    const bool of_x = other_name == p->pending.of;  // the other operand is the pattern's x
+    // Erf form: 0.5 x (1 + erf(x / sqrt 2)).
+    if (op == "Add" && at == "gelu.erf" && scalar_of(other, k) && k == 1) v.pending = step(p->pending, "gelu.erf_plus_1");
+    else if (op == "Mul" && at == "gelu.erf_plus_1" && of_x) v.pending = step(p->pending, "gelu.x_times");
+    else if (op == "Mul" && at == "gelu.x_times" && scalar_of(other, k) && k == 0.5) return finish(false);
+    // Tanh form (GPT-2's): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as xylem's exporter
+    // writes it: x * x * x, * 0.044715, + x, * sqrt(2/pi), Tanh, + 1, times x * 0.5.
+    else if (op == "Mul" && at == "gelu.square" && of_x) v.pending = step(p->pending, "gelu.cube");
+    else if (op == "Mul" && at == "gelu.cube" && scalar_of(other, k) && near(k, 0.044715)) v.pending = step(p->pending, "gelu.cubic_term");
+    else if (op == "Add" && at == "gelu.cubic_term" && of_x) v.pending = step(p->pending, "gelu.inner");
+    else if (op == "Mul" && at == "gelu.inner" && scalar_of(other, k) && near(k, std::sqrt(2.0 / M_PI))) v.pending = step(p->pending, "gelu.tanh_arg");
+    else if (op == "Add" && at == "gelu.tanh" && scalar_of(other, k) && k == 1) v.pending = step(p->pending, "gelu.tanh_plus_1");
+    else if (op == "Mul" && at == "gelu.tanh_plus_1" && other.pending.kind == "gelu.half" && other.pending.of == p->pending.of) return finish(true);
+    else if (op == "Mul" && at == "gelu.tanh_plus_1" && of_x) v.pending = step(p->pending, "gelu.tanh_x_times");  // torch's order
+    else if (op == "Mul" && at == "gelu.tanh_x_times" && scalar_of(other, k) && k == 0.5) return finish(true);
+    else if (op == "Mul" && at == "gelu.half" && other.pending.kind == "gelu.tanh_plus_1" && other.pending.of == p->pending.of) return finish(true);
+    else refuse(n, "breaks GELU's erf or tanh form at step " + at);
     values_[n.output(0)] = v;
     return true;
 }

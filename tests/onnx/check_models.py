@@ -109,6 +109,7 @@ MODELS = {
     "lstm": (RnnClassifier, (4, 7, 8), False),
     "gru": (lambda: RnnClassifier(nn.GRU), (4, 7, 8), False),
     "gpt": (gpt, (2, 16), False),  # token ids in [0, 50)
+    "gelu_tanh": (lambda: nn.Sequential(nn.Linear(8, 16), nn.GELU(approximate="tanh"), nn.Linear(16, 4)), (4, 8), False),
 }
 
 
@@ -163,7 +164,7 @@ def main():
     p.add_argument("--xylem", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--backends", default="", help="comma-separated (default: native, and opencl where available)")
-    p.add_argument("--models", default="mlp,lenet,mix,resnet18,mobilenet_v2,lstm,gru,gpt")
+    p.add_argument("--models", default="mlp,lenet,mix,resnet18,mobilenet_v2,lstm,gru,gpt,gelu_tanh")
     p.add_argument("--opsets", default="13,14,17")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--images", type=int, default=500, help="Fashion-MNIST test images for import + predict")
