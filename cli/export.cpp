@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "commands.h"
 #include "xylem/error.h"
@@ -31,30 +32,47 @@ Shape input_sample(const RunConfig& c) {
     return {1, images.rows, images.cols};
 }
 
-// The reference output: the model's forward on --input's array (token indices as whole floats
-// for a text model), written as M.output.npy.
-std::string write_reference(Net& model, Device& dev, const Shape& sample, const std::string& input, const fs::path& onnx) {
-    const npy::Array x = npy::read(input);
+// --input's array as the model's input batch on `dev` (a text model's token ids as int32/int64, or
+// as whole float32 numbers), checked before anything is written.
+struct ReferenceInput {
+    std::vector<float> values;
+    std::vector<int32_t> tokens;  // alive until the forward has read them: an upload may copy them later
+    Tensor batch;
+};
+
+ReferenceInput read_reference_input(const Net& model, Device& dev, const Shape& sample, const std::string& input) {
+    npy::Array x = npy::read(input);
     if (x.shape.size() != sample.size() + 1 || x.shape[0] < 1 || !std::equal(sample.begin(), sample.end(), x.shape.begin() + 1))
         throw Error(input + ": array of shape " + to_string(x.shape) + " does not fit the model's input, [N, " +
                     to_string(sample).substr(1) + " with N >= 1");
+    ReferenceInput r;
     const DType type = model.input_dtype();
-    Tensor in(x.shape, type, dev);
-    std::vector<int32_t> tokens;  // alive until the forward has read it: an upload may copy it later
-    if (type == DType::I32) {
-        tokens.resize(x.values.size());
-        for (size_t k = 0; k < tokens.size(); ++k) {
+    r.batch = Tensor(x.shape, type, dev);
+    if (type != DType::I32) {
+        if (x.integer) throw Error(input + ": holds integers; the model's input is float32");
+        r.values = std::move(x.values);
+        r.batch.upload_from(dev, r.values.data());
+        return r;
+    }
+    if (x.integer) {
+        r.tokens = std::move(x.tokens);
+    } else {
+        r.tokens.resize(x.values.size());
+        for (size_t k = 0; k < r.tokens.size(); ++k) {
             const float v = x.values[k];
             if (!(v >= 0 && v < 2147483648.0f) || std::floor(v) != v)
                 throw Error(input + ": value " + std::to_string(v) + " at " + std::to_string(k) +
                             " is not a token index (a whole number >= 0)");
-            tokens[k] = static_cast<int32_t>(v);
+            r.tokens[k] = static_cast<int32_t>(v);
         }
-        in.upload_from(dev, tokens.data());
-    } else {
-        in.upload_from(dev, x.values.data());
     }
-    const Tensor& y = model.forward(dev, in, false);
+    r.batch.upload_from(dev, r.tokens.data());
+    return r;
+}
+
+// The model's forward on it, written as M.output.npy: the reference ONNX Runtime must give.
+std::string write_reference(Net& model, Device& dev, const ReferenceInput& in, const fs::path& onnx) {
+    const Tensor& y = model.forward(dev, in.batch, false);
     fs::path out = onnx;
     out.replace_extension(".output.npy");
     npy::write(out.string(), y.shape(), y.to_vector().data());
@@ -83,6 +101,8 @@ int run_export(const Args& a) {
     auto dev = choice.backend->device(choice.device);
     auto model = train::build_inference_model(c, *dev, sample, 1, vocabulary);
     train::load_checkpoint(a.checkpoint, *model);
+    std::optional<ReferenceInput> reference;
+    if (!a.input.empty()) reference = read_reference_input(*model, *dev, sample, a.input);
     onnx_export::Source src;
     src.model = model.get();
     src.layers = &c.layers;
@@ -93,8 +113,8 @@ int run_export(const Args& a) {
                 static_cast<long long>(onnx_export::kOpset), model->size(), onnx_export::kInputName,
                 to_string(sample).substr(1).c_str(), c.is_text() ? "int64 token indices" : "float32",
                 onnx_export::kOutputName, to_string(model->output_sample_shape()).substr(1).c_str());
-    if (!a.input.empty()) {
-        const std::string ref = write_reference(*model, *dev, sample, a.input, a.out);
+    if (reference) {
+        const std::string ref = write_reference(*model, *dev, *reference, a.out);
         std::printf("xylem's output on %s (backend %s): %s\n", a.input.c_str(), choice.backend->name().c_str(), ref.c_str());
     }
     return 0;
