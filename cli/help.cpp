@@ -155,8 +155,8 @@ const std::vector<Command>& commands() {
          {kConfig,
           kCheckpoint,
           {"--out", "MODEL.onnx", "the ONNX file to write (atomically: a temporary file renamed over it)"},
-          {"--input", "FILE.npy", "also run the model on FILE (float32 [N, ...]; a text model's token indices as whole "
-                                  "numbers) and write its output to MODEL.output.npy"},
+          {"--input", "FILE.npy", "also run the model on FILE (float32 [N, ...]; a text model's token ids: int32, int64 or "
+                                  "whole float32 numbers) and write its output to MODEL.output.npy"},
           kBackend,
           kPluginPath,
           kTrustPlugins},
