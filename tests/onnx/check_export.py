@@ -160,11 +160,7 @@ def check_model(args, name, backends):
     x = test_input(session, batch, args.seed)
     want = session.run(None, {session.get_inputs()[0].name: x})[0]
     x_path = os.path.join(work, "x.npy")
-    np.save(x_path, x.astype(np.float32))  # export --input: float32 (token indices as whole numbers)
-    run_x = x_path
-    if x.dtype == np.int64:  # xylem run: token ids as the model's int64 input
-        run_x = os.path.join(work, "x_tokens.npy")
-        np.save(run_x, x)
+    np.save(x_path, x)  # float32 images, or int64 token ids as the model's input takes them
     failures = 0
     for backend in backends:
         # xylem's own model on x, through export's --input (the file it writes is the same model).
@@ -177,7 +173,7 @@ def check_model(args, name, backends):
         failures += not ok
         print(f"{name:9s} {backend:7s} xylem vs ORT   {err:.2e} {'ok' if ok else 'FAIL'}  {list(want.shape)}", flush=True)
         # Re-import: the ONNX file through xylem's importer on this backend.
-        r = xylem(args, "run", onnx_path, "--input", run_x, "--out", os.path.join(work, "run_" + backend),
+        r = xylem(args, "run", onnx_path, "--input", x_path, "--out", os.path.join(work, "run_" + backend),
                   "--backend", backend, check=False)
         if r.returncode != 0:
             message = (r.stderr or r.stdout).strip().splitlines()[-1] if (r.stderr or r.stdout).strip() else ""
@@ -202,7 +198,8 @@ def main():
     p.add_argument("--work", required=True)
     p.add_argument("--backends", default="", help="comma-separated (default: native, and opencl where available)")
     p.add_argument("--models", default=",".join(MODELS))
-    p.add_argument("--reimport", default="mlp,lenet,resnet,mix", help="models whose re-import must succeed")
+    p.add_argument("--reimport", default="mlp,lenet,resnet,mix,char_rnn,char_gru,gpt",
+                   help="models whose re-import must succeed")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=7)
     args = p.parse_args()
