@@ -1,10 +1,12 @@
 // The ONNX exporter (onnx/export.h): small models of every layer type with random weights are
-// exported and read back through the importer to the same outputs on the native backend; the
+// exported and read back through the importer to the same outputs on the native backend (ONNX
+// Runtime's side is tests/onnx/check_export.py); the
 // file's structure (opset, batch axis, names, op types) is checked for every model, and a layer
 // type without a mapping is refused before anything is written.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -80,6 +82,13 @@ std::multiset<std::string> op_types(const onnx::ModelProto& m) {
     return ops;
 }
 
+// An initializer's float values (raw_data holds them little-endian; copied out: no alignment assumed).
+std::vector<float> floats_of(const onnx::TensorProto& t) {
+    std::vector<float> v(t.raw_data().size() / sizeof(float));
+    std::memcpy(v.data(), t.raw_data().data(), v.size() * sizeof(float));
+    return v;
+}
+
 std::set<std::string> initializer_names(const onnx::ModelProto& m) {
     std::set<std::string> names;
     for (const onnx::TensorProto& t : m.graph().initializer()) names.insert(t.name());
@@ -129,17 +138,26 @@ void expect_structure(const Exported& e, const Shape& sample, bool tokens, const
 
 // Exports, re-imports and runs both models on native on the same random batch of 3: the outputs
 // must agree to 1e-5 of the largest (float rounding only: the same layers run either way).
-void expect_round_trip(const Exported& e, const Shape& sample, Device& dev) {
+// `vocab` > 0: the model reads token ids in [0, vocab).
+void expect_round_trip(const Exported& e, const Shape& sample, Device& dev, int64_t vocab = 0) {
     const onnx_import::Imported im = onnx_import::import_bytes(e.bytes, "exported.onnx", "");
     const RunConfig rc = onnx_import::run_config(im);
-    auto back = build(rc, dev, im.input_sample);
+    auto back = build(rc, dev, im.input_sample, vocab);
     onnx_import::load_parameters(*back, im);
     std::mt19937_64 rng(test_seed() + 1);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    Shape shape = batched(3, sample);
-    std::vector<float> x(static_cast<size_t>(numel(shape)));
-    for (float& v : x) v = u(rng);
-    const Tensor in = upload(dev, shape, x);
+    const Shape shape = batched(3, sample);
+    Tensor in;
+    if (vocab > 0) {
+        std::uniform_int_distribution<int32_t> u(0, static_cast<int32_t>(vocab - 1));
+        std::vector<int32_t> x(static_cast<size_t>(numel(shape)));
+        for (int32_t& v : x) v = u(rng);
+        in = upload_i32(dev, shape, x);
+    } else {
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        std::vector<float> x(static_cast<size_t>(numel(shape)));
+        for (float& v : x) v = u(rng);
+        in = upload(dev, shape, x);
+    }
     const std::vector<float> want = e.net->forward(dev, in, false).to_vector();
     const std::vector<float> got = back->forward(dev, in, false).to_vector();
     EXPECT_LE(rel_err(got, want), 1e-5) << im.layers_toml;
@@ -151,9 +169,12 @@ struct Case {
     Shape sample;
     std::vector<const char*> ops;  // op types the export must hold
     std::set<std::string> renamed = {};  // parameters stored under other names (recurrent gates reordered)
+    int64_t vocab = 0;                    // > 0: a text model reading token ids
 };
 
-// One model per group of layer types the importer reads back today.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+// One model per group of layer types (every one the table maps), read back through the importer.
 const Case kRoundTrips[] = {
     {"mlp",
      R"([{ type = "flatten" }, { type = "linear", out = 12 }, { type = "relu" }, { type = "dropout", p = 0.5 },
@@ -197,6 +218,31 @@ const Case kRoundTrips[] = {
          { name = "last", type = "slice", axis = 1, start = -2 }, { name = "low", type = "clamp", hi = 0.1 }])",
      {4, 5},
      {"Gemm", "Clip", "Reshape", "Slice"}},
+    {"char_lstm",
+     R"([{ name = "in", type = "one_hot", vocab = 7 }, { name = "rnn", type = "lstm", hidden = 4, layers = 2 },
+         { name = "head", type = "linear", out = 7 }])",
+     {5},
+     {"Gather", "LSTM", "MatMul"},
+     {"rnn.", "head.weight"},
+     7},
+    {"embed_gru",
+     R"([{ name = "emb", type = "embedding", vocab = 7, dim = 3 }, { name = "rnn", type = "gru", hidden = 4, layers = 2 },
+         { name = "head", type = "linear", out = 7, bias = false }])",
+     {5},
+     {"Gather", "GRU", "MatMul"},
+     {"rnn.", "head.weight"},
+     7},
+    {"gpt",
+     R"([{ name = "wte", type = "embedding", vocab = 9, dim = 8 }, { name = "wpe", type = "position_embedding", max_len = 6 },
+         { name = "ln_1", type = "layer_norm" }, { name = "attn", type = "attention", heads = 2 },
+         { name = "res_1", type = "add", inputs = ["wpe", "attn"] }, { name = "ln_2", type = "layer_norm" },
+         { name = "fc", type = "linear", out = 16 }, { name = "gelu", type = "gelu" }, { name = "proj", type = "linear", out = 8 },
+         { name = "res_2", type = "add", inputs = ["res_1", "proj"] }, { name = "ln_f", type = "layer_norm" },
+         { name = "head", type = "linear", out = 9, bias = false, shares = "wte" }])",
+     {4},
+     {"Gather", "Slice", "LayerNormalization", "Split", "Softmax", "Erf", "MatMul"},
+     {"attn.c_attn.weight", "attn.c_proj.weight", "fc.weight", "proj.weight"},
+     9},
 };
 
 class ExportRoundTrip : public ::testing::TestWithParam<Case> {};
@@ -206,11 +252,11 @@ TEST_P(ExportRoundTrip, ImportsBackToTheSameOutputs) {
     if (!backend) return;
     auto dev = backend->device(0);
     const Case& c = GetParam();
-    const Exported e = export_config(std::string("[model]\nlayers = ") + c.layers + "\n", c.sample, *dev);
-    expect_structure(e, c.sample, false, c.renamed);
+    const Exported e = export_config(std::string("[model]\nlayers = ") + c.layers + "\n", c.sample, *dev, c.vocab);
+    expect_structure(e, c.sample, c.vocab > 0, c.renamed);
     const auto ops = op_types(e.proto);
     for (const char* op : c.ops) EXPECT_TRUE(ops.count(op)) << "no " << op;
-    expect_round_trip(e, c.sample, *dev);
+    expect_round_trip(e, c.sample, *dev, c.vocab);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ExportRoundTrip, ::testing::ValuesIn(kRoundTrips),
@@ -259,7 +305,7 @@ TEST(OnnxExport, RecurrentLayersBecomeOneNodePerLevelWithOnnxGateLayouts) {
             if (t.name() != "rnn.W_l0") continue;
             ASSERT_EQ(t.dims_size(), 3);
             EXPECT_EQ(t.dims(1), (lstm ? 4 : 3) * 4);
-            const float* w = reinterpret_cast<const float*>(t.raw_data().data());
+            const std::vector<float> w = floats_of(t);
             const int64_t from = lstm ? 3 : 0, row = 5;
             for (int64_t k = 0; k < 4 * row; ++k) EXPECT_EQ(w[4 * row + k], torch_w[static_cast<size_t>(from * 4 * row + k)]);
         }
@@ -306,7 +352,7 @@ layers = [
         ASSERT_EQ(t.dims_size(), 2);
         EXPECT_EQ(t.dims(0), 8);
         EXPECT_EQ(t.dims(1), 9);
-        const float* w = reinterpret_cast<const float*>(t.raw_data().data());
+        const std::vector<float> w = floats_of(t);
         for (int64_t c = 0; c < 8; ++c)
             for (int64_t r = 0; r < 9; ++r) EXPECT_EQ(w[c * 9 + r], table[static_cast<size_t>(r * 8 + c)]);
     }
