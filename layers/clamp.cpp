@@ -1,5 +1,5 @@
-// The clamp layer (clamp.h): forward is the core's clamp op on a copy; backward one
-// fused_elementwise launch, dx = (lo < x < hi) ? dy : 0.
+// The clamp layer (clamp.h): forward and backward are one fused_elementwise launch each,
+// y = min(max(x, lo), hi) and dx = (lo < x < hi) ? dy : 0.
 #include "xylem/layers/clamp.h"
 
 #include <cmath>
@@ -18,8 +18,11 @@ Clamp::Clamp(float lo, float hi) : lo_(lo), hi_(hi) {
 
 const Tensor& Clamp::forward(Device& dev, const Tensor& x, bool) {
     x_ = x;  // the producer's output, valid until its next forward (read by backward)
-    ops::copy(dev, x, ensure(y_, x.shape(), dev));
-    ops::clamp(dev, y_, lo_, hi_);
+    // One pass, y = min(max(x, lo), hi): a copy then the in-place clamp op read and wrote y twice
+    // (a quarter of MobileNetV2's time on native).
+    FusedBuilder b;
+    b.output(0, b.apply(XYLEM_FUSED_MIN, b.apply(XYLEM_FUSED_MAX, b.input(0), b.param(lo_)), b.param(hi_)));
+    ops::fused_elementwise(dev, b.finish({XYLEM_FUSED_FULL}), {&x}, {&ensure(y_, x.shape(), dev)});
     return y_;
 }
 

@@ -20,9 +20,8 @@ public:
     Shape output_shape(const Shape& input) const override { return input; }
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
-    std::vector<uint32_t> ops_needed(bool backward) const override {
-        if (!backward) return {XYLEM_OP_COPY, XYLEM_OP_CLAMP};
-        return {XYLEM_OP_COPY, XYLEM_OP_CLAMP, XYLEM_OP_FUSED_ELEMENTWISE};
+    std::vector<uint32_t> ops_needed(bool) const override {
+        return {XYLEM_OP_FUSED_ELEMENTWISE};  // forward and backward
     }
     float lo() const { return lo_; }
     float hi() const { return hi_; }
