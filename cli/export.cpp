@@ -42,7 +42,8 @@ struct ReferenceInput {
 
 ReferenceInput read_reference_input(const Net& model, Device& dev, const Shape& sample, const std::string& input) {
     npy::Array x = npy::read(input);
-    if (x.shape.size() != sample.size() + 1 || x.shape[0] < 1 || !std::equal(sample.begin(), sample.end(), x.shape.begin() + 1))
+    if (x.shape.size() != sample.size() + 1 || x.shape[0] < 1 ||
+        !std::equal(sample.begin(), sample.end(), x.shape.begin() + 1))
         throw Error(input + ": array of shape " + to_string(x.shape) + " does not fit the model's input, [N, " +
                     to_string(sample).substr(1) + " with N >= 1");
     ReferenceInput r;
@@ -87,8 +88,9 @@ int run_export(const Args& a) {
     if (a.checkpoint.empty()) throw UsageError{"export needs --checkpoint FILE", "export"};
     if (a.out.empty()) throw UsageError{"export needs --out MODEL.onnx", "export"};
 #ifndef XYLEM_HAVE_ONNX
-    throw Error("xylem was built without ONNX support: install libonnx-dev and libprotobuf-dev (scripts/install-deps.sh) "
-                "and build again");
+    throw Error(
+        "xylem was built without ONNX support: install libonnx-dev and libprotobuf-dev (scripts/install-deps.sh) "
+        "and build again");
 #else
     const RunConfig c = load_config(a.config);
     const int64_t vocabulary = c.is_text() ? static_cast<int64_t>(train::read_vocabulary(a.checkpoint).size()) : 0;
@@ -115,7 +117,8 @@ int run_export(const Args& a) {
                 onnx_export::kOutputName, to_string(model->output_sample_shape()).substr(1).c_str());
     if (reference) {
         const std::string ref = write_reference(*model, *dev, *reference, a.out);
-        std::printf("xylem's output on %s (backend %s): %s\n", a.input.c_str(), choice.backend->name().c_str(), ref.c_str());
+        std::printf("xylem's output on %s (backend %s): %s\n", a.input.c_str(), choice.backend->name().c_str(),
+                    ref.c_str());
     }
     return 0;
 #endif

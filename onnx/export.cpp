@@ -36,13 +36,19 @@ void GraphWriter::node_outputs(const std::vector<std::string>& outputs, const st
         onnx::AttributeProto* p = n->add_attribute();
         p->set_name(a.name);
         switch (a.kind) {
-        case Attr::Int: p->set_type(onnx::AttributeProto::INT), p->set_i(a.i); break;
-        case Attr::Float: p->set_type(onnx::AttributeProto::FLOAT), p->set_f(a.f); break;
-        case Attr::Ints:
-            p->set_type(onnx::AttributeProto::INTS);
-            for (int64_t v : a.ints) p->add_ints(v);
-            break;
-        case Attr::String: p->set_type(onnx::AttributeProto::STRING), p->set_s(a.s); break;
+            case Attr::Int:
+                p->set_type(onnx::AttributeProto::INT), p->set_i(a.i);
+                break;
+            case Attr::Float:
+                p->set_type(onnx::AttributeProto::FLOAT), p->set_f(a.f);
+                break;
+            case Attr::Ints:
+                p->set_type(onnx::AttributeProto::INTS);
+                for (int64_t v : a.ints) p->add_ints(v);
+                break;
+            case Attr::String:
+                p->set_type(onnx::AttributeProto::STRING), p->set_s(a.s);
+                break;
         }
     }
 }
@@ -79,7 +85,9 @@ std::string LayerView::param_name(const std::string& suffix) const {
     return owner + "." + suffix;
 }
 
-bool LayerView::has_param(const std::string& suffix) const { return state->count(param_name(suffix)) != 0; }
+bool LayerView::has_param(const std::string& suffix) const {
+    return state->count(param_name(suffix)) != 0;
+}
 
 std::vector<float> LayerView::param(const std::string& suffix, Shape* shape) const {
     auto it = state->find(param_name(suffix));
@@ -125,7 +133,8 @@ void set_value_info(onnx::ValueInfoProto* v, const std::string& name, int elem_t
 // named by its position as Net::add names it).
 std::map<std::string, const LayerSpec*> specs_by_node(const std::vector<LayerSpec>& layers) {
     std::map<std::string, const LayerSpec*> m;
-    for (size_t k = 0; k < layers.size(); ++k) m[layers[k].name.empty() ? std::to_string(k) : layers[k].name] = &layers[k];
+    for (size_t k = 0; k < layers.size(); ++k)
+        m[layers[k].name.empty() ? std::to_string(k) : layers[k].name] = &layers[k];
     return m;
 }
 
@@ -157,7 +166,7 @@ void check_mapped(const Net& net, const std::map<std::string, const LayerSpec*>&
 }  // namespace
 
 std::string export_bytes(const Source& src) {
-    if (!src.model || !src.layers) throw Error("onnx export: no model given");
+    if (!src.model || !src.layers || src.layers->empty()) throw Error("onnx export: no model given");
     Net& net = *src.model;
     const auto specs = specs_by_node(*src.layers);
     check_mapped(net, specs);
@@ -176,8 +185,11 @@ std::string export_bytes(const Source& src) {
     GraphWriter w(g);
 
     // The model's output is its last layer (Net: the last node added).
-    const std::string out_node = src.layers->back().name.empty() ? std::to_string(src.layers->size() - 1)
-                                                                 : src.layers->back().name;
+    const std::string out_node =
+        src.layers->back().name.empty() ? std::to_string(src.layers->size() - 1) : src.layers->back().name;
+    // The graph's and the layers' own tensor names are taken before any node asks for a fresh one.
+    for (const std::string& n : {std::string(kInputName), std::string(kOutputName)}) w.fresh(n);
+    for (size_t i = 0; i < net.size(); ++i) w.fresh(net.name(i));
     // Tensors by node name (ONNX names), and per-sample shapes, as the walk makes them.
     std::map<std::string, std::string> tensor{{Net::kInput, kInputName}};
     std::map<std::string, Shape> sample{{Net::kInput, src.input_sample}};

@@ -64,14 +64,14 @@ private:
 
 // One layer as the exporter sees it: its node, its spec (options), shapes and parameters.
 struct LayerView {
-    std::string name;                  // the Net's node name: "3", "layer2.0.conv1"
-    const LayerSpec* spec = nullptr;   // the config's layer (its options)
+    std::string name;                 // the Net's node name: "3", "layer2.0.conv1"
+    const LayerSpec* spec = nullptr;  // the config's layer (its options)
     Layer* layer = nullptr;
     std::vector<std::string> inputs;   // ONNX tensor names of its inputs
     std::vector<Shape> input_samples;  // their per-sample shapes
     Shape output_sample;
-    std::string output;                // the ONNX tensor the layer must write
-    int64_t max_positions = 0;         // the model's (Net::max_positions), for attention's mask
+    std::string output;         // the ONNX tensor the layer must write
+    int64_t max_positions = 0;  // the model's (Net::max_positions), for attention's mask
 
     // Parameter `suffix` ("weight", "bias_ih_l0", "running_mean") of this layer, or of the layer it
     // shares parameters with, as host values; an Error naming the layer when it has none.
@@ -102,8 +102,8 @@ std::vector<Mapping> recurrent_mappings();
 // lists a tied weight under both). [N, in]: Gemm (transB = 1) with W as stored. [N, ..., in]:
 // MatMul with W stored transposed, [in, out], as MatMul takes it and as the importer reads a
 // MatMul's weight, then Add of the bias.
-void emit_linear(GraphWriter& w, const LayerView& v, const std::string& suffix, const std::string& x, size_t sample_rank,
-                 const std::string& bias, const std::string& output);
+void emit_linear(GraphWriter& w, const LayerView& v, const std::string& suffix, const std::string& x,
+                 size_t sample_rank, const std::string& bias, const std::string& output);
 // Shape(x)[axis] as a one-element int64 tensor (a folded constant for the importer).
 std::string extent_of(GraphWriter& w, const std::string& layer, const std::string& x, int64_t axis);
 

@@ -18,8 +18,8 @@
 
 namespace xylem::onnx_export::detail {
 
-void emit_linear(GraphWriter& w, const LayerView& v, const std::string& suffix, const std::string& x, size_t sample_rank,
-                 const std::string& bias, const std::string& output) {
+void emit_linear(GraphWriter& w, const LayerView& v, const std::string& suffix, const std::string& x,
+                 size_t sample_rank, const std::string& bias, const std::string& output) {
     using G = GraphWriter;
     Shape shape;  // [out, in]
     const std::vector<float> weight = v.param(suffix, &shape);
@@ -109,7 +109,8 @@ std::string reshape(GraphWriter& w, const LayerView& v) {
 std::string gelu(GraphWriter& w, const LayerView& v) {
     const std::string& x = v.inputs.at(0);
     if (!layer_options<GeluOptions>(*v.spec).tanh) {  // 0.5 x (1 + erf(x / sqrt 2)), torch's Erf form
-        const std::string e = w.node(v.name, "Erf", {w.node(v.name, "Div", {x, scalar(w, v, "sqrt2", std::sqrt(2.0f))})});
+        const std::string e =
+            w.node(v.name, "Erf", {w.node(v.name, "Div", {x, scalar(w, v, "sqrt2", std::sqrt(2.0f))})});
         const std::string xe = w.node(v.name, "Mul", {x, w.node(v.name, "Add", {e, scalar(w, v, "one", 1.0f)})});
         w.node_to(v.output, v.name, "Mul", {xe, scalar(w, v, "half", 0.5f)});
         return v.output;
@@ -128,7 +129,8 @@ std::string clamp(GraphWriter& w, const LayerView& v) {
     const auto& o = layer_options<ClampOptions>(*v.spec);
     // Clip's min and max are optional inputs: an infinite bound is left out ("").
     w.node_to(v.output, v.name, "Clip",
-              {v.inputs.at(0), std::isinf(o.lo) ? "" : scalar(w, v, "min", o.lo), std::isinf(o.hi) ? "" : scalar(w, v, "max", o.hi)});
+              {v.inputs.at(0), std::isinf(o.lo) ? "" : scalar(w, v, "min", o.lo),
+               std::isinf(o.hi) ? "" : scalar(w, v, "max", o.hi)});
     return v.output;
 }
 
@@ -152,7 +154,8 @@ std::string batchnorm(GraphWriter& w, const LayerView& v) {
 std::string add(GraphWriter& w, const LayerView& v) {
     std::string b = v.inputs.at(1);
     const size_t ra = v.input_samples.at(0).size(), rb = v.input_samples.at(1).size();
-    if (rb < ra) {  // b is a's trailing part per sample: ONNX broadcasts from the right, so b's batch needs new axes after it
+    if (rb < ra) {  // b is a's trailing part per sample: ONNX broadcasts from the right, so b's batch needs new axes
+                    // after it
         Shape axes;
         for (size_t k = 1; k <= ra - rb; ++k) axes.push_back(static_cast<int64_t>(k));
         b = w.node(v.name, "Unsqueeze", {b, w.int64s(v.name + "/axes", {static_cast<int64_t>(axes.size())}, axes)});
@@ -195,8 +198,9 @@ std::string position_embedding(GraphWriter& w, const LayerView& v) {
     if (v.input_samples.at(0).at(0) > max_len)
         v.refuse("its input has " + std::to_string(v.input_samples.at(0).at(0)) + " positions, its table " +
                  std::to_string(max_len) + " (max_len)");
-    const std::string rows = w.node(v.name, "Slice", {init_param(w, v, "weight"), w.int64s(v.name + "/starts", {1}, {0}),
-                                                      extent_of(w, v.name, x, 1), w.int64s(v.name + "/axes", {1}, {0})});
+    const std::string rows = w.node(v.name, "Slice",
+                                    {init_param(w, v, "weight"), w.int64s(v.name + "/starts", {1}, {0}),
+                                     extent_of(w, v.name, x, 1), w.int64s(v.name + "/axes", {1}, {0})});
     w.node_to(v.output, v.name, "Add", {x, rows});
     return v.output;
 }
@@ -228,40 +232,51 @@ std::string attention(GraphWriter& w, const LayerView& v) {
     auto heads = [&](const std::string& p, std::vector<int64_t> perm) {
         return w.node(n, "Transpose", {w.node(n, "Reshape", {p, heads_shape})}, {G::ints("perm", std::move(perm))});
     };
-    const std::string q = heads(parts[0], {0, 2, 1, 3}), kt = heads(parts[1], {0, 2, 3, 1}), val = heads(parts[2], {0, 2, 1, 3});
-    std::string scores = w.node(n, "Mul", {w.node(n, "MatMul", {q, kt}), scalar(w, v, "scale", 1.0f / std::sqrt(static_cast<float>(d)))});
+    const std::string q = heads(parts[0], {0, 2, 1, 3}), kt = heads(parts[1], {0, 2, 3, 1}),
+                      val = heads(parts[2], {0, 2, 1, 3});
+    std::string scores = w.node(
+        n, "Mul", {w.node(n, "MatMul", {q, kt}), scalar(w, v, "scale", 1.0f / std::sqrt(static_cast<float>(d)))});
     if (o.causal) {
         const int64_t positions = std::max(v.max_positions, t);
         const std::string te = extent_of(w, n, x, 1);
         const std::string ends = w.node(n, "Concat", {te, te}, {G::i("axis", 0)});
-        const std::string mask = w.node(n, "Slice", {causal_mask(w, positions), w.int64s(n + "/mask_starts", {2}, {0, 0}),
-                                                     ends, w.int64s(n + "/mask_axes", {2}, {0, 1})});
+        const std::string mask = w.node(n, "Slice",
+                                        {causal_mask(w, positions), w.int64s(n + "/mask_starts", {2}, {0, 0}), ends,
+                                         w.int64s(n + "/mask_axes", {2}, {0, 1})});
         scores = w.node(n, "Add", {scores, mask});
     }
     const std::string probs = w.node(n, "Softmax", {scores}, {G::i("axis", -1)});
-    const std::string merged = w.node(n, "Reshape", {w.node(n, "Transpose", {w.node(n, "MatMul", {probs, val})}, {G::ints("perm", {0, 2, 1, 3})}),
-                                                     w.int64s(n + "/merged_shape", {3}, {0, 0, c})});
+    const std::string merged =
+        w.node(n, "Reshape",
+               {w.node(n, "Transpose", {w.node(n, "MatMul", {probs, val})}, {G::ints("perm", {0, 2, 1, 3})}),
+                w.int64s(n + "/merged_shape", {3}, {0, 0, c})});
     emit_linear(w, v, "c_proj.weight", merged, 2, o.bias ? init_param(w, v, "c_proj.bias") : "", v.output);
     return v.output;
 }
 
 std::vector<Mapping> table() {
     std::vector<Mapping> t = {
-        {"linear", "Gemm (transB = 1) for [N, in]; for [N, ..., in] MatMul (the weight stored transposed, [in, out]) and Add", linear},
+        {"linear",
+         "Gemm (transB = 1) for [N, in]; for [N, ..., in] MatMul (the weight stored transposed, [in, out]) and Add",
+         linear},
         {"conv2d", "Conv", conv2d},
         {"batchnorm", "BatchNormalization (inference: running statistics; momentum 1 - xylem's)", batchnorm},
         {"maxpool2d", "MaxPool", [](GraphWriter& w, const LayerView& v) { return pool(w, v, true); }},
-        {"avgpool2d", "AveragePool (count_include_pad as the layer's)", [](GraphWriter& w, const LayerView& v) { return pool(w, v, false); }},
+        {"avgpool2d", "AveragePool (count_include_pad as the layer's)",
+         [](GraphWriter& w, const LayerView& v) { return pool(w, v, false); }},
         {"global_avgpool", "GlobalAveragePool, Flatten", global_avgpool},
-        {"flatten", "Flatten (axis 1)", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Flatten", {G::i("axis", 1)}); }},
+        {"flatten", "Flatten (axis 1)",
+         [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Flatten", {G::i("axis", 1)}); }},
         {"reshape", "Reshape ([-1, per-sample shape])", reshape},
         {"relu", "Relu", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Relu"); }},
         {"sigmoid", "Sigmoid", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Sigmoid"); }},
         {"tanh", "Tanh", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Tanh"); }},
         {"clamp", "Clip (an infinite bound left out)", clamp},
         {"gelu", "Div (sqrt 2), Erf, Add 1, Mul x, Mul 0.5; approximate = \"tanh\": its Mul/Add/Tanh form", gelu},
-        {"softmax", "Softmax (axis -1)", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Softmax", {G::i("axis", -1)}); }},
-        {"log_softmax", "LogSoftmax (axis -1)", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "LogSoftmax", {G::i("axis", -1)}); }},
+        {"softmax", "Softmax (axis -1)",
+         [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Softmax", {G::i("axis", -1)}); }},
+        {"log_softmax", "LogSoftmax (axis -1)",
+         [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "LogSoftmax", {G::i("axis", -1)}); }},
         {"dropout", "nothing (inference)", [](GraphWriter&, const LayerView&) { return std::string(); }},
         {"add", "Add (Unsqueeze of the second input when it is the first's trailing part)", add},
         {"concat", "Concat (the layer's axis)", concat},
@@ -271,7 +286,8 @@ std::vector<Mapping> table() {
         {"layer_norm", "LayerNormalization (axis -1)", layer_norm},
         {"position_embedding", "Add of a Slice of the table (its first T rows, T from Shape)", position_embedding},
         {"attention",
-         "MatMul + Add (c_attn, as linear's), Split, Reshape + Transpose per q/k/v, MatMul, Mul (1/sqrt(D)), Add of a Slice of the "
+         "MatMul + Add (c_attn, as linear's), Split, Reshape + Transpose per q/k/v, MatMul, Mul (1/sqrt(D)), Add of a "
+         "Slice of the "
          "[P, P] causal mask `causal_mask` (-inf above the diagonal, P the model's max positions), Softmax, MatMul, "
          "Transpose, Reshape, MatMul + Add (c_proj)",
          attention},

@@ -14,7 +14,8 @@ using G = GraphWriter;
 const std::vector<int> kLstmOrder = {0, 3, 1, 2};
 const std::vector<int> kGruOrder = {1, 0, 2};
 
-std::vector<float> reorder_gates(const std::vector<float>& rows, int64_t hidden, int64_t width, const std::vector<int>& order) {
+std::vector<float> reorder_gates(const std::vector<float>& rows, int64_t hidden, int64_t width,
+                                 const std::vector<int>& order) {
     std::vector<float> out;
     out.reserve(rows.size());
     const size_t block = static_cast<size_t>(hidden * width);
@@ -37,14 +38,16 @@ std::string recurrent(GraphWriter& w, const LayerView& v, bool lstm) {
         std::vector<float> b = reorder_gates(v.param("bias_ih_l" + l), hidden, 1, order);
         const std::vector<float> bhh = reorder_gates(v.param("bias_hh_l" + l), hidden, 1, order);
         b.insert(b.end(), bhh.begin(), bhh.end());  // ONNX's B: [Wb, Rb]
-        const std::string W = w.floats(v.name + ".W_l" + l, {1, gates * hidden, in}, reorder_gates(wih, hidden, in, order));
-        const std::string R = w.floats(v.name + ".R_l" + l, {1, gates * hidden, hidden}, reorder_gates(whh, hidden, hidden, order));
+        const std::string W =
+            w.floats(v.name + ".W_l" + l, {1, gates * hidden, in}, reorder_gates(wih, hidden, in, order));
+        const std::string R =
+            w.floats(v.name + ".R_l" + l, {1, gates * hidden, hidden}, reorder_gates(whh, hidden, hidden, order));
         const std::string B = w.floats(v.name + ".B_l" + l, {1, 2 * gates * hidden}, b);
         std::vector<G::Attr> attrs{G::i("hidden_size", hidden)};
         // PyTorch's (and xylem's) GRU applies r to W_hn h + b_hn: ONNX's linear_before_reset = 1.
         if (!lstm) attrs.push_back(G::i("linear_before_reset", 1));
         const std::string y = w.node(v.name, lstm ? "LSTM" : "GRU", {x, W, R, B}, attrs);  // [T, 1, B, H]
-        x = w.node(v.name, "Squeeze", {y, axes});                                           // [T, B, H]
+        x = w.node(v.name, "Squeeze", {y, axes});                                          // [T, B, H]
     }
     w.node_to(v.output, v.name, "Transpose", {x}, {G::ints("perm", {1, 0, 2})});
     return v.output;

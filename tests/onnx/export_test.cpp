@@ -1,18 +1,20 @@
 // The ONNX exporter (onnx/export.h): small models of every layer type with random weights are
 // exported and read back through the importer to the same outputs on the native backend (ONNX
-// Runtime's side is tests/onnx/check_export.py); the
-// file's structure (opset, batch axis, names, op types) is checked for every model, and a layer
-// type without a mapping is refused before anything is written.
+// Runtime's side is tests/onnx/check_export.py); the file's structure (opset, batch axis, names,
+// op types) is checked for every model, and a layer type without a mapping is refused before
+// anything is written.
+#include "xylem/onnx/export.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "onnx/onnx_pb.h"
@@ -20,7 +22,6 @@
 #include "xylem/error.h"
 #include "xylem/layers/elementwise.h"
 #include "xylem/layers/registry.h"
-#include "xylem/onnx/export.h"
 #include "xylem/onnx/importer.h"
 
 namespace xylem::test {
@@ -118,7 +119,8 @@ void expect_structure(const Exported& e, const Shape& sample, bool tokens, const
     EXPECT_EQ(in.elem_type(), tokens ? onnx::TensorProto::INT64 : onnx::TensorProto::FLOAT);
     ASSERT_EQ(in.shape().dim_size(), static_cast<int>(sample.size() + 1));
     EXPECT_EQ(in.shape().dim(0).dim_param(), "batch");
-    for (size_t k = 0; k < sample.size(); ++k) EXPECT_EQ(in.shape().dim(static_cast<int>(k + 1)).dim_value(), sample[k]);
+    for (size_t k = 0; k < sample.size(); ++k)
+        EXPECT_EQ(in.shape().dim(static_cast<int>(k + 1)).dim_value(), sample[k]);
     const auto& out = m.graph().output(0).type().tensor_type().shape();
     EXPECT_EQ(out.dim(0).dim_param(), "batch");
     const Shape& os = e.net->output_sample_shape();
@@ -167,12 +169,14 @@ struct Case {
     const char* name;
     const char* layers;  // [model] layers = [...]
     Shape sample;
-    std::vector<const char*> ops;  // op types the export must hold
+    std::vector<const char*> ops;        // op types the export must hold
     std::set<std::string> renamed = {};  // parameters stored under other names (recurrent gates reordered)
-    int64_t vocab = 0;                    // > 0: a text model reading token ids
+    int64_t vocab = 0;                   // > 0: a text model reading token ids
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const Case& c, std::ostream* os) {
+    *os << c.name;
+}
 
 // One model per group of layer types (every one the table maps), read back through the importer.
 const Case kRoundTrips[] = {
@@ -282,10 +286,13 @@ TEST(OnnxExport, RecurrentLayersBecomeOneNodePerLevelWithOnnxGateLayouts) {
     auto dev = backend->device(0);
     for (const bool lstm : {true, false}) {
         const std::string type = lstm ? "lstm" : "gru";
-        const Exported e = export_config("[model]\nlayers = [{ name = \"emb\", type = \"embedding\", vocab = 7, dim = 5 },"
-                                         " { name = \"rnn\", type = \"" + type + "\", hidden = 4, layers = 2 },"
-                                         " { name = \"head\", type = \"linear\", out = 7 }]\n",
-                                         {6}, *dev, 7);
+        const Exported e = export_config(
+            "[model]\nlayers = [{ name = \"emb\", type = \"embedding\", vocab = 7, dim = 5 },"
+            " { name = \"rnn\", type = \"" +
+                type +
+                "\", hidden = 4, layers = 2 },"
+                " { name = \"head\", type = \"linear\", out = 7 }]\n",
+            {6}, *dev, 7);
         expect_structure(e, {6}, true, {"rnn."});
         const auto ops = op_types(e.proto);
         EXPECT_EQ(ops.count(lstm ? "LSTM" : "GRU"), 2u) << type;
@@ -307,7 +314,8 @@ TEST(OnnxExport, RecurrentLayersBecomeOneNodePerLevelWithOnnxGateLayouts) {
             EXPECT_EQ(t.dims(1), (lstm ? 4 : 3) * 4);
             const std::vector<float> w = floats_of(t);
             const int64_t from = lstm ? 3 : 0, row = 5;
-            for (int64_t k = 0; k < 4 * row; ++k) EXPECT_EQ(w[4 * row + k], torch_w[static_cast<size_t>(from * 4 * row + k)]);
+            for (int64_t k = 0; k < 4 * row; ++k)
+                EXPECT_EQ(w[4 * row + k], torch_w[static_cast<size_t>(from * 4 * row + k)]);
         }
     }
 }
@@ -328,7 +336,8 @@ layers = [
   { name = "down", type = "linear", out = 8 },
   { name = "head", type = "linear", out = 9, bias = false, shares = "wte" },
 ]
-)", {4}, *dev, 9);
+)",
+                                     {4}, *dev, 9);
     expect_structure(e, {4}, true);
     const auto ops = op_types(e.proto);
     for (const char* op : {"Gather", "Slice", "LayerNormalization", "Split", "Softmax", "Erf", "MatMul", "Shape"})
@@ -366,16 +375,18 @@ public:
     std::string kind() const override { return "test_unexportable"; }
 };
 const LayerRegistration<NoLayerOptions> kUnexportable{
-    "test_unexportable", {}, nullptr,
-    [](const NoLayerOptions&, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Unexportable>(); }};
+    "test_unexportable", {}, nullptr, [](const NoLayerOptions&, LayerContext&) -> std::unique_ptr<Layer> {
+        return std::make_unique<Unexportable>();
+    }};
 
 TEST(OnnxExport, ALayerWithoutAMappingIsRefusedNamingItBeforeAnythingIsWritten) {
     auto backend = native();
     if (!backend) return;
     auto dev = backend->device(0);
-    const RunConfig c = parse_config("[model]\nlayers = [{ type = \"linear\", out = 3 }, { name = \"odd\", type = "
-                                     "\"test_unexportable\" }, { type = \"test_unexportable\" }]\n",
-                                     "model.toml");
+    const RunConfig c = parse_config(
+        "[model]\nlayers = [{ type = \"linear\", out = 3 }, { name = \"odd\", type = "
+        "\"test_unexportable\" }, { type = \"test_unexportable\" }]\n",
+        "model.toml");
     auto net = build(c, *dev, {4});
     onnx_export::Source src;
     src.model = net.get();
@@ -415,7 +426,8 @@ std::string markdown_table() {
 }
 
 TEST(OnnxExport, TheDocsTableIsTheExportersTable) {
-    const std::string begin = "<!-- export-table: generated from onnx_export::mapped_layers() by tests/onnx/export_test.cpp -->\n";
+    const std::string begin =
+        "<!-- export-table: generated from onnx_export::mapped_layers() by tests/onnx/export_test.cpp -->\n";
     const std::string end = "<!-- /export-table -->";
     for (const char* doc : {"docs/onnx-export.md", "docs/onnx.md"}) {
         const fs::path path = fs::path(XYLEM_SOURCE_DIR) / doc;
@@ -432,7 +444,8 @@ TEST(OnnxExport, TheDocsTableIsTheExportersTable) {
             std::ofstream(path) << text;
             return;
         }
-        EXPECT_EQ(text.substr(from, e - from), want) << path << ": regenerate with XYLEM_WRITE_DOCS=1 test_onnx --gtest_filter=*Docs*";
+        EXPECT_EQ(text.substr(from, e - from), want)
+            << path << ": regenerate with XYLEM_WRITE_DOCS=1 test_onnx --gtest_filter=*Docs*";
         return;
     }
     ADD_FAILURE() << "no export-table markers in docs/onnx-export.md or docs/onnx.md";

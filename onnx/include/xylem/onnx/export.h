@@ -36,8 +36,8 @@ const std::vector<LayerMapping>& mapped_layers();
 struct Source {
     Net* model = nullptr;
     const std::vector<LayerSpec>* layers = nullptr;
-    Shape input_sample;     // per sample: [1, 28, 28], or [T] token indices for a text model
-    std::string name;       // the graph's name (the config's stem)
+    Shape input_sample;  // per sample: [1, 28, 28], or [T] token indices for a text model
+    std::string name;    // the graph's name (the config's stem)
 };
 
 // The model as a serialized ModelProto. An Error, before any work, naming every layer whose type
