@@ -2,13 +2,14 @@
 """`xylem export` against ONNX Runtime (tests/CMakeLists.txt: onnx.export_parity; docs/onnx-export.md).
 
 For each example model (examples/fashion_mlp.toml, fashion_lenet.toml, fashion_resnet.toml,
-char_rnn.toml, gpt_char.toml) and a few variants written here (the char-rnn with a GRU; "mix", the
-layer types the examples do not use), trains 2 steps from the random init (`xylem train
+fashion_vgg_small.toml, conv_mlp.toml, leaf_mlp.toml, char_rnn.toml, gpt_char.toml) and a few
+variants written here (the char-rnn with a GRU, the GPT with the tanh GELU; "mix" and "mix_seq",
+the layer types and forms the examples do not use), trains 2 steps from the random init (`xylem train
 --max-steps 2`), exports it (`xylem export --input x.npy`, which also writes xylem's own output on
 x on each backend asked for), runs the ONNX file in ONNX Runtime's CPU provider on the same x, and
 requires max |xylem - ort| <= rtol * max |ort|. Then it re-imports the file (`xylem run`) on each
 backend and requires the same of that output. The models in --reimport must import; for the
-others an importer refusal ("cannot import") is printed as not yet importable, any other failure
+others an importer's error (exit 1 with its one line) is printed as not yet importable; a crash
 fails the test.
 
 Runs in a venv with onnxruntime (scripts/test.sh makes it). One line per model and backend; exit
@@ -107,6 +108,9 @@ MODELS = {
     "mlp": (lambda: example("fashion_mlp.toml"), 4),
     "lenet": (lambda: example("fashion_lenet.toml"), 4),
     "resnet": (lambda: example("fashion_resnet.toml"), 2),
+    "vgg": (lambda: example("fashion_vgg_small.toml"), 2),
+    "conv_mlp": (lambda: example("conv_mlp.toml"), 4),
+    "leaf_mlp": (lambda: example("leaf_mlp.toml"), 4),
     "mix": (lambda: MIX, 4),
     "mix_seq": (lambda: MIX_SEQ, 2),
     "char_rnn": (lambda: example("char_rnn.toml"), 2),
@@ -198,7 +202,7 @@ def main():
     p.add_argument("--work", required=True)
     p.add_argument("--backends", default="", help="comma-separated (default: native, and opencl where available)")
     p.add_argument("--models", default=",".join(MODELS))
-    p.add_argument("--reimport", default="mlp,lenet,resnet,mix,char_rnn,char_gru,gpt",
+    p.add_argument("--reimport", default="mlp,lenet,resnet,vgg,conv_mlp,leaf_mlp,mix,char_rnn,char_gru,gpt",
                    help="models whose re-import must succeed")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=7)
