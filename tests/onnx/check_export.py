@@ -196,6 +196,29 @@ def check_model(args, name, backends):
     return failures
 
 
+def check_refusals(args):
+    """The command's refusals, on the MLP's run: nothing is written when --input does not fit; a
+    missing --out is a usage error (exit 2)."""
+    work = os.path.join(args.work, "mlp")
+    config, checkpoint = os.path.join(work, "mlp.toml"), os.path.join(work, "run", "model.safetensors")
+    bad_x, out = os.path.join(work, "bad.npy"), os.path.join(work, "refused.onnx")
+    np.save(bad_x, np.zeros((2, 5), dtype=np.float32))
+    if os.path.exists(out):
+        os.remove(out)
+    r = xylem(args, "export", "--config", config, "--checkpoint", checkpoint, "--out", out, "--input", bad_x, check=False)
+    failures = 0
+    if r.returncode != 1 or "bad.npy" not in r.stderr or os.path.exists(out):
+        failures += 1
+        print(f"refusal  FAIL an --input of the wrong shape: exit {r.returncode}, {r.stderr.strip()!r}, "
+              f"file written: {os.path.exists(out)}", flush=True)
+    r = xylem(args, "export", "--config", config, "--checkpoint", checkpoint, check=False)
+    if r.returncode != 2 or "--out" not in r.stderr:
+        failures += 1
+        print(f"refusal  FAIL no --out: exit {r.returncode}, {r.stderr.strip()!r}", flush=True)
+    print("refusals " + ("ok" if not failures else "FAIL"), flush=True)
+    return failures
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--xylem", required=True)
@@ -221,6 +244,8 @@ def main():
             failures += 1
             print(f"{name:9s} FAIL {e}", flush=True)
         print(f"{name:9s} {time.time() - t0:.1f} s", flush=True)
+    if "mlp" in args.models.split(","):
+        failures += check_refusals(args)
     print("export parity: " + ("ok" if failures == 0 else f"{failures} failure(s)"))
     return 1 if failures else 0
 
