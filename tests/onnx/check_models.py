@@ -105,6 +105,9 @@ MODELS = {
     "lenet": (lenet, (8, 1, 28, 28), True),
     "mix": (Mix, (8, 1, 28, 28), True),
     "resnet18": (resnet18, (2, 3, 64, 64), False),
+    # Exported for fine-tuning: no constant folding, so each BatchNormalization stays apart from
+    # its Conv (docs/onnx.md, "Exporting from PyTorch").
+    "resnet18_bn": (resnet18, (2, 3, 64, 64), False),
     "mobilenet_v2": (mobilenet_v2, (2, 3, 64, 64), False),
     "lstm": (RnnClassifier, (4, 7, 8), False),
     "gru": (lambda: RnnClassifier(nn.GRU), (4, 7, 8), False),
@@ -117,7 +120,7 @@ def export(name, opset, work):
     factory, shape, _ = MODELS[name]
     torch.manual_seed(1)
     model = factory().eval()
-    if name in ("resnet18", "mix", "mobilenet_v2"):  # random running statistics, so batch norm is not the identity
+    if name in ("resnet18", "resnet18_bn", "mix", "mobilenet_v2"):  # random running statistics, so batch norm is not the identity
         with torch.no_grad():
             for m in model.modules():
                 if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
@@ -127,8 +130,9 @@ def export(name, opset, work):
                     m.bias.uniform_(-0.1, 0.1)
     path = os.path.join(work, f"{name}_op{opset}.onnx")
     x = torch.randint(0, 50, shape) if name == "gpt" else torch.randn(*shape)
+    kept = dict(training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False) if name.endswith("_bn") else {}
     torch.onnx.export(model, x, path, opset_version=opset, input_names=["x"], output_names=["logits"],
-                      dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
+                      dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}}, **kept)
     return path, model
 
 
@@ -164,7 +168,7 @@ def main():
     p.add_argument("--xylem", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--backends", default="", help="comma-separated (default: native, and opencl where available)")
-    p.add_argument("--models", default="mlp,lenet,mix,resnet18,mobilenet_v2,lstm,gru,gpt,gelu_tanh")
+    p.add_argument("--models", default="mlp,lenet,mix,resnet18,resnet18_bn,mobilenet_v2,lstm,gru,gpt,gelu_tanh")
     p.add_argument("--opsets", default="13,14,17")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--images", type=int, default=500, help="Fashion-MNIST test images for import + predict")
