@@ -225,7 +225,7 @@ def main():
     p.add_argument("--work", required=True)
     p.add_argument("--backends", default="", help="comma-separated (default: native, and opencl where available)")
     p.add_argument("--models", default=",".join(MODELS))
-    p.add_argument("--reimport", default="mlp,lenet,resnet,vgg,conv_mlp,leaf_mlp,mix,char_rnn,char_gru,gpt",
+    p.add_argument("--reimport", default="mlp,lenet,resnet,vgg,conv_mlp,leaf_mlp,mix,char_rnn,char_gru,gpt,gpt_tanh",
                    help="models whose re-import must succeed")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=7)
