@@ -540,6 +540,62 @@ TEST(OnnxImport, EmbeddingsAndHostileSplitsAndMasks) {
     EXPECT_HAS(error_of(bytes_of(split)), "xylem imports Split only as the q, k, v of attention");
 }
 
+// The tiny GPT the fuzz seeds hold (fuzz/seeds/make_onnx_seeds.py: torch's export of bench/torch_gpt.py,
+// context 4, 2 heads, 8 channels) imports as xylem's attention; bent, each part of the pattern is
+// refused naming the node.
+TEST(OnnxImport, TorchsAttentionBecomesOneLayerAndBentFormsAreRefused) {
+    std::ifstream f(std::string(XYLEM_SOURCE_DIR) + "/fuzz/seeds/onnx/gpt_op17.onnx", std::ios::binary);
+    std::stringstream bytes;
+    bytes << f.rdbuf();
+    onnx::ModelProto gpt;
+    ASSERT_TRUE(gpt.ParseFromString(bytes.str()));
+    const onnx_import::Imported m = import_bytes(bytes_of(gpt), "gpt.onnx", "");
+    int attention = 0;
+    for (const auto& l : m.layers) attention += l.type == "attention";
+    EXPECT_EQ(attention, 1);
+    EXPECT_TRUE(m.input_tokens);
+    auto find = [](onnx::ModelProto& model, const std::string& op) -> onnx::NodeProto* {
+        for (auto& n : *model.mutable_graph()->mutable_node())
+            if (n.op_type() == op && n.name().find("attn") != std::string::npos) return &n;
+        return nullptr;
+    };
+    onnx::ModelProto scale = gpt;  // scores times 0.3, not 1/sqrt(4)
+    *scale.mutable_graph()->add_initializer() = scalar("bad_scale", 0.3f);
+    onnx::NodeProto* mul = find(scale, "Mul");
+    ASSERT_NE(mul, nullptr);
+    mul->set_input(1, std::string("bad_scale"));
+    EXPECT_HAS(error_of(bytes_of(scale)), "xylem's attention scales by 1/sqrt(head size)");
+    onnx::ModelProto mask = gpt;  // a mask that hides the diagonal too
+    onnx::TensorProto anti;
+    anti.set_name("anti_causal");
+    anti.set_data_type(onnx::TensorProto::BOOL);
+    anti.add_dims(4);
+    anti.add_dims(4);
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) anti.add_int32_data(j >= i);
+    *mask.mutable_graph()->add_initializer() = anti;
+    onnx::NodeProto* where = find(mask, "Where");
+    ASSERT_NE(where, nullptr);
+    where->set_input(0, std::string("anti_causal"));
+    EXPECT_HAS(error_of(bytes_of(mask)), "masks attention's scores, but not causally (row 0, column 0)");
+    onnx::ModelProto axis = gpt;
+    onnx::NodeProto* softmax = find(axis, "Softmax");
+    ASSERT_NE(softmax, nullptr);
+    softmax->mutable_attribute(0)->set_i(2);
+    EXPECT_HAS(error_of(bytes_of(axis)), "normalises attention's scores over an axis other than the last");
+    // MatMul of two computed tensors outside attention; a Range too long to fold.
+    onnx::ModelProto mm = one_node("MatMul", {-1, 4, 4}, {});
+    mm.mutable_graph()->mutable_node(0)->add_input("x");
+    EXPECT_HAS(error_of(bytes_of(mm)), "MatMul node '/MatMul': its B 'x' is computed by the model");
+    onnx::ModelProto range = one_node("Range", {-1, 4}, {ints("a", {0}, true), ints("b", {int64_t{1} << 40}, true), ints("d", {1}, true)});
+    range.mutable_graph()->mutable_node(0)->set_input(0, std::string("a"));
+    range.mutable_graph()->mutable_node(0)->set_input(1, std::string("b"));
+    range.mutable_graph()->mutable_node(0)->set_input(2, std::string("d"));
+    node(range.mutable_graph(), "Add", "/add", {"x", "y"}, {"z"});
+    range.mutable_graph()->mutable_output(0)->set_name("z");
+    EXPECT_HAS(error_of(bytes_of(range)), "Range node '/Range': would fold to more than 2^24 elements");
+}
+
 // docs/onnx.md's table of imported ops names every op of the importer's table (one list, two views).
 TEST(OnnxImport, EveryOpTheImporterClaimsHasARowInDocsOnnx) {
     std::ifstream f(std::string(XYLEM_SOURCE_DIR) + "/docs/onnx.md");
