@@ -34,6 +34,8 @@ struct Case {
     int stride, pad;
     int count;  // how many convs of this shape one step runs (ResNet-20), 1 for LeNet
     bool data_grad;  // the model needs dX (not for the first layer)
+    bool forward_only = false;  // an inference shape (ImageNet models imported from ONNX): no gradients
+    int groups = 1;
 };
 
 const Case kCases[] = {
@@ -47,6 +49,18 @@ const Case kCases[] = {
     {"resnet 64->64 7x7", {128, 64, 7, 7}, {64, 64, 3, 3}, 1, 1, 5, true},
     {"lenet conv1 1->20 5x5", {64, 1, 28, 28}, {20, 1, 5, 5}, 1, 0, 1, false},
     {"lenet conv2 20->50 5x5", {64, 20, 12, 12}, {50, 20, 5, 5}, 1, 0, 1, true},
+    // Inference at 224x224, batch 1 (ONNX import vs ONNX Runtime, docs/benchmarks.md): ResNet-18's
+    // distinct 3x3 shapes and stem, and MobileNetV2's depthwise 3x3s (groups = channels).
+    {"r18 stem 3->64 7x7 s2 b1", {1, 3, 224, 224}, {64, 3, 7, 7}, 2, 3, 1, false, true},
+    {"r18 64->64 56x56 b1", {1, 64, 56, 56}, {64, 64, 3, 3}, 1, 1, 4, false, true},
+    {"r18 128->128 28x28 b1", {1, 128, 28, 28}, {128, 128, 3, 3}, 1, 1, 3, false, true},
+    {"r18 256->256 14x14 b1", {1, 256, 14, 14}, {256, 256, 3, 3}, 1, 1, 3, false, true},
+    {"r18 512->512 7x7 b1", {1, 512, 7, 7}, {512, 512, 3, 3}, 1, 1, 3, false, true},
+    {"r18 256->512 s2 14->7 b1", {1, 256, 14, 14}, {512, 256, 3, 3}, 2, 1, 1, false, true},
+    {"r18 512->512 7x7 b16", {16, 512, 7, 7}, {512, 512, 3, 3}, 1, 1, 3, false, true},
+    {"mbv2 dw 32 112x112 b1", {1, 32, 112, 112}, {32, 1, 3, 3}, 1, 1, 1, false, true, 32},
+    {"mbv2 dw 144 56x56 s2 b1", {1, 144, 56, 56}, {144, 1, 3, 3}, 2, 1, 1, false, true, 144},
+    {"mbv2 dw 576 14x14 b1", {1, 576, 14, 14}, {576, 1, 3, 3}, 1, 1, 1, false, true, 576},
 };
 
 Tensor random_tensor(Device& dev, const Shape& s, std::mt19937& rng) {
@@ -99,13 +113,14 @@ int main(int argc, char** argv) try {
                 use_min ? "fastest" : "median", reps);
     for (const Case& c : kCases) {
         if (!filter.empty() && std::string(c.name).find(filter) == std::string::npos) continue;
-        const xylem_conv2d_attrs at{c.stride, c.stride, c.pad, c.pad, 1, 1, 1, XYLEM_ACT_NONE, 0.0f};
+        const xylem_conv2d_attrs at{c.stride, c.stride, c.pad, c.pad, 1, 1, c.groups, XYLEM_ACT_NONE, 0.0f};
         const Shape ys = ops::conv2d_output_shape(c.x, c.w, at);
         Tensor x = random_tensor(dev, c.x, rng), w = random_tensor(dev, c.w, rng), dy = random_tensor(dev, ys, rng);
         Tensor y(ys, DType::F32, dev), dx(c.x, DType::F32, dev), dw(c.w, DType::F32, dev);
         const double f = median_us(dev, reps, [&] { ops::conv2d_fwd(dev, x, w, nullptr, y, at); });
         const double d = c.data_grad ? median_us(dev, reps, [&] { ops::conv2d_bwd_data(dev, dy, w, dx, at); }) : 0.0;
-        const double g = median_us(dev, reps, [&] { ops::conv2d_bwd_filter(dev, x, dy, dw, at); });
+        const double g =
+            c.forward_only ? 0.0 : median_us(dev, reps, [&] { ops::conv2d_bwd_filter(dev, x, dy, dw, at); });
         std::printf("%-26s %10.0f %10.0f %10.0f\n", c.name, f, d, g);
         if (std::strncmp(c.name, "resnet", 6) == 0) resnet_ms += c.count * (f + d + g) / 1000.0;
     }

@@ -14,9 +14,11 @@
 //   - groups, filters per group not a multiple of 16 (the filter gradient's vectors of filters:
 //     4 + 2 + 1 at avx512 for 100 filters), tap counts that leave tile remainders;
 //   - the Winograd kernels (ops/conv_winograd.cpp, 3x3 stride 1 with 8 channels or more in and
-//     out, on maps whose tiles waste little at the level): ResNet's 28x28 and 14x14 and
-//     its 7x7 (whose rows of tiles carry no extra column), odd outputs, padding 0 and 2; the
-//     filter gradient by Winograd at avx2 (@isa=avx2);
+//     out, on maps whose tiles waste little at the level, batches of 256 tiles or more): ResNet's
+//     28x28 and 14x14 and its 7x7 (whose rows of tiles carry no extra column), odd outputs,
+//     padding 0 and 2; the filter gradient by Winograd at avx2 (@isa=avx2); and the same 7x7
+//     shape with one image, too few tiles for Winograd (the direct kernels); single images whose
+//     forward pass is shared out by blocks of filters (groups, a block's tile remainders);
 //   - the fallbacks to im2col: a data gradient whose phases would compute more than 1.5x
 //     im2col's multiply-adds (LeNet's 5x5 with no padding: 3x), and a strided 1x1 conv whose
 //     output plane fills less than 1/1.2 of its vectors (7x7: 49 positions in 64).
@@ -51,7 +53,14 @@ const Case kCases[] = {
     {"resnet 1x1 stride 2", {2, 16, 28, 28}, {32, 16, 1, 1}, {2, 2, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
     {"resnet 1x1 stride 2 to 7x7 (im2col)", {3, 32, 14, 14}, {64, 32, 1, 1}, {2, 2, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0},
      false},
-    {"resnet 64->64 7x7, 13 images", {13, 64, 7, 7}, {64, 64, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
+    {"resnet 64->64 7x7, 17 images", {17, 64, 7, 7}, {64, 64, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
+    {"resnet 64->64 7x7, 1 image (16 tiles: direct)", {1, 64, 7, 7}, {64, 64, 3, 3},
+     {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_RELU, 0}, true},
+    // One image with work for several CPUs: the forward pass shares out blocks of 48 filters.
+    {"128->128 7x7, 1 image (blocks of filters)", {1, 128, 7, 7}, {128, 128, 3, 3},
+     {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
+    {"groups 2 of 50 filters, 1 image (a block of 2)", {1, 96, 9, 9}, {100, 48, 3, 3},
+     {1, 1, 1, 1, 1, 1, 2, XYLEM_ACT_RELU, 0}, true},
     {"lenet conv2 shape, 9 images", {9, 20, 12, 12}, {50, 20, 5, 5}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_TANH, 0}, true},
     {"5x5 pad 2 (direct data gradient)", {3, 6, 11, 9}, {10, 6, 5, 5}, {1, 1, 2, 2, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
     {"100 filters", {2, 3, 6, 6}, {100, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_SIGMOID, 0}, true},
@@ -64,15 +73,16 @@ const Case kCases[] = {
      true},
     {"depthwise 3x3", {2, 8, 10, 10}, {8, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 8, XYLEM_ACT_NONE, 0}, false},
     {"1x1 on a 4x4 plane, groups 2", {3, 6, 4, 4}, {10, 3, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, false},
-    // Winograd F(2x2, 3x3) (ops/conv_winograd.cpp): chunks of 3 images cut by 7, odd outputs
+    // Winograd F(2x2, 3x3) (ops/conv_winograd.cpp; each pass with 256 tiles or more, the data
+    // gradient's too): chunks of 3 images cut by 7, odd outputs
     // (the last row and column of tiles half outside), padding 0 and 2 (the data gradient's 2
     // and 0), channels that are no multiple of a vector.
     {"winograd 32->32 14x14, 7 images", {7, 32, 14, 14}, {32, 32, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0},
      false},
     {"winograd odd 23x21 output, no padding", {2, 8, 25, 23}, {10, 8, 3, 3}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU, 0},
      true},
-    {"winograd padding 2", {2, 9, 20, 21}, {12, 9, 3, 3}, {1, 1, 2, 2, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
-    {"winograd padding 2, even output (rows of tiles wrap)", {3, 8, 16, 18}, {9, 8, 3, 3},
+    {"winograd padding 2", {3, 9, 20, 21}, {12, 9, 3, 3}, {1, 1, 2, 2, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
+    {"winograd padding 2, even output (rows of tiles wrap)", {4, 8, 16, 18}, {9, 8, 3, 3},
      {1, 1, 2, 2, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
 };
 

@@ -102,8 +102,8 @@ void convs(Device& dev, Writer& w) {
     // (direct; data gradient by im2col), ResNet-20's 3x3 on 28x28 and 14x14 (Winograd, 7 images
     // in chunks of 3), on 7x7 (Winograd at avx2 and baseline, else direct: the filter gradient
     // in chunks of 6 images, 19 images in slices) and its 1x1 stride-2 projection (direct), a
-    // pointwise one on a big plane (a GEMM per image), and one whose kernel covers the input (a
-    // Linear layer).
+    // pointwise one on a big plane (a GEMM per image), one image whose forward pass is shared out by
+    // blocks of filters, and one whose kernel covers the input (a Linear layer).
     for (const ConvCase& c : {ConvCase{"lenet conv1", {64, 1, 28, 28}, {6, 1, 5, 5}, 1, 0},
                               ConvCase{"lenet conv2", {64, 6, 12, 12}, {16, 6, 5, 5}, 1, 0},
                               ConvCase{"3x3 stride 2 pad 1", {32, 8, 17, 17}, {12, 8, 3, 3}, 2, 1},
@@ -111,6 +111,7 @@ void convs(Device& dev, Writer& w) {
                               ConvCase{"resnet 3x3 32ch 14x14", {7, 32, 14, 14}, {32, 32, 3, 3}, 1, 1},
                               ConvCase{"resnet 3x3 64ch 7x7", {19, 64, 7, 7}, {64, 64, 3, 3}, 1, 1},
                               ConvCase{"resnet 1x1 stride 2", {32, 16, 28, 28}, {32, 16, 1, 1}, 2, 0},
+                              ConvCase{"one image, blocks of filters", {1, 128, 7, 7}, {128, 128, 3, 3}, 1, 1},
                               ConvCase{"1x1 on 32x32", {16, 16, 32, 32}, {24, 16, 1, 1}, 1, 0},
                               ConvCase{"kernel covers the input", {128, 4, 6, 6}, {32, 4, 6, 6}, 1, 0}}) {
         xylem_conv2d_attrs at{c.stride, c.stride, c.pad, c.pad, 1, 1, 1, XYLEM_ACT_RELU, 0.0f};
