@@ -16,6 +16,7 @@ packages=(
   libonnx-dev libprotobuf-dev   # ONNX import: xylem run/import (optional at build time, like MPI; docs/onnx.md)
   libonnx-testdata   # ONNX's own node tests, run through the importer (tests/onnx/node_tests.cpp)
   python3-torch python3-torchvision python3-venv   # the ONNX tests export models with torch (tests/onnx/check_models.py)
+  python3-sklearn    # the Python API trains scikit-learn's digits (python/tests/test_digits.py)
 )
 # Fuzzing is optional (not part of CI): its compiler is installed only when asked for.
 [ "${1:-}" = fuzz ] && packages+=(clang libclang-rt-dev)
