@@ -1,0 +1,369 @@
+// xylem.Model's C++ half: building from a config, fit through train::fit, evaluate, predict,
+// parameters as NumPy arrays, checkpoints. Every loop is the training library's.
+#include "model.h"
+
+#include <signal.h>
+
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include "py_callbacks.h"
+#include "xylem/layers/loss.h"
+#include "xylem/train/array_data.h"
+#include "xylem/train/backend_select.h"
+#include "xylem/train/batch_source.h"
+#include "xylem/train/checkpoint.h"
+#include "xylem/train/evaluate.h"
+#include "xylem/train/fit.h"
+#include "xylem/train/interrupt.h"
+#include "xylem/train/memory_plan.h"
+#include "xylem/train/model_builder.h"
+#include "xylem/train/run.h"
+#include "xylem/train/run_callbacks.h"
+#include "xylem/train/run_files.h"
+#include "xylem/train/sample.h"
+
+namespace xylem::python {
+namespace fs = std::filesystem;
+
+Model::Model(RunConfig config, const std::string& backend, const std::vector<std::string>& plugin_path)
+    : config_(std::move(config)) {
+    net_ = value_errors([&] { return train::build_model(config_, 0); });  // unbuilt: its input type, and a config check
+    BackendChoice choice;
+    {
+        nb::gil_scoped_release unlocked;  // probing forks and waits for children
+        choice = train::select_backend(registry_, config_, backend, plugin_path);
+    }
+    backend_choice = train::describe_choice(choice);
+    backend_ = choice.backend;
+    dev_ = backend_->device(choice.device);
+}
+
+std::string Model::backend_name() const { return backend_->name(); }
+
+bool Model::takes_tokens() const { return net_->input_dtype() == DType::I32; }
+
+Net& Model::net() {
+    if (!built_)
+        throw nb::value_error("the model is not built yet: it is built for the samples of the first array it is "
+                              "given (fit, predict, evaluate), or pass input_shape= to Model.from_config");
+    return *net_;
+}
+
+int64_t Model::classes() const { return net_->output_sample_shape().back(); }
+
+void Model::ensure_built(const Shape& sample) {
+    if (built_) {
+        if (sample != sample_)
+            throw nb::value_error(("the model was built for samples of shape " + shape_text(sample_) + ", got samples of shape " +
+                                   shape_text(sample))
+                                      .c_str());
+        return;
+    }
+    value_errors([&] {
+        // As train::run builds a configured run's model, in the same order, so the same seed gives
+        // the same initial parameters as `xylem train`.
+        net_ = train::build_model(config_, vocabulary.size());
+        solver_ = train::build_solver(config_);
+        net_->build(*dev_, sample, config_.seed);
+        loss_ = make_loss(config_.loss);
+        loss_->check_output(net_->output_sample_shape());
+        return 0;
+    });
+    built_ = true;
+    sample_ = sample;
+    if (!pending_.empty()) {
+        train::load_checkpoint(pending_, *net_);
+        pending_.clear();
+    }
+}
+
+namespace {
+
+// The model's sample shape for an array of samples: its shape less the first dimension, in the
+// form image_dataset reads it ([F] and [H, W] as [1, 1, F] and [1, H, W]).
+Shape model_sample(const Shape& array_shape, bool tokens) {
+    Shape s(array_shape.begin() + 1, array_shape.end());
+    if (tokens) return s;
+    if (s.size() == 1) return {1, 1, s[0]};
+    if (s.size() == 2) return {1, s[0], s[1]};
+    return s;
+}
+
+// The arrays as a data set (a copy), checked against the model.
+io::Dataset to_dataset(Model& m, const HostArray& x, const HostArray* y, const std::string& what) {
+    const Shape xs = array_shape(x);
+    if (xs.size() < 2) throw nb::value_error((what + ": x must hold samples along its first dimension, got shape " + shape_text(xs)).c_str());
+    const int64_t n = xs[0];
+    if (y) {
+        const Shape ys = array_shape(*y);
+        if (ys.empty() || ys[0] != n)
+            throw nb::value_error((what + ": y has shape " + shape_text(ys) + " but x holds " + std::to_string(n) + " samples").c_str());
+        if (!is_i32(*y)) throw nb::value_error((what + ": y must be int32 class labels").c_str());
+    }
+    const bool tokens = m.takes_tokens();
+    if (tokens != is_i32(x))
+        throw nb::value_error((what + ": the model takes " + (tokens ? "int32 token ids" : "float32 samples") + ", got " +
+                               (is_i32(x) ? "int32" : "float32") + " x")
+                                  .c_str());
+    return value_errors([&] {
+        if (tokens) {
+            if (y && array_shape(*y) != xs)
+                throw Error(what + ": a token model's y holds the next token of every position: shape " + shape_text(xs) +
+                            ", got " + shape_text(array_shape(*y)));
+            return train::token_dataset(static_cast<const int32_t*>(x.data()), n, xs[1], y ? static_cast<const int32_t*>(y->data()) : nullptr, what);
+        }
+        if (y && array_shape(*y).size() != 1) throw Error(what + ": y must be one class label per sample, shape (" + std::to_string(n) + ",)");
+        const Shape sample(xs.begin() + 1, xs.end());
+        return train::image_dataset(static_cast<const float*>(x.data()), n, sample,
+                                    y ? static_cast<const int32_t*>(y->data()) : nullptr, 0, what);
+    });
+}
+
+void check_labels_fit(Model& m, const io::Dataset& d, const std::string& what) {
+    const int64_t classes = m.classes();
+    for (size_t i = 0; i < d.labels.size(); ++i)
+        if (d.labels[i] >= classes)
+            throw nb::value_error((what + ": label " + std::to_string(d.labels[i]) + " at index " + std::to_string(i) +
+                                   " is out of range for a model with " + std::to_string(classes) + " outputs")
+                                      .c_str());
+}
+
+io::Dataset prepared(Model& m, const HostArray& x, const HostArray* y, const std::string& what) {
+    io::Dataset d = to_dataset(m, x, y, what);
+    m.ensure_built(model_sample(array_shape(x), d.is_tokens()));
+    if (y) check_labels_fit(m, d, what);
+    return d;
+}
+
+nb::dict fit(nb::object owner, Model& m, const HostArray& x, const HostArray& y, std::optional<HostArray> vx,
+             std::optional<HostArray> vy, double validation_split, int epochs, int64_t batch_size, bool shuffle,
+             int verbose, nb::object callbacks, std::optional<std::string> checkpoint_dir, std::string monitor,
+             int64_t patience, double min_delta) {
+    io::Dataset train = prepared(m, x, &y, "fit");
+    io::Dataset validation;
+    if (vx && vy) validation = prepared(m, *vx, &*vy, "validation_data");
+    else if (validation_split > 0)
+        validation = value_errors([&] {
+            const int64_t held = std::max<int64_t>(1, std::llround(validation_split * static_cast<double>(train.count)));
+            return train::split_tail(train, held);
+        });
+    const RunConfig& c = m.config();
+    train::FitOptions o = train::fit_options(c, !train.is_tokens() || true);
+    o.shuffle = shuffle;
+    if (epochs > 0) o.epochs = epochs;
+    if (batch_size > 0) o.batch_size = batch_size;
+    if (!monitor.empty()) o.best_metric = monitor;
+    else if (o.best_metric.empty()) o.best_metric = validation.count ? "val_loss" : "train_loss";
+    if (validation.count == 0 && o.best_metric != "train_loss")
+        throw nb::value_error(("monitor '" + o.best_metric + "' needs validation data (validation_split or validation_data)").c_str());
+    Net& net = m.net();
+    Device& dev = m.device();
+    value_errors([&] {
+        train::check_memory_fits(train::training_memory(net, train::input_sample_shape(train), m.solver(), o.batch_size, 0), dev,
+                                 c.source, "training this model");
+        if (std::string why = train::capture_blocker(o, net, m.solver(), dev); !why.empty()) throw Error(c.source + ": " + why);
+        return 0;
+    });
+    net.check_ops(dev.backend(), true);
+
+    const int64_t classes = m.classes();
+    const std::unique_ptr<train::BatchSource> batches =
+        train::make_batch_source(train, dev, m.loss().target_dtype(), classes, c.data_resident, c.capture);
+    train::ScoringCallbacks::Sets sets;
+    sets.validation = &validation;
+    sets.validation_total = validation.count;
+    sets.classes = classes;
+    sets.validation_batch = train.is_tokens() ? o.batch_size : train::kEvaluationBatch;
+    train::ScoringCallbacks scoring(sets, nullptr);
+    EarlyStopping rule;
+    rule.metric = o.best_metric;
+    rule.patience = patience;
+    rule.min_delta = min_delta;
+    train::EarlyStoppingCallbacks early(rule);
+    std::optional<train::RunFiles> files;
+    if (checkpoint_dir) files = value_errors([&] { return train::prepare_run_dir(*checkpoint_dir); });
+    std::optional<train::CheckpointCallbacks> checkpoints;
+    std::map<std::string, std::string> meta{{"format", "pt"}, {"producer", "xylem (Python)"}, {"config", c.source},
+                                            {"backend", dev.backend().name()}};
+    if (files) checkpoints.emplace(*files, meta);
+    train::RunFiles no_files;
+    no_files.write = false;
+    train::RunReport report(std::cout, verbose == 1, no_files, false, train.is_tokens() ? train.steps : 0);
+    train::RunSummary summary;
+    summary.config = c.source;
+    summary.backend = dev.backend().name();
+    summary.device = dev.name();
+    summary.batch_size = o.batch_size;
+    summary.seed = o.seed;
+    train::ReportCallbacks reports(report, summary, std::cout, false);
+    PyCallbacks py(callbacks, owner);
+
+    train::TrainingState state;
+    state.config_text = c.text;
+    state.config_source = c.source;
+    std::vector<train::Callbacks*> cbs{&scoring, &early};
+    if (verbose == 1) cbs.push_back(&reports);
+    if (checkpoints) cbs.push_back(&*checkpoints);
+    cbs.push_back(&py);
+    train::FitResult r;
+    {
+        nb::gil_scoped_release unlocked;
+        train::InterruptGuard interrupts;  // Ctrl-C: finish the step, write the checkpoint, return
+        cbs.push_back(&interrupts);
+        r = train::fit(net, m.loss(), m.solver(), dev, *batches, state, o, cbs);
+        std::cout.flush();
+    }
+    py.rethrow_if_failed();
+    nb::list history;
+    for (const train::EpochMetrics& e : r.epochs) history.append(epoch_logs(e));
+    nb::dict out;
+    out["epochs"] = history;
+    out["finish_reason"] = r.finish_reason;
+    out["last_checkpoint"] = r.last_checkpoint;
+    out["best_checkpoint"] = r.best_checkpoint;
+    out["stopped_by_signal"] = r.stopped_by_signal;
+    out["next_epoch"] = state.epoch;
+    out["next_step"] = state.step;
+    return out;
+}
+
+NumpyF32 predict(Model& m, const HostArray& x, int64_t batch_size) {
+    io::Dataset d = prepared(m, x, nullptr, "predict");
+    Net& net = m.net();
+    Shape out_shape{d.count};
+    for (int64_t v : net.output_sample_shape()) out_shape.push_back(v);
+    const int64_t per = numel(net.output_sample_shape());
+    std::vector<float> out(static_cast<size_t>(d.count * per));
+    {
+        nb::gil_scoped_release unlocked;
+        net.reset_state();
+        train::for_each_batch(net, m.device(), d, batch_size > 0 ? batch_size : train::kEvaluationBatch,
+                              [&](int64_t first, int64_t n, const Tensor&, const Tensor& output) {
+                                  std::memcpy(out.data() + first * per, output.host_read<float>(),
+                                              static_cast<size_t>(n * per) * sizeof(float));
+                              });
+    }
+    return numpy_f32(std::move(out), out_shape);
+}
+
+nb::dict evaluate(Model& m, const HostArray& x, const HostArray& y, int64_t batch_size) {
+    io::Dataset d = prepared(m, x, &y, "evaluate");
+    train::Scores s;
+    {
+        nb::gil_scoped_release unlocked;
+        m.net().reset_state();
+        s = train::score(m.net(), m.loss(), m.device(), d, m.classes(), batch_size > 0 ? batch_size : train::kEvaluationBatch);
+    }
+    nb::dict out;
+    out["loss"] = s.loss;
+    out["accuracy"] = s.accuracy;
+    return out;
+}
+
+RunConfig config_from(const std::string& source) {
+    return value_errors([&] {
+        std::error_code ec;
+        if (fs::is_regular_file(source, ec)) return load_config(source);
+        if (source.find('=') == std::string::npos && source.find('[') == std::string::npos)
+            throw Error("no config file '" + source + "' (a string without '=' or '[' is read as a path, not TOML text)");
+        return parse_config(source, "<config text>");
+    });
+}
+
+std::unique_ptr<Model> from_config(const std::string& source, const std::string& backend,
+                                   const std::vector<std::string>& plugin_path, std::optional<std::vector<int64_t>> input_shape) {
+    auto m = std::make_unique<Model>(config_from(source), backend, plugin_path);
+    if (input_shape) {
+        Shape a{1};
+        a.insert(a.end(), input_shape->begin(), input_shape->end());
+        m->ensure_built(model_sample(a, m->takes_tokens()));
+    }
+    return m;
+}
+
+nb::dict state_dict(Model& m) {
+    nb::dict out;
+    for (Param* p : m.net().state()) out[p->name.c_str()] = numpy_f32(p->value.to_vector(), p->value.shape());
+    return out;
+}
+
+void load_state_dict(Model& m, nb::dict values, bool strict) {
+    Net& net = m.net();
+    std::map<std::string, Param*> by_name;
+    for (Param* p : net.state()) by_name[p->name] = p;
+    // Everything is checked before any parameter changes.
+    std::vector<std::pair<Param*, HostArray>> todo;
+    for (auto [key, value] : values) {
+        const std::string name = nb::cast<std::string>(key);
+        auto it = by_name.find(name);
+        if (it == by_name.end()) {
+            if (strict) throw nb::value_error(("load_state_dict: the model has no parameter '" + name + "'").c_str());
+            continue;
+        }
+        HostArray a = nb::cast<HostArray>(value);
+        if (!is_f32(a)) throw nb::value_error(("load_state_dict: '" + name + "' must be float32").c_str());
+        if (array_shape(a) != it->second->value.shape())
+            throw nb::value_error(("load_state_dict: '" + name + "' has shape " + shape_text(array_shape(a)) +
+                                   ", the model's is " + shape_text(it->second->value.shape()))
+                                      .c_str());
+        todo.emplace_back(it->second, a);
+        by_name.erase(it);
+    }
+    if (strict && !by_name.empty())
+        throw nb::value_error(("load_state_dict: missing '" + by_name.begin()->first + "' (and " +
+                               std::to_string(by_name.size() - 1) + " more); pass strict=False to keep those")
+                                  .c_str());
+    for (auto& [p, a] : todo)
+        std::memcpy(p->value.host_write<float>(), a.data(), static_cast<size_t>(p->value.numel()) * sizeof(float));
+}
+
+}  // namespace
+
+void bind_model(nb::module_& m) {
+    nb::class_<Model>(m, "Model")
+        .def_static("from_config", &from_config, nb::arg("config"), nb::arg("backend") = "", nb::arg("plugin_path") = std::vector<std::string>{},
+                    nb::arg("input_shape").none() = nb::none())
+        .def_prop_ro("built", &Model::built)
+        .def_prop_ro("backend", &Model::backend_name)
+        .def_prop_ro("device", [](Model& self) { return self.device().name(); })
+        .def_prop_ro("backend_choice", [](Model& self) { return self.backend_choice; })
+        .def_prop_ro("takes_tokens", &Model::takes_tokens)
+        .def_prop_ro("config_source", [](Model& self) { return self.config().source; })
+        .def("summary", [](Model& self) { return self.net().summary(); })
+        .def("_fit", [](Model& self, nb::object owner, const HostArray& x, const HostArray& y, nb::object vx_, nb::object vy_,
+                        double split, int epochs, int64_t batch, bool shuffle, int verbose, nb::object callbacks,
+                        nb::object dir_, std::string monitor, int64_t patience, double min_delta) {
+            // None (no validation data, no checkpoint folder) or the value.
+            std::optional<HostArray> vx, vy;
+            if (!vx_.is_none()) vx = nb::cast<HostArray>(vx_), vy = nb::cast<HostArray>(vy_);
+            std::optional<std::string> dir;
+            if (!dir_.is_none()) dir = nb::cast<std::string>(dir_);
+            return fit(owner, self, x, y, vx, vy, split, epochs, batch, shuffle, verbose, callbacks, dir,
+                       monitor, patience, min_delta);
+        }, nb::arg("owner"), nb::arg("x"), nb::arg("y"), nb::arg("vx").none(), nb::arg("vy").none(), nb::arg("split"),
+           nb::arg("epochs"), nb::arg("batch"), nb::arg("shuffle"), nb::arg("verbose"), nb::arg("callbacks"),
+           nb::arg("dir").none(), nb::arg("monitor"), nb::arg("patience"), nb::arg("min_delta"))
+        .def("_predict", &predict)
+        .def("_evaluate", &evaluate)
+        .def("state_dict", &state_dict)
+        .def("load_state_dict", &load_state_dict, nb::arg("state_dict"), nb::arg("strict") = true)
+        .def("save", [](Model& self, const std::string& path) {
+            std::map<std::string, std::string> meta{{"format", "pt"}, {"producer", "xylem (Python)"}, {"config", self.config().source}};
+            train::save_checkpoint(path, self.net(), meta);
+        })
+        .def("_load_checkpoint", [](Model& self, const std::string& path) {
+            if (self.built()) train::load_checkpoint(path, self.net());
+            else self.set_pending_checkpoint(path);
+        });
+}
+
+}  // namespace xylem::python

@@ -1,0 +1,53 @@
+// The model a Python caller holds: a config, the backend it chose, and the Net, loss and solver
+// the training library builds from it. The Net is built at its first use, when the arrays give the
+// sample shape (a config's [data] section is not read: the arrays are the data).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "binding.h"
+#include "xylem/config.h"
+#include "xylem/layers/loss.h"
+#include "xylem/layers/net.h"
+#include "xylem/registry.h"
+#include "xylem/solvers/solver.h"
+#include "xylem/train/text_data.h"
+
+namespace xylem::python {
+
+class Model {
+public:
+    Model(RunConfig config, const std::string& backend, const std::vector<std::string>& plugin_path);
+
+    // Builds the model for samples of `sample` (once; later calls must give the same shape).
+    void ensure_built(const Shape& sample);
+    bool built() const { return built_; }
+    Net& net();
+    Device& device() { return *dev_; }
+    const RunConfig& config() const { return config_; }
+    Loss& loss() { return *loss_; }
+    Solver& solver() { return *solver_; }
+    int64_t classes() const;
+    bool takes_tokens() const;
+    // A checkpoint to load once the model is built (Model.load before any array was seen).
+    void set_pending_checkpoint(std::string path) { pending_ = std::move(path); }
+    train::Vocabulary vocabulary;  // a text model's, from its checkpoint (generate)
+    std::string backend_name() const;
+    std::string backend_choice;  // how the backend was chosen, as `xylem train` prints it
+
+private:
+    RunConfig config_;
+    Registry registry_;
+    std::shared_ptr<Backend> backend_;
+    std::shared_ptr<Device> dev_;
+    std::unique_ptr<Net> net_;
+    std::unique_ptr<Loss> loss_;
+    std::unique_ptr<Solver> solver_;
+    bool built_ = false;
+    Shape sample_;
+    std::string pending_;
+};
+
+}  // namespace xylem::python

@@ -1,0 +1,51 @@
+"""Errors from Python: each a clear exception with xylem's message, and the interpreter goes on."""
+import numpy as np
+import pytest
+
+import xylem
+from conftest import MLP
+
+
+def test_bad_config_is_value_error():
+    with pytest.raises(ValueError, match="solver"):
+        xylem.Model.from_config(MLP.replace('type = "sgd"', 'type = "sgdd"'))
+    with pytest.raises(ValueError, match="bogus"):
+        xylem.Model.from_config(MLP.replace("seed = 7", "seed = 7\nbogus = 1"))
+    with pytest.raises(ValueError, match="no config file"):
+        xylem.Model.from_config("/nonexistent/model.toml")
+
+
+def test_missing_backend_is_runtime_error():
+    with pytest.raises(RuntimeError, match="nosuch"):
+        xylem.Model.from_config(MLP, backend="nosuch")
+
+
+def test_wrong_shapes_and_dtypes(small_data):
+    x, y = small_data
+    model = xylem.Model.from_config(MLP)
+    with pytest.raises(ValueError, match="y has shape"):
+        model.fit(x, y[:10], verbose=0)
+    with pytest.raises(ValueError, match="integers"):
+        model.fit(x, y.astype(np.float32), verbose=0)
+    with pytest.raises(ValueError, match="not numbers"):
+        model.predict(x.astype(np.complex64))
+    with pytest.raises(ValueError, match="first dimension"):
+        model.predict(np.zeros(5, dtype=np.float32))
+    with pytest.raises(ValueError, match="out of range"):
+        model.fit(x, y + 10, verbose=0)
+    model.predict(x)
+    with pytest.raises(ValueError, match="built for samples of shape"):
+        model.predict(np.zeros((3, 14, 14), dtype=np.float32))
+    with pytest.raises(ValueError, match="validation_split"):
+        model.fit(x, y, validation_split=1.5, verbose=0)
+    with pytest.raises(ValueError, match="verbose"):
+        model.fit(x, y, verbose=3)
+    # After every error the model still works.
+    assert model.predict(x).shape == (200, 10)
+
+
+def test_a_layer_that_does_not_fit_is_value_error():
+    bad = MLP.replace('type = "flatten"\n', 'type = "conv2d"\nout = 4\nkernel = 3\n', 1)
+    model = xylem.Model.from_config(bad)
+    with pytest.raises(ValueError):
+        model.predict(np.zeros((2, 28), dtype=np.float32).reshape(2, 28))

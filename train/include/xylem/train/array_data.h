@@ -1,0 +1,31 @@
+// Data sets from arrays in memory (a program's own data, the Python API's NumPy arrays) instead of
+// IDX files or text: the same io::Dataset the configured run loads, so every batch source, score
+// and prediction path of the library takes it unchanged, and a run over the same values gives the
+// same bits as one over the files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "xylem/io/idx.h"
+#include "xylem/shape.h"
+
+namespace xylem::train {
+
+// Images: `count` samples of `sample` floats each, row-major, and their int32 labels (null: none,
+// every label 0, for prediction). A sample shape [H, W] or [1, H, W] is an H x W image; [F] is a
+// 1 x F image (the model sees [1, 1, F]: start it with a flatten layer). `what` names the array in
+// errors. Labels must lie in [0, classes) when classes > 0. Errors name the shape that does not fit.
+io::Dataset image_dataset(const float* x, int64_t count, const Shape& sample, const int32_t* labels, int64_t classes,
+                          const std::string& what);
+
+// Token sequences: `count` samples of `steps` int32 tokens and `steps` int32 labels each (the next
+// token of each position, for a character model), as text data gives them.
+io::Dataset token_dataset(const int32_t* tokens, int64_t count, int64_t steps, const int32_t* labels,
+                          const std::string& what);
+
+// The last `held` samples of `all` as a set of their own, and `all` keeps the rest (Keras's
+// validation_split: the tail, before any shuffling). Error when nothing would be left to train on.
+io::Dataset split_tail(io::Dataset& all, int64_t held);
+
+}  // namespace xylem::train
