@@ -354,9 +354,13 @@ constexpr int64_t kMinChannels = 8;
 // 4.5, 128 on 28x28 (196) 1.7 vs 1.9, 64 on 56x56 (784) 1.5 vs 1.5; at batch 16 on 7x7 (256
 // tiles) 69 vs 33. ResNet-20's training batches (128 images) have 2048 tiles or more.
 constexpr int64_t kMinTiles = 256;
+// And two chunks at least: one chunk runs on one CPU, where the direct kernels share a single image
+// out by blocks of filters (at batch 1 Winograd gained at most 1.05x on one core: 56x56 above).
+constexpr int64_t kMinChunks = 2;
 
 bool plan_takes(const Plan& p) {
     return plan_fits(p) && p.cin >= kMinChannels && p.kout >= kMinChannels && p.n * p.tiles >= kMinTiles &&
+           (p.n + p.chunk - 1) / p.chunk >= kMinChunks &&
            4.0 * static_cast<double>(p.tiles) <= winograd_waste_limit() * static_cast<double>(p.oh * p.ow);
 }
 
