@@ -135,6 +135,15 @@ int main(int argc, char** argv) try {
     const Map kMaps[] = {{"16x28x28", {128, 16, 28, 28}, 7, 7},
                          {"32x14x14", {128, 32, 14, 14}, 7, 6},
                          {"64x7x7", {128, 64, 7, 7}, 7, 6}};
+    if (filter.empty() || filter == "pool") {  // ResNet-18's max pool (3x3 stride 2 pad 1) at 112x112, batch 1 and 16
+        const xylem_pool2d_attrs at{XYLEM_POOL_MAX, 3, 3, 2, 2, 1, 1, 1};
+        for (const int64_t n : {1, 16}) {
+            const Shape xs{n, 64, 112, 112};
+            Tensor x = random_tensor(dev, xs, rng), y(ops::pool2d_output_shape(xs, at), DType::F32, dev);
+            const double f = median_us(dev, reps, [&] { ops::pool2d_fwd(dev, x, y, at); });
+            std::printf("%-26s %10.0f\n", n == 1 ? "r18 maxpool 3x3 s2 b1" : "r18 maxpool 3x3 s2 b16", f);
+        }
+    }
     if (filter.empty() || filter == "bn") {
         double step_ms = 0;
         std::printf("%-26s %10s %10s %10s %10s\n", "batch norm / relu", "bn_fwd", "bn_bwd", "relu_fwd", "relu_bwd");

@@ -2,6 +2,7 @@
 // padding never does) and average pooling, with a fast path for the common 2x2 stride-2 window.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "native.h"
 
@@ -28,30 +29,37 @@ inline float take(float v, float m) {
     return v != v ? v : t;
 }
 
-// One window: rows [hs,he) and columns [ws,we) of the plane, clipped to the input, and the
-// average's divisor (ops.h's xylem_pool2d_window, shared with the CUDA kernels).
-struct Window {
-    int64_t hs, he, ws, we;
-    float count;
+// The windows' input rows (or columns) per output row (column), clipped to the input, and how
+// many of them the average's divisor counts (ops.h's xylem_pool2d_window, shared with the CUDA
+// kernels): worked out once per op, not per output (ResNet-18's 3x3 stride-2 max pool spent more
+// time there than comparing).
+struct Spans {
+    std::vector<int64_t> lo, hi, count;
+    Spans(int64_t outputs, int64_t size, int64_t k, int64_t stride, int64_t pad, int include_pad)
+        : lo(static_cast<size_t>(outputs)), hi(lo.size()), count(lo.size()) {
+        for (int64_t o = 0; o < outputs; ++o) {
+            const size_t i = static_cast<size_t>(o);
+            count[i] = xylem_pool2d_window(o, size, k, stride, pad, include_pad, &lo[i], &hi[i]);
+        }
+    }
 };
 
-inline Window window(const Pool& p, int64_t i, int64_t j) {
-    Window w;
-    const int64_t rows = xylem_pool2d_window(i, p.h, p.kh, p.sh, p.ph, p.include_pad, &w.hs, &w.he);
-    const int64_t cols = xylem_pool2d_window(j, p.w, p.kw, p.sw, p.pw, p.include_pad, &w.ws, &w.we);
-    w.count = static_cast<float>(rows * cols);
-    return w;
-}
+struct Windows {
+    Spans rows, cols;
+    explicit Windows(const Pool& p)
+        : rows(p.oh, p.h, p.kh, p.sh, p.ph, p.include_pad), cols(p.ow, p.w, p.kw, p.sw, p.pw, p.include_pad) {}
+};
 
-// Index in the plane of the window's first maximum.
-inline int64_t argmax(const Pool& p, const float* x, const Window& win) {
-    int64_t best = win.hs * p.w + win.ws;
-    for (int64_t ih = win.hs; ih < win.he; ++ih)
-        for (int64_t iw = win.ws; iw < win.we; ++iw)
+// Index in the plane of the first maximum of window (i, j).
+inline int64_t argmax(const Pool& p, const Windows& win, const float* x, int64_t i, int64_t j) {
+    const size_t r = static_cast<size_t>(i), c = static_cast<size_t>(j);
+    const int64_t ws = win.cols.lo[c], we = win.cols.hi[c];
+    int64_t best = win.rows.lo[r] * p.w + ws;
+    for (int64_t ih = win.rows.lo[r]; ih < win.rows.hi[r]; ++ih)
+        for (int64_t iw = ws; iw < we; ++iw)
             if (wins(x[ih * p.w + iw], x[best])) best = ih * p.w + iw;
     return best;
 }
-
 
 // 2x2 stride-2 windows, four at a time with GCC vector extensions (SSE on any x86-64): rows of
 // pooled maps are short (12 or 4 in LeNet), too short for the auto-vectorizer's 8-wide loops.
@@ -106,28 +114,85 @@ void fwd_2x2(const Pool& p, const float* x, float* y) {
         }
 }
 
+// Window (i, j) of a plane, one output at a time: the first maximum's value (that of argmax()'s
+// element, or the first NaN), or the average.
+inline float window_value(const Pool& p, const Windows& win, const float* plane, int64_t i, int64_t j) {
+    const size_t r = static_cast<size_t>(i), c = static_cast<size_t>(j);
+    const int64_t hs = win.rows.lo[r], he = win.rows.hi[r], ws = win.cols.lo[c], we = win.cols.hi[c];
+    if (p.max) {
+        float m = plane[hs * p.w + ws];
+        for (int64_t ih = hs; ih < he; ++ih)
+            for (int64_t iw = ws; iw < we; ++iw)
+                if (wins(plane[ih * p.w + iw], m)) m = plane[ih * p.w + iw];
+        return m;
+    }
+    float sum = 0.0f;
+    for (int64_t ih = hs; ih < he; ++ih)
+        for (int64_t iw = ws; iw < we; ++iw) sum += plane[ih * p.w + iw];
+    return sum / static_cast<float>(win.rows.count[r] * win.cols.count[c]);
+}
+
+// The output columns [lo, hi) whose windows lie wholly inside the input's columns.
+void inner_columns(const Pool& p, int64_t& lo, int64_t& hi) {
+    lo = std::min(p.ow, (p.pw + p.sw - 1) / p.sw);
+    hi = p.w - p.kw + p.pw >= 0 ? std::min(p.ow, (p.w - p.kw + p.pw) / p.sw + 1) : 0;
+    hi = std::max(lo, hi);
+}
+
+// One output row's inner columns [lo, hi), tap by tap over the whole row (the taps of each window
+// in the same row-major order as window_value, so the same sums; for max the same value but for
+// which NaN's bits a window with several gives): vector loads across the row instead of a branch
+// per element. SW: the column stride when it is 1 or 2 (ResNet's 3x3 stride-2 pool), else 0.
+template <int SW>
+void inner_row(const Pool& p, const float* plane, int64_t hs, int64_t he, int64_t lo, int64_t hi, float count,
+               float* out) {
+    const int64_t sw = SW ? SW : p.sw;
+    for (int64_t ih = hs; ih < he; ++ih)
+        for (int64_t kw = 0; kw < p.kw; ++kw) {
+            const float* in = plane + ih * p.w + kw - p.pw;
+            const bool first = ih == hs && kw == 0;
+            if (p.max) {
+                if (first)
+                    for (int64_t j = lo; j < hi; ++j) out[j] = in[j * sw];
+                else
+                    for (int64_t j = lo; j < hi; ++j) out[j] = take(in[j * sw], out[j]);
+            } else {
+                if (first)
+                    for (int64_t j = lo; j < hi; ++j) out[j] = 0.0f + in[j * sw];
+                else
+                    for (int64_t j = lo; j < hi; ++j) out[j] += in[j * sw];
+            }
+        }
+    if (!p.max)
+        for (int64_t j = lo; j < hi; ++j) out[j] /= count;
+}
+
 void fwd_general(const Pool& p, const float* x, float* y) {
+    const Windows win(p);
+    int64_t lo, hi;
+    inner_columns(p, lo, hi);
     for (int64_t pl = 0; pl < p.planes; ++pl) {
         const float* plane = x + pl * p.h * p.w;
-        float* out = y + pl * p.oh * p.ow;
-        for (int64_t i = 0; i < p.oh; ++i)
-            for (int64_t j = 0; j < p.ow; ++j) {
-                const Window win = window(p, i, j);
-                if (p.max) {
-                    out[i * p.ow + j] = plane[argmax(p, plane, win)];
-                    continue;
-                }
-                float sum = 0.0f;
-                for (int64_t ih = win.hs; ih < win.he; ++ih)
-                    for (int64_t iw = win.ws; iw < win.we; ++iw) sum += plane[ih * p.w + iw];
-                out[i * p.ow + j] = sum / win.count;
-            }
+        for (int64_t i = 0; i < p.oh; ++i) {
+            float* out = y + (pl * p.oh + i) * p.ow;
+            for (int64_t j = 0; j < lo; ++j) out[j] = window_value(p, win, plane, i, j);
+            for (int64_t j = hi; j < p.ow; ++j) out[j] = window_value(p, win, plane, i, j);
+            if (lo == hi) continue;
+            const size_t r = static_cast<size_t>(i);
+            // Inner columns all count the kernel's width (clipped or not, by count_include_pad alike).
+            const float count = static_cast<float>(win.rows.count[r] * win.cols.count[static_cast<size_t>(lo)]);
+            const int64_t hs = win.rows.lo[r], he = win.rows.hi[r];
+            if (p.sw == 1) inner_row<1>(p, plane, hs, he, lo, hi, count, out);
+            else if (p.sw == 2) inner_row<2>(p, plane, hs, he, lo, hi, count, out);
+            else inner_row<0>(p, plane, hs, he, lo, hi, count, out);
+        }
     }
 }
 
 // Non-overlapping windows write every covered dX element once; only odd edges need zeros.
 void bwd_2x2(const Pool& p, const float* dy, const float* x, const float* y, float* dx) {
     const int64_t ow4 = p.ow / 4 * 4;
+    const Windows win(p);
     const I4 lo = {0, 4, 1, 5}, hi = {2, 6, 3, 7};  // interleave two rows of window values back
     for (int64_t pl = 0; pl < p.planes; ++pl) {
         const float* plane = x + pl * p.h * p.w;
@@ -158,7 +223,7 @@ void bwd_2x2(const Pool& p, const float* dy, const float* x, const float* y, flo
                 for (int64_t j = 0; j < p.ow; ++j) {
                     if (j < ow4 && yr[j] == yr[j]) continue;
                     d0[2 * j] = d0[2 * j + 1] = d1[2 * j] = d1[2 * j + 1] = 0.0f;
-                    dx[pl * p.h * p.w + argmax(p, plane, window(p, i, j))] = g[j];
+                    dx[pl * p.h * p.w + argmax(p, win, plane, i, j)] = g[j];
                 }
             } else {
                 for (int64_t j = 0; j < ow4; j += 4) {
@@ -179,20 +244,21 @@ void bwd_2x2(const Pool& p, const float* dy, const float* x, const float* y, flo
 
 void bwd_general(const Pool& p, const float* dy, const float* x, float* dx) {
     std::fill_n(dx, p.planes * p.h * p.w, 0.0f);  // windows may overlap or leave gaps
+    const Windows win(p);
     for (int64_t pl = 0; pl < p.planes; ++pl) {
         const float* plane = x + pl * p.h * p.w;
         const float* g = dy + pl * p.oh * p.ow;
         float* d = dx + pl * p.h * p.w;
         for (int64_t i = 0; i < p.oh; ++i)
             for (int64_t j = 0; j < p.ow; ++j) {
-                const Window win = window(p, i, j);
                 if (p.max) {
-                    d[argmax(p, plane, win)] += g[i * p.ow + j];
+                    d[argmax(p, win, plane, i, j)] += g[i * p.ow + j];
                     continue;
                 }
-                const float v = g[i * p.ow + j] / win.count;
-                for (int64_t ih = win.hs; ih < win.he; ++ih)
-                    for (int64_t iw = win.ws; iw < win.we; ++iw) d[ih * p.w + iw] += v;
+                const size_t r = static_cast<size_t>(i), c = static_cast<size_t>(j);
+                const float v = g[i * p.ow + j] / static_cast<float>(win.rows.count[r] * win.cols.count[c]);
+                for (int64_t ih = win.rows.lo[r]; ih < win.rows.hi[r]; ++ih)
+                    for (int64_t iw = win.cols.lo[c]; iw < win.cols.hi[c]; ++iw) d[ih * p.w + iw] += v;
             }
     }
 }
