@@ -21,6 +21,10 @@ fi
 # XYLEM_NATIVE_ISA: tests/CMakeLists.txt), so an AVX-512 machine also tests what AVX2-only and
 # older CPUs run, and the reverse as far as the CPU allows (docs/testing.md).
 ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
+# The Python package (python/, docs/python.md): built into venvs by scikit-build-core, its pytest
+# suite with Debian's NumPy and with NumPy 2 (scripts/test-python.sh; skipped with a warning where
+# PyPI cannot be reached).
+scripts/test-python.sh
 # The SDK as an outsider uses it: install, build examples/third_party_plugin against it, train.
 scripts/test-sdk.sh build
 
