@@ -1,9 +1,11 @@
 // Data sets from arrays in memory.
 #include "xylem/train/array_data.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "xylem/error.h"
+#include "xylem/layers/layer.h"
 
 namespace xylem::train {
 namespace {
@@ -89,6 +91,33 @@ io::Dataset split_tail(io::Dataset& all, int64_t held) {
     all.labels.resize(ky);
     all.count = keep;
     return v;
+}
+
+ArrayBatches::ArrayBatches(const void* x, DType dtype, int64_t count, Shape sample, Device& dev)
+    : x_(static_cast<const char*>(x)), dtype_(dtype), count_(count), sample_(std::move(sample)),
+      sample_bytes_(static_cast<size_t>(numel(sample_)) * dtype_size(dtype)), dev_(dev) {}
+
+ArrayBatches::Slot& ArrayBatches::slot(int64_t n) {
+    auto it = slots_.find(n);
+    if (it != slots_.end()) return it->second;
+    Slot s{Tensor(batched(n, sample_), dtype_, dev_), Tensor({n}, DType::I32, dev_)};
+    std::fill_n(s.y.host_write<int32_t>(), n, 0);
+    return slots_.emplace(n, std::move(s)).first->second;
+}
+
+void ArrayBatches::stage(int64_t first, int64_t n) {
+    Slot& s = slot(n);
+    char* to = dtype_ == DType::I32 ? reinterpret_cast<char*>(s.x.host_write<int32_t>()) : reinterpret_cast<char*>(s.x.host_write<float>());
+    for (int64_t i = 0; i < n; ++i)
+        std::memcpy(to + static_cast<size_t>(i) * sample_bytes_,
+                    x_ + static_cast<size_t>((*order_)[static_cast<size_t>(first + i)]) * sample_bytes_, sample_bytes_);
+}
+
+Batch ArrayBatches::enqueue(int64_t, int64_t n) {
+    Slot& s = slot(n);
+    s.x.upload(dev_);
+    s.y.upload(dev_);
+    return {s.x, s.y};
 }
 
 }  // namespace xylem::train

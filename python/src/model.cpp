@@ -28,15 +28,22 @@
 #include "xylem/train/model_builder.h"
 #include "xylem/train/run.h"
 #include "xylem/train/run_callbacks.h"
+#include "xylem/train/run_data.h"
 #include "xylem/train/run_files.h"
 #include "xylem/train/sample.h"
+#ifdef XYLEM_HAVE_ONNX
+#include "xylem/onnx/importer.h"
+#endif
 
 namespace xylem::python {
 namespace fs = std::filesystem;
 
 Model::Model(RunConfig config, const std::string& backend, const std::vector<std::string>& plugin_path)
     : config_(std::move(config)) {
-    net_ = value_errors([&] { return train::build_model(config_, 0); });  // unbuilt: its input type, and a config check
+    // Unbuilt, for its input type and as a check of the config. A text config's layers may take
+    // their size from the vocabulary, which only the data or a checkpoint gives: any byte
+    // vocabulary's size stands in (the type does not depend on it); ensure_built uses the real one.
+    net_ = value_errors([&] { return train::build_model(config_, config_.is_text() ? 256 : 0); });
     BackendChoice choice;
     {
         nb::gil_scoped_release unlocked;  // probing forks and waits for children
@@ -236,20 +243,30 @@ nb::dict fit(nb::object owner, Model& m, const HostArray& x, const HostArray& y,
     return out;
 }
 
+// Any sample shape (an ONNX model's [3, H, W] too): batches straight from the array.
 NumpyF32 predict(Model& m, const HostArray& x, int64_t batch_size) {
-    io::Dataset d = prepared(m, x, nullptr, "predict");
+    const Shape xs = array_shape(x);
+    if (xs.size() < 2 || xs[0] < 1)
+        throw nb::value_error(("predict: x must hold samples along its first dimension, got shape " + shape_text(xs)).c_str());
+    const bool tokens = m.takes_tokens();
+    if (tokens != is_i32(x))
+        throw nb::value_error((std::string("predict: the model takes ") + (tokens ? "int32 token ids" : "float32 samples") +
+                               ", got " + (is_i32(x) ? "int32" : "float32") + " x").c_str());
+    m.ensure_built(model_sample(xs, tokens));
     Net& net = m.net();
-    Shape out_shape{d.count};
+    const int64_t n = xs[0];
+    Shape out_shape{n};
     for (int64_t v : net.output_sample_shape()) out_shape.push_back(v);
     const int64_t per = numel(net.output_sample_shape());
-    std::vector<float> out(static_cast<size_t>(d.count * per));
+    std::vector<float> out(static_cast<size_t>(n * per));
     {
         nb::gil_scoped_release unlocked;
+        train::ArrayBatches source(x.data(), tokens ? DType::I32 : DType::F32, n, m.sample(), m.device());
         net.reset_state();
-        train::for_each_batch(net, m.device(), d, batch_size > 0 ? batch_size : train::kEvaluationBatch,
-                              [&](int64_t first, int64_t n, const Tensor&, const Tensor& output) {
+        train::for_each_batch(net, m.device(), source, batch_size > 0 ? batch_size : train::kEvaluationBatch,
+                              [&](int64_t first, int64_t count, const Tensor&, const Tensor& output) {
                                   std::memcpy(out.data() + first * per, output.host_read<float>(),
-                                              static_cast<size_t>(n * per) * sizeof(float));
+                                              static_cast<size_t>(count * per) * sizeof(float));
                               });
     }
     return numpy_f32(std::move(out), out_shape);
@@ -288,6 +305,64 @@ std::unique_ptr<Model> from_config(const std::string& source, const std::string&
         m->ensure_built(model_sample(a, m->takes_tokens()));
     }
     return m;
+}
+
+std::unique_ptr<Model> from_onnx(const std::string& path, const std::string& backend, const std::vector<std::string>& plugin_path) {
+#ifdef XYLEM_HAVE_ONNX
+    // The importer's model graph and parameters (an unsupported op or a malformed file: ValueError).
+    const onnx_import::Imported imported = value_errors([&] { return onnx_import::import_file(path); });
+    auto m = std::make_unique<Model>(onnx_import::run_config(imported), backend, plugin_path);
+    m->ensure_built(imported.input_sample);
+    onnx_import::load_parameters(m->net(), imported);
+    return m;
+#else
+    (void)backend, (void)plugin_path;
+    throw Error(path + ": this xylem was built without ONNX support: install libonnx-dev and libprotobuf-dev "
+                       "(scripts/install-deps.sh) and install the package again");
+#endif
+}
+
+// A checkpoint's parameters, now or when the model is built; a text model's vocabulary now (the
+// model's size depends on it).
+void load_checkpoint_into(Model& m, const std::string& path) {
+    m.vocabulary = train::read_vocabulary(path);
+    if (m.built()) train::load_checkpoint(path, m.net());
+    else m.set_pending_checkpoint(path);
+}
+
+// Text from a character model, as `xylem sample` draws it: a copy of the model built for one step
+// at a time (its parameters copied from this one) and train::sample_text.
+std::string generate(Model& m, const std::string& prime, int64_t length, double temperature, int64_t top_k, uint64_t seed) {
+    if (m.vocabulary.empty())
+        throw nb::value_error("generate needs a character model with its vocabulary: load a checkpoint trained on text "
+                              "([data] text) with Model.load(checkpoint, config)");
+    if (!(temperature >= 1e-6 && temperature <= 1e6)) throw nb::value_error("temperature must be in [1e-6, 1e6]");
+    if (length < 0 || top_k < 0) throw nb::value_error("length and top_k must not be negative");
+    const RunConfig& c = m.config();
+    auto sampler = value_errors([&] {
+        auto s = train::build_inference_model(c, m.device(), {1}, 1, m.vocabulary.size());
+        train::check_text_model(c, *s, m.vocabulary, "the loaded checkpoint");
+        return s;
+    });
+    m.ensure_built({c.windows() ? c.block_size : c.seq_len});  // the training shape, if nothing built it yet
+    std::map<std::string, Param*> mine;
+    for (Param* p : m.net().state()) mine[p->name] = p;
+    for (Param* p : sampler->state()) {
+        auto it = mine.find(p->name);
+        if (it == mine.end() || it->second->value.shape() != p->value.shape())
+            throw Error("generate: the sampling model's parameter '" + p->name + "' has no counterpart in the model");
+        std::memcpy(p->value.host_write<float>(), it->second->value.host_read<float>(), p->value.bytes());
+    }
+    train::SampleOptions o;
+    o.prime = prime;
+    o.length = length;
+    o.temperature = temperature;
+    o.top_k = top_k;
+    o.seed = seed;
+    o.output = train::output_kind(c);
+    nb::gil_scoped_release unlocked;
+    for (Param* p : sampler->state()) p->value.upload(m.device());
+    return value_errors([&] { return train::sample_text(*sampler, m.device(), m.vocabulary, o); });
 }
 
 nb::dict state_dict(Model& m) {
@@ -360,10 +435,9 @@ void bind_model(nb::module_& m) {
             std::map<std::string, std::string> meta{{"format", "pt"}, {"producer", "xylem (Python)"}, {"config", self.config().source}};
             train::save_checkpoint(path, self.net(), meta);
         })
-        .def("_load_checkpoint", [](Model& self, const std::string& path) {
-            if (self.built()) train::load_checkpoint(path, self.net());
-            else self.set_pending_checkpoint(path);
-        });
+        .def("_load_checkpoint", &load_checkpoint_into)
+        .def_static("from_onnx", &from_onnx, nb::arg("path"), nb::arg("backend") = "", nb::arg("plugin_path") = std::vector<std::string>{})
+        .def("generate", &generate, nb::arg("prime"), nb::arg("length"), nb::arg("temperature"), nb::arg("top_k"), nb::arg("seed"));
 }
 
 }  // namespace xylem::python

@@ -24,6 +24,7 @@ public:
     // Builds the model for samples of `sample` (once; later calls must give the same shape).
     void ensure_built(const Shape& sample);
     bool built() const { return built_; }
+    const Shape& sample() const { return sample_; }  // one sample's shape, once built
     Net& net();
     Device& device() { return *dev_; }
     const RunConfig& config() const { return config_; }

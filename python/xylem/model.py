@@ -56,6 +56,15 @@ class Model:
                                         None if input_shape is None else [int(d) for d in input_shape]))
 
     @staticmethod
+    def from_onnx(path, backend="auto", plugin_path=()):
+        """An ONNX model (opsets 13-17) through xylem's importer: its graph becomes the same model a
+        config gives (docs/onnx.md), built and holding the file's weights; predict, evaluate, fit,
+        save and state_dict work as for any model. An unsupported op or a malformed file: ValueError
+        naming every such op."""
+        name = "" if backend in (None, "auto") else backend
+        return Model(_Model.from_onnx(str(path), name, [str(p) for p in plugin_path]))
+
+    @staticmethod
     def load(checkpoint, config, backend="auto", plugin_path=(), input_shape=None):
         """The model of `config` with the parameters of a checkpoint (model.safetensors, or a run's
         last/best.safetensors), loaded when the model is built."""
@@ -127,6 +136,12 @@ class Model:
         """The model's outputs for every sample of x, a float32 ndarray [N, *output shape]: what its
         last layer gives (logits, or probabilities for a model ending in softmax)."""
         return self._m._predict(_arrays.samples(x, self.takes_tokens), int(batch_size or 0))
+
+    def generate(self, prime="", length=500, temperature=1.0, top_k=0, seed=1):
+        """Text from a character model (Model.load of a checkpoint trained on [data] text), drawn one
+        character at a time as `xylem sample` draws it: the prime, then `length` characters from
+        softmax(output / temperature) over the top_k most likely (0: all), with its own seeded generator."""
+        return self._m.generate(str(prime), int(length), float(temperature), int(top_k), int(seed))
 
     def summary(self):
         """One line per layer: name, type, inputs, output shape, parameters (the training banner's table)."""

@@ -7,8 +7,14 @@
 #include <cstdint>
 #include <string>
 
+#include <map>
+#include <vector>
+
+#include "xylem/backend.h"
 #include "xylem/io/idx.h"
 #include "xylem/shape.h"
+#include "xylem/tensor.h"
+#include "xylem/train/batch_source.h"
 
 namespace xylem::train {
 
@@ -27,5 +33,33 @@ io::Dataset token_dataset(const int32_t* tokens, int64_t count, int64_t steps, c
 // The last `held` samples of `all` as a set of their own, and `all` keeps the rest (Keras's
 // validation_split: the tail, before any shuffling). Error when nothing would be left to train on.
 io::Dataset split_tail(io::Dataset& all, int64_t held);
+
+// Batches of samples of any shape read from caller-owned host memory (an ONNX model's [3, H, W]
+// images, which io::Dataset's one-channel images cannot hold): `count` samples of `sample`, f32 or
+// i32, row-major, each batch gathered on the host and uploaded like HostBatches. The targets are
+// int32 zeros [n]: for prediction, where for_each_batch wants some. `x` must outlive the source.
+class ArrayBatches final : public BatchSource {
+public:
+    ArrayBatches(const void* x, DType dtype, int64_t count, Shape sample, Device& dev);
+    int64_t size() const override { return count_; }
+    void begin_epoch(const std::vector<int64_t>& order) override { order_ = &order; }
+    void stage(int64_t first, int64_t n) override;
+    Batch enqueue(int64_t first, int64_t n) override;
+
+private:
+    struct Slot {
+        Tensor x, y;
+    };
+    Slot& slot(int64_t n);
+
+    const char* x_;
+    DType dtype_;
+    int64_t count_;
+    Shape sample_;
+    size_t sample_bytes_;
+    Device& dev_;
+    const std::vector<int64_t>* order_ = nullptr;
+    std::map<int64_t, Slot> slots_;
+};
 
 }  // namespace xylem::train
