@@ -29,7 +29,7 @@ const std::vector<OpMapping> kOps = {
     {"MatMul", "linear without bias (B a 2-D initializer); MatMul then Add of a constant vector: linear with bias; "
                "q k^T and by v inside attention (Patterns)"},
     {"Add", "add (two tensors of one shape); the bias of the MatMul before it; a constant [T, C]: position_embedding; "
-            "steps of layer norm, GELU and attention's mask (Patterns); folded on constants"},
+            "another constant: bias; steps of layer norm, GELU and attention's mask (Patterns); folded on constants"},
     {"Conv", "conv2d (2-D, symmetric equal padding, equal strides and dilations, groups; bias optional)"},
     {"BatchNormalization", "batchnorm (inference form: scale, B, mean, var -> weight, bias, running_mean, running_var; "
                            "epsilon; momentum m -> 1 - m)"},
@@ -48,11 +48,12 @@ const std::vector<OpMapping> kOps = {
     {"LogSoftmax", "log_softmax (over the last axis)"},
     {"LayerNormalization", "layer_norm (the last axis; scale and bias constants)"},
     {"ReduceMean", "a layer norm's mean or variance (torch's LayerNorm below opset 17; docs/onnx.md, Patterns)"},
-    {"Sub", "a layer norm's x - mean (Patterns); folded on constants"},
+    {"Sub", "bias by a constant (negated); a layer norm's x - mean (Patterns); folded on constants"},
     {"Pow", "a layer norm's square (Patterns); folded on constants"},
     {"Sqrt", "a layer norm's standard deviation (Patterns); folded on constants"},
-    {"Div", "a layer norm's (x - mean) / std; GELU's x / sqrt(2); attention's scale (Patterns); folded on constants"},
-    {"Mul", "a layer norm's weight; GELU's steps; attention's scale (Patterns); folded on constants"},
+    {"Div", "scale by a constant's reciprocal; a layer norm's (x - mean) / std; GELU's x / sqrt(2); attention's scale "
+            "(Patterns); folded on constants"},
+    {"Mul", "scale by a constant; a layer norm's weight; GELU's steps; attention's scale (Patterns); folded on constants"},
     {"Erf", "GELU's erf form: gelu (Patterns); folded on constants"},
     {"Split", "attention's q, k, v from one linear (Patterns)"},
     {"Where", "attention's causal mask (Patterns); folded on constants"},
@@ -366,6 +367,23 @@ std::string Importer::emit(LayerOut l, const onnx::NodeProto& n, std::vector<int
 std::string Importer::use(const std::string& tensor, const onnx::NodeProto& reader, bool pad_ok) {
     const Value& v = value(tensor);
     if (v.is_const) refuse(reader, "reads the constant '" + tensor + "' where xylem needs the model's data");
+    if (v.pending.kind == "gelu.half" || v.pending.kind == "gelu.scaled") {
+        // x * 0.5 or x / sqrt(2) that another node reads too (or that was no GELU at all): the
+        // product as a scale layer, made once.
+        auto it = materialized_.find(tensor);
+        if (it != materialized_.end()) return it->second;
+        const std::string input = use(v.pending.of, reader);
+        const std::string name = clean_name(reader.name()) + "_scale";
+        std::string unique = name;
+        for (int k = 2; names_.count(unique); ++k) unique = name + "_" + std::to_string(k);
+        names_.insert(unique);
+        const float w = v.pending.kind == "gelu.half" ? 0.5f : static_cast<float>(1 / std::sqrt(2.0));
+        param(unique, "weight", {1}, {w});
+        layers_.push_back(LayerOut{"scale", unique, {input}, {{"shape", "[1]"}}});
+        layer_shapes_[unique] = v.shape;
+        materialized_[tensor] = unique;
+        return unique;
+    }
     if (!v.pending.kind.empty())
         refuse(reader, "reads '" + tensor + "', a step inside a " + v.pending.kind.substr(0, v.pending.kind.find('.')) +
                            " pattern xylem imports whole only (docs/onnx.md, \"Patterns\")");
@@ -406,13 +424,15 @@ Imported Importer::run() {
     // The output.
     const Value& y = value(out_.output_name);
     if (y.is_const) throw Error(source_ + ": the graph's output '" + out_.output_name + "' is a constant");
-    if (y.node == Net::kInput) throw Error(source_ + ": the graph's output is its input: there is no layer to run");
+    if (y.node == Net::kInput && y.pending.kind.empty()) throw Error(source_ + ": the graph's output is its input: there is no layer to run");
     if (y.pad) throw Error(source_ + ": the graph's output is a Pad's; xylem folds a Pad only into the layer reading it");
-    if (!y.pending.kind.empty()) throw Error(source_ + ": the graph's output is a step inside a pattern xylem imports whole only");
+    const bool materializable = y.pending.kind == "gelu.half" || y.pending.kind == "gelu.scaled";
+    if (!y.pending.kind.empty() && !materializable)
+        throw Error(source_ + ": the graph's output is a step inside a pattern xylem imports whole only");
     if (y.zeros || y.layout != Value::kBatchMajor)
         throw Error(source_ + ": the graph's output is time-major or zeros of the batch's shape; xylem's output is [batch, ...]");
     std::string last = y.node;
-    if (y.squeezed) {
+    if (y.squeezed || materializable) {
         last = use(out_.output_name, g_.node(producer_.at(out_.output_name)));
     }
     out_.output_sample.assign(layer_shapes_.at(last).begin() + 1, layer_shapes_.at(last).end());

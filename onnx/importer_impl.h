@@ -161,6 +161,9 @@ private:
     void pool(const onnx::NodeProto& n, bool max);
     void pad(const onnx::NodeProto& n);
     void clip(const onnx::NodeProto& n);
+    // Add, Sub, Mul or Div of a constant and the model's data -> bias or scale; false when no
+    // operand is a constant.
+    bool constant_op(const onnx::NodeProto& n);
     // Patterns that become fused layers, and embeddings (patterns.cpp): true when the node was
     // taken (as a step of a pattern or a whole layer), false to leave it to the other handlers.
     bool pattern(const onnx::NodeProto& n);
@@ -198,6 +201,7 @@ private:
     std::set<std::string> names_;
     std::set<int> absorbed_;                        // Add nodes that became a linear layer's bias
     std::map<std::string, std::string> unsqueezed_;  // global_avgpool node -> its [C, 1, 1] reshape
+    std::map<std::string, std::string> materialized_;  // a GELU's first step read elsewhere -> its scale layer
     int folded_ = 0;
     int current_ = -1;  // the node visit() works on
 };

@@ -229,6 +229,40 @@ void Importer::clip(const onnx::NodeProto& n) {
     emit(std::move(l), n, x.shape, n.output(0));
 }
 
+bool Importer::constant_op(const onnx::NodeProto& n) {
+    const std::string& op = n.op_type();
+    if ((op != "Add" && op != "Sub" && op != "Mul" && op != "Div") || n.input_size() != 2) return false;
+    const int k = value(input_of(n, 0)).is_const ? 0 : value(input_of(n, 1)).is_const ? 1 : -1;
+    if (k < 0) return false;
+    check_known_attrs(n, {});
+    const Value& x = value(n.input(1 - k));
+    const HostTensor& c = value(n.input(k)).c;
+    if (k == 0 && (op == "Sub" || op == "Div"))
+        refuse(n, std::string(op == "Sub" ? "subtracts the model's data from" : "divides") + " a constant" +
+                      (op == "Div" ? " by the model's data" : "") + "; xylem's bias and scale take the data first");
+    if (!c.is_float) refuse(n, "its constant is not float");
+    // The constant's axes after its leading 1s: one value, or the trailing axes of each sample.
+    std::vector<int64_t> dims = c.dims;
+    while (!dims.empty() && dims.front() == 1) dims.erase(dims.begin());
+    const std::vector<int64_t> sample(x.shape.begin() + 1, x.shape.end());
+    const bool single = c.numel() == 1;
+    const bool trailing = !dims.empty() && dims.size() <= sample.size() && c.dims.size() <= x.shape.size() &&
+                          std::equal(dims.begin(), dims.end(), sample.end() - static_cast<long>(dims.size()));
+    if (!single && !trailing)
+        refuse(n, std::string(op == "Add" || op == "Sub" ? "adds" : "multiplies by") + " a constant " + shape_text(c.dims) +
+                      " that is not one value or the trailing axes of each sample " + shape_text(x.shape) +
+                      " (xylem's bias and scale; a constant over the batch has no layer)");
+    std::vector<float> w = c.f;
+    for (float& v : w) v = op == "Sub" ? -v : op == "Div" ? 1.0f / v : v;
+    const std::vector<int64_t> shape = single ? std::vector<int64_t>{1} : dims;
+    const bool scale = op == "Mul" || op == "Div";
+    const std::string name = layer_name(n, n.input(k));
+    param(name, "weight", shape, std::move(w));
+    LayerOut l{scale ? "scale" : "bias", name, {use(n.input(1 - k), n)}, {{"shape", toml_ints(shape)}}};
+    emit(std::move(l), n, x.shape, n.output(0));
+    return true;
+}
+
 // Pad (constant zeros, the same on every side of H and W): no layer; the Conv or AveragePool
 // reading it takes it as padding (torch exports AvgPool2d(padding=p) as Pad then AveragePool).
 void Importer::pad(const onnx::NodeProto& n) {
@@ -287,6 +321,7 @@ void Importer::visit(const onnx::NodeProto& n) {
     if (op == "ConstantOfShape") return constant_of_shape(n);
     if (all_const || op == "Constant" || op == "Shape") return fold(n);
     if (pattern(n)) return;
+    if (constant_op(n)) return;
     if (op == "LSTM" || op == "GRU") return recurrent(n, op == "GRU");
     if (op == "Transpose") return transpose(n);
     if (op == "Slice") return slice(n);

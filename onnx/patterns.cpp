@@ -180,10 +180,10 @@ bool Importer::gelu_step(const onnx::NodeProto& n) {
     // The first steps on the model's data: x / sqrt(2) or x * (1 / sqrt(2)) (erf form); x * 0.5 and
     // x * x (tanh form).
     if ((op == "Div" || op == "Mul") && n.input_size() == 2 && data0 && scalar_of(in(1), k)) {
+        // Either may be no GELU after all: read by anything else, it becomes a scale layer (Importer::use).
         if (op == "Mul" && k == 0.5) return begin("gelu.half");
-        if (!near(op == "Div" ? k : 1.0 / k, std::sqrt(2.0)))
-            refuse(n, "scales the model's data by a constant; xylem imports that only as a step of GELU (x / sqrt(2), x * 0.5)");
-        return begin("gelu.scaled");
+        if (near(op == "Div" ? k : 1.0 / k, std::sqrt(2.0))) return begin("gelu.scaled");
+        return false;  // another constant: a scale layer (constant_op)
     }
     if (op == "Mul" && n.input_size() == 2 && data0 && n.input(0) == n.input(1)) return begin("gelu.square");
     if (op == "Tanh") {
@@ -235,6 +235,7 @@ bool Importer::gelu_step(const onnx::NodeProto& n) {
     else if (op == "Mul" && at == "gelu.tanh_plus_1" && of_x) v.pending = step(p->pending, "gelu.tanh_x_times");  // torch's order
     else if (op == "Mul" && at == "gelu.tanh_x_times" && scalar_of(other, k) && k == 0.5) return finish(true);
     else if (op == "Mul" && at == "gelu.half" && other.pending.kind == "gelu.tanh_plus_1" && other.pending.of == p->pending.of) return finish(true);
+    else if (at == "gelu.half" || at == "gelu.scaled") return false;  // x * 0.5 or x / sqrt(2) after all: a scale layer
     else refuse(n, "breaks GELU's erf or tanh form at step " + at);
     values_[n.output(0)] = v;
     return true;

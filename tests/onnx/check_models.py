@@ -86,6 +86,24 @@ class RnnClassifier(nn.Module):
         return self.fc(y[:, -1])
 
 
+class Affine(nn.Module):
+    """Arithmetic with constants on the data: (x - mean) / std per feature, a Linear, x * 0.5 read
+    twice (also the start of GELU's tanh form, so it must fall back to a scale layer), + a
+    per-step constant."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.randn(8))
+        self.register_buffer("std", torch.rand(8) + 0.5)
+        self.register_buffer("shift", torch.randn(6, 5))
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        h = self.fc((x - self.mean) / self.std)
+        half = h * 0.5
+        return half + torch.relu(half) + self.shift
+
+
 def gpt():
     """The GPT of examples/gpt_char.toml as bench/torch_gpt.py builds it (nanoGPT's model.py), smaller:
     vocabulary 50, context 16, 2 blocks of 4 heads, 32 channels. Every parameter random (layer norms
@@ -112,6 +130,7 @@ MODELS = {
     "lstm": (RnnClassifier, (4, 7, 8), False),
     "gru": (lambda: RnnClassifier(nn.GRU), (4, 7, 8), False),
     "gpt": (gpt, (2, 16), False),  # token ids in [0, 50)
+    "affine": (Affine, (4, 6, 8), False),
     "gelu_tanh": (lambda: nn.Sequential(nn.Linear(8, 16), nn.GELU(approximate="tanh"), nn.Linear(16, 4)), (4, 8), False),
 }
 
@@ -168,7 +187,7 @@ def main():
     p.add_argument("--xylem", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--backends", default="", help="comma-separated (default: native, and opencl where available)")
-    p.add_argument("--models", default="mlp,lenet,mix,resnet18,resnet18_bn,mobilenet_v2,lstm,gru,gpt,gelu_tanh")
+    p.add_argument("--models", default="mlp,lenet,mix,resnet18,resnet18_bn,mobilenet_v2,lstm,gru,gpt,gelu_tanh,affine")
     p.add_argument("--opsets", default="13,14,17")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--images", type=int, default=500, help="Fashion-MNIST test images for import + predict")

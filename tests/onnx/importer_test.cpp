@@ -455,7 +455,8 @@ TEST(OnnxImport, GelusErfFormBecomesOneGeluAndABrokenOneIsRefusedNamingTheNode) 
     ASSERT_EQ(m.layers.size(), 1u);
     EXPECT_EQ(m.layers[0].type, "gelu");
     EXPECT_HAS(error_of(bytes_of(gelu_model(0.4f))), "Mul node '/gelu/Mul_1': breaks GELU's erf or tanh form");
-    EXPECT_HAS(error_of(bytes_of(gelu_model(0.5f, 2.f))), "Div node '/gelu/Div': scales the model's data by a constant");
+    // x / 2 is a scale layer, so the Erf after it is outside GELU.
+    EXPECT_HAS(error_of(bytes_of(gelu_model(0.5f, 2.f))), "Erf node '/gelu/Erf': xylem imports Erf only inside GELU");
     onnx::ModelProto leak = gelu_model();  // a step read by something outside the pattern
     node(leak.mutable_graph(), "Relu", "/leak", {"e"}, {"r"});
     node(leak.mutable_graph(), "Add", "/join", {"y", "r"}, {"y2"});
@@ -529,7 +530,7 @@ TEST(OnnxImport, EmbeddingsAndHostileSplitsAndMasks) {
     EXPECT_EQ(m.layers[1].type, "position_embedding");
     EXPECT_TRUE(m.input_tokens);
     *g->mutable_initializer(1) = floats("pos", {5, 4});  // not [T, C]
-    EXPECT_HAS(error_of(bytes_of(e)), "Add node '/Add': adds a constant to the model's data");
+    EXPECT_HAS(error_of(bytes_of(e)), "Add node '/Add': adds a constant [5, 4] that is not one value or the trailing axes");
     onnx::ModelProto f = one_node("Gather", {-1, 6}, {});
     f.mutable_graph()->mutable_node(0)->set_input(0, std::string("table"));
     f.mutable_graph()->mutable_node(0)->add_input("x");
@@ -538,6 +539,27 @@ TEST(OnnxImport, EmbeddingsAndHostileSplitsAndMasks) {
     // Split of anything but a linear's [N, T, 3C]; a Where that is not a causal mask.
     onnx::ModelProto split = one_node("Split", {-1, 6, 9}, {});
     EXPECT_HAS(error_of(bytes_of(split)), "xylem imports Split only as the q, k, v of attention");
+}
+
+// Add, Sub, Mul and Div of a constant on the model's data: bias and scale layers holding the
+// constant (negated for Sub, inverted for Div); the forms they cannot hold are refused.
+TEST(OnnxImport, ArithmeticWithAConstantBecomesBiasOrScale) {
+    const onnx_import::Imported sub = import_bytes(bytes_of(one_node("Sub", {-1, 3, 4}, {floats("mean", {4}, 1.f)})), "m", "");
+    ASSERT_EQ(sub.layers.size(), 1u);
+    EXPECT_EQ(sub.layers[0].type, "bias");
+    EXPECT_HAS(sub.layers_toml, "shape = [4]");
+    EXPECT_EQ(sub.params.at(sub.layers[0].name + ".weight").values[2], -3.f);
+    const onnx_import::Imported div = import_bytes(bytes_of(one_node("Div", {-1, 3, 4}, {scalar("two", 2.f)})), "m", "");
+    EXPECT_EQ(div.layers[0].type, "scale");
+    EXPECT_EQ(div.params.at(div.layers[0].name + ".weight").values[0], 0.5f);
+    const onnx_import::Imported mul = import_bytes(bytes_of(one_node("Mul", {-1, 3, 4}, {floats("w", {1, 3, 4})})), "m", "");
+    EXPECT_HAS(mul.layers_toml, "shape = [3, 4]");
+    onnx::ModelProto first = one_node("Sub", {-1, 4}, {floats("c", {4})});
+    first.mutable_graph()->mutable_node(0)->set_input(0, std::string("c"));
+    first.mutable_graph()->mutable_node(0)->set_input(1, std::string("x"));
+    EXPECT_HAS(error_of(bytes_of(first)), "Sub node '/Sub': subtracts the model's data from a constant");
+    EXPECT_HAS(error_of(bytes_of(one_node("Mul", {-1, 3, 4}, {floats("w", {3, 3, 4})}))), "Mul node '/Mul': multiplies by a constant [3, 3, 4] that is not");
+    EXPECT_HAS(error_of(bytes_of(one_node("Add", {-1, 3, 4}, {floats("w", {3, 1})}))), "adds a constant [3, 1] that is not");
 }
 
 // The tiny GPT the fuzz seeds hold (fuzz/seeds/make_onnx_seeds.py: torch's export of bench/torch_gpt.py,
