@@ -211,9 +211,14 @@ std::string too_short(const std::string& what, int64_t chars, int64_t streams, i
 }  // namespace
 
 TextData load_text_data(const RunConfig& c) {
+    const std::vector<std::string> files = text_files(c);
+    TextData t = text_data_of(c, read_corpus(c, files));
+    t.files = files;
+    return t;
+}
+
+TextData text_data_of(const RunConfig& c, const std::string& text) {
     TextData t;
-    t.files = text_files(c);
-    const std::string text = read_corpus(c, t.files);
     t.chars = static_cast<int64_t>(text.size());
     try {
         t.vocabulary = Vocabulary::of_text(text);

@@ -101,5 +101,8 @@ struct TextData {
 // one batch of train.batch_size streams of data.seq_len steps, or for one window of
 // data.block_size characters (and its next character).
 TextData load_text_data(const RunConfig& config);
+// The same from a corpus in memory (the Python API's fit on a string): load_text_data is this over
+// the files' bytes, so a text gives the same tokens, split and layout either way.
+TextData text_data_of(const RunConfig& config, const std::string& text);
 
 }  // namespace xylem::train
