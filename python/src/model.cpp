@@ -56,6 +56,13 @@ Model::Model(RunConfig config, const std::string& backend, const std::vector<std
 
 std::string Model::backend_name() const { return backend_->name(); }
 
+std::map<std::string, std::string> Model::checkpoint_metadata() const {
+    std::map<std::string, std::string> meta{{"format", "pt"}, {"producer", "xylem (Python)"}, {"config", config_.source},
+                                            {"backend", backend_->name()}};
+    if (!vocabulary.empty()) meta[train::kVocabularyKey] = train::vocabulary_metadata(vocabulary);  // generate, eval, sample read it
+    return meta;
+}
+
 bool Model::takes_tokens() const { return net_->input_dtype() == DType::I32; }
 
 Net& Model::net() {
@@ -151,60 +158,54 @@ io::Dataset prepared(Model& m, const HostArray& x, const HostArray* y, const std
     return d;
 }
 
-nb::dict fit(nb::object owner, Model& m, const HostArray& x, const HostArray& y, std::optional<HostArray> vx,
-             std::optional<HostArray> vy, double validation_split, int epochs, int64_t batch_size, bool shuffle,
-             int verbose, nb::object callbacks, std::optional<std::string> checkpoint_dir, std::string monitor,
-             int64_t patience, double min_delta) {
-    io::Dataset train = prepared(m, x, &y, "fit");
-    io::Dataset validation;
-    if (vx && vy) validation = prepared(m, *vx, &*vy, "validation_data");
-    else if (validation_split > 0)
-        validation = value_errors([&] {
-            const int64_t held = std::max<int64_t>(1, std::llround(validation_split * static_cast<double>(train.count)));
-            return train::split_tail(train, held);
-        });
+// What fit takes besides the data, from Python's keywords.
+struct FitArgs {
+    int epochs = 0;          // 0: the config's
+    int64_t batch_size = 0;  // 0: the config's
+    bool shuffle = true;
+    int verbose = 1;
+    nb::object callbacks;
+    std::optional<std::string> checkpoint_dir;
+    std::string monitor;  // train.best_metric's names; "": the config's, else val_loss with validation data
+    int64_t patience = 0;
+    double min_delta = 0;
+};
+
+// train::fit over a built model's batches, with the callbacks a configured run uses (scoring,
+// early stopping, checkpoints, the report) and the Python ones.
+nb::dict run_fit(nb::object owner, Model& m, train::BatchSource& batches, const io::Dataset& validation,
+                 train::FitOptions o, int64_t chars_per_sample, const FitArgs& a) {
     const RunConfig& c = m.config();
-    train::FitOptions o = train::fit_options(c, !train.is_tokens() || true);
-    o.shuffle = shuffle;
-    if (epochs > 0) o.epochs = epochs;
-    if (batch_size > 0) o.batch_size = batch_size;
-    if (!monitor.empty()) o.best_metric = monitor;
+    if (!a.monitor.empty()) o.best_metric = a.monitor;
     else if (o.best_metric.empty()) o.best_metric = validation.count ? "val_loss" : "train_loss";
     if (validation.count == 0 && o.best_metric != "train_loss")
         throw nb::value_error(("monitor '" + o.best_metric + "' needs validation data (validation_split or validation_data)").c_str());
     Net& net = m.net();
     Device& dev = m.device();
     value_errors([&] {
-        train::check_memory_fits(train::training_memory(net, train::input_sample_shape(train), m.solver(), o.batch_size, 0), dev,
-                                 c.source, "training this model");
         if (std::string why = train::capture_blocker(o, net, m.solver(), dev); !why.empty()) throw Error(c.source + ": " + why);
         return 0;
     });
     net.check_ops(dev.backend(), true);
 
-    const int64_t classes = m.classes();
-    const std::unique_ptr<train::BatchSource> batches =
-        train::make_batch_source(train, dev, m.loss().target_dtype(), classes, c.data_resident, c.capture);
     train::ScoringCallbacks::Sets sets;
     sets.validation = &validation;
     sets.validation_total = validation.count;
-    sets.classes = classes;
-    sets.validation_batch = train.is_tokens() ? o.batch_size : train::kEvaluationBatch;
+    sets.classes = m.classes();
+    sets.validation_batch = chars_per_sample ? o.batch_size : train::kEvaluationBatch;  // RunData::eval_batch's rule
     train::ScoringCallbacks scoring(sets, nullptr);
     EarlyStopping rule;
     rule.metric = o.best_metric;
-    rule.patience = patience;
-    rule.min_delta = min_delta;
+    rule.patience = a.patience;
+    rule.min_delta = a.min_delta;
     train::EarlyStoppingCallbacks early(rule);
     std::optional<train::RunFiles> files;
-    if (checkpoint_dir) files = value_errors([&] { return train::prepare_run_dir(*checkpoint_dir); });
+    if (a.checkpoint_dir) files = value_errors([&] { return train::prepare_run_dir(*a.checkpoint_dir); });
     std::optional<train::CheckpointCallbacks> checkpoints;
-    std::map<std::string, std::string> meta{{"format", "pt"}, {"producer", "xylem (Python)"}, {"config", c.source},
-                                            {"backend", dev.backend().name()}};
-    if (files) checkpoints.emplace(*files, meta);
+    if (files) checkpoints.emplace(*files, m.checkpoint_metadata());
     train::RunFiles no_files;
     no_files.write = false;
-    train::RunReport report(std::cout, verbose == 1, no_files, false, train.is_tokens() ? train.steps : 0);
+    train::RunReport report(std::cout, a.verbose == 1, no_files, false, chars_per_sample);
     train::RunSummary summary;
     summary.config = c.source;
     summary.backend = dev.backend().name();
@@ -212,13 +213,13 @@ nb::dict fit(nb::object owner, Model& m, const HostArray& x, const HostArray& y,
     summary.batch_size = o.batch_size;
     summary.seed = o.seed;
     train::ReportCallbacks reports(report, summary, std::cout, false);
-    PyCallbacks py(callbacks, owner);
+    PyCallbacks py(a.callbacks, owner);
 
     train::TrainingState state;
     state.config_text = c.text;
     state.config_source = c.source;
     std::vector<train::Callbacks*> cbs{&scoring, &early};
-    if (verbose == 1) cbs.push_back(&reports);
+    if (a.verbose == 1) cbs.push_back(&reports);
     if (checkpoints) cbs.push_back(&*checkpoints);
     cbs.push_back(&py);
     train::FitResult r;
@@ -226,7 +227,7 @@ nb::dict fit(nb::object owner, Model& m, const HostArray& x, const HostArray& y,
         nb::gil_scoped_release unlocked;
         train::InterruptGuard interrupts;  // Ctrl-C: finish the step, write the checkpoint, return
         cbs.push_back(&interrupts);
-        r = train::fit(net, m.loss(), m.solver(), dev, *batches, state, o, cbs);
+        r = train::fit(net, m.loss(), m.solver(), dev, batches, state, o, cbs);
         std::cout.flush();
     }
     py.rethrow_if_failed();
@@ -241,6 +242,67 @@ nb::dict fit(nb::object owner, Model& m, const HostArray& x, const HostArray& y,
     out["next_epoch"] = state.epoch;
     out["next_step"] = state.step;
     return out;
+}
+
+train::FitOptions fit_options(const RunConfig& c, bool shuffle, const FitArgs& a) {
+    train::FitOptions o = train::fit_options(c, shuffle);
+    if (a.epochs > 0) o.epochs = a.epochs;
+    if (a.batch_size > 0) o.batch_size = a.batch_size;
+    return o;
+}
+
+// Arrays: the samples as an io::Dataset, batched as a configured run batches its images.
+nb::dict fit_arrays(nb::object owner, Model& m, const HostArray& x, const HostArray& y, std::optional<HostArray> vx,
+                    std::optional<HostArray> vy, double validation_split, const FitArgs& a) {
+    io::Dataset train = prepared(m, x, &y, "fit");
+    io::Dataset validation;
+    if (vx && vy) validation = prepared(m, *vx, &*vy, "validation_data");
+    else if (validation_split > 0)
+        validation = value_errors([&] {
+            const int64_t held = std::max<int64_t>(1, std::llround(validation_split * static_cast<double>(train.count)));
+            return train::split_tail(train, held);
+        });
+    const RunConfig& c = m.config();
+    const train::FitOptions o = fit_options(c, a.shuffle, a);
+    value_errors([&] {
+        train::check_memory_fits(train::training_memory(m.net(), train::input_sample_shape(train), m.solver(), o.batch_size, 0),
+                                 m.device(), c.source, "training this model");
+        return 0;
+    });
+    const std::unique_ptr<train::BatchSource> batches =
+        train::make_batch_source(train, m.device(), m.loss().target_dtype(), m.classes(), c.data_resident, c.capture);
+    return run_fit(owner, m, *batches, validation, o, train.is_tokens() ? train.steps : 0, a);
+}
+
+// A text corpus for a character model: the config's layout (streams or windows) and vocabulary
+// rules over the string, as [data] text lays out its files (train::text_data_of).
+nb::dict fit_text(nb::object owner, Model& m, const std::string& text, double validation_split, const FitArgs& a) {
+    RunConfig c = m.config();
+    if (a.batch_size > 0) c.batch_size = static_cast<int>(a.batch_size);  // streams: one per batch row
+    if (validation_split > 0) c.validation_fraction = validation_split, c.validation_count = 0;
+    train::RunData data;
+    {
+        train::TextData t = value_errors([&] { return train::text_data_of(c, text); });
+        if (!m.vocabulary.empty() && !(m.vocabulary == t.vocabulary) && m.built())
+            throw nb::value_error("fit: the text's characters are not the vocabulary the model was built with "
+                                  "(a model is built for one vocabulary)");
+        if (!m.built()) m.vocabulary = t.vocabulary;
+        data.train = std::move(t.train);
+        data.validation = std::move(t.validation);
+        data.windows = std::move(t.windows);
+        data.vocabulary = std::move(t.vocabulary);
+    }
+    m.ensure_built(train::input_sample_shape(data.train));
+    value_errors([&] {
+        train::check_model_fits_data(c, m.net(), data);
+        return 0;
+    });
+    const train::FitOptions o = fit_options(c, data.shuffled() && a.shuffle, a);
+    Device& dev = m.device();
+    const std::unique_ptr<train::BatchSource> batches =
+        data.windowed() ? train::make_window_source(data.windows, dev, c.data_resident, c.capture)
+                        : train::make_batch_source(data.train, dev, DType::I32, m.classes(), c.data_resident, c.capture);
+    return run_fit(owner, m, *batches, data.validation, o, data.train.steps, a);
 }
 
 // Any sample shape (an ONNX model's [3, H, W] too): batches straight from the array.
@@ -414,27 +476,23 @@ void bind_model(nb::module_& m) {
         .def_prop_ro("takes_tokens", &Model::takes_tokens)
         .def_prop_ro("config_source", [](Model& self) { return self.config().source; })
         .def("summary", [](Model& self) { return self.net().summary(); })
-        .def("_fit", [](Model& self, nb::object owner, const HostArray& x, const HostArray& y, nb::object vx_, nb::object vy_,
+        .def("_fit", [](Model& self, nb::object owner, nb::object x, nb::object y, nb::object vx, nb::object vy,
                         double split, int epochs, int64_t batch, bool shuffle, int verbose, nb::object callbacks,
-                        nb::object dir_, std::string monitor, int64_t patience, double min_delta) {
-            // None (no validation data, no checkpoint folder) or the value.
-            std::optional<HostArray> vx, vy;
-            if (!vx_.is_none()) vx = nb::cast<HostArray>(vx_), vy = nb::cast<HostArray>(vy_);
-            std::optional<std::string> dir;
-            if (!dir_.is_none()) dir = nb::cast<std::string>(dir_);
-            return fit(owner, self, x, y, vx, vy, split, epochs, batch, shuffle, verbose, callbacks, dir,
-                       monitor, patience, min_delta);
-        }, nb::arg("owner"), nb::arg("x"), nb::arg("y"), nb::arg("vx").none(), nb::arg("vy").none(), nb::arg("split"),
+                        nb::object dir, std::string monitor, int64_t patience, double min_delta) {
+            FitArgs a{epochs, batch, shuffle, verbose, callbacks, std::nullopt, monitor, patience, min_delta};
+            if (!dir.is_none()) a.checkpoint_dir = nb::cast<std::string>(dir);
+            if (nb::isinstance<nb::str>(x)) return fit_text(owner, self, nb::cast<std::string>(x), split, a);
+            std::optional<HostArray> vxa, vya;  // None: no validation data
+            if (!vx.is_none()) vxa = nb::cast<HostArray>(vx), vya = nb::cast<HostArray>(vy);
+            return fit_arrays(owner, self, nb::cast<HostArray>(x), nb::cast<HostArray>(y), vxa, vya, split, a);
+        }, nb::arg("owner"), nb::arg("x"), nb::arg("y").none(), nb::arg("vx").none(), nb::arg("vy").none(), nb::arg("split"),
            nb::arg("epochs"), nb::arg("batch"), nb::arg("shuffle"), nb::arg("verbose"), nb::arg("callbacks"),
            nb::arg("dir").none(), nb::arg("monitor"), nb::arg("patience"), nb::arg("min_delta"))
         .def("_predict", &predict)
         .def("_evaluate", &evaluate)
         .def("state_dict", &state_dict)
         .def("load_state_dict", &load_state_dict, nb::arg("state_dict"), nb::arg("strict") = true)
-        .def("save", [](Model& self, const std::string& path) {
-            std::map<std::string, std::string> meta{{"format", "pt"}, {"producer", "xylem (Python)"}, {"config", self.config().source}};
-            train::save_checkpoint(path, self.net(), meta);
-        })
+        .def("save", [](Model& self, const std::string& path) { train::save_checkpoint(path, self.net(), self.checkpoint_metadata()); })
         .def("_load_checkpoint", &load_checkpoint_into)
         .def_static("from_onnx", &from_onnx, nb::arg("path"), nb::arg("backend") = "", nb::arg("plugin_path") = std::vector<std::string>{})
         .def("generate", &generate, nb::arg("prime"), nb::arg("length"), nb::arg("temperature"), nb::arg("top_k"), nb::arg("seed"));

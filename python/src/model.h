@@ -3,6 +3,7 @@
 // sample shape (a config's [data] section is not read: the arrays are the data).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +37,8 @@ public:
     void set_pending_checkpoint(std::string path) { pending_ = std::move(path); }
     train::Vocabulary vocabulary;  // a text model's, from its checkpoint (generate)
     std::string backend_name() const;
+    // The safetensors metadata of the files it writes: the config, the backend, a text model's vocabulary.
+    std::map<std::string, std::string> checkpoint_metadata() const;
     std::string backend_choice;  // how the backend was chosen, as `xylem train` prints it
 
 private:

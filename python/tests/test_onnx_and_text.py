@@ -34,6 +34,10 @@ max_steps = 30
 
 def test_from_onnx_matches_pytorch(tmp_path):
     torch = pytest.importorskip("torch")
+    try:
+        torch.zeros(1).numpy()
+    except RuntimeError as e:  # Debian's torch is built against NumPy 1: not usable in the NumPy 2 venv
+        pytest.skip(f"torch cannot exchange arrays with NumPy {np.__version__}: {e}")
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
                               torch.nn.Linear(4 * 8 * 8, 5)).eval()
@@ -75,3 +79,26 @@ def test_generate_matches_xylem_sample(tmp_path, xylem_cli):
     assert ours == cli.rstrip("\n")
     with pytest.raises(ValueError, match="vocabulary"):
         xylem.Model.from_config(CHAR_CONFIG.format(text=text)).generate("x", 5)
+
+
+def test_fit_on_a_text_matches_xylem_train(tmp_path, xylem_cli):
+    corpus = "pack my box with five dozen liquor jugs. " * 50
+    text = tmp_path / "corpus.txt"
+    text.write_text(corpus)
+    cfg = tmp_path / "char.toml"
+    cfg.write_text(CHAR_CONFIG.format(text=text).replace("seq_len = 16", "seq_len = 16\nvalidation = 0.1"))
+    run = tmp_path / "run"
+    subprocess.run([xylem_cli, "train", "--config", str(cfg), "--out", str(run)], check=True, capture_output=True)
+    cli = xylem.Model.load(run / "model.safetensors", cfg)
+    model = xylem.Model.from_config(cfg)
+    h = model.fit(corpus, verbose=0)  # the config's data.validation holds out the same end of the text
+    cli.predict(np.zeros((1, 16), np.int32))
+    ours, theirs = model.state_dict(), cli.state_dict()
+    assert sorted(ours) == sorted(theirs) and all(np.array_equal(ours[k], theirs[k]) for k in ours)
+    assert "val_loss" in h.history
+    saved = tmp_path / "m.safetensors"
+    model.save(saved)  # with the vocabulary: the loaded model generates
+    again = xylem.Model.load(saved, cfg)
+    assert again.generate("pack ", 30, seed=2) == model.generate("pack ", 30, seed=2)
+    with pytest.raises(ValueError, match="no y"):
+        model.fit(corpus, np.zeros(3, np.int32))

@@ -79,11 +79,14 @@ class Model:
         dtype = np.int32 if self.takes_tokens else np.float32
         self._m._predict(np.zeros((1, *input_shape), dtype=dtype), 1)
 
-    def fit(self, x, y, epochs=None, batch_size=None, validation_split=0.0, validation_data=None,
+    def fit(self, x, y=None, epochs=None, batch_size=None, validation_split=0.0, validation_data=None,
             callbacks=(), verbose=1, shuffle=True):
         """Trains on NumPy arrays with the library's training loop (train::fit), as `xylem train`
         trains: the config's [train] and [solver] keys, its seed and shuffle. x: samples [N, ...]
         (float32, or int32 token ids for a text model); y: int32 labels [N] (tokens: [N, steps]).
+        Or x a str and no y: a corpus for a character model, laid out by the config's [data] keys
+        (seq_len streams, or block_size windows) as [data] text lays out its files; its characters
+        become the model's vocabulary (saved with its checkpoints, for generate).
         epochs, batch_size: override the config's. validation_split: hold out this fraction of the
         samples, from the end; or validation_data=(x_val, y_val). callbacks: objects with
         on_train_batch_end / on_validation_end / on_epoch_end, plus ModelCheckpoint and
@@ -96,15 +99,22 @@ class Model:
             raise ValueError(f"verbose must be 0, 1 or 2, got {verbose!r}")
         if not 0.0 <= validation_split < 1.0:
             raise ValueError(f"validation_split must be in [0, 1), got {validation_split!r}")
-        x = _arrays.samples(x, self.takes_tokens)
-        y = _arrays.labels(y)
         vx = vy = None
-        if validation_data is not None:
-            if validation_split:
-                raise ValueError("give validation_split or validation_data, not both")
-            vx, vy = validation_data
-            vx = _arrays.samples(vx, self.takes_tokens, "validation_data x")
-            vy = _arrays.labels(vy, "validation_data y")
+        if isinstance(x, str):  # a corpus for a character model
+            if y is not None or validation_data is not None:
+                raise ValueError("fit on a text takes no y or validation_data: the targets are each character's next, "
+                                 "and validation_split holds out the text's end")
+        else:
+            if y is None:
+                raise ValueError("fit needs y, the labels of x (or a str x: a text for a character model)")
+            x = _arrays.samples(x, self.takes_tokens)
+            y = _arrays.labels(y)
+            if validation_data is not None:
+                if validation_split:
+                    raise ValueError("give validation_split or validation_data, not both")
+                vx, vy = validation_data
+                vx = _arrays.samples(vx, self.takes_tokens, "validation_data x")
+                vy = _arrays.labels(vy, "validation_data y")
         hooks, checkpoint_dir, monitor, patience, min_delta = [], None, "", 0, 0.0
         for cb in callbacks:
             if isinstance(cb, ModelCheckpoint):
