@@ -481,7 +481,11 @@ void bind_model(nb::module_& m) {
                         nb::object dir, std::string monitor, int64_t patience, double min_delta) {
             FitArgs a{epochs, batch, shuffle, verbose, callbacks, std::nullopt, monitor, patience, min_delta};
             if (!dir.is_none()) a.checkpoint_dir = nb::cast<std::string>(dir);
-            if (nb::isinstance<nb::str>(x)) return fit_text(owner, self, nb::cast<std::string>(x), split, a);
+            if (nb::isinstance<nb::str>(x)) return fit_text(owner, self, nb::cast<std::string>(x), split, a);  // UTF-8
+            if (nb::isinstance<nb::bytes>(x)) {
+                const nb::bytes b = nb::borrow<nb::bytes>(x);
+                return fit_text(owner, self, std::string(b.c_str(), b.size()), split, a);
+            }
             std::optional<HostArray> vxa, vya;  // None: no validation data
             if (!vx.is_none()) vxa = nb::cast<HostArray>(vx), vya = nb::cast<HostArray>(vy);
             return fit_arrays(owner, self, nb::cast<HostArray>(x), nb::cast<HostArray>(y), vxa, vya, split, a);

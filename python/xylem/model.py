@@ -84,7 +84,7 @@ class Model:
         """Trains on NumPy arrays with the library's training loop (train::fit), as `xylem train`
         trains: the config's [train] and [solver] keys, its seed and shuffle. x: samples [N, ...]
         (float32, or int32 token ids for a text model); y: int32 labels [N] (tokens: [N, steps]).
-        Or x a str and no y: a corpus for a character model, laid out by the config's [data] keys
+        Or x bytes (or a str, as its UTF-8 bytes) and no y: a corpus for a character model, laid out by the config's [data] keys
         (seq_len streams, or block_size windows) as [data] text lays out its files; its characters
         become the model's vocabulary (saved with its checkpoints, for generate).
         epochs, batch_size: override the config's. validation_split: hold out this fraction of the
@@ -100,7 +100,7 @@ class Model:
         if not 0.0 <= validation_split < 1.0:
             raise ValueError(f"validation_split must be in [0, 1), got {validation_split!r}")
         vx = vy = None
-        if isinstance(x, str):  # a corpus for a character model
+        if isinstance(x, (str, bytes)):  # a corpus for a character model
             if y is not None or validation_data is not None:
                 raise ValueError("fit on a text takes no y or validation_data: the targets are each character's next, "
                                  "and validation_split holds out the text's end")
