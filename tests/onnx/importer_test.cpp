@@ -787,6 +787,18 @@ TEST(Npy, RoundTripsAndRefusesWhatItCannotRead) {
     std::string f8 = bytes;
     f8.replace(f8.find("<f4"), 3, "<f8");
     EXPECT_THROW(npy::parse(f8, "x.npy"), Error);
+    // int32 token ids: the same 24 bytes are 6 int32s (the float bits); as int64 they are 3, of
+    // which the first (2.0f's bits over 1.0f's) is outside int32's range.
+    std::string i4 = bytes;
+    i4.replace(i4.find("<f4"), 3, "<i4");
+    const npy::Array ids = npy::parse(i4, "x.npy");
+    EXPECT_TRUE(ids.integer);
+    ASSERT_EQ(ids.tokens.size(), 6u);
+    EXPECT_EQ(ids.tokens[0], 0x3F800000);  // 1.0f's bits
+    std::string i8 = bytes;
+    i8.replace(i8.find("<i4") == std::string::npos ? i8.find("<f4") : i8.find("<i4"), 3, "<i8");
+    i8.replace(i8.find("(2,3)"), 5, "(1,3)");
+    EXPECT_THROW(npy::parse(i8, "x.npy"), Error);
     std::string fortran = bytes;
     fortran.replace(fortran.find("False"), 5, "True ");
     EXPECT_THROW(npy::parse(fortran, "x.npy"), Error);
