@@ -16,9 +16,15 @@ def _idx(stem):
     return np.frombuffer(data, np.uint8, offset=4 + 4 * data[3]).reshape(dims)
 
 
+def images(stem):
+    return _idx(stem).astype(np.float32) / np.float32(255)
+
+
+def load_test():
+    """(x_test, y_test) only."""
+    return images("t10k-images-idx3-ubyte"), _idx("t10k-labels-idx1-ubyte").astype(np.int32)
+
+
 def load():
     """(x_train, y_train, x_test, y_test): images float32 in [0, 1] [N, 28, 28], labels int32."""
-    def images(s):
-        return _idx(s).astype(np.float32) / np.float32(255)
-    return (images("train-images-idx3-ubyte"), _idx("train-labels-idx1-ubyte").astype(np.int32),
-            images("t10k-images-idx3-ubyte"), _idx("t10k-labels-idx1-ubyte").astype(np.int32))
+    return (images("train-images-idx3-ubyte"), _idx("train-labels-idx1-ubyte").astype(np.int32), *load_test())
