@@ -61,6 +61,13 @@ const Case kCases[] = {
     {"mbv2 dw 32 112x112 b1", {1, 32, 112, 112}, {32, 1, 3, 3}, 1, 1, 1, false, true, 32},
     {"mbv2 dw 144 56x56 s2 b1", {1, 144, 56, 56}, {144, 1, 3, 3}, 2, 1, 1, false, true, 144},
     {"mbv2 dw 576 14x14 b1", {1, 576, 14, 14}, {576, 1, 3, 3}, 1, 1, 1, false, true, 576},
+    // and its pointwise (1x1) convolutions, expanding and projecting
+    {"mbv2 pw 16->96 112x112 b1", {1, 16, 112, 112}, {96, 16, 1, 1}, 1, 0, 1, false, true},
+    {"mbv2 pw 144->24 56x56 b1", {1, 144, 56, 56}, {24, 144, 1, 1}, 1, 0, 1, false, true},
+    {"mbv2 pw 32->192 28x28 b1", {1, 32, 28, 28}, {192, 32, 1, 1}, 1, 0, 1, false, true},
+    {"mbv2 pw 576->96 14x14 b1", {1, 576, 14, 14}, {96, 576, 1, 1}, 1, 0, 1, false, true},
+    {"mbv2 pw 320->1280 7x7 b1", {1, 320, 7, 7}, {1280, 320, 1, 1}, 1, 0, 1, false, true},
+    {"mbv2 pw 16->96 112x112 b16", {16, 16, 112, 112}, {96, 16, 1, 1}, 1, 0, 1, false, true},
 };
 
 Tensor random_tensor(Device& dev, const Shape& s, std::mt19937& rng) {
