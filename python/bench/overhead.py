@@ -5,7 +5,7 @@
 
 Per round: `xylem train --epochs E` (its metrics.json epoch seconds, timed by train::fit, and the
 process's wall time), then Model.fit on the same arrays (the same epoch timer, and the fit call's
-wall time); then `xylem predict` on the 10,000 test images (process wall time) and a Python process
+wall time), silent, and again with the program's progress report and checkpoints; then `xylem predict` on the 10,000 test images (process wall time) and a Python process
 doing the same (import, Model.load, read the IDX file, predict), plus the predict call alone, and
 `xylem eval`'s own timing of the same forward passes (the program does not time its predict).
 Medians over the rounds are printed. Run it from the repository root.
@@ -40,7 +40,7 @@ def main():
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     epochs = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     x, y, x_test, _ = load()
-    out = {k: [] for k in ("cli_epoch", "py_epoch", "cli_train_wall", "py_fit_wall", "cli_predict_wall",
+    out = {k: [] for k in ("cli_epoch", "py_epoch", "py_epoch_report", "cli_train_wall", "py_fit_wall", "cli_predict_wall",
                            "py_predict_wall", "py_predict_call", "py_predict_setup", "cli_eval_call")}
     tmp = tempfile.mkdtemp()
     for r in range(rounds):
@@ -58,6 +58,17 @@ def main():
         out["py_fit_wall"].append(time.perf_counter() - t0)
         out["py_epoch"].append(statistics.median(e["seconds"] for e in h.epochs))
 
+        # The same work as the program's run: its progress report (to a pipe, as here) and checkpoints.
+        model = xylem.Model.from_config(CONFIG)
+        saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        try:
+            h = model.fit(x, y, epochs=epochs, verbose=1, callbacks=[xylem.ModelCheckpoint(os.path.join(tmp, f"py{r}"))])
+        finally:
+            os.dup2(saved, 1)
+            os.close(null)
+        out["py_epoch_report"].append(statistics.median(e["seconds"] for e in h.epochs))
+
         ckpt = os.path.join(run, "model.safetensors")
         t0 = time.perf_counter()
         subprocess.run([program, "predict", "--config", CONFIG, "--checkpoint", ckpt, "--out",
@@ -74,7 +85,8 @@ def main():
         print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.3f}" for k, v in out.items()), flush=True)
     med = {k: statistics.median(v) for k, v in out.items()}
     print("medians (s): " + ", ".join(f"{k} {v:.3f}" for k, v in med.items()))
-    print(f"fit epoch / xylem train epoch: {med['py_epoch'] / med['cli_epoch']:.3f}")
+    print(f"fit epoch / xylem train epoch: {med['py_epoch'] / med['cli_epoch']:.3f} (verbose=0), "
+          f"{med['py_epoch_report'] / med['cli_epoch']:.3f} (verbose=1 and ModelCheckpoint, as the program runs)")
     print(f"fit call / xylem train process: {med['py_fit_wall'] / med['cli_train_wall']:.3f}")
     print(f"python predict process / xylem predict process: {med['py_predict_wall'] / med['cli_predict_wall']:.3f}")
     print(f"Model.predict call / xylem eval's timed forward passes (10k images, batch 1000): "
