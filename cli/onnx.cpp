@@ -12,13 +12,13 @@
 #include "xylem/error.h"
 
 #ifdef XYLEM_HAVE_ONNX
+#include "xylem/io/atomic_file.h"
 #include "xylem/onnx/importer.h"
 #include "xylem/onnx/npy.h"
 #include "xylem/profiler.h"
 #include "xylem/train/backend_select.h"
 #include "xylem/train/checkpoint.h"
 #include "xylem/train/model_builder.h"
-#include "xylem/io/atomic_file.h"
 #endif
 
 namespace xylem::cli {
@@ -32,21 +32,25 @@ const std::string& model_operand(const Args& a) {
 
 #ifdef XYLEM_HAVE_ONNX
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // The output file of a tensor name: its characters a file name takes, the rest '_'.
 std::string file_stem(const std::string& name) {
     std::string s;
-    for (char ch : name) s += std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.' ? ch : '_';
+    for (char ch : name)
+        s += std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.' ? ch : '_';
     while (!s.empty() && s.front() == '.') s.erase(s.begin());
     return s.empty() ? "output" : s;
 }
 
 void print_notes(const onnx_import::Imported& m) {
     std::printf("%s: ONNX opset %lld%s, %zu layers, %zu tensors; input '%s' %s, output '%s' %s per sample\n",
-                m.source.c_str(), static_cast<long long>(m.opset), m.producer.empty() ? "" : (" from " + m.producer).c_str(),
-                m.layers.size(), m.params.size(), m.input_name.c_str(), to_string(m.input_sample).c_str(),
-                m.output_name.c_str(), to_string(m.output_sample).c_str());
+                m.source.c_str(), static_cast<long long>(m.opset),
+                m.producer.empty() ? "" : (" from " + m.producer).c_str(), m.layers.size(), m.params.size(),
+                m.input_name.c_str(), to_string(m.input_sample).c_str(), m.output_name.c_str(),
+                to_string(m.output_sample).c_str());
 }
 #endif
 
@@ -57,18 +61,19 @@ int run_onnx_run(const Args& a) {
     if (a.input.empty()) throw UsageError{"run needs --input FILE.npy", "run"};
 #ifndef XYLEM_HAVE_ONNX
     (void)path;
-    throw Error("xylem was built without ONNX support: install libonnx-dev and libprotobuf-dev (scripts/install-deps.sh) "
-                "and build again");
+    throw Error(
+        "xylem was built without ONNX support: install libonnx-dev and libprotobuf-dev (scripts/install-deps.sh) "
+        "and build again");
 #else
     auto t0 = Clock::now();
     const onnx_import::Imported m = onnx_import::import_file(path);
     const double import_s = seconds_since(t0);
     const npy::Array x = npy::read(a.input);
     const Shape want_sample = m.input_sample;
-    if (x.shape.size() != want_sample.size() + 1 || !std::equal(want_sample.begin(), want_sample.end(), x.shape.begin() + 1) ||
-        x.shape[0] < 1)
-        throw Error(a.input + ": array of shape " + to_string(x.shape) + " does not fit the model's input '" + m.input_name +
-                    "', [N, " + to_string(want_sample).substr(1) + " with N >= 1");
+    if (x.shape.size() != want_sample.size() + 1 ||
+        !std::equal(want_sample.begin(), want_sample.end(), x.shape.begin() + 1) || x.shape[0] < 1)
+        throw Error(a.input + ": array of shape " + to_string(x.shape) + " does not fit the model's input '" +
+                    m.input_name + "', [N, " + to_string(want_sample).substr(1) + " with N >= 1");
     RunConfig c = onnx_import::run_config(m);
     Registry registry;
     const BackendChoice choice = choose_backend(registry, c, a);
@@ -81,7 +86,8 @@ int run_onnx_run(const Args& a) {
                     (m.input_tokens ? "integer token ids ('<i8' or '<i4')" : "float32 ('<f4')") + ", the file holds " +
                     (x.integer ? "integers" : "float32"));
     Tensor in(x.shape, x.integer ? DType::I32 : DType::F32, *dev);
-    in.upload_from(*dev, x.integer ? static_cast<const void*>(x.tokens.data()) : static_cast<const void*>(x.values.data()));
+    in.upload_from(*dev,
+                   x.integer ? static_cast<const void*>(x.tokens.data()) : static_cast<const void*>(x.values.data()));
     dev->sync();
     const double build_s = seconds_since(t0);
     profiler::enable(a.profile);
@@ -119,8 +125,9 @@ int run_import(const Args& a) {
     if (a.out.empty()) throw UsageError{"import needs --out DIR", "import"};
 #ifndef XYLEM_HAVE_ONNX
     (void)path;
-    throw Error("xylem was built without ONNX support: install libonnx-dev and libprotobuf-dev (scripts/install-deps.sh) "
-                "and build again");
+    throw Error(
+        "xylem was built without ONNX support: install libonnx-dev and libprotobuf-dev (scripts/install-deps.sh) "
+        "and build again");
 #else
     const onnx_import::Imported m = onnx_import::import_file(path);
     const RunConfig c = onnx_import::run_config(m);

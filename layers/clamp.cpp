@@ -30,15 +30,18 @@ const Tensor& Clamp::backward(Device& dev, const Tensor& dy, bool) {
     if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
     FusedBuilder b;
     const auto g = b.input(0), x = b.input(1);
-    const auto inside = b.apply(XYLEM_FUSED_MUL, b.apply(XYLEM_FUSED_GT, x, b.param(lo_)), b.apply(XYLEM_FUSED_GT, b.param(hi_), x));
+    const auto inside =
+        b.apply(XYLEM_FUSED_MUL, b.apply(XYLEM_FUSED_GT, x, b.param(lo_)), b.apply(XYLEM_FUSED_GT, b.param(hi_), x));
     b.output(0, b.apply(XYLEM_FUSED_MUL, g, inside));
-    ops::fused_elementwise(dev, b.finish({XYLEM_FUSED_FULL, XYLEM_FUSED_FULL}), {&dy, &x_}, {&ensure(dx_, dy.shape(), dev)});
+    ops::fused_elementwise(dev, b.finish({XYLEM_FUSED_FULL, XYLEM_FUSED_FULL}), {&dy, &x_},
+                           {&ensure(dx_, dy.shape(), dev)});
     return dx_;
 }
 
 namespace {
 const LayerRegistration<ClampOptions> kClamp{
-    "clamp", {"lo", "hi"},
+    "clamp",
+    {"lo", "hi"},
     [](const ConfigSection& s) {
         ClampOptions o;
         s.get("lo", o.lo);

@@ -11,15 +11,18 @@
 namespace xylem {
 
 BroadcastConstant::BroadcastConstant(bool scale, Shape shape) : scale_(scale), shape_(std::move(shape)) {
-    if (shape_.empty()) throw Error(std::string(kind()) + " layer: shape must name at least one axis ([1] for one value)");
+    if (shape_.empty())
+        throw Error(std::string(kind()) + " layer: shape must name at least one axis ([1] for one value)");
     for (int64_t d : shape_)
         if (d < 1) throw Error(std::string(kind()) + " layer: shape " + to_string(shape_) + " has an axis below 1");
 }
 
 Shape BroadcastConstant::output_shape(const Shape& input) const {
     const bool single = numel(shape_) == 1;
-    const bool trailing = shape_.size() <= input.size() && std::equal(shape_.begin(), shape_.end(), input.end() - static_cast<long>(shape_.size()));
-    if (!single && !trailing) shape_error("weight " + to_string(shape_) + " is not the input's trailing axes", input, shape_);
+    const bool trailing = shape_.size() <= input.size() &&
+                          std::equal(shape_.begin(), shape_.end(), input.end() - static_cast<long>(shape_.size()));
+    if (!single && !trailing)
+        shape_error("weight " + to_string(shape_) + " is not the input's trailing axes", input, shape_);
     return input;
 }
 
@@ -52,8 +55,10 @@ const Tensor& BroadcastConstant::forward(Device& dev, const Tensor& x, bool) {
     ensure(y_, x.shape(), dev);
     Tensor y_rows = y_.reshaped({rows, cols});
     const Tensor w = weight_.value.reshaped({cols});
-    if (scale_) times_row(dev, x_, w, y_rows);
-    else ops::add(dev, 1.0f, x_, 1.0f, w, y_rows);
+    if (scale_)
+        times_row(dev, x_, w, y_rows);
+    else
+        ops::add(dev, 1.0f, x_, 1.0f, w, y_rows);
     return y_;
 }
 
@@ -79,18 +84,26 @@ const Tensor& BroadcastConstant::backward(Device& dev, const Tensor& dy, bool ne
 namespace {
 BroadcastOptions parse(const ConfigSection& s, const char* type) {
     BroadcastOptions o;
-    if (!s.has("shape")) s.fail("shape", std::string("is required for a ") + type + " layer (the trailing axes its weight covers)");
+    if (!s.has("shape"))
+        s.fail("shape", std::string("is required for a ") + type + " layer (the trailing axes its weight covers)");
     s.get_shape("shape", o.shape, ranges::features);
     if (o.shape.empty()) s.fail("shape", "must name at least one axis ([1] for one value)");
     return o;
 }
 
-const LayerRegistration<BroadcastOptions> kBias{
-    "bias", {"shape"}, [](const ConfigSection& s) { return parse(s, "bias"); },
-    [](const BroadcastOptions& o, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<BroadcastConstant>(false, o.shape); }};
+const LayerRegistration<BroadcastOptions> kBias{"bias",
+                                                {"shape"},
+                                                [](const ConfigSection& s) { return parse(s, "bias"); },
+                                                [](const BroadcastOptions& o, LayerContext&) -> std::unique_ptr<Layer> {
+                                                    return std::make_unique<BroadcastConstant>(false, o.shape);
+                                                }};
 const LayerRegistration<BroadcastOptions> kScale{
-    "scale", {"shape"}, [](const ConfigSection& s) { return parse(s, "scale"); },
-    [](const BroadcastOptions& o, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<BroadcastConstant>(true, o.shape); }};
+    "scale",
+    {"shape"},
+    [](const ConfigSection& s) { return parse(s, "scale"); },
+    [](const BroadcastOptions& o, LayerContext&) -> std::unique_ptr<Layer> {
+        return std::make_unique<BroadcastConstant>(true, o.shape);
+    }};
 }  // namespace
 
 }  // namespace xylem

@@ -13,7 +13,8 @@
 namespace xylem {
 
 Slice::Slice(const SliceOptions& o) : o_(o) {
-    if (o.axis < 1) throw Error("slice layer: axis must be 1 or later (the batch is not sliced), got " + std::to_string(o.axis));
+    if (o.axis < 1)
+        throw Error("slice layer: axis must be 1 or later (the batch is not sliced), got " + std::to_string(o.axis));
 }
 
 std::pair<int64_t, int64_t> Slice::range(int64_t len) const {
@@ -23,12 +24,12 @@ std::pair<int64_t, int64_t> Slice::range(int64_t len) const {
 
 Shape Slice::output_shape(const Shape& input) const {
     const size_t a = static_cast<size_t>(o_.axis - 1);  // the per-sample axis
-    if (a >= input.size())
-        shape_error("axis " + std::to_string(o_.axis) + " is past the input's last axis", input, {});
+    if (a >= input.size()) shape_error("axis " + std::to_string(o_.axis) + " is past the input's last axis", input, {});
     const auto [b, e] = range(input[a]);
-    if (e <= b) shape_error("slice [" + std::to_string(o_.start) + ", " + std::to_string(o_.end) + ") of axis " +
-                                std::to_string(o_.axis) + " is empty",
-                            input, {});
+    if (e <= b)
+        shape_error("slice [" + std::to_string(o_.start) + ", " + std::to_string(o_.end) + ") of axis " +
+                        std::to_string(o_.axis) + " is empty",
+                    input, {});
     Shape out = input;
     out[a] = e - b;
     return out;
@@ -44,13 +45,15 @@ const Tensor& Slice::forward(Device& dev, const Tensor& x, bool) {
     const int64_t len = x.dim(static_cast<int>(a));
     const auto [b, e] = range(len);
     if (x.shape() != x_shape_) {  // a new input shape: the row index again
-        if (outer * len > INT32_MAX) throw Error(label() + ": input " + to_string(x.shape()) + " has more than 2^31 - 1 rows");
+        if (outer * len > INT32_MAX)
+            throw Error(label() + ": input " + to_string(x.shape()) + " has more than 2^31 - 1 rows");
         std::vector<int32_t> rows;
         rows.reserve(static_cast<size_t>(outer * (e - b)));
         for (int64_t o = 0; o < outer; ++o)
             for (int64_t t = b; t < e; ++t) rows.push_back(static_cast<int32_t>(o * len + t));
         idx_ = Tensor({static_cast<int64_t>(rows.size())}, DType::I32, dev);
-        std::copy(rows.begin(), rows.end(), idx_.host_write<int32_t>());  // the tensor's own host copy outlives the transfer
+        std::copy(rows.begin(), rows.end(),
+                  idx_.host_write<int32_t>());  // the tensor's own host copy outlives the transfer
         idx_.upload(dev);
         x_shape_ = x.shape();
     }
@@ -72,7 +75,8 @@ const Tensor& Slice::backward(Device& dev, const Tensor& dy, bool) {
 
 namespace {
 const LayerRegistration<SliceOptions> kSlice{
-    "slice", {"axis", "start", "end"},
+    "slice",
+    {"axis", "start", "end"},
     [](const ConfigSection& s) {
         SliceOptions o;
         s.get("axis", o.axis, IntRange{1, ranges::kInt32Max});

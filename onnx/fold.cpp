@@ -47,7 +47,8 @@ int64_t source_index(const HostTensor& t, const std::vector<int64_t>& out, int64
 }
 
 double value_at(const HostTensor& t, int64_t i) {
-    return t.is_float ? static_cast<double>(t.f[static_cast<size_t>(i)]) : static_cast<double>(t.i[static_cast<size_t>(i)]);
+    return t.is_float ? static_cast<double>(t.f[static_cast<size_t>(i)])
+                      : static_cast<double>(t.i[static_cast<size_t>(i)]);
 }
 }  // namespace
 
@@ -99,17 +100,23 @@ void Importer::fold(const onnx::NodeProto& n) {
         const HostTensor& data = constant(n, 0, "data");
         const HostTensor& idx = ints_of(1, "indices");
         if (data.dims.empty()) refuse(n, "gathers from a scalar");
-        if (normalize_axis(attr_int(n, "axis", 0), data.dims.size(), fail) != 0) refuse(n, "xylem folds Gather along axis 0 only");
+        if (normalize_axis(attr_int(n, "axis", 0), data.dims.size(), fail) != 0)
+            refuse(n, "xylem folds Gather along axis 0 only");
         const int64_t len = data.dims[0], row = len ? data.numel() / len : 0;
         r.is_float = data.is_float;
         r.dims = idx.dims;
         r.dims.insert(r.dims.end(), data.dims.begin() + 1, data.dims.end());
         if (static_cast<int64_t>(idx.i.size()) * row > kMaxFolded) refuse(n, "would fold to more than 2^24 elements");
         for (int64_t k : idx.i) {
-            if (k < -len || k >= len) refuse(n, "index " + std::to_string(k) + " is out of range for " + std::to_string(len) + " values");
+            if (k < -len || k >= len)
+                refuse(n, "index " + std::to_string(k) + " is out of range for " + std::to_string(len) + " values");
             const size_t at = static_cast<size_t>((k < 0 ? k + len : k) * row);
-            if (data.is_float) r.f.insert(r.f.end(), data.f.begin() + static_cast<long>(at), data.f.begin() + static_cast<long>(at + static_cast<size_t>(row)));
-            else r.i.insert(r.i.end(), data.i.begin() + static_cast<long>(at), data.i.begin() + static_cast<long>(at + static_cast<size_t>(row)));
+            if (data.is_float)
+                r.f.insert(r.f.end(), data.f.begin() + static_cast<long>(at),
+                           data.f.begin() + static_cast<long>(at + static_cast<size_t>(row)));
+            else
+                r.i.insert(r.i.end(), data.i.begin() + static_cast<long>(at),
+                           data.i.begin() + static_cast<long>(at + static_cast<size_t>(row)));
         }
     } else if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape") {
         const HostTensor& data = constant(n, 0, "data");
@@ -136,7 +143,8 @@ void Importer::fold(const onnx::NodeProto& n) {
                 dims.push_back(d);
             }
             if (infer >= 0) {
-                if (known == 0 || data.numel() % known) refuse(n, "cannot infer the -1 of shape " + shape_text(shape.i));
+                if (known == 0 || data.numel() % known)
+                    refuse(n, "cannot infer the -1 of shape " + shape_text(shape.i));
                 dims[static_cast<size_t>(infer)] = data.numel() / known;
             }
         } else {
@@ -150,7 +158,8 @@ void Importer::fold(const onnx::NodeProto& n) {
                 std::sort(norm.begin(), norm.end());
                 if (std::adjacent_find(norm.begin(), norm.end()) != norm.end()) refuse(n, "repeats an axis");
                 for (int64_t a : norm) {
-                    if (a > static_cast<int64_t>(dims.size())) refuse(n, "axis " + std::to_string(a) + " is out of range");
+                    if (a > static_cast<int64_t>(dims.size()))
+                        refuse(n, "axis " + std::to_string(a) + " is out of range");
                     dims.insert(dims.begin() + a, 1);
                 }
             } else {
@@ -159,7 +168,8 @@ void Importer::fold(const onnx::NodeProto& n) {
                 for (int64_t a : axes) drop.insert(normalize_axis(a, dims.size(), fail));
                 for (size_t k = 0; k < dims.size(); ++k) {
                     const bool squeeze = axes.empty() ? dims[k] == 1 : drop.count(static_cast<int64_t>(k)) > 0;
-                    if (squeeze && dims[k] != 1) refuse(n, "squeezes axis " + std::to_string(k) + " of size " + std::to_string(dims[k]));
+                    if (squeeze && dims[k] != 1)
+                        refuse(n, "squeezes axis " + std::to_string(k) + " of size " + std::to_string(dims[k]));
                     if (!squeeze) keep.push_back(dims[k]);
                 }
                 dims = keep;
@@ -167,14 +177,16 @@ void Importer::fold(const onnx::NodeProto& n) {
         }
         r = data;
         r.dims = dims;
-        if (r.numel() != data.numel()) refuse(n, "the new shape " + shape_text(dims) + " does not hold the data's values");
+        if (r.numel() != data.numel())
+            refuse(n, "the new shape " + shape_text(dims) + " does not hold the data's values");
     } else if (op == "Concat") {
         check_known_attrs(n, {"axis"});
         r = constant(n, 0, "first");
         if (r.dims.size() != 1) refuse(n, "xylem folds Concat of 1-D constants only");
         for (int k = 1; k < n.input_size(); ++k) {
             const HostTensor& t = constant(n, static_cast<size_t>(k), "next");
-            if (t.dims.size() != 1 || t.is_float != r.is_float) refuse(n, "xylem folds Concat of 1-D constants of one type only");
+            if (t.dims.size() != 1 || t.is_float != r.is_float)
+                refuse(n, "xylem folds Concat of 1-D constants of one type only");
             r.f.insert(r.f.end(), t.f.begin(), t.f.end());
             r.i.insert(r.i.end(), t.i.begin(), t.i.end());
         }
@@ -186,21 +198,27 @@ void Importer::fold(const onnx::NodeProto& n) {
         r.dims = data.dims;
         if (to == onnx::TensorProto::FLOAT) {
             r.is_float = true;
-            if (data.is_float) r.f = data.f;
-            else for (int64_t v : data.i) r.f.push_back(static_cast<float>(v));
+            if (data.is_float)
+                r.f = data.f;
+            else
+                for (int64_t v : data.i) r.f.push_back(static_cast<float>(v));
         } else if (to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32) {
             r.is_float = false;
-            if (!data.is_float) r.i = data.i;
-            else for (float v : data.f) r.i.push_back(static_cast<int64_t>(v));
+            if (!data.is_float)
+                r.i = data.i;
+            else
+                for (float v : data.f) r.i.push_back(static_cast<int64_t>(v));
         } else if (to == onnx::TensorProto::BOOL) {
             r.is_float = false;
-            if (!data.is_float) for (int64_t v : data.i) r.i.push_back(v != 0);
-            else for (float v : data.f) r.i.push_back(v != 0.f);
+            if (!data.is_float)
+                for (int64_t v : data.i) r.i.push_back(v != 0);
+            else
+                for (float v : data.f) r.i.push_back(v != 0.f);
         } else {
             refuse(n, "casts to type " + std::to_string(to) + "; xylem folds casts to float, int32 and int64");
         }
-    } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Equal" || op == "Where" ||
-               op == "Sqrt" || op == "Erf") {
+    } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Equal" ||
+               op == "Where" || op == "Sqrt" || op == "Erf") {
         // Elementwise on constants, NumPy's broadcasting: integers stay integers (shape
         // arithmetic; Div truncates as ONNX's integer Div), anything with a float is float, Equal
         // gives booleans (0 or 1) and Where picks by a boolean.
@@ -211,42 +229,59 @@ void Importer::fold(const onnx::NodeProto& n) {
         if (!broadcast_dims(in, r.dims)) refuse(n, "its operands' shapes do not broadcast");
         const int64_t total = r.numel();
         if (total > kMaxFolded) refuse(n, "would fold to more than 2^24 elements");
-        const bool is_float = op == "Where" ? (in[1]->is_float || in[2]->is_float)
-                              : op == "Equal" ? false
-                              : std::any_of(in.begin(), in.end(), [](const HostTensor* t) { return t->is_float; }) || op == "Sqrt" || op == "Erf";
+        const bool is_float =
+            op == "Where"   ? (in[1]->is_float || in[2]->is_float)
+            : op == "Equal" ? false
+                            : std::any_of(in.begin(), in.end(), [](const HostTensor* t) { return t->is_float; }) ||
+                                  op == "Sqrt" || op == "Erf";
         r.is_float = is_float;
         for (int64_t k = 0; k < total; ++k) {
             double v[3] = {0, 0, 0};
-            for (int j = 0; j < arity; ++j) v[j] = value_at(*in[static_cast<size_t>(j)], source_index(*in[static_cast<size_t>(j)], r.dims, k));
+            for (int j = 0; j < arity; ++j)
+                v[j] = value_at(*in[static_cast<size_t>(j)], source_index(*in[static_cast<size_t>(j)], r.dims, k));
             double out = 0;
-            if (op == "Add") out = v[0] + v[1];
-            else if (op == "Sub") out = v[0] - v[1];
-            else if (op == "Mul") out = v[0] * v[1];
+            if (op == "Add")
+                out = v[0] + v[1];
+            else if (op == "Sub")
+                out = v[0] - v[1];
+            else if (op == "Mul")
+                out = v[0] * v[1];
             else if (op == "Div") {
                 if (!is_float && v[1] == 0) refuse(n, "divides an integer by zero");
-                out = is_float ? static_cast<double>(static_cast<float>(v[0]) / static_cast<float>(v[1])) : std::trunc(v[0] / v[1]);
-            } else if (op == "Pow") out = std::pow(v[0], v[1]);
-            else if (op == "Equal") out = v[0] == v[1];
-            else if (op == "Where") out = v[0] != 0 ? v[1] : v[2];
-            else if (op == "Sqrt") out = std::sqrt(v[0]);
-            else out = std::erf(v[0]);
-            if (is_float) r.f.push_back(static_cast<float>(out));
-            else r.i.push_back(static_cast<int64_t>(out));
+                out = is_float ? static_cast<double>(static_cast<float>(v[0]) / static_cast<float>(v[1]))
+                               : std::trunc(v[0] / v[1]);
+            } else if (op == "Pow")
+                out = std::pow(v[0], v[1]);
+            else if (op == "Equal")
+                out = v[0] == v[1];
+            else if (op == "Where")
+                out = v[0] != 0 ? v[1] : v[2];
+            else if (op == "Sqrt")
+                out = std::sqrt(v[0]);
+            else
+                out = std::erf(v[0]);
+            if (is_float)
+                r.f.push_back(static_cast<float>(out));
+            else
+                r.i.push_back(static_cast<int64_t>(out));
         }
     } else if (op == "Range") {
         check_known_attrs(n, {});
-        const HostTensor& a = constant(n, 0, "start"), &b = constant(n, 1, "limit"), &d = constant(n, 2, "delta");
+        const HostTensor &a = constant(n, 0, "start"), &b = constant(n, 1, "limit"), &d = constant(n, 2, "delta");
         if (a.numel() != 1 || b.numel() != 1 || d.numel() != 1) refuse(n, "its start, limit and delta must be scalars");
         const double start = value_at(a, 0), limit = value_at(b, 0), delta = value_at(d, 0);
-        if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta)) refuse(n, "delta 0 or a bound not finite");
+        if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta))
+            refuse(n, "delta 0 or a bound not finite");
         const double count = std::max(0.0, std::ceil((limit - start) / delta));
         if (count > static_cast<double>(kMaxFolded)) refuse(n, "would fold to more than 2^24 elements");
         r.is_float = a.is_float || b.is_float || d.is_float;
         r.dims = {static_cast<int64_t>(count)};
         for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) {
             const double v = start + static_cast<double>(k) * delta;
-            if (r.is_float) r.f.push_back(static_cast<float>(v));
-            else r.i.push_back(static_cast<int64_t>(v));
+            if (r.is_float)
+                r.f.push_back(static_cast<float>(v));
+            else
+                r.i.push_back(static_cast<int64_t>(v));
         }
     } else if (op == "Slice") {
         const HostTensor& data = constant(n, 0, "data");
@@ -262,8 +297,10 @@ void Importer::fold(const onnx::NodeProto& n) {
                 rest = r.dims[a] ? rest / r.dims[a] : 0;
                 off += (ranges[a].first + e) * stride[a];
             }
-            if (data.is_float) r.f.push_back(data.f[static_cast<size_t>(off)]);
-            else r.i.push_back(data.i[static_cast<size_t>(off)]);
+            if (data.is_float)
+                r.f.push_back(data.f[static_cast<size_t>(off)]);
+            else
+                r.i.push_back(data.i[static_cast<size_t>(off)]);
         }
     } else if (op == "Identity" || op == "Dropout") {
         r = value(input_of(n, 0)).c;

@@ -26,13 +26,16 @@ namespace detail {
 
 const std::vector<OpMapping> kOps = {
     {"Gemm", "linear (B an initializer; transB either way; alpha and beta folded into the weights; transA = 0)"},
-    {"MatMul", "linear without bias (B a 2-D initializer); MatMul then Add of a constant vector: linear with bias; "
-               "q k^T and by v inside attention (Patterns)"},
-    {"Add", "add (two tensors of one shape); the bias of the MatMul before it; a constant [T, C]: position_embedding; "
-            "another constant: bias; steps of layer norm, GELU and attention's mask (Patterns); folded on constants"},
+    {"MatMul",
+     "linear without bias (B a 2-D initializer); MatMul then Add of a constant vector: linear with bias; "
+     "q k^T and by v inside attention (Patterns)"},
+    {"Add",
+     "add (two tensors of one shape); the bias of the MatMul before it; a constant [T, C]: position_embedding; "
+     "another constant: bias; steps of layer norm, GELU and attention's mask (Patterns); folded on constants"},
     {"Conv", "conv2d (2-D, symmetric equal padding, equal strides and dilations, groups; bias optional)"},
-    {"BatchNormalization", "batchnorm (inference form: scale, B, mean, var -> weight, bias, running_mean, running_var; "
-                           "epsilon; momentum m -> 1 - m)"},
+    {"BatchNormalization",
+     "batchnorm (inference form: scale, B, mean, var -> weight, bias, running_mean, running_var; "
+     "epsilon; momentum m -> 1 - m)"},
     {"Relu", "relu"},
     {"Sigmoid", "sigmoid"},
     {"Tanh", "tanh"},
@@ -51,9 +54,11 @@ const std::vector<OpMapping> kOps = {
     {"Sub", "bias by a constant (negated); a layer norm's x - mean (Patterns); folded on constants"},
     {"Pow", "a layer norm's square (Patterns); folded on constants"},
     {"Sqrt", "a layer norm's standard deviation (Patterns); folded on constants"},
-    {"Div", "scale by a constant's reciprocal; a layer norm's (x - mean) / std; GELU's x / sqrt(2); attention's scale "
-            "(Patterns); folded on constants"},
-    {"Mul", "scale by a constant; a layer norm's weight; GELU's steps; attention's scale (Patterns); folded on constants"},
+    {"Div",
+     "scale by a constant's reciprocal; a layer norm's (x - mean) / std; GELU's x / sqrt(2); attention's scale "
+     "(Patterns); folded on constants"},
+    {"Mul",
+     "scale by a constant; a layer norm's weight; GELU's steps; attention's scale (Patterns); folded on constants"},
     {"Erf", "GELU's erf form: gelu (Patterns); folded on constants"},
     {"Split", "attention's q, k, v from one linear (Patterns)"},
     {"Where", "attention's causal mask (Patterns); folded on constants"},
@@ -63,8 +68,9 @@ const std::vector<OpMapping> kOps = {
     {"Dropout", "skipped (inference)"},
     {"Constant", "folded"},
     {"Shape", "folded (static shapes)"},
-    {"Gather", "folded (constant data and indices); a constant table by the model's integer input: embedding; the "
-               "model's data along axis 1 or later by a scalar or a run of constant indices: slice"},
+    {"Gather",
+     "folded (constant data and indices); a constant table by the model's integer input: embedding; the "
+     "model's data along axis 1 or later by a scalar or a run of constant indices: slice"},
     {"Slice", "folded on constants; on the model's data along one axis (1 or later, step 1): slice"},
     {"ConstantOfShape", "folded (zeros of the batch's shape: an LSTM's initial state)"},
     {"Transpose", "[1, 0, 2] of a [batch, time, features] sequence into an LSTM and back"},
@@ -95,7 +101,8 @@ const onnx::AttributeProto* Importer::attr(const onnx::NodeProto& n, const char*
             if (a.type() != type && !(a.type() == onnx::AttributeProto::UNDEFINED))
                 refuse(n, std::string("attribute '") + name + "' has the wrong type (" + std::to_string(a.type()) +
                               ", expected " + std::to_string(type) + ")");
-            if (!a.ref_attr_name().empty()) refuse(n, std::string("attribute '") + name + "' refers to a function's attribute");
+            if (!a.ref_attr_name().empty())
+                refuse(n, std::string("attribute '") + name + "' refers to a function's attribute");
             return &a;
         }
     return nullptr;
@@ -126,8 +133,9 @@ void Importer::check_known_attrs(const onnx::NodeProto& n, std::initializer_list
     for (const auto& a : n.attribute()) {
         bool ok = false;
         for (const char* k : known) ok |= a.name() == k;
-        if (!ok) refuse(n, "attribute '" + a.name() + "' is not one this op has at opset " + std::to_string(out_.opset) +
-                               " (or xylem does not read it)");
+        if (!ok)
+            refuse(n, "attribute '" + a.name() + "' is not one this op has at opset " + std::to_string(out_.opset) +
+                          " (or xylem does not read it)");
     }
 }
 
@@ -157,10 +165,12 @@ void Importer::check_ops() const {
     }
     if (missing.empty()) return;
     std::string msg = source_ + ": the model uses " + std::to_string(missing.size()) + " op type" +
-                      (missing.size() > 1 ? "s" : "") + " xylem cannot import (opset " + std::to_string(out_.opset) + "): ";
+                      (missing.size() > 1 ? "s" : "") + " xylem cannot import (opset " + std::to_string(out_.opset) +
+                      "): ";
     bool first = true;
     for (const auto& [op, nodes] : missing) {
-        msg += (first ? "" : "; ") + op + " (" + std::to_string(nodes.size()) + " node" + (nodes.size() > 1 ? "s" : "") + ": ";
+        msg += (first ? "" : "; ") + op + " (" + std::to_string(nodes.size()) + " node" +
+               (nodes.size() > 1 ? "s" : "") + ": ";
         for (size_t k = 0; k < nodes.size(); ++k) {
             if (k == 8) {
                 msg += ", ... " + std::to_string(nodes.size() - 8) + " more";
@@ -178,7 +188,8 @@ void Importer::check_structure() {
     if (g_.node_size() == 0) throw Error(source_ + ": the graph has no nodes (an empty or truncated file?)");
     for (const auto& t : g_.initializer()) {
         if (t.name().empty()) throw Error(source_ + ": an initializer has no name");
-        if (!initializers_.emplace(t.name(), &t).second) throw Error(source_ + ": initializer '" + t.name() + "' is defined twice");
+        if (!initializers_.emplace(t.name(), &t).second)
+            throw Error(source_ + ": initializer '" + t.name() + "' is defined twice");
     }
     if (g_.sparse_initializer_size()) throw Error(source_ + ": sparse initializers are not supported");
     std::set<std::string> inputs;
@@ -195,11 +206,14 @@ void Importer::check_structure() {
     }
     for (const auto& n : g_.node()) {
         for (const auto& a : n.attribute())
-            if (a.has_g() || a.graphs_size()) refuse(n, "has a subgraph attribute '" + a.name() + "' (control flow is not supported)");
+            if (a.has_g() || a.graphs_size())
+                refuse(n, "has a subgraph attribute '" + a.name() + "' (control flow is not supported)");
         for (const auto& in : n.input()) {
             if (in.empty()) continue;
             if (!producer_.count(in) && !initializers_.count(in) && !inputs.count(in))
-                refuse(n, "reads '" + in + "', which no node writes and no initializer or graph input holds (a missing initializer?)");
+                refuse(n,
+                       "reads '" + in +
+                           "', which no node writes and no initializer or graph input holds (a missing initializer?)");
             ++readers_[in];
         }
     }
@@ -209,8 +223,7 @@ void Importer::check_structure() {
     const std::string& out = g_.output(0).name();
     out_.output_name = out;
     ++readers_[out];
-    if (!producer_.count(out))
-        throw Error(source_ + ": the graph's output '" + out + "' is not written by any node");
+    if (!producer_.count(out)) throw Error(source_ + ": the graph's output '" + out + "' is not written by any node");
     // The nodes the output needs, in topological order (Kahn over the live subgraph; what is left
     // over lies on a cycle).
     std::vector<bool> live(static_cast<size_t>(g_.node_size()), false);
@@ -283,7 +296,8 @@ void Importer::read_input() {
         throw Error(source_ + ": input '" + input->name() + "' has element type " + std::to_string(elem) +
                     "; xylem imports float32 inputs, or int64/int32 token ids an embedding (Gather) reads");
     out_.input_tokens = elem != onnx::TensorProto::FLOAT;
-    if (!type.tensor_type().has_shape()) throw Error(source_ + ": input '" + input->name() + "' has no shape (xylem needs static shapes)");
+    if (!type.tensor_type().has_shape())
+        throw Error(source_ + ": input '" + input->name() + "' has no shape (xylem needs static shapes)");
     const auto& dims = type.tensor_type().shape().dim();
     if (dims.size() < 2)
         throw Error(source_ + ": input '" + input->name() + "' has rank " + std::to_string(dims.size()) +
@@ -294,7 +308,8 @@ void Importer::read_input() {
         const auto& d = dims[k];
         if (k == 0) {
             out_.batch = d.has_dim_value() ? d.dim_value() : 0;
-            if (out_.batch < 0 || out_.batch > kMaxDim) throw Error(source_ + ": input batch size " + std::to_string(out_.batch) + " is out of range");
+            if (out_.batch < 0 || out_.batch > kMaxDim)
+                throw Error(source_ + ": input batch size " + std::to_string(out_.batch) + " is out of range");
             v.shape.push_back(out_.batch > 0 ? out_.batch : kBatchMark);
             continue;
         }
@@ -318,7 +333,9 @@ const HostTensor& Importer::constant(const onnx::NodeProto& n, size_t input, con
     if (static_cast<int>(input) >= n.input_size() || n.input(static_cast<int>(input)).empty())
         refuse(n, std::string("has no ") + what + " input");
     const Value& v = value(n.input(static_cast<int>(input)));
-    if (!v.is_const) refuse(n, std::string("its ") + what + " '" + n.input(static_cast<int>(input)) + "' is computed by the model; xylem needs a constant (an initializer)");
+    if (!v.is_const)
+        refuse(n, std::string("its ") + what + " '" + n.input(static_cast<int>(input)) +
+                      "' is computed by the model; xylem needs a constant (an initializer)");
     return v.c;
 }
 
@@ -350,7 +367,8 @@ void Importer::param(const std::string& layer, const std::string& name, Shape sh
     out_.params[layer + "." + name] = SavedTensor{std::move(shape), std::move(v)};
 }
 
-std::string Importer::emit(LayerOut l, const onnx::NodeProto& n, std::vector<int64_t> shape, const std::string& output) {
+std::string Importer::emit(LayerOut l, const onnx::NodeProto& n, std::vector<int64_t> shape,
+                           const std::string& output) {
     (void)n;
     const std::string name = l.name;
     layer_shapes_[name] = shape;
@@ -389,13 +407,17 @@ std::string Importer::use(const std::string& tensor, const onnx::NodeProto& read
                            " pattern xylem imports whole only (docs/onnx.md, \"Patterns\")");
     if (v.node == Net::kInput && out_.input_tokens && reader.op_type() != "Gather")
         refuse(reader, "reads the model's integer input; xylem reads token ids through an embedding (Gather) only");
-    if (v.zeros) refuse(reader, "reads '" + tensor + "', zeros of the batch's shape; xylem takes those as an LSTM's initial state only");
+    if (v.zeros)
+        refuse(reader,
+               "reads '" + tensor + "', zeros of the batch's shape; xylem takes those as an LSTM's initial state only");
     if (v.layout != Value::kBatchMajor)
-        refuse(reader, "reads '" + tensor + "', a time-major sequence (" + shape_text(v.shape) +
-                           "); xylem's layers take [batch, time, ...]: only Transpose [1, 0, 2], Squeeze and LSTM read it");
+        refuse(reader,
+               "reads '" + tensor + "', a time-major sequence (" + shape_text(v.shape) +
+                   "); xylem's layers take [batch, time, ...]: only Transpose [1, 0, 2], Squeeze and LSTM read it");
     if (v.pad && !pad_ok)
-        refuse(reader, "reads the output of a Pad node; xylem folds a zero Pad only into the Conv or AveragePool that "
-                       "reads it (it has no pad layer)");
+        refuse(reader,
+               "reads the output of a Pad node; xylem folds a zero Pad only into the Conv or AveragePool that "
+               "reads it (it has no pad layer)");
     if (!v.squeezed) return v.node;
     auto it = unsqueezed_.find(v.node);
     if (it != unsqueezed_.end()) return it->second;
@@ -424,13 +446,16 @@ Imported Importer::run() {
     // The output.
     const Value& y = value(out_.output_name);
     if (y.is_const) throw Error(source_ + ": the graph's output '" + out_.output_name + "' is a constant");
-    if (y.node == Net::kInput && y.pending.kind.empty()) throw Error(source_ + ": the graph's output is its input: there is no layer to run");
-    if (y.pad) throw Error(source_ + ": the graph's output is a Pad's; xylem folds a Pad only into the layer reading it");
+    if (y.node == Net::kInput && y.pending.kind.empty())
+        throw Error(source_ + ": the graph's output is its input: there is no layer to run");
+    if (y.pad)
+        throw Error(source_ + ": the graph's output is a Pad's; xylem folds a Pad only into the layer reading it");
     const bool materializable = y.pending.kind == "gelu.half" || y.pending.kind == "gelu.scaled";
     if (!y.pending.kind.empty() && !materializable)
         throw Error(source_ + ": the graph's output is a step inside a pattern xylem imports whole only");
     if (y.zeros || y.layout != Value::kBatchMajor)
-        throw Error(source_ + ": the graph's output is time-major or zeros of the batch's shape; xylem's output is [batch, ...]");
+        throw Error(source_ +
+                    ": the graph's output is time-major or zeros of the batch's shape; xylem's output is [batch, ...]");
     std::string last = y.node;
     if (y.squeezed || materializable) {
         last = use(out_.output_name, g_.node(producer_.at(out_.output_name)));
@@ -458,7 +483,8 @@ Imported Importer::run() {
     }
     std::ostringstream t;
     for (const LayerOut* l : kept) {
-        t << "[[model.layers]]\ntype = " << toml_string(l->type) << "\nname = " << toml_string(l->name) << "\ninputs = [";
+        t << "[[model.layers]]\ntype = " << toml_string(l->type) << "\nname = " << toml_string(l->name)
+          << "\ninputs = [";
         for (size_t k = 0; k < l->inputs.size(); ++k) t << (k ? ", " : "") << toml_string(l->inputs[k]);
         t << "]\n";
         for (const auto& [key, v] : l->keys) t << key << " = " << v << "\n";
@@ -475,16 +501,20 @@ Imported Importer::run() {
 using detail::Importer;
 using detail::kOps;
 
-const std::vector<OpMapping>& supported_ops() { return kOps; }
+const std::vector<OpMapping>& supported_ops() {
+    return kOps;
+}
 
 Imported import_bytes(const std::string& bytes, const std::string& source, const std::string& dir) {
     if (bytes.size() > static_cast<size_t>(INT32_MAX))
-        throw Error(source + ": " + std::to_string(bytes.size()) + " bytes: larger than protobuf's 2 GiB limit (keep big weights "
+        throw Error(source + ": " + std::to_string(bytes.size()) +
+                    " bytes: larger than protobuf's 2 GiB limit (keep big weights "
                     "as external data)");
     onnx::ModelProto model;
     if (bytes.empty()) throw Error(source + ": the file is empty");
     if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-        throw Error(source + ": not an ONNX model: the protobuf does not parse (a truncated, corrupt or different file)");
+        throw Error(source +
+                    ": not an ONNX model: the protobuf does not parse (a truncated, corrupt or different file)");
     return Importer(model, source, dir).run();
 }
 

@@ -32,23 +32,23 @@ inline std::string shape_text(const std::vector<int64_t>& s) {
 // layer norm below opset 17 (ln.*), GELU's erf form (gelu.*), attention (attn.*). Nothing but the
 // pattern's next node may read it.
 struct Pending {
-    std::string kind;    // "" for none
-    std::string of;      // the ONNX tensor the pattern reads (attention: the q, k, v linear's output)
-    float eps = 0;       // ln: the epsilon added to the variance
-    int part = -1;       // attn: q 0, k 1, v 2
-    int64_t heads = 0;   // attn
-    double scale = 1;    // attn: the factor on q k^T
-    bool causal = false; // attn: the upper triangle masked
+    std::string kind;     // "" for none
+    std::string of;       // the ONNX tensor the pattern reads (attention: the q, k, v linear's output)
+    float eps = 0;        // ln: the epsilon added to the variance
+    int part = -1;        // attn: q 0, k 1, v 2
+    int64_t heads = 0;    // attn
+    double scale = 1;     // attn: the factor on q k^T
+    bool causal = false;  // attn: the upper triangle masked
 };
 
 // A tensor during the walk: a constant (folded), or the output of a layer (or the model input).
 struct Value {
     bool is_const = false;
     HostTensor c;
-    std::string node;                // the xylem node that produces it (Net::kInput for the model's input)
-    std::vector<int64_t> shape;      // ONNX's full shape; shape[0] is the batch
-    bool squeezed = false;           // global_avgpool's [N, C] standing for ONNX's [N, C, 1, 1]
-    int64_t pad = 0;                 // a zero Pad of H and W still to fold into the Conv or AveragePool reading it
+    std::string node;            // the xylem node that produces it (Net::kInput for the model's input)
+    std::vector<int64_t> shape;  // ONNX's full shape; shape[0] is the batch
+    bool squeezed = false;       // global_avgpool's [N, C] standing for ONNX's [N, C, 1, 1]
+    int64_t pad = 0;             // a zero Pad of H and W still to fold into the Conv or AveragePool reading it
     // Zeros of `shape` whose shape holds the batch (ConstantOfShape of a folded Shape: torch's
     // initial LSTM states), so no constant can hold them; only an LSTM's initial state reads them.
     bool zeros = false;
@@ -171,8 +171,8 @@ private:
     bool gelu_step(const onnx::NodeProto& n);
     bool attention_step(const onnx::NodeProto& n);
     bool embedding_step(const onnx::NodeProto& n);
-    void layer_norm(const onnx::NodeProto& n, const std::string& x, float eps, const HostTensor* weight, const HostTensor* bias,
-                    const std::string& output, const std::string& weight_name);
+    void layer_norm(const onnx::NodeProto& n, const std::string& x, float eps, const HostTensor* weight,
+                    const HostTensor* bias, const std::string& output, const std::string& weight_name);
     void attention(const onnx::NodeProto& n, const Pending& p, const std::string& merged);
     // The one node reading `tensor` (its index), or -1 when none or several do.
     int sole_reader(const std::string& tensor) const;
@@ -191,16 +191,16 @@ private:
     const onnx::GraphProto& g_;
     std::string source_, dir_;
     Imported out_;
-    std::map<std::string, int> producer_;           // tensor -> node index
-    std::map<std::string, int> readers_;            // tensor -> how many node inputs (and graph outputs) read it
+    std::map<std::string, int> producer_;  // tensor -> node index
+    std::map<std::string, int> readers_;   // tensor -> how many node inputs (and graph outputs) read it
     std::map<std::string, const onnx::TensorProto*> initializers_;
-    std::vector<int> order_;                        // topological, live nodes only
+    std::vector<int> order_;  // topological, live nodes only
     std::map<std::string, Value> values_;
     std::vector<LayerOut> layers_;
     std::map<std::string, std::vector<int64_t>> layer_shapes_;  // xylem node -> ONNX full shape of its output
     std::set<std::string> names_;
-    std::set<int> absorbed_;                        // Add nodes that became a linear layer's bias
-    std::map<std::string, std::string> unsqueezed_;  // global_avgpool node -> its [C, 1, 1] reshape
+    std::set<int> absorbed_;                           // Add nodes that became a linear layer's bias
+    std::map<std::string, std::string> unsqueezed_;    // global_avgpool node -> its [C, 1, 1] reshape
     std::map<std::string, std::string> materialized_;  // a GELU's first step read elsewhere -> its scale layer
     int folded_ = 0;
     int current_ = -1;  // the node visit() works on

@@ -30,9 +30,12 @@ std::string dict_value(const std::string& h, const std::string& key, const std::
     int depth = 0;
     size_t end = at;
     for (; end < h.size(); ++end) {
-        if (h[end] == '(') ++depth;
-        else if (h[end] == ')') --depth;
-        else if ((h[end] == ',' || h[end] == '}') && depth == 0) break;
+        if (h[end] == '(')
+            ++depth;
+        else if (h[end] == ')')
+            --depth;
+        else if ((h[end] == ',' || h[end] == '}') && depth == 0)
+            break;
     }
     std::string v = h.substr(at, end - at);
     while (!v.empty() && std::isspace(static_cast<unsigned char>(v.front()))) v.erase(v.begin());
@@ -43,7 +46,8 @@ std::string dict_value(const std::string& h, const std::string& key, const std::
 }  // namespace
 
 Array parse(const std::string& b, const std::string& source) {
-    if (b.size() < 10 || b.compare(0, 6, kMagic, 6) != 0) throw Error(source + ": not a .npy file (no \\x93NUMPY magic)");
+    if (b.size() < 10 || b.compare(0, 6, kMagic, 6) != 0)
+        throw Error(source + ": not a .npy file (no \\x93NUMPY magic)");
     const int major = static_cast<unsigned char>(b[6]);
     size_t header_len = 0, start = 0;
     if (major == 1) {
@@ -62,13 +66,15 @@ Array parse(const std::string& b, const std::string& source) {
     std::string type = descr.size() == 5 ? descr.substr(1, 3) : "";
     if ((descr.front() != '\'' && descr.front() != '"') || descr.back() != descr.front() ||
         (type != "<f4" && type != "<i4" && type != "<i8"))
-        throw Error(source + ": .npy dtype " + descr + " is not supported: xylem reads little-endian float32 ('<f4'), or "
+        throw Error(source + ": .npy dtype " + descr +
+                    " is not supported: xylem reads little-endian float32 ('<f4'), or "
                     "int32/int64 token ids ('<i4', '<i8'); convert with a.astype(numpy.float32)");
     const size_t width = type == "<i8" ? 8 : 4;
     if (dict_value(h, "fortran_order", source) != "False")
         throw Error(source + ": .npy array is in Fortran order; save a C-order array (numpy.ascontiguousarray)");
     std::string s = dict_value(h, "shape", source);
-    if (s.size() < 2 || s.front() != '(' || s.back() != ')') throw Error(source + ": .npy shape " + s + " is malformed");
+    if (s.size() < 2 || s.front() != '(' || s.back() != ')')
+        throw Error(source + ": .npy shape " + s + " is malformed");
     s = s.substr(1, s.size() - 2);
     Array a;
     int64_t count = 1;
@@ -87,8 +93,9 @@ Array parse(const std::string& b, const std::string& source) {
     }
     const size_t data = start + header_len, bytes = static_cast<size_t>(count) * width;
     if (b.size() - data != bytes)
-        throw Error(source + ": .npy data is " + std::to_string(b.size() - data) + " bytes, its shape " + to_string(a.shape) +
-                    " needs " + std::to_string(bytes) + (b.size() - data < bytes ? " (truncated)" : ""));
+        throw Error(source + ": .npy data is " + std::to_string(b.size() - data) + " bytes, its shape " +
+                    to_string(a.shape) + " needs " + std::to_string(bytes) +
+                    (b.size() - data < bytes ? " (truncated)" : ""));
     if (type == "<f4") {
         a.values.resize(static_cast<size_t>(count));
         if (bytes) std::memcpy(a.values.data(), b.data() + data, bytes);
@@ -98,23 +105,29 @@ Array parse(const std::string& b, const std::string& source) {
     a.tokens.resize(static_cast<size_t>(count));
     for (size_t i = 0; i < a.tokens.size(); ++i) {
         int64_t v = 0;
-        if (width == 8) std::memcpy(&v, b.data() + data + 8 * i, 8);
+        if (width == 8)
+            std::memcpy(&v, b.data() + data + 8 * i, 8);
         else {
             int32_t w = 0;
             std::memcpy(&w, b.data() + data + 4 * i, 4);
             v = w;
         }
-        if (v < INT32_MIN || v > INT32_MAX) throw Error(source + ": .npy value " + std::to_string(v) + " at " + std::to_string(i) + " is outside int32's range");
+        if (v < INT32_MIN || v > INT32_MAX)
+            throw Error(source + ": .npy value " + std::to_string(v) + " at " + std::to_string(i) +
+                        " is outside int32's range");
         a.tokens[i] = static_cast<int32_t>(v);
     }
     return a;
 }
 
-Array read(const std::string& path) { return parse(io::read_regular_file(path, "arrays (.npy)"), path); }
+Array read(const std::string& path) {
+    return parse(io::read_regular_file(path, "arrays (.npy)"), path);
+}
 
 void write(const std::string& path, const Shape& shape, const float* values) {
     std::string dims;
-    for (size_t k = 0; k < shape.size(); ++k) dims += std::to_string(shape[k]) + (shape.size() == 1 || k + 1 < shape.size() ? "," : "");
+    for (size_t k = 0; k < shape.size(); ++k)
+        dims += std::to_string(shape[k]) + (shape.size() == 1 || k + 1 < shape.size() ? "," : "");
     std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
     while ((10 + h.size() + 1) % 64) h += ' ';
     h += '\n';

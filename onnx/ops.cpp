@@ -18,20 +18,25 @@ void Importer::conv(const onnx::NodeProto& n) {
     const int64_t group = attr_int(n, "group", 1);
     const int64_t c = x.shape[1];
     if (group < 1 || c % group || w.dims[0] % group || w.dims[1] * group != c)
-        refuse(n, "weight " + shape_text(w.dims) + " does not fit input " + shape_text(x.shape) + " with group " + std::to_string(group));
+        refuse(n, "weight " + shape_text(w.dims) + " does not fit input " + shape_text(x.shape) + " with group " +
+                      std::to_string(group));
     const auto kernel = attr_ints(n, "kernel_shape", {w.dims[2], w.dims[3]});
     if (kernel != std::vector<int64_t>{w.dims[2], w.dims[3]}) refuse(n, "kernel_shape does not match the weight");
     const auto strides = attr_ints(n, "strides", {1, 1}), dil = attr_ints(n, "dilations", {1, 1});
     std::vector<int64_t> pads = attr_ints(n, "pads", {0, 0, 0, 0});
     const std::string auto_pad = attr_string(n, "auto_pad", "NOTSET");
-    if (auto_pad != "NOTSET" && auto_pad != "VALID") refuse(n, "auto_pad " + auto_pad + " has no xylem equivalent (give explicit pads)");
+    if (auto_pad != "NOTSET" && auto_pad != "VALID")
+        refuse(n, "auto_pad " + auto_pad + " has no xylem equivalent (give explicit pads)");
     if (auto_pad == "VALID") pads = {0, 0, 0, 0};
     if (strides.size() != 2 || strides[0] != strides[1] || strides[0] < 1)
         refuse(n, "strides " + shape_text(strides) + ": xylem's conv2d takes one stride for both axes");
-    if (dil.size() != 2 || dil[0] != dil[1] || dil[0] < 1) refuse(n, "dilations " + shape_text(dil) + ": xylem's conv2d takes one dilation for both axes");
+    if (dil.size() != 2 || dil[0] != dil[1] || dil[0] < 1)
+        refuse(n, "dilations " + shape_text(dil) + ": xylem's conv2d takes one dilation for both axes");
     if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3] || pads[0] != pads[1] || pads[0] < 0)
-        refuse(n, "pads " + shape_text(pads) + ": xylem's conv2d pads all four sides alike (asymmetric padding has no equivalent)");
-    if (kernel[0] > INT32_MAX || strides[0] > INT32_MAX || dil[0] > INT32_MAX || pads[0] > INT32_MAX / 4) refuse(n, "attributes out of range");
+        refuse(n, "pads " + shape_text(pads) +
+                      ": xylem's conv2d pads all four sides alike (asymmetric padding has no equivalent)");
+    if (kernel[0] > INT32_MAX || strides[0] > INT32_MAX || dil[0] > INT32_MAX || pads[0] > INT32_MAX / 4)
+        refuse(n, "attributes out of range");
     const int64_t padding = pads[0] + x.pad;  // a zero Pad before it, folded in (x.shape is the padded map)
     if (padding > INT32_MAX / 2) refuse(n, "padding out of range");
     const int64_t oh = (x.shape[2] + 2 * pads[0] - dil[0] * (kernel[0] - 1) - 1) / strides[0] + 1;
@@ -41,14 +46,21 @@ void Importer::conv(const onnx::NodeProto& n) {
     const std::string name = layer_name(n, input_of(n, 1));
     if (bias) {
         const HostTensor& b = constant(n, 2, "bias");
-        if (b.dims != std::vector<int64_t>{w.dims[0]} || !b.is_float) refuse(n, "bias " + shape_text(b.dims) + " does not match the weight");
+        if (b.dims != std::vector<int64_t>{w.dims[0]} || !b.is_float)
+            refuse(n, "bias " + shape_text(b.dims) + " does not match the weight");
         param(name, "bias", {w.dims[0]}, b.f);
     }
     if (!w.is_float) refuse(n, "its weight is not float");
     param(name, "weight", w.dims, w.f);
-    LayerOut l{"conv2d", name, {use(input_of(n, 0), n, true)},
-               {{"out", std::to_string(w.dims[0])}, {"kernel", toml_ints(kernel)}, {"stride", std::to_string(strides[0])},
-                {"padding", std::to_string(padding)}, {"dilation", std::to_string(dil[0])}, {"groups", std::to_string(group)},
+    LayerOut l{"conv2d",
+               name,
+               {use(input_of(n, 0), n, true)},
+               {{"out", std::to_string(w.dims[0])},
+                {"kernel", toml_ints(kernel)},
+                {"stride", std::to_string(strides[0])},
+                {"padding", std::to_string(padding)},
+                {"dilation", std::to_string(dil[0])},
+                {"groups", std::to_string(group)},
                 {"bias", bias ? "true" : "false"}}};
     emit(std::move(l), n, {x.shape[0], w.dims[0], oh, ow}, n.output(0));
 }
@@ -57,7 +69,8 @@ void Importer::gemm(const onnx::NodeProto& n) {
     check_known_attrs(n, {"alpha", "beta", "transA", "transB"});
     const Value& a = value(input_of(n, 0));
     const HostTensor& b = constant(n, 1, "B");
-    if (a.shape.size() != 2 || b.dims.size() != 2 || !b.is_float) refuse(n, "xylem imports Gemm of a [batch, features] input and a 2-D float B");
+    if (a.shape.size() != 2 || b.dims.size() != 2 || !b.is_float)
+        refuse(n, "xylem imports Gemm of a [batch, features] input and a 2-D float B");
     if (attr_int(n, "transA", 0)) refuse(n, "transA = 1 (the batch along columns) has no xylem equivalent");
     const bool trans_b = attr_int(n, "transB", 0) != 0;
     const float alpha = attr_float(n, "alpha", 1), beta = attr_float(n, "beta", 1);
@@ -73,12 +86,14 @@ void Importer::gemm(const onnx::NodeProto& n) {
     if (bias) {
         const HostTensor& c = constant(n, 2, "C");
         const bool vector = c.dims == std::vector<int64_t>{out} || c.dims == std::vector<int64_t>{1, out};
-        if (!c.is_float || !vector) refuse(n, "C " + shape_text(c.dims) + ": xylem imports a bias of [out] or [1, out]");
+        if (!c.is_float || !vector)
+            refuse(n, "C " + shape_text(c.dims) + ": xylem imports a bias of [out] or [1, out]");
         std::vector<float> bv = c.f;
         for (float& v : bv) v *= beta;
         param(name, "bias", {out}, std::move(bv));
     }
-    LayerOut l{"linear", name, {use(input_of(n, 0), n)}, {{"out", std::to_string(out)}, {"bias", bias ? "true" : "false"}}};
+    LayerOut l{
+        "linear", name, {use(input_of(n, 0), n)}, {{"out", std::to_string(out)}, {"bias", bias ? "true" : "false"}}};
     emit(std::move(l), n, {a.shape[0], out}, n.output(0));
 }
 
@@ -87,7 +102,8 @@ void Importer::matmul(const onnx::NodeProto& n) {
     const Value& a = value(input_of(n, 0));
     const HostTensor& b = constant(n, 1, "B");
     if (b.dims.size() != 2 || !b.is_float) refuse(n, "xylem imports MatMul by a 2-D float initializer only");
-    if (a.shape.size() < 2 || a.shape.size() > 3) refuse(n, "xylem's linear takes [batch, features] or [batch, steps, features]");
+    if (a.shape.size() < 2 || a.shape.size() > 3)
+        refuse(n, "xylem's linear takes [batch, features] or [batch, steps, features]");
     const int64_t in = b.dims[0], out = b.dims[1];
     if (a.shape.back() != in) refuse(n, "B " + shape_text(b.dims) + " does not fit input " + shape_text(a.shape));
     const std::string name = layer_name(n, input_of(n, 1));
@@ -118,28 +134,62 @@ void Importer::matmul(const onnx::NodeProto& n) {
     }
     std::vector<int64_t> shape = a.shape;
     shape.back() = out;
-    LayerOut l{"linear", name, {use(input_of(n, 0), n)}, {{"out", std::to_string(out)}, {"bias", bias ? "true" : "false"}}};
+    LayerOut l{
+        "linear", name, {use(input_of(n, 0), n)}, {{"out", std::to_string(out)}, {"bias", bias ? "true" : "false"}}};
     emit(std::move(l), n, shape, output);
 }
 
 void Importer::add(const onnx::NodeProto& n) {
     check_known_attrs(n, {});
-    const Value& a = value(input_of(n, 0));
-    const Value& b = value(input_of(n, 1));
-    if (a.is_const || b.is_const)
-        refuse(n, "adds a constant to the model's data; xylem has no bias layer (only the bias of a MatMul right before it "
-                  "is imported)");
-    if (a.shape != b.shape)
-        refuse(n, "adds " + shape_text(a.shape) + " and " + shape_text(b.shape) + "; xylem's add takes two tensors of one shape");
-    LayerOut l{"add", layer_name(n, ""), {use(input_of(n, 0), n), use(input_of(n, 1), n)}, {}};
-    emit(std::move(l), n, a.shape, n.output(0));
+    if (value(input_of(n, 0)).is_const || value(input_of(n, 1)).is_const)
+        refuse(n, "adds a constant the bias layer cannot hold");  // constant_op took the ones it can
+    // The operand with more elements per sample first: ONNX's Add is symmetric, xylem's add
+    // broadcasts its second input.
+    auto per_sample = [&](const std::string& t) {
+        int64_t k = 1;
+        for (size_t i = 1; i < value(t).shape.size(); ++i) k *= value(t).shape[i];
+        return k;
+    };
+    const bool swap = per_sample(n.input(1)) > per_sample(n.input(0));
+    const std::string& an = n.input(swap ? 1 : 0);
+    const std::string& bn = n.input(swap ? 0 : 1);
+    const std::vector<int64_t> a = value(an).shape, b = value(bn).shape;
+    const std::string name = layer_name(n, "");
+    std::string b_node;
+    if (a == b) {
+        b_node = use(bn, n);
+    } else {
+        // xylem's add broadcasts b over a's leading axes when b's sample is the trailing part of a's
+        // ([T, F] + [F]); ONNX writes that b with 1s in front ([N, 1, F]): those are dropped.
+        std::vector<int64_t> tail(b.begin() + 1, b.end());
+        while (!tail.empty() && tail.front() == 1) tail.erase(tail.begin());
+        const bool fits = b.size() == a.size() && b[0] == a[0] && !tail.empty() &&  // same rank: aligned axis by axis
+                          std::equal(tail.begin(), tail.end(), a.end() - static_cast<long>(tail.size()));
+        if (!fits)
+            refuse(n, "adds " + shape_text(a) + " and " + shape_text(b) +
+                          "; xylem's add takes two tensors of one shape, or a second whose sample is the trailing "
+                          "axes of the first's");
+        b_node = use(bn, n);
+        if (tail.size() != b.size() - 1) {  // drop the leading 1s: a reshape of each sample
+            const std::string flat = name + "_flat";
+            names_.insert(flat);
+            std::vector<int64_t> shape{b[0]};
+            shape.insert(shape.end(), tail.begin(), tail.end());
+            layers_.push_back(LayerOut{"reshape", flat, {b_node}, {{"shape", toml_ints(tail)}}});
+            layer_shapes_[flat] = shape;
+            b_node = flat;
+        }
+    }
+    LayerOut l{"add", name, {use(an, n), b_node}, {}};
+    emit(std::move(l), n, a, n.output(0));
 }
 
 void Importer::batchnorm(const onnx::NodeProto& n) {
     check_known_attrs(n, {"epsilon", "momentum", "training_mode"});
     if (attr_int(n, "training_mode", 0)) refuse(n, "training_mode = 1: xylem imports batch norm in inference form");
     for (int k = 1; k < n.output_size(); ++k)
-        if (!n.output(k).empty() && readers_[n.output(k)]) refuse(n, "its running statistics outputs are read (a training graph)");
+        if (!n.output(k).empty() && readers_[n.output(k)])
+            refuse(n, "its running statistics outputs are read (a training graph)");
     const Value& x = value(input_of(n, 0));
     if (x.shape.size() < 2) refuse(n, "needs a channel axis");
     const int64_t c = x.shape[1];
@@ -149,33 +199,43 @@ void Importer::batchnorm(const onnx::NodeProto& n) {
     for (int k = 0; k < 4; ++k) {
         const HostTensor& t = constant(n, static_cast<size_t>(k + 1), names[k]);
         if (!t.is_float || t.dims != std::vector<int64_t>{c})
-            refuse(n, std::string(names[k]) + " " + shape_text(t.dims) + " does not match " + std::to_string(c) + " channels");
+            refuse(n, std::string(names[k]) + " " + shape_text(t.dims) + " does not match " + std::to_string(c) +
+                          " channels");
         param(name, xylem[k], {c}, t.f);
     }
     const float eps = attr_float(n, "epsilon", 1e-5f), momentum = attr_float(n, "momentum", 0.9f);
     if (!(eps > 0) || !(momentum >= 0 && momentum <= 1)) refuse(n, "epsilon must be positive and momentum in [0, 1]");
     // ONNX: running = running * momentum + batch * (1 - momentum); PyTorch and xylem: the reverse.
-    LayerOut l{"batchnorm", name, {use(input_of(n, 0), n)},
+    LayerOut l{"batchnorm",
+               name,
+               {use(input_of(n, 0), n)},
                {{"eps", toml_float(eps)}, {"momentum", toml_float(1.0 - static_cast<double>(momentum))}}};
     emit(std::move(l), n, x.shape, n.output(0));
 }
 
 void Importer::pool(const onnx::NodeProto& n, bool max) {
-    if (max) check_known_attrs(n, {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
-    else check_known_attrs(n, {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"});
-    if (max && n.output_size() > 1 && !n.output(1).empty() && readers_[n.output(1)]) refuse(n, "its Indices output has no xylem equivalent");
+    if (max)
+        check_known_attrs(n,
+                          {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
+    else
+        check_known_attrs(n, {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"});
+    if (max && n.output_size() > 1 && !n.output(1).empty() && readers_[n.output(1)])
+        refuse(n, "its Indices output has no xylem equivalent");
     const Value& x = value(input_of(n, 0));
     if (x.shape.size() != 4) refuse(n, "xylem pools 2-D maps (NCHW) only");
     const auto kernel = attr_ints(n, "kernel_shape", {});
-    if (kernel.size() != 2 || kernel[0] != kernel[1] || kernel[0] < 1) refuse(n, "kernel_shape " + shape_text(kernel) + ": xylem pools with a square kernel");
+    if (kernel.size() != 2 || kernel[0] != kernel[1] || kernel[0] < 1)
+        refuse(n, "kernel_shape " + shape_text(kernel) + ": xylem pools with a square kernel");
     const auto strides = attr_ints(n, "strides", {1, 1});
-    if (strides.size() != 2 || strides[0] != strides[1] || strides[0] < 1) refuse(n, "strides " + shape_text(strides) + ": xylem takes one stride for both axes");
+    if (strides.size() != 2 || strides[0] != strides[1] || strides[0] < 1)
+        refuse(n, "strides " + shape_text(strides) + ": xylem takes one stride for both axes");
     std::vector<int64_t> pads = attr_ints(n, "pads", {0, 0, 0, 0});
     const std::string auto_pad = attr_string(n, "auto_pad", "NOTSET");
     if (auto_pad != "NOTSET" && auto_pad != "VALID") refuse(n, "auto_pad " + auto_pad + " has no xylem equivalent");
     if (auto_pad == "VALID") pads = {0, 0, 0, 0};
     if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3] || pads[0] != pads[1] || pads[0] < 0)
-        refuse(n, "pads " + shape_text(pads) + ": xylem pads all four sides alike (asymmetric padding has no equivalent)");
+        refuse(n,
+               "pads " + shape_text(pads) + ": xylem pads all four sides alike (asymmetric padding has no equivalent)");
     // A zero Pad before it: zeros counted in the average, as count_include_pad does (MaxPool's
     // padding never wins, a zero would: refused).
     if (x.pad && max) refuse(n, "reads a zero Pad: xylem's max pooling pads with -inf, not zeros");
@@ -192,13 +252,15 @@ void Importer::pool(const onnx::NodeProto& n, bool max) {
         if (dil != std::vector<int64_t>{1, 1}) refuse(n, "dilations " + shape_text(dil) + " have no xylem equivalent");
         if (attr_int(n, "storage_order", 0)) refuse(n, "storage_order = 1 has no xylem equivalent");
     }
-    if (kernel[0] > INT32_MAX || strides[0] > INT32_MAX || pads[0] > INT32_MAX / 2) refuse(n, "attributes out of range");
+    if (kernel[0] > INT32_MAX || strides[0] > INT32_MAX || pads[0] > INT32_MAX / 2)
+        refuse(n, "attributes out of range");
     const int64_t oh = (x.shape[2] + 2 * pads[0] - kernel[0]) / strides[0] + 1;
     const int64_t ow = (x.shape[3] + 2 * pads[0] - kernel[0]) / strides[0] + 1;
     if (oh < 1 || ow < 1 || x.shape[2] + 2 * pads[0] < kernel[0] || x.shape[3] + 2 * pads[0] < kernel[0])
         refuse(n, "its output would be empty for input " + shape_text(x.shape));
-    std::vector<std::pair<std::string, std::string>> keys{
-        {"kernel", std::to_string(kernel[0])}, {"stride", std::to_string(strides[0])}, {"padding", std::to_string(padding)}};
+    std::vector<std::pair<std::string, std::string>> keys{{"kernel", std::to_string(kernel[0])},
+                                                          {"stride", std::to_string(strides[0])},
+                                                          {"padding", std::to_string(padding)}};
     if (!max) keys.push_back({"count_include_pad", include_pad ? "true" : "false"});
     LayerOut l{max ? "maxpool2d" : "avgpool2d", layer_name(n, ""), {use(input_of(n, 0), n, !max)}, keys};
     emit(std::move(l), n, {x.shape[0], x.shape[1], oh, ow}, n.output(0));
@@ -215,14 +277,16 @@ void Importer::clip(const onnx::NodeProto& n) {
         if (n.input_size() <= k + 1 || n.input(k + 1).empty()) continue;
         const HostTensor& t = constant(n, static_cast<size_t>(k + 1), what[k]);
         if (!t.is_float || t.f.size() != 1 || !t.dims.empty())
-            refuse(n, std::string("its ") + what[k] + " must be a float scalar, got " + (t.is_float ? "float " : "integer ") + shape_text(t.dims));
+            refuse(n, std::string("its ") + what[k] + " must be a float scalar, got " +
+                          (t.is_float ? "float " : "integer ") + shape_text(t.dims));
         // -inf for min and +inf for max are no bound; NaN or the other infinity has no clamp layer.
         if (std::isnan(t.f[0]) || (std::isinf(t.f[0]) && (t.f[0] < 0) != (k == 0)))
             refuse(n, std::string("its ") + what[k] + " is " + toml_float(t.f[0]));
         bound[k] = t.f[0];
     }
     if (!(bound[0] <= bound[1])) refuse(n, "min " + toml_float(bound[0]) + " is above max " + toml_float(bound[1]));
-    std::vector<std::pair<std::string, std::string>> keys;  // an absent bound is left out (a config's numbers are finite)
+    std::vector<std::pair<std::string, std::string>>
+        keys;  // an absent bound is left out (a config's numbers are finite)
     if (std::isfinite(bound[0])) keys.push_back({"lo", toml_float(bound[0])});
     if (std::isfinite(bound[1])) keys.push_back({"hi", toml_float(bound[1])});
     LayerOut l{"clamp", layer_name(n, ""), {use(input_of(n, 0), n)}, keys};
@@ -249,9 +313,9 @@ bool Importer::constant_op(const onnx::NodeProto& n) {
     const bool trailing = !dims.empty() && dims.size() <= sample.size() && c.dims.size() <= x.shape.size() &&
                           std::equal(dims.begin(), dims.end(), sample.end() - static_cast<long>(dims.size()));
     if (!single && !trailing)
-        refuse(n, std::string(op == "Add" || op == "Sub" ? "adds" : "multiplies by") + " a constant " + shape_text(c.dims) +
-                      " that is not one value or the trailing axes of each sample " + shape_text(x.shape) +
-                      " (xylem's bias and scale; a constant over the batch has no layer)");
+        refuse(n, std::string(op == "Add" || op == "Sub" ? "adds" : "multiplies by") + " a constant " +
+                      shape_text(c.dims) + " that is not one value or the trailing axes of each sample " +
+                      shape_text(x.shape) + " (xylem's bias and scale; a constant over the batch has no layer)");
     std::vector<float> w = c.f;
     for (float& v : w) v = op == "Sub" ? -v : op == "Div" ? 1.0f / v : v;
     const std::vector<int64_t> shape = single ? std::vector<int64_t>{1} : dims;
@@ -267,17 +331,20 @@ bool Importer::constant_op(const onnx::NodeProto& n) {
 // reading it takes it as padding (torch exports AvgPool2d(padding=p) as Pad then AveragePool).
 void Importer::pad(const onnx::NodeProto& n) {
     check_known_attrs(n, {"mode"});
-    if (attr_string(n, "mode", "constant") != "constant") refuse(n, "mode " + attr_string(n, "mode", "") + ": xylem folds constant zero padding only");
+    if (attr_string(n, "mode", "constant") != "constant")
+        refuse(n, "mode " + attr_string(n, "mode", "") + ": xylem folds constant zero padding only");
     const Value& x = value(input_of(n, 0));
     const HostTensor& p = constant(n, 1, "pads");
-    if (p.is_float || x.shape.size() != 4 || p.i.size() != 8) refuse(n, "xylem folds the Pad of an NCHW map by 8 integer pads only");
+    if (p.is_float || x.shape.size() != 4 || p.i.size() != 8)
+        refuse(n, "xylem folds the Pad of an NCHW map by 8 integer pads only");
     if (n.input_size() > 2 && !n.input(2).empty()) {
         const HostTensor& c = constant(n, 2, "constant_value");
         const bool zero = c.is_float ? (c.f.size() == 1 && c.f[0] == 0.f) : (c.i.size() == 1 && c.i[0] == 0);
         if (!zero) refuse(n, "pads with a value other than 0");
     }
     const std::vector<int64_t>& v = p.i;
-    if (v[0] || v[1] || v[4] || v[5] || v[2] != v[3] || v[2] != v[6] || v[2] != v[7] || v[2] < 0 || v[2] > INT32_MAX / 4)
+    if (v[0] || v[1] || v[4] || v[5] || v[2] != v[3] || v[2] != v[6] || v[2] != v[7] || v[2] < 0 ||
+        v[2] > INT32_MAX / 4)
         refuse(n, "pads " + shape_text(v) + ": xylem folds a Pad of H and W alike on all four sides only");
     Value out = x;
     out.pad += v[2];
@@ -310,9 +377,11 @@ void Importer::reshape_like(const onnx::NodeProto& n, const std::vector<int64_t>
 
 void Importer::visit(const onnx::NodeProto& n) {
     const std::string& op = n.op_type();
-    if (n.output_size() < 1 || n.output(0).empty()) refuse(n, "has no first output (the one xylem layers give; an LSTM's Y)");
+    if (n.output_size() < 1 || n.output(0).empty())
+        refuse(n, "has no first output (the one xylem layers give; an LSTM's Y)");
     for (int k = 1; k < n.output_size(); ++k)
-        if (!n.output(k).empty() && readers_[n.output(k)] && op != "Dropout" && op != "MaxPool" && op != "BatchNormalization" && op != "Split")
+        if (!n.output(k).empty() && readers_[n.output(k)] && op != "Dropout" && op != "MaxPool" &&
+            op != "BatchNormalization" && op != "Split")
             refuse(n, "its output " + std::to_string(k) + " is read; xylem layers have one output");
     if (absorbed_.count(current_)) return;  // a linear layer's bias
     bool all_const = true;
@@ -332,9 +401,11 @@ void Importer::visit(const onnx::NodeProto& n) {
             check_known_attrs(n, {"seed"});
             if (n.input_size() > 2 && !n.input(2).empty()) {
                 const HostTensor& t = constant(n, 2, "training_mode");
-                if (t.is_float || t.i.size() != 1 || t.i[0]) refuse(n, "training_mode is not false: xylem imports inference graphs");
+                if (t.is_float || t.i.size() != 1 || t.i[0])
+                    refuse(n, "training_mode is not false: xylem imports inference graphs");
             }
-            if (n.output_size() > 1 && !n.output(1).empty() && readers_[n.output(1)]) refuse(n, "its mask output is read");
+            if (n.output_size() > 1 && !n.output(1).empty() && readers_[n.output(1)])
+                refuse(n, "its mask output is read");
         }
         values_[n.output(0)] = value(input_of(n, 0));
         out_.notes.push_back("skipped " + label(n));
@@ -457,7 +528,8 @@ void Importer::visit(const onnx::NodeProto& n) {
             axes = t.i;
         }
         if (x.layout == Value::kLstmY) {  // Y [T, 1, N, H] without its direction axis: [T, N, H]
-            if (op != "Squeeze" || axes != std::vector<int64_t>{1}) refuse(n, "xylem reads an LSTM's Y through Squeeze of axis 1 only");
+            if (op != "Squeeze" || axes != std::vector<int64_t>{1})
+                refuse(n, "xylem reads an LSTM's Y through Squeeze of axis 1 only");
             Value v = x;
             v.shape.erase(v.shape.begin() + 1);
             v.layout = Value::kTimeMajor;
@@ -479,14 +551,16 @@ void Importer::visit(const onnx::NodeProto& n) {
                 dims.insert(dims.begin() + a, 1);
             }
         } else {
-            if (axes.empty()) refuse(n, "squeezes every axis of size 1, the batch's perhaps; xylem needs explicit axes");
+            if (axes.empty())
+                refuse(n, "squeezes every axis of size 1, the batch's perhaps; xylem needs explicit axes");
             std::set<int64_t> drop;
             for (int64_t a : axes) drop.insert(normalize_axis(a, dims.size(), fail));
             if (drop.count(0)) refuse(n, "squeezes the batch axis");
             std::vector<int64_t> keep;
             for (size_t k = 0; k < dims.size(); ++k) {
                 if (drop.count(static_cast<int64_t>(k))) {
-                    if (dims[k] != 1) refuse(n, "squeezes axis " + std::to_string(k) + " of size " + std::to_string(dims[k]));
+                    if (dims[k] != 1)
+                        refuse(n, "squeezes axis " + std::to_string(k) + " of size " + std::to_string(dims[k]));
                     continue;
                 }
                 keep.push_back(dims[k]);
@@ -509,7 +583,8 @@ void Importer::visit(const onnx::NodeProto& n) {
             if (v.shape.size() != x.shape.size()) refuse(n, "joins tensors of different ranks");
             for (size_t k = 0; k < v.shape.size(); ++k)
                 if (static_cast<int64_t>(k) != axis && v.shape[k] != x.shape[k])
-                    refuse(n, "joins " + shape_text(x.shape) + " and " + shape_text(v.shape) + " along axis " + std::to_string(axis));
+                    refuse(n, "joins " + shape_text(x.shape) + " and " + shape_text(v.shape) + " along axis " +
+                                  std::to_string(axis));
             shape[static_cast<size_t>(axis)] += v.shape[static_cast<size_t>(axis)];
             inputs.push_back(use(in, n));
         }

@@ -30,10 +30,14 @@ bool scalar_of(const Value& v, double& out) {
     return true;
 }
 
-bool near(double a, double b) { return std::fabs(a - b) <= 1e-5 * std::max(1.0, std::fabs(b)); }
+bool near(double a, double b) {
+    return std::fabs(a - b) <= 1e-5 * std::max(1.0, std::fabs(b));
+}
 
 // The masked value of a causal mask: -inf or anything below -1e4 (exp gives 0 in float either way).
-bool masks(double v) { return v <= -1e4; }
+bool masks(double v) {
+    return v <= -1e4;
+}
 
 Pending step(const Pending& from, const std::string& kind) {
     Pending p = from;
@@ -54,7 +58,8 @@ void Importer::layer_norm(const onnx::NodeProto& n, const std::string& x, float 
     if (!(eps > 0) || !std::isfinite(eps)) refuse(n, "epsilon " + toml_float(eps) + " must be positive");
     for (const HostTensor* t : {weight, bias})
         if (t && (!t->is_float || t->numel() != c || (t->dims.size() != 1 && !(t->dims.size() == 0 && c == 1))))
-            refuse(n, "its scale or bias " + shape_text(t->dims) + " is not [" + std::to_string(c) + "] (xylem normalises the last axis)");
+            refuse(n, "its scale or bias " + shape_text(t->dims) + " is not [" + std::to_string(c) +
+                          "] (xylem normalises the last axis)");
     const std::string name = layer_name(n, weight_name);
     param(name, "weight", {c}, weight ? weight->f : std::vector<float>(static_cast<size_t>(c), 1.f));
     if (bias) param(name, "bias", {c}, bias->f);
@@ -69,9 +74,11 @@ bool Importer::layer_norm_step(const onnx::NodeProto& n) {
         const Value& x = value(input_of(n, 0));
         auto fail = [&](const std::string& why) { refuse(n, why); };
         if (normalize_axis(attr_int(n, "axis", -1), x.shape.size(), fail) != static_cast<int64_t>(x.shape.size()) - 1)
-            refuse(n, "axis " + std::to_string(attr_int(n, "axis", -1)) + ": xylem's layer_norm normalises the last axis only");
+            refuse(n, "axis " + std::to_string(attr_int(n, "axis", -1)) +
+                          ": xylem's layer_norm normalises the last axis only");
         const HostTensor* bias = n.input_size() > 2 && !n.input(2).empty() ? &constant(n, 2, "bias") : nullptr;
-        layer_norm(n, input_of(n, 0), attr_float(n, "epsilon", 1e-5f), &constant(n, 1, "scale"), bias, n.output(0), n.input(1));
+        layer_norm(n, input_of(n, 0), attr_float(n, "epsilon", 1e-5f), &constant(n, 1, "scale"), bias, n.output(0),
+                   n.input(1));
         return true;
     }
     auto in = [&](int k) -> const Value& { return value(input_of(n, k)); };
@@ -82,13 +89,17 @@ bool Importer::layer_norm_step(const onnx::NodeProto& n) {
         const std::vector<int64_t> axes = attr_ints(n, "axes", {});
         const int64_t last = static_cast<int64_t>(x.shape.size()) - 1;
         if (axes.size() != 1 || (axes[0] != -1 && axes[0] != last) || !attr_int(n, "keepdims", 1))
-            refuse(n, "xylem imports ReduceMean only as a layer norm's mean over the last axis (axes [-1], keepdims 1)");
+            refuse(n,
+                   "xylem imports ReduceMean only as a layer norm's mean over the last axis (axes [-1], keepdims 1)");
         Value v;
         v.shape = x.shape;
         v.shape.back() = 1;
-        if (x.pending.kind == "ln.square") v.pending = step(x.pending, "ln.variance");
-        else if (x.pending.kind.empty() && !x.is_const) v.pending = Pending{"ln.mean", n.input(0)};
-        else refuse(n, "reads '" + n.input(0) + "': xylem imports ReduceMean only as a layer norm's mean or variance");
+        if (x.pending.kind == "ln.square")
+            v.pending = step(x.pending, "ln.variance");
+        else if (x.pending.kind.empty() && !x.is_const)
+            v.pending = Pending{"ln.mean", n.input(0)};
+        else
+            refuse(n, "reads '" + n.input(0) + "': xylem imports ReduceMean only as a layer norm's mean or variance");
         values_[n.output(0)] = v;
         return true;
     }
@@ -221,22 +232,38 @@ bool Importer::gelu_step(const onnx::NodeProto& n) {
     };
     const bool of_x = other_name == p->pending.of;  // the other operand is the pattern's x
     // Erf form: 0.5 x (1 + erf(x / sqrt 2)).
-    if (op == "Add" && at == "gelu.erf" && scalar_of(other, k) && k == 1) v.pending = step(p->pending, "gelu.erf_plus_1");
-    else if (op == "Mul" && at == "gelu.erf_plus_1" && of_x) v.pending = step(p->pending, "gelu.x_times");
-    else if (op == "Mul" && at == "gelu.x_times" && scalar_of(other, k) && k == 0.5) return finish(false);
+    if (op == "Add" && at == "gelu.erf" && scalar_of(other, k) && k == 1)
+        v.pending = step(p->pending, "gelu.erf_plus_1");
+    else if (op == "Mul" && at == "gelu.erf_plus_1" && of_x)
+        v.pending = step(p->pending, "gelu.x_times");
+    else if (op == "Mul" && at == "gelu.x_times" && scalar_of(other, k) && k == 0.5)
+        return finish(false);
     // Tanh form (GPT-2's): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as xylem's exporter
     // writes it: x * x * x, * 0.044715, + x, * sqrt(2/pi), Tanh, + 1, times x * 0.5.
-    else if (op == "Mul" && at == "gelu.square" && of_x) v.pending = step(p->pending, "gelu.cube");
-    else if (op == "Mul" && at == "gelu.cube" && scalar_of(other, k) && near(k, 0.044715)) v.pending = step(p->pending, "gelu.cubic_term");
-    else if (op == "Add" && at == "gelu.cubic_term" && of_x) v.pending = step(p->pending, "gelu.inner");
-    else if (op == "Mul" && at == "gelu.inner" && scalar_of(other, k) && near(k, std::sqrt(2.0 / M_PI))) v.pending = step(p->pending, "gelu.tanh_arg");
-    else if (op == "Add" && at == "gelu.tanh" && scalar_of(other, k) && k == 1) v.pending = step(p->pending, "gelu.tanh_plus_1");
-    else if (op == "Mul" && at == "gelu.tanh_plus_1" && other.pending.kind == "gelu.half" && other.pending.of == p->pending.of) return finish(true);
-    else if (op == "Mul" && at == "gelu.tanh_plus_1" && of_x) v.pending = step(p->pending, "gelu.tanh_x_times");  // torch's order
-    else if (op == "Mul" && at == "gelu.tanh_x_times" && scalar_of(other, k) && k == 0.5) return finish(true);
-    else if (op == "Mul" && at == "gelu.half" && other.pending.kind == "gelu.tanh_plus_1" && other.pending.of == p->pending.of) return finish(true);
-    else if (at == "gelu.half" || at == "gelu.scaled") return false;  // x * 0.5 or x / sqrt(2) after all: a scale layer
-    else refuse(n, "breaks GELU's erf or tanh form at step " + at);
+    else if (op == "Mul" && at == "gelu.square" && of_x)
+        v.pending = step(p->pending, "gelu.cube");
+    else if (op == "Mul" && at == "gelu.cube" && scalar_of(other, k) && near(k, 0.044715))
+        v.pending = step(p->pending, "gelu.cubic_term");
+    else if (op == "Add" && at == "gelu.cubic_term" && of_x)
+        v.pending = step(p->pending, "gelu.inner");
+    else if (op == "Mul" && at == "gelu.inner" && scalar_of(other, k) && near(k, std::sqrt(2.0 / M_PI)))
+        v.pending = step(p->pending, "gelu.tanh_arg");
+    else if (op == "Add" && at == "gelu.tanh" && scalar_of(other, k) && k == 1)
+        v.pending = step(p->pending, "gelu.tanh_plus_1");
+    else if (op == "Mul" && at == "gelu.tanh_plus_1" && other.pending.kind == "gelu.half" &&
+             other.pending.of == p->pending.of)
+        return finish(true);
+    else if (op == "Mul" && at == "gelu.tanh_plus_1" && of_x)
+        v.pending = step(p->pending, "gelu.tanh_x_times");  // torch's order
+    else if (op == "Mul" && at == "gelu.tanh_x_times" && scalar_of(other, k) && k == 0.5)
+        return finish(true);
+    else if (op == "Mul" && at == "gelu.half" && other.pending.kind == "gelu.tanh_plus_1" &&
+             other.pending.of == p->pending.of)
+        return finish(true);
+    else if (at == "gelu.half" || at == "gelu.scaled")
+        return false;  // x * 0.5 or x / sqrt(2) after all: a scale layer
+    else
+        refuse(n, "breaks GELU's erf or tanh form at step " + at);
     values_[n.output(0)] = v;
     return true;
 }
@@ -247,15 +274,21 @@ bool Importer::embedding_step(const onnx::NodeProto& n) {
         check_known_attrs(n, {"axis"});
         const HostTensor& table = constant(n, 0, "data");
         const Value& ids = value(n.input(1));
-        if (attr_int(n, "axis", 0) != 0) refuse(n, "looks up along axis " + std::to_string(attr_int(n, "axis", 0)) + "; an embedding looks up rows (axis 0)");
-        if (!table.is_float || table.dims.size() != 2) refuse(n, "its table " + shape_text(table.dims) + " is not a 2-D float constant [vocab, dim]");
+        if (attr_int(n, "axis", 0) != 0)
+            refuse(n, "looks up along axis " + std::to_string(attr_int(n, "axis", 0)) +
+                          "; an embedding looks up rows (axis 0)");
+        if (!table.is_float || table.dims.size() != 2)
+            refuse(n, "its table " + shape_text(table.dims) + " is not a 2-D float constant [vocab, dim]");
         if (ids.node != Net::kInput || !out_.input_tokens)
             refuse(n, "looks up rows by indices the model computes; xylem's embedding reads the model's integer input");
         const std::string name = layer_name(n, n.input(0));
         param(name, "weight", table.dims, table.f);
         std::vector<int64_t> shape = ids.shape;
         shape.push_back(table.dims[1]);
-        LayerOut l{"embedding", name, {Net::kInput}, {{"vocab", std::to_string(table.dims[0])}, {"dim", std::to_string(table.dims[1])}}};
+        LayerOut l{"embedding",
+                   name,
+                   {Net::kInput},
+                   {{"vocab", std::to_string(table.dims[0])}, {"dim", std::to_string(table.dims[1])}}};
         emit(std::move(l), n, shape, n.output(0));
         return true;
     }
@@ -283,7 +316,9 @@ bool Importer::embedding_step(const onnx::NodeProto& n) {
 bool Importer::attention_step(const onnx::NodeProto& n) {
     const std::string& op = n.op_type();
     auto pend = [&](int k) -> const Pending& { return value(input_of(n, k)).pending; };
-    auto is = [&](int k, const char* kind) { return n.input_size() > k && !n.input(k).empty() && pend(k).kind == kind; };
+    auto is = [&](int k, const char* kind) {
+        return n.input_size() > k && !n.input(k).empty() && pend(k).kind == kind;
+    };
     auto set = [&](const std::string& out, std::vector<int64_t> shape, Pending p) {
         Value v;
         v.shape = std::move(shape);
@@ -295,14 +330,20 @@ bool Importer::attention_step(const onnx::NodeProto& n) {
         const Value& x = value(input_of(n, 0));
         auto fail = [&](const std::string& why) { refuse(n, why); };
         const int64_t axis = normalize_axis(attr_int(n, "axis", 0), x.shape.size(), fail);
-        auto producer = std::find_if(layers_.begin(), layers_.end(), [&](const LayerOut& l) { return l.name == x.node; });
-        const bool qkv = !x.is_const && x.pending.kind.empty() && x.shape.size() == 3 && axis == 2 && n.output_size() == 3 &&
-                         x.shape[2] % 3 == 0 && producer != layers_.end() && producer->type == "linear";
-        if (!qkv) refuse(n, "xylem imports Split only as the q, k, v of attention: a linear's [N, T, 3C] split in three along axis 2");
+        auto producer =
+            std::find_if(layers_.begin(), layers_.end(), [&](const LayerOut& l) { return l.name == x.node; });
+        const bool qkv = !x.is_const && x.pending.kind.empty() && x.shape.size() == 3 && axis == 2 &&
+                         n.output_size() == 3 && x.shape[2] % 3 == 0 && producer != layers_.end() &&
+                         producer->type == "linear";
+        if (!qkv)
+            refuse(n,
+                   "xylem imports Split only as the q, k, v of attention: a linear's [N, T, 3C] split in three along "
+                   "axis 2");
         const int64_t c = x.shape[2] / 3;
         if (n.input_size() > 1 && !n.input(1).empty()) {
             const HostTensor& s = constant(n, 1, "split");
-            if (s.is_float || s.i != std::vector<int64_t>{c, c, c}) refuse(n, "split " + shape_text(s.i) + " is not three equal parts");
+            if (s.is_float || s.i != std::vector<int64_t>{c, c, c})
+                refuse(n, "split " + shape_text(s.i) + " is not three equal parts");
         }
         for (int p = 0; p < 3; ++p) {
             Pending q{"attn.part", n.input(0)};
@@ -318,22 +359,26 @@ bool Importer::attention_step(const onnx::NodeProto& n) {
         if (s.is_float || s.dims.size() != 1) refuse(n, "its shape must be a 1-D integer constant");
         std::vector<int64_t> t = s.i;
         for (size_t k = 0; k < t.size(); ++k) {
-            if (k == 0 && (t[k] == kBatchMark || t[k] == x.shape[0] || t[k] == 0 || t[k] == -1)) t[k] = x.shape[0];
-            else if (t[k] == 0 && k < x.shape.size()) t[k] = x.shape[k];
+            if (k == 0 && (t[k] == kBatchMark || t[k] == x.shape[0] || t[k] == 0 || t[k] == -1))
+                t[k] = x.shape[0];
+            else if (t[k] == 0 && k < x.shape.size())
+                t[k] = x.shape[k];
         }
         if (x.pending.kind == "attn.part") {  // [N, T, C] -> [N, T, h, d]
             const int64_t c = x.shape[2];
             if (t.size() == 4 && t[3] == -1 && t[2] > 0 && c % t[2] == 0) t[3] = c / t[2];
             if (t.size() == 4 && t[2] == -1 && t[3] > 0 && c % t[3] == 0) t[2] = c / t[3];
             if (t.size() != 4 || t[0] != x.shape[0] || t[1] != x.shape[1] || t[2] < 1 || t[2] * t[3] != c)
-                refuse(n, "reshapes attention's " + shape_text(x.shape) + " to " + shape_text(s.i) + ", not [N, T, heads, head size]");
+                refuse(n, "reshapes attention's " + shape_text(x.shape) + " to " + shape_text(s.i) +
+                              ", not [N, T, heads, head size]");
             Pending p = step(x.pending, "attn.heads");
             p.heads = t[2];
             set(n.output(0), t, p);
         } else {  // [N, T, h, d] -> [N, T, C]
             const int64_t c = x.shape[2] * x.shape[3];
             if (t.size() == 3 && t[2] == -1) t[2] = c;
-            if (t != std::vector<int64_t>{x.shape[0], x.shape[1], c}) refuse(n, "merges attention's heads " + shape_text(x.shape) + " to " + shape_text(s.i));
+            if (t != std::vector<int64_t>{x.shape[0], x.shape[1], c})
+                refuse(n, "merges attention's heads " + shape_text(x.shape) + " to " + shape_text(s.i));
             set(n.output(0), t, step(x.pending, "attn.merged"));
         }
         return true;
@@ -343,14 +388,20 @@ bool Importer::attention_step(const onnx::NodeProto& n) {
         const Value& x = value(input_of(n, 0));
         const std::vector<int64_t> perm = attr_ints(n, "perm", {});
         std::vector<int64_t> shape;
-        for (int64_t a : perm) shape.push_back(a >= 0 && a < static_cast<int64_t>(x.shape.size()) ? x.shape[static_cast<size_t>(a)] : 0);
+        for (int64_t a : perm)
+            shape.push_back(a >= 0 && a < static_cast<int64_t>(x.shape.size()) ? x.shape[static_cast<size_t>(a)] : 0);
         const std::vector<int64_t> swap12{0, 2, 1, 3}, to_bhdt{0, 2, 3, 1}, swap23{0, 1, 3, 2};
         const std::string& k = x.pending.kind;
-        if (k == "attn.heads" && perm == swap12) set(n.output(0), shape, step(x.pending, "attn.bhtd"));
-        else if (k == "attn.heads" && perm == to_bhdt && x.pending.part == 1) set(n.output(0), shape, step(x.pending, "attn.bhdt"));
-        else if (k == "attn.bhtd" && perm == swap23 && x.pending.part == 1) set(n.output(0), shape, step(x.pending, "attn.bhdt"));
-        else if (k == "attn.context" && perm == swap12) set(n.output(0), shape, step(x.pending, "attn.context_bthd"));
-        else refuse(n, "perm " + shape_text(perm) + " does not fit attention at step " + k);
+        if (k == "attn.heads" && perm == swap12)
+            set(n.output(0), shape, step(x.pending, "attn.bhtd"));
+        else if (k == "attn.heads" && perm == to_bhdt && x.pending.part == 1)
+            set(n.output(0), shape, step(x.pending, "attn.bhdt"));
+        else if (k == "attn.bhtd" && perm == swap23 && x.pending.part == 1)
+            set(n.output(0), shape, step(x.pending, "attn.bhdt"));
+        else if (k == "attn.context" && perm == swap12)
+            set(n.output(0), shape, step(x.pending, "attn.context_bthd"));
+        else
+            refuse(n, "perm " + shape_text(perm) + " does not fit attention at step " + k);
         return true;
     }
     if (op == "MatMul" && n.input_size() == 2 && (!pend(0).kind.empty() || !pend(1).kind.empty())) {
@@ -367,17 +418,20 @@ bool Importer::attention_step(const onnx::NodeProto& n) {
         } else if (a.pending.kind == "attn.merged" && b.is_const) {
             attention(n, a.pending, n.input(0));
         } else {
-            refuse(n, "multiplies '" + n.input(0) + "' (" + (a.pending.kind.empty() ? "data" : a.pending.kind) + ") by '" + n.input(1) +
-                          "' (" + (b.pending.kind.empty() ? (b.is_const ? "a constant" : "data") : b.pending.kind) +
+            refuse(n, "multiplies '" + n.input(0) + "' (" + (a.pending.kind.empty() ? "data" : a.pending.kind) +
+                          ") by '" + n.input(1) + "' (" +
+                          (b.pending.kind.empty() ? (b.is_const ? "a constant" : "data") : b.pending.kind) +
                           "); xylem imports MatMul of two computed tensors only inside attention (q k^T, then by v)");
         }
         return true;
     }
-    if ((op == "Mul" || op == "Div") && n.input_size() == 2 && (is(0, "attn.scores") || (op == "Mul" && is(1, "attn.scores")))) {
+    if ((op == "Mul" || op == "Div") && n.input_size() == 2 &&
+        (is(0, "attn.scores") || (op == "Mul" && is(1, "attn.scores")))) {
         check_known_attrs(n, {});
         const int s = is(0, "attn.scores") ? 0 : 1;
         double k = 0;
-        if (!scalar_of(value(n.input(1 - s)), k) || k == 0 || !std::isfinite(k)) refuse(n, "scales attention's scores by a non-scalar");
+        if (!scalar_of(value(n.input(1 - s)), k) || k == 0 || !std::isfinite(k))
+            refuse(n, "scales attention's scores by a non-scalar");
         Pending p = pend(s);
         p.scale *= op == "Mul" ? k : 1.0 / k;
         set(n.output(0), value(n.input(s)).shape, p);
@@ -403,7 +457,8 @@ bool Importer::attention_step(const onnx::NodeProto& n) {
                 refuse(n, "fills attention's scores with something other than -inf (or below -1e4): not a mask");
             check_mask_shape(cond);
             for (int64_t i = 0; i < t * t; ++i) {
-                const bool picks_first = cond.is_float ? cond.f[static_cast<size_t>(i)] != 0.f : cond.i[static_cast<size_t>(i)] != 0;
+                const bool picks_first =
+                    cond.is_float ? cond.f[static_cast<size_t>(i)] != 0.f : cond.i[static_cast<size_t>(i)] != 0;
                 masked[static_cast<size_t>(i)] = picks_first == (s == 2);  // the constant is picked
             }
         } else {
@@ -412,15 +467,16 @@ bool Importer::attention_step(const onnx::NodeProto& n) {
             if (!m.is_float) refuse(n, "adds an integer mask to attention's scores");
             for (int64_t i = 0; i < t * t; ++i) {
                 const float v = m.f[static_cast<size_t>(i)];
-                if (v != 0.f && !masks(v)) refuse(n, "adds values other than 0 and -inf to attention's scores: not a mask");
+                if (v != 0.f && !masks(v))
+                    refuse(n, "adds values other than 0 and -inf to attention's scores: not a mask");
                 masked[static_cast<size_t>(i)] = v != 0.f;
             }
         }
         for (int64_t i = 0; i < t; ++i)
             for (int64_t j = 0; j < t; ++j)
                 if (masked[static_cast<size_t>(i * t + j)] != (j > i))
-                    refuse(n, "masks attention's scores, but not causally (row " + std::to_string(i) + ", column " + std::to_string(j) +
-                                  "): xylem's attention takes the causal mask only");
+                    refuse(n, "masks attention's scores, but not causally (row " + std::to_string(i) + ", column " +
+                                  std::to_string(j) + "): xylem's attention takes the causal mask only");
         Pending p = pend(s);
         if (p.causal) refuse(n, "masks attention's scores twice");
         p.causal = true;
@@ -430,7 +486,8 @@ bool Importer::attention_step(const onnx::NodeProto& n) {
     if ((op == "Softmax") && is(0, "attn.scores")) {
         check_known_attrs(n, {"axis"});
         const Value& x = value(n.input(0));
-        if (attr_int(n, "axis", -1) != -1 && attr_int(n, "axis", -1) != 3) refuse(n, "normalises attention's scores over an axis other than the last");
+        if (attr_int(n, "axis", -1) != -1 && attr_int(n, "axis", -1) != 3)
+            refuse(n, "normalises attention's scores over an axis other than the last");
         set(n.output(0), x.shape, step(x.pending, "attn.probs"));
         return true;
     }
@@ -443,10 +500,13 @@ void Importer::attention(const onnx::NodeProto& n, const Pending& p, const std::
     const Value& m = value(merged);
     const HostTensor& w = constant(n, 1, "B");
     const int64_t c = m.shape[2];
-    if (!w.is_float || w.dims != std::vector<int64_t>{c, c}) refuse(n, "attention's projection " + shape_text(w.dims) + " is not [" + std::to_string(c) + ", " + std::to_string(c) + "]");
+    if (!w.is_float || w.dims != std::vector<int64_t>{c, c})
+        refuse(n, "attention's projection " + shape_text(w.dims) + " is not [" + std::to_string(c) + ", " +
+                      std::to_string(c) + "]");
     const int64_t head = c / p.heads;
     if (std::fabs(p.scale * std::sqrt(static_cast<double>(head)) - 1) > 1e-5)
-        refuse(n, "attention's scores are scaled by " + toml_float(p.scale) + "; xylem's attention scales by 1/sqrt(head size) = " +
+        refuse(n, "attention's scores are scaled by " + toml_float(p.scale) +
+                      "; xylem's attention scales by 1/sqrt(head size) = " +
                       toml_float(1 / std::sqrt(static_cast<double>(head))));
     const Value& qkv = value(p.of);
     const LayerOut* lin = nullptr;
@@ -469,10 +529,13 @@ void Importer::attention(const onnx::NodeProto& n, const Pending& p, const std::
         }
     }
     if (qkv_bias != (bias != nullptr))
-        refuse(n, "attention's q, k, v linear and its projection differ in having a bias; xylem's attention has both or neither");
+        refuse(n,
+               "attention's q, k, v linear and its projection differ in having a bias; xylem's attention has both or "
+               "neither");
     // The layer's name: the node's scope ("/h.0/attn/c_proj/MatMul" -> "h_0_attn").
     std::string scope = n.name();
-    for (int k = 0; k < 2 && scope.rfind('/') != std::string::npos && scope.rfind('/') > 0; ++k) scope = scope.substr(0, scope.rfind('/'));
+    for (int k = 0; k < 2 && scope.rfind('/') != std::string::npos && scope.rfind('/') > 0; ++k)
+        scope = scope.substr(0, scope.rfind('/'));
     onnx::NodeProto named = n;
     named.set_name(scope == n.name() ? "attention" : scope);
     const std::string name = layer_name(named, "");
@@ -483,8 +546,12 @@ void Importer::attention(const onnx::NodeProto& n, const Pending& p, const std::
         for (int64_t i = 0; i < c; ++i) wt[static_cast<size_t>(o * c + i)] = w.f[static_cast<size_t>(i * c + o)];
     param(name, "c_proj.weight", {c, c}, std::move(wt));
     if (bias) param(name, "c_proj.bias", {c}, bias->f);
-    LayerOut l{"attention", name, lin->inputs,
-               {{"heads", std::to_string(p.heads)}, {"causal", p.causal ? "true" : "false"}, {"bias", qkv_bias ? "true" : "false"}}};
+    LayerOut l{"attention",
+               name,
+               lin->inputs,
+               {{"heads", std::to_string(p.heads)},
+                {"causal", p.causal ? "true" : "false"},
+                {"bias", qkv_bias ? "true" : "false"}}};
     emit(std::move(l), n, m.shape, output);
 }
 

@@ -37,7 +37,9 @@ TEST_P(ClampGradient, ForwardClampsAndTheGradientPassesInsideOnly) {
     }
 }
 
-TEST(ClampLayer, LoAboveHiIsAnError) { EXPECT_THROW(Clamp(1.0f, 0.0f), Error); }
+TEST(ClampLayer, LoAboveHiIsAnError) {
+    EXPECT_THROW(Clamp(1.0f, 0.0f), Error);
+}
 
 }  // namespace
 }  // namespace xylem::test

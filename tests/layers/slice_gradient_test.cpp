@@ -21,8 +21,10 @@ TEST_P(SliceGradient, TakesTheRangeOfItsAxisAndScattersTheGradientBack) {
     struct Case {
         int64_t axis, start, end, b, e;  // the options, then the range they mean on x_shape[axis]
     };
-    for (const Case c : {Case{1, -1, INT64_MAX, 4, 5}, Case{1, 1, 4, 1, 4}, Case{2, 0, 2, 0, 2}, Case{3, -3, -1, 1, 3}}) {
-        SCOPED_TRACE("axis " + std::to_string(c.axis) + " [" + std::to_string(c.start) + ", " + std::to_string(c.end) + ")");
+    for (const Case c :
+         {Case{1, -1, INT64_MAX, 4, 5}, Case{1, 1, 4, 1, 4}, Case{2, 0, 2, 0, 2}, Case{3, -3, -1, 1, 3}}) {
+        SCOPED_TRACE("axis " + std::to_string(c.axis) + " [" + std::to_string(c.start) + ", " + std::to_string(c.end) +
+                     ")");
         Slice layer(SliceOptions{c.axis, c.start, c.end});
         layer.bind(dev(), Shape(x_shape.begin() + 1, x_shape.end()), rng_.engine());
         const std::vector<float> xv = rng_.uniform(numel(x_shape));
@@ -39,7 +41,8 @@ TEST_P(SliceGradient, TakesTheRangeOfItsAxisAndScattersTheGradientBack) {
                         const int64_t at[4] = {i, j, k, l};
                         const int64_t v = at[c.axis];
                         if (v < c.b || v >= c.e) continue;
-                        want.push_back(xv[static_cast<size_t>(((i * x_shape[1] + j) * x_shape[2] + k) * x_shape[3] + l)]);
+                        want.push_back(
+                            xv[static_cast<size_t>(((i * x_shape[1] + j) * x_shape[2] + k) * x_shape[3] + l)]);
                     }
         EXPECT_TRUE(near(y.to_vector(), want, 0.0));
         check_layer_gradients(dev(), layer, x, rng_);

@@ -14,14 +14,15 @@
 #include "support/backends.h"
 #include "xylem/layers/loss.h"
 #include "xylem/layers/registry.h"
-#include "xylem/op_calls.h"
 #include "xylem/onnx/importer.h"
+#include "xylem/op_calls.h"
 #include "xylem/solvers/solver.h"
 
 namespace xylem {
 namespace {
 
-onnx::TensorProto random_floats(const std::string& name, std::vector<int64_t> dims, std::mt19937& rng, float lo, float hi) {
+onnx::TensorProto random_floats(const std::string& name, std::vector<int64_t> dims, std::mt19937& rng, float lo,
+                                float hi) {
     onnx::TensorProto t;
     t.set_name(name);
     t.set_data_type(onnx::TensorProto::FLOAT);
@@ -35,8 +36,8 @@ onnx::TensorProto random_floats(const std::string& name, std::vector<int64_t> di
     return t;
 }
 
-onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, const std::string& name, std::vector<std::string> in,
-                          std::string out) {
+onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, const std::string& name,
+                          std::vector<std::string> in, std::string out) {
     onnx::NodeProto* n = g->add_node();
     n->set_op_type(op);
     n->set_name(name);
@@ -58,8 +59,10 @@ std::string conv_bn_model() {
         t->set_elem_type(onnx::TensorProto::FLOAT);
         for (int64_t d : dims) {
             auto* dim = t->mutable_shape()->add_dim();
-            if (d < 0) dim->set_dim_param("batch");
-            else dim->set_dim_value(d);
+            if (d < 0)
+                dim->set_dim_param("batch");
+            else
+                dim->set_dim_value(d);
         }
     };
     io(g->add_input(), "x", {-1, 3, 8, 8});
@@ -76,7 +79,8 @@ std::string conv_bn_model() {
     pads->set_name("pads");
     pads->set_type(onnx::AttributeProto::INTS);
     for (int k = 0; k < 4; ++k) pads->add_ints(1);
-    add_node(g, "BatchNormalization", "/bn/BatchNormalization", {"c", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"}, "b");
+    add_node(g, "BatchNormalization", "/bn/BatchNormalization",
+             {"c", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"}, "b");
     add_node(g, "Relu", "/relu/Relu", {"b"}, "r");
     add_node(g, "GlobalAveragePool", "/pool/GlobalAveragePool", {"r"}, "p");
     add_node(g, "Flatten", "/flatten/Flatten", {"p"}, "f");
@@ -133,12 +137,14 @@ TEST_P(OnnxFineTune, AnImportedConvBatchNormModelTrainsFromItsInitializers) {
     for (Param* p : net.state()) {  // every weight trained, and the running statistics followed the batches
         const std::vector<float> now = p->value.to_vector();
         double moved = 0;
-        for (size_t i = 0; i < now.size(); ++i) moved = std::max(moved, std::fabs(static_cast<double>(now[i]) - before[p->name][i]));
+        for (size_t i = 0; i < now.size(); ++i)
+            moved = std::max(moved, std::fabs(static_cast<double>(now[i]) - before[p->name][i]));
         EXPECT_GT(moved, 1e-4) << p->name << " did not change";
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, OnnxFineTune, ::testing::ValuesIn(test::available_backends()), test::backend_param_name);
+INSTANTIATE_TEST_SUITE_P(Backends, OnnxFineTune, ::testing::ValuesIn(test::available_backends()),
+                         test::backend_param_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(OnnxFineTune);
 
 }  // namespace

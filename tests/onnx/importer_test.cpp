@@ -562,6 +562,31 @@ TEST(OnnxImport, ArithmeticWithAConstantBecomesBiasOrScale) {
     EXPECT_HAS(error_of(bytes_of(one_node("Add", {-1, 3, 4}, {floats("w", {3, 1})}))), "adds a constant [3, 1] that is not");
 }
 
+// Add of two computed tensors: one shape, or the second [N, 1, F] over the first [N, T, F] (xylem's
+// add broadcasts a trailing part, after a reshape dropping the 1s); other broadcasts are refused.
+TEST(OnnxImport, AddOfTwoComputedTensorsBroadcastsOnlyATrailingPart) {
+    auto model = [](std::vector<int64_t> b_shape) {
+        onnx::ModelProto m;
+        m.add_opset_import()->set_version(17);
+        auto* g = m.mutable_graph();
+        value_info(g->add_input(), "x", {-1, 3, 4});
+        value_info(g->add_output(), "y", {});
+        *g->add_initializer() = ints("shape", b_shape);
+        *g->add_initializer() = ints("start", {0});
+        *g->add_initializer() = ints("end", {1});
+        *g->add_initializer() = ints("axis", {1});
+        node(g, "Slice", "/first", {"x", "start", "end", "axis"}, {"s"});  // [N, 1, 4]
+        node(g, "Reshape", "/reshape", {"s", "shape"}, {"b"});
+        node(g, "Add", "/add", {"x", "b"}, {"y"});
+        return m;
+    };
+    const onnx_import::Imported ok = import_bytes(bytes_of(model({0, 1, 4})), "m", "");
+    EXPECT_HAS(ok.layers_toml, "shape = [4]");  // the reshape dropping the 1
+    EXPECT_EQ(ok.layers.back().type, "add");
+    EXPECT_EQ(ok.output_sample, (Shape{3, 4}));
+    EXPECT_HAS(error_of(bytes_of(model({0, 4}))), "Add node '/add': adds [N, 3, 4] and [N, 4]");
+}
+
 // The tiny GPT the fuzz seeds hold (fuzz/seeds/make_onnx_seeds.py: torch's export of bench/torch_gpt.py,
 // context 4, 2 heads, 8 channels) imports as xylem's attention; bent, each part of the pattern is
 // refused naming the node.

@@ -79,7 +79,8 @@ Result run_one(const fs::path& dir, onnx::ModelProto model, Backend& backend) {
     // Inputs after the first become initializers (the graph's inputs, not the node's, in order).
     auto* g = model.mutable_graph();
     if (g->input_size() != static_cast<int>(inputs.size()))
-        return {Outcome::failed, "the model has " + std::to_string(g->input_size()) + " inputs, the data " + std::to_string(inputs.size())};
+        return {Outcome::failed, "the model has " + std::to_string(g->input_size()) + " inputs, the data " +
+                                     std::to_string(inputs.size())};
     for (size_t k = 1; k < inputs.size(); ++k) {
         onnx::TensorProto t = read_tensor(inputs[k]);
         t.set_name(g->input(static_cast<int>(k)).name());
@@ -107,11 +108,14 @@ Result run_one(const fs::path& dir, onnx::ModelProto model, Backend& backend) {
         const Tensor& y = net.forward(*dev, in, false);
         const std::vector<float> got = y.to_vector();
         if (y.shape() != Shape(want.dims.begin(), want.dims.end()))
-            return {Outcome::failed, "output shape " + to_string(y.shape()) + ", ONNX's " + to_string(Shape(want.dims.begin(), want.dims.end()))};
+            return {Outcome::failed, "output shape " + to_string(y.shape()) + ", ONNX's " +
+                                         to_string(Shape(want.dims.begin(), want.dims.end()))};
         double err = 0, scale = 0;
         for (size_t i = 0; i < got.size(); ++i) {
-            if (!std::isfinite(got[i]) && !(std::isinf(want.f[i]) && got[i] == want.f[i])) err = INFINITY;
-            else if (std::isfinite(want.f[i])) err = std::max(err, std::fabs(static_cast<double>(got[i]) - want.f[i]));
+            if (!std::isfinite(got[i]) && !(std::isinf(want.f[i]) && got[i] == want.f[i]))
+                err = INFINITY;
+            else if (std::isfinite(want.f[i]))
+                err = std::max(err, std::fabs(static_cast<double>(got[i]) - want.f[i]));
             if (std::isfinite(want.f[i])) scale = std::max(scale, std::fabs(static_cast<double>(want.f[i])));
         }
         const bool ok = scale > 0 ? err <= 1e-4 * scale : err <= 1e-6;
@@ -130,14 +134,16 @@ class OnnxNodeTests : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OnnxNodeTests, EveryTestOfAClaimedOpPassesOrIsRefusedBeforeBuilding) {
     const fs::path root = node_test_dir();
-    if (!fs::is_directory(root)) GTEST_SKIP() << root << " not found (Debian's libonnx-testdata: scripts/install-deps.sh)";
+    if (!fs::is_directory(root))
+        GTEST_SKIP() << root << " not found (Debian's libonnx-testdata: scripts/install-deps.sh)";
     auto backend = test::backend_named(GetParam());
     // OpenCL (PoCL) compiles each kernel once per machine; XYLEM_ONNX_NODE_TEST_FILTER limits the
     // tests to names containing it when that is too slow.
     const char* filter = std::getenv("XYLEM_ONNX_NODE_TEST_FILTER");
     std::vector<fs::path> dirs;
     for (const auto& e : fs::directory_iterator(root))
-        if (e.is_directory() && (!filter || e.path().filename().string().find(filter) != std::string::npos)) dirs.push_back(e.path());
+        if (e.is_directory() && (!filter || e.path().filename().string().find(filter) != std::string::npos))
+            dirs.push_back(e.path());
     std::sort(dirs.begin(), dirs.end());
     int passed = 0, not_applicable = 0, failed = 0, unclaimed = 0;
     for (const fs::path& dir : dirs) {
@@ -159,13 +165,14 @@ TEST_P(OnnxNodeTests, EveryTestOfAClaimedOpPassesOrIsRefusedBeforeBuilding) {
             ADD_FAILURE() << name << ": " << r.why;
         }
     }
-    std::cout << "ONNX node tests on " << GetParam() << ": " << passed << " passed, " << failed << " failed, " << not_applicable
-              << " not applicable (of " << passed + failed + not_applicable << " whose ops the importer claims; " << unclaimed
-              << " others)\n";
+    std::cout << "ONNX node tests on " << GetParam() << ": " << passed << " passed, " << failed << " failed, "
+              << not_applicable << " not applicable (of " << passed + failed + not_applicable
+              << " whose ops the importer claims; " << unclaimed << " others)\n";
     EXPECT_EQ(failed, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, OnnxNodeTests, ::testing::ValuesIn(test::available_backends()), test::backend_param_name);
+INSTANTIATE_TEST_SUITE_P(Backends, OnnxNodeTests, ::testing::ValuesIn(test::available_backends()),
+                         test::backend_param_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(OnnxNodeTests);
 
 }  // namespace

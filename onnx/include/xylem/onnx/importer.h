@@ -32,14 +32,14 @@ struct OpMapping {
 const std::vector<OpMapping>& supported_ops();
 
 struct Imported {
-    std::string source;    // the file (or a name for bytes)
-    int64_t opset = 0;     // of the default domain
-    std::string producer;  // producer_name producer_version, as the file says
+    std::string source;                   // the file (or a name for bytes)
+    int64_t opset = 0;                    // of the default domain
+    std::string producer;                 // producer_name producer_version, as the file says
     std::string input_name, output_name;  // the graph's input and output
-    Shape input_sample;    // the input's shape per sample (its first axis is the batch)
-    bool input_tokens = false;  // the input is integer token ids (an embedding reads it), not float
-    int64_t batch = 0;     // the batch the file declares; 0 when symbolic
-    Shape output_sample;   // the output's shape per sample, as ONNX infers it
+    Shape input_sample;                   // the input's shape per sample (its first axis is the batch)
+    bool input_tokens = false;            // the input is integer token ids (an embedding reads it), not float
+    int64_t batch = 0;                    // the batch the file declares; 0 when symbolic
+    Shape output_sample;                  // the output's shape per sample, as ONNX infers it
     // The [[model.layers]] tables of the graph (TOML), and the same parsed by the layer registry.
     std::string layers_toml;
     std::vector<LayerSpec> layers;

@@ -13,9 +13,9 @@ namespace xylem::npy {
 
 struct Array {
     Shape shape;
-    std::vector<float> values;   // a float32 array's
-    bool integer = false;        // an '<i4' or '<i8' array: its values in `tokens`
-    std::vector<int32_t> tokens; // each in int32's range (token ids; an int64 outside it is an error)
+    std::vector<float> values;    // a float32 array's
+    bool integer = false;         // an '<i4' or '<i8' array: its values in `tokens`
+    std::vector<int32_t> tokens;  // each in int32's range (token ids; an int64 outside it is an error)
 };
 
 // An Error naming the file for anything but a whole little-endian float32, int32 or int64
