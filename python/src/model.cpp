@@ -169,7 +169,28 @@ struct FitArgs {
     std::string monitor;  // train.best_metric's names; "": the config's, else val_loss with validation data
     int64_t patience = 0;
     double min_delta = 0;
+    std::optional<std::string> resume;  // a training checkpoint (or a run folder's last.safetensors) to continue
 };
+
+// Where a resumed fit starts: the model, the solver and the position from a training checkpoint
+// (what ModelCheckpoint writes), checked against this fit's samples as train::run checks its data.
+train::TrainingState resumed_state(Model& m, const std::string& from, int64_t samples, train::FitOptions& o) {
+    std::error_code ec;
+    const std::string path = fs::is_directory(from, ec) ? (fs::path(from) / "last.safetensors").string() : from;
+    train::TrainingState st = train::load_training_checkpoint(path, m.net(), m.solver(), m.device());
+    if (st.order.size() != static_cast<size_t>(samples))
+        throw nb::value_error((path + ": the run trained on " + std::to_string(st.order.size()) + " samples, this fit gives " +
+                               std::to_string(samples) + " (other arrays, or another validation split?)")
+                                  .c_str());
+    for (int32_t i : st.order)
+        if (i < 0 || i >= samples) throw nb::value_error((path + ": corrupt training state: order entry out of range").c_str());
+    if (st.step > train::steps_per_epoch(samples, o))
+        throw nb::value_error((path + ": the run stopped at step " + std::to_string(st.step) + " of an epoch, which now has " +
+                               std::to_string(train::steps_per_epoch(samples, o)) + " steps (another batch_size?)")
+                                  .c_str());
+    o.resumed_from = path;
+    return st;
+}
 
 // train::fit over a built model's batches, with the callbacks a configured run uses (scoring,
 // early stopping, checkpoints, the report) and the Python ones.
@@ -218,6 +239,7 @@ nb::dict run_fit(nb::object owner, Model& m, train::BatchSource& batches, const 
     train::TrainingState state;
     state.config_text = c.text;
     state.config_source = c.source;
+    if (a.resume) state = resumed_state(m, *a.resume, batches.size(), o);
     std::vector<train::Callbacks*> cbs{&scoring, &early};
     if (a.verbose == 1) cbs.push_back(&reports);
     if (checkpoints) cbs.push_back(&*checkpoints);
@@ -478,9 +500,10 @@ void bind_model(nb::module_& m) {
         .def("summary", [](Model& self) { return self.net().summary(); })
         .def("_fit", [](Model& self, nb::object owner, nb::object x, nb::object y, nb::object vx, nb::object vy,
                         double split, int epochs, int64_t batch, bool shuffle, int verbose, nb::object callbacks,
-                        nb::object dir, std::string monitor, int64_t patience, double min_delta) {
-            FitArgs a{epochs, batch, shuffle, verbose, callbacks, std::nullopt, monitor, patience, min_delta};
+                        nb::object dir, std::string monitor, int64_t patience, double min_delta, nb::object resume) {
+            FitArgs a{epochs, batch, shuffle, verbose, callbacks, std::nullopt, monitor, patience, min_delta, std::nullopt};
             if (!dir.is_none()) a.checkpoint_dir = nb::cast<std::string>(dir);
+            if (!resume.is_none()) a.resume = nb::cast<std::string>(resume);
             if (nb::isinstance<nb::str>(x)) return fit_text(owner, self, nb::cast<std::string>(x), split, a);  // UTF-8
             if (nb::isinstance<nb::bytes>(x)) {
                 const nb::bytes b = nb::borrow<nb::bytes>(x);
@@ -491,7 +514,7 @@ void bind_model(nb::module_& m) {
             return fit_arrays(owner, self, nb::cast<HostArray>(x), nb::cast<HostArray>(y), vxa, vya, split, a);
         }, nb::arg("owner"), nb::arg("x"), nb::arg("y").none(), nb::arg("vx").none(), nb::arg("vy").none(), nb::arg("split"),
            nb::arg("epochs"), nb::arg("batch"), nb::arg("shuffle"), nb::arg("verbose"), nb::arg("callbacks"),
-           nb::arg("dir").none(), nb::arg("monitor"), nb::arg("patience"), nb::arg("min_delta"))
+           nb::arg("dir").none(), nb::arg("monitor"), nb::arg("patience"), nb::arg("min_delta"), nb::arg("resume").none())
         .def("_predict", &predict)
         .def("_evaluate", &evaluate)
         .def("state_dict", &state_dict)

@@ -115,3 +115,26 @@ def test_callback_hooks_see_the_metrics(small_data):
     val = [c for c in calls if c[0] == "val"]
     assert len(val) == 2 and "val_accuracy" in val[0][2]
     assert calls.index(val[0]) < calls.index(("epoch", 0, True))
+
+
+def test_resume_continues_bit_for_bit(small_data, tmp_path):
+    x, y = small_data
+    whole = xylem.Model.from_config(MLP)
+    whole.fit(x, y, epochs=3, batch_size=20, verbose=0)
+
+    class StopMidway(xylem.Callback):
+        def on_train_batch_end(self, batch, logs):
+            if batch == 4 and not hasattr(self, "done"):
+                self.done = True
+                self.model.stop_training = True
+
+    first = xylem.Model.from_config(MLP)
+    h = first.fit(x, y, epochs=3, batch_size=20, verbose=0, callbacks=[StopMidway(), xylem.ModelCheckpoint(tmp_path)])
+    assert h.stopped_at == (1, 5)
+    resumed = xylem.Model.from_config(MLP)
+    h2 = resumed.fit(x, y, epochs=3, batch_size=20, verbose=0, resume=tmp_path)
+    assert len(h2["loss"]) == 3
+    a, b = whole.state_dict(), resumed.state_dict()
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    with pytest.raises(ValueError, match="samples"):
+        xylem.Model.from_config(MLP).fit(x[:100], y[:100], epochs=3, batch_size=20, verbose=0, resume=tmp_path)

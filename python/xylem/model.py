@@ -80,7 +80,7 @@ class Model:
         self._m._predict(np.zeros((1, *input_shape), dtype=dtype), 1)
 
     def fit(self, x, y=None, epochs=None, batch_size=None, validation_split=0.0, validation_data=None,
-            callbacks=(), verbose=1, shuffle=True):
+            callbacks=(), verbose=1, shuffle=True, resume=None):
         """Trains on NumPy arrays with the library's training loop (train::fit), as `xylem train`
         trains: the config's [train] and [solver] keys, its seed and shuffle. x: samples [N, ...]
         (float32, or int32 token ids for a text model); y: int32 labels [N] (tokens: [N, steps]).
@@ -92,6 +92,11 @@ class Model:
         on_train_batch_end / on_validation_end / on_epoch_end, plus ModelCheckpoint and
         EarlyStopping. verbose: 0 silent, 1 the live progress line and a line per epoch as
         `xylem train` prints them, 2 one line per epoch. Returns a History.
+
+        resume: a run folder (its last.safetensors) or a training checkpoint written by
+        ModelCheckpoint: the parameters, solver state, shuffle order and position are restored and
+        training continues to `epochs` (a total, as `xylem train --resume` counts them) as if it had
+        never stopped, given the same arrays and options.
 
         Ctrl-C ends fit after the current step (a ModelCheckpoint writes last.safetensors) and
         raises KeyboardInterrupt; a callback's exception ends it after the step and is raised."""
@@ -131,7 +136,8 @@ class Model:
             hooks.append(_EpochLines())
         self.stop_training = False
         result = self._m._fit(self, x, y, vx, vy, float(validation_split), int(epochs or 0), int(batch_size or 0),
-                           bool(shuffle), int(verbose), hooks, checkpoint_dir, monitor, int(patience), float(min_delta))
+                           bool(shuffle), int(verbose), hooks, checkpoint_dir, monitor, int(patience), float(min_delta),
+                           None if resume is None else str(resume))
         if result["stopped_by_signal"] in (signal.SIGINT, signal.SIGTERM):
             where = f"epoch {result['next_epoch']} step {result['next_step']}"
             saved = f"; checkpoint: {result['last_checkpoint']}" if result["last_checkpoint"] else " (no ModelCheckpoint: nothing written)"
