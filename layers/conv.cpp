@@ -5,6 +5,7 @@
 
 #include "xylem/error.h"
 #include "xylem/layers/batchnorm.h"
+#include "xylem/layers/elementwise.h"
 #include "xylem/layers/registry.h"
 #include "xylem/op_calls.h"
 
@@ -53,9 +54,8 @@ Layer::ParamFloats Conv2d::param_floats_of(const std::vector<Shape>& in) const {
     return {numel(ws) + (o_.bias ? ws[0] : 0), 0};
 }
 
-bool Conv2d::fuse_activation(xylem_activation act, Backend&) {
-    // GELU's gradient needs its input, which a fused op does not keep (ops.h): it stays a layer.
-    if (act == XYLEM_ACT_GELU || act == XYLEM_ACT_GELU_TANH) return false;
+bool Conv2d::fuse_activation(xylem_activation act, Backend& backend) {
+    if (!fusable_activation(act, backend)) return false;  // e.g. GELU: it stays a layer
     if (attrs_.activation != XYLEM_ACT_NONE) return false;
     attrs_.activation = act;  // conv2d_fwd always carries the fused bias + activation
     return true;

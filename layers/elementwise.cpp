@@ -14,6 +14,7 @@ std::string Activation::kind() const {
         case XYLEM_ACT_TANH: return "tanh";
         case XYLEM_ACT_GELU: return "gelu";
         case XYLEM_ACT_GELU_TANH: return "gelu (tanh)";
+        case XYLEM_ACT_RELU6: return "relu6";
         default: return "identity";
     }
 }
@@ -73,6 +74,11 @@ const Tensor& Dropout::backward(Device& dev, const Tensor& dy, bool) {
     return dx_;
 }
 
+bool fusable_activation(xylem_activation act, const Backend& backend) {
+    if (act == XYLEM_ACT_GELU || act == XYLEM_ACT_GELU_TANH) return false;
+    return act != XYLEM_ACT_RELU6 || backend.api().abi_minor >= 8;
+}
+
 namespace {
 std::unique_ptr<Layer> activation(xylem_activation act) { return std::make_unique<Activation>(act); }
 
@@ -80,6 +86,10 @@ const LayerRegistration<NoLayerOptions> kRelu{
     "relu", {}, nullptr, [](const NoLayerOptions&, LayerContext&) { return activation(XYLEM_ACT_RELU); }};
 const LayerRegistration<NoLayerOptions> kSigmoid{
     "sigmoid", {}, nullptr, [](const NoLayerOptions&, LayerContext&) { return activation(XYLEM_ACT_SIGMOID); }};
+// min(max(x, 0), 6): MobileNet's ReLU6 (ONNX's Clip(0, 6) imports as it); fused into a linear or
+// conv layer before it like relu.
+const LayerRegistration<NoLayerOptions> kRelu6{
+    "relu6", {}, nullptr, [](const NoLayerOptions&, LayerContext&) { return activation(XYLEM_ACT_RELU6); }};
 const LayerRegistration<NoLayerOptions> kTanh{
     "tanh", {}, nullptr, [](const NoLayerOptions&, LayerContext&) { return activation(XYLEM_ACT_TANH); }};
 const LayerRegistration<GeluOptions> kGelu{

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "xylem/error.h"
+#include "xylem/layers/elementwise.h"
 #include "xylem/layers/registry.h"
 #include "xylem/op_calls.h"
 
@@ -84,8 +85,7 @@ std::vector<uint32_t> Linear::ops_needed(bool backward) const {
 }
 
 bool Linear::fuse_activation(xylem_activation act, Backend& backend) {
-    // GELU's gradient needs its input, which a fused op does not keep (ops.h): it stays a layer.
-    if (act == XYLEM_ACT_GELU || act == XYLEM_ACT_GELU_TANH) return false;
+    if (!fusable_activation(act, backend)) return false;  // e.g. GELU: it stays a layer
     if (act_ != XYLEM_ACT_NONE || !backend.supports(XYLEM_OP_LINEAR_FWD)) return false;
     act_ = act;
     return true;

@@ -201,7 +201,7 @@ void Net::fuse_activations(Backend& backend) {
 // activation fused (Conv2d::forward_folded), two passes over each map fewer. Valid when the
 // batch norm is the convolution's one reader and the activation the batch norm's, and the conv
 // has no activation of its own; training runs every node as written.
-void Net::fold_batch_norms() {
+void Net::fold_batch_norms(const Backend& backend) {
     for (size_t i = 0; i < nodes_.size(); ++i) {
         Node& bn = nodes_[i];
         if (!dynamic_cast<BatchNorm*>(bn.layer.get()) || bn.from[0] == kModelInput) continue;
@@ -213,7 +213,9 @@ void Net::fold_batch_norms() {
         for (size_t j = i + 1; j < nodes_.size(); ++j) {
             Node& a = nodes_[j];
             if (a.from.size() != 1 || a.from[0] != i) continue;
-            if (bn.consumers == 1 && i != output_node_ && !a.fused && dynamic_cast<Activation*>(a.layer.get())) {
+            auto* act = dynamic_cast<Activation*>(a.layer.get());
+            // Only what conv2d_fwd runs as its epilogue (a GELU after a batch norm stays a layer).
+            if (bn.consumers == 1 && i != output_node_ && !a.fused && act && fusable_activation(act->activation(), backend)) {
                 conv.fold_act = j;
                 a.folded = true;
             }
@@ -330,7 +332,7 @@ void Net::build(Device& dev, const Shape& input_sample, uint64_t seed) {
                 seen = true;
             }
     fuse_activations(dev.backend());
-    fold_batch_norms();
+    fold_batch_norms(dev.backend());
     output_ = nodes_[output_node_].shape;
     for (Node& n : nodes_) {
         n.forward_scope = n.layer->label() + " forward";

@@ -272,6 +272,11 @@ std::vector<Mapping> table() {
         {"sigmoid", "Sigmoid", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Sigmoid"); }},
         {"tanh", "Tanh", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Tanh"); }},
         {"clamp", "Clip (an infinite bound left out)", clamp},
+        {"relu6", "Clip (min 0, max 6)",
+         [](GraphWriter& w, const LayerView& v) {
+             w.node_to(v.output, v.name, "Clip", {v.inputs.at(0), scalar(w, v, "min", 0.0f), scalar(w, v, "max", 6.0f)});
+             return v.output;
+         }},
         {"gelu", "Div (sqrt 2), Erf, Add 1, Mul x, Mul 0.5; approximate = \"tanh\": its Mul/Add/Tanh form", gelu},
         {"softmax", "Softmax (axis -1)",
          [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Softmax", {G::i("axis", -1)}); }},
@@ -281,6 +286,16 @@ std::vector<Mapping> table() {
         {"add", "Add (Unsqueeze of the second input when it is the first's trailing part)", add},
         {"concat", "Concat (the layer's axis)", concat},
         {"slice", "Slice (one axis; start and end as the layer's)", slice},
+        {"bias", "Add of the weight (numpy broadcasting: the weight is the samples' trailing axes)",
+         [](GraphWriter& w, const LayerView& v) {
+             w.node_to(v.output, v.name, "Add", {v.inputs.at(0), init_param(w, v, "weight")});
+             return v.output;
+         }},
+        {"scale", "Mul by the weight (broadcast as bias's)",
+         [](GraphWriter& w, const LayerView& v) {
+             w.node_to(v.output, v.name, "Mul", {v.inputs.at(0), init_param(w, v, "weight")});
+             return v.output;
+         }},
         {"embedding", "Gather (axis 0) of the weight by the int64 token indices", embedding},
         {"one_hot", "Gather (axis 0) of a [vocab, vocab] identity initializer `<layer>.identity`", one_hot},
         {"layer_norm", "LayerNormalization (axis -1)", layer_norm},

@@ -216,6 +216,7 @@ bool expand(const OpCall& c, Emitter& e, const void* attrs = nullptr) {
         case XYLEM_ACT_TANH: return e.write(c.out[0], e.f(XYLEM_FUSED_TANH, a));
         case XYLEM_ACT_GELU: return e.write(c.out[0], e.f(XYLEM_FUSED_GELU, a));
         case XYLEM_ACT_GELU_TANH: return e.write(c.out[0], e.f(XYLEM_FUSED_GELU_TANH, a));
+        case XYLEM_ACT_RELU6: return e.write(c.out[0], e.f(XYLEM_FUSED_MIN, e.f(XYLEM_FUSED_RELU, a), e.param(6.0f)));
         }
         return false;
     }
@@ -228,6 +229,9 @@ bool expand(const OpCall& c, Emitter& e, const void* attrs = nullptr) {
         case XYLEM_ACT_TANH: return e.write(c.out[0], e.f(XYLEM_FUSED_TANH_GRAD, a, b));
         case XYLEM_ACT_GELU: return e.write(c.out[0], e.f(XYLEM_FUSED_GELU_GRAD, a, b));
         case XYLEM_ACT_GELU_TANH: return e.write(c.out[0], e.f(XYLEM_FUSED_GELU_TANH_GRAD, a, b));
+        case XYLEM_ACT_RELU6:  // dy where 0 < y (and 6 - y > 0, i.e. y < 6), as act_bwd's select
+            return e.write(c.out[0], e.f(XYLEM_FUSED_RELU_GRAD, e.f(XYLEM_FUSED_RELU_GRAD, a, b),
+                                         e.f(XYLEM_FUSED_SUB, e.param(6.0f), b)));
         }
         return false;
     }

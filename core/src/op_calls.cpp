@@ -115,12 +115,15 @@ void bias_grad(Device& dev, const Tensor& dy, Tensor& db, float beta) {
 
 namespace {
 
-// GELU came with ABI 1.7: an older plugin would refuse it by number; say what is missing instead.
+// GELU came with ABI 1.7 and ReLU6 with 1.8: an older plugin would refuse them by number; say what
+// is missing instead.
 void expect_activation_known(Device& dev, uint32_t op, xylem_activation act) {
-    if ((act == XYLEM_ACT_GELU || act == XYLEM_ACT_GELU_TANH) && dev.backend().api().abi_minor < 7)
-        shape_error(op, "GELU needs a backend built for ABI 1.7 or later; '" + dev.backend().name() + "' (" +
-                            dev.backend().path() + ") was built for ABI 1." +
-                            std::to_string(dev.backend().api().abi_minor));
+    const uint32_t minor = dev.backend().api().abi_minor;
+    const bool gelu = act == XYLEM_ACT_GELU || act == XYLEM_ACT_GELU_TANH;
+    if ((gelu && minor < 7) || (act == XYLEM_ACT_RELU6 && minor < 8))
+        shape_error(op, std::string(gelu ? "GELU" : "ReLU6") + " needs a backend built for ABI 1." + (gelu ? "7" : "8") +
+                            " or later; '" + dev.backend().name() + "' (" + dev.backend().path() +
+                            ") was built for ABI 1." + std::to_string(minor));
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ float act(int32_t kind, float x) {
         case XYLEM_ACT_TANH: return std::tanh(x);
         case XYLEM_ACT_GELU: return xylem::plugin_kit::gelu_value(x);  // act_fwd only (ABI 1.7)
         case XYLEM_ACT_GELU_TANH: return xylem::plugin_kit::gelu_tanh_value(x);
+        case XYLEM_ACT_RELU6: return std::fmin(x > 0.0f ? x : 0.0f, 6.0f);  // ABI 1.8
         default: return x;
     }
 }
@@ -48,6 +49,7 @@ float act_grad(int32_t kind, float y) {
         case XYLEM_ACT_TANH: return 1.0f - y * y;
         case XYLEM_ACT_GELU: return xylem::plugin_kit::gelu_derivative(y);
         case XYLEM_ACT_GELU_TANH: return xylem::plugin_kit::gelu_tanh_derivative(y);
+        case XYLEM_ACT_RELU6: return y > 0.0f && 6.0f - y > 0.0f ? 1.0f : 0.0f;
         default: return 1.0f;
     }
 }

@@ -70,8 +70,10 @@ struct Plan {
 
 Plan draw_plan(std::mt19937& rng, int slots) {
     Plan plan;
-    std::uniform_int_distribution<int> n_ops(1, 4), op_kind(0, 4), act(XYLEM_ACT_NONE, XYLEM_ACT_TANH), upd(0, 3),
-        coin(0, 1);
+    // act_bwd's activations that read y (ReLU6's two tests through the fused RELU_GRADs included)
+    static const xylem_activation acts[] = {XYLEM_ACT_NONE, XYLEM_ACT_RELU, XYLEM_ACT_SIGMOID, XYLEM_ACT_TANH,
+                                            XYLEM_ACT_RELU6};
+    std::uniform_int_distribution<int> n_ops(1, 4), op_kind(0, 4), act(0, 4), upd(0, 3), coin(0, 1);
     std::uniform_real_distribution<float> u(0.1f, 0.9f);
     static const char* op_names[] = {"act_bwd", "mul", "axpby", "clamp", "clip_by_norm"};
     static const char* update_names[] = {"sgd", "adam", "adamw", "rmsprop"};
@@ -79,7 +81,7 @@ Plan draw_plan(std::mt19937& rng, int slots) {
         std::vector<Plan::Op> chain;
         const int n = n_ops(rng);
         for (int i = 0; i < n; ++i) {
-            Plan::Op op{op_kind(rng), act(rng), u(rng), u(rng)};
+            Plan::Op op{op_kind(rng), acts[act(rng)], u(rng), u(rng)};
             if (op.kind == 3) op.a = -0.3f * op.a, op.b = 0.3f * op.b;  // bounds that clip
             if (op.kind == 4) op.a = 0.5f + op.a;                        // a norm below the gradient's
             chain.push_back(op);

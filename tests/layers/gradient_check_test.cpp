@@ -49,12 +49,17 @@ TEST_P(LayerGradient, LinearEveryFusedActivationWithAndWithoutBias) {
 TEST_P(LayerGradient, Activations) {
     XYLEM_REQUIRE_OP(XYLEM_OP_ACT_FWD);
     XYLEM_REQUIRE_OP(XYLEM_OP_ACT_BWD);
-    for (xylem_activation act : {XYLEM_ACT_RELU, XYLEM_ACT_SIGMOID, XYLEM_ACT_TANH}) {
+    for (xylem_activation act : {XYLEM_ACT_RELU, XYLEM_ACT_SIGMOID, XYLEM_ACT_TANH, XYLEM_ACT_RELU6}) {
         SCOPED_TRACE("activation " + std::to_string(act));
+        if (act == XYLEM_ACT_RELU6 && backend().api().abi_minor < 8) continue;  // came with ABI 1.8
         Activation layer(act);
         layer.bind(dev(), {2, 5}, rng_.engine());
-        // |x| >= 0.1 keeps ReLU's kink out of reach of the +-0.01 steps.
-        Tensor x = upload(dev(), {3, 2, 5}, rng_.away_from_zero(30, 0.1f, 2.0f));
+        // |x| >= 0.1 keeps ReLU's kink out of reach of the +-0.01 steps; for ReLU6 a third of the
+        // values are moved past its other kink, to 6.1..8, where the gradient is 0.
+        std::vector<float> v = rng_.away_from_zero(30, 0.1f, 2.0f);
+        if (act == XYLEM_ACT_RELU6)
+            for (size_t i = 0; i < v.size(); i += 3) v[i] = 6.1f + std::fabs(v[i]);
+        Tensor x = upload(dev(), {3, 2, 5}, v);
         check_layer(layer, x);
     }
 }

@@ -200,6 +200,41 @@ TEST_P(NetGraphTest, ResidualBlockWithBatchNorm) {
     check_gradients(net, x, 5e-4, 2e-3);  // batch statistics over 48 values per channel: a little more float noise
 }
 
+// Only activations conv2d_fwd runs as its epilogue are fused or folded (fusable_activation): a
+// GELU after conv -> batchnorm stays a layer (folding it made inference fail: conv2d_fwd refuses
+// GELU), ReLU6 (ABI 1.8) is fused into a conv and folded with a batch norm; folded and unfolded
+// inference agree.
+TEST_P(NetGraphTest, OnlyEpilogueActivationsAreFusedOrFolded) {
+    REQUIRE_OPS(LINEAR_OPS, XYLEM_OP_CONV2D_FWD, XYLEM_OP_BATCHNORM_FWD);
+    if (backend().api().abi_minor < 8) GTEST_SKIP() << "ReLU6 came with ABI 1.8";
+    Net net;
+    net.add("conv1", {"input"}, conv(4, 3, 1, 1));  // folds bn1, not the GELU
+    net.add("bn1", {"conv1"}, std::make_unique<BatchNorm>());
+    net.add("gelu", {"bn1"}, act(XYLEM_ACT_GELU));
+    net.add("conv2", {"gelu"}, conv(4, 3, 1, 1));  // fuses its ReLU6
+    net.add("relu6a", {"conv2"}, act(XYLEM_ACT_RELU6));
+    net.add("conv3", {"relu6a"}, conv(4, 3, 1, 1));  // folds bn3 and the ReLU6
+    net.add("bn3", {"conv3"}, std::make_unique<BatchNorm>());
+    net.add("relu6b", {"bn3"}, act(XYLEM_ACT_RELU6));
+    net.build(dev(), {3, 6, 6}, 5);
+    const std::string summary = net.summary();
+    auto line_of = [&](const std::string& name) {
+        const size_t at = summary.find("  " + name + " ");
+        return at == std::string::npos ? std::string() : summary.substr(at, summary.find('\n', at) - at);
+    };
+    EXPECT_TRUE(contains(line_of("bn1"), "(folded into conv1 for inference)")) << summary;
+    EXPECT_FALSE(contains(line_of("gelu"), "folded")) << summary;
+    EXPECT_FALSE(contains(line_of("gelu"), "fused")) << summary;
+    EXPECT_TRUE(contains(line_of("relu6a"), "fused")) << summary;
+    EXPECT_TRUE(contains(line_of("relu6b"), "(folded into conv3 for inference)")) << summary;
+    // Inputs large enough that some values pass 6.
+    Tensor x = upload(dev(), {2, 3, 6, 6}, rng_.uniform(216, -8.0f, 8.0f));
+    net.set_fold_batch_norms(false);
+    const std::vector<float> unfolded = net.forward(dev(), x, false).to_vector();
+    net.set_fold_batch_norms(true);
+    EXPECT_TRUE(near(net.forward(dev(), x, false).to_vector(), to_double(unfolded), 1e-5));
+}
+
 // Inference folds each batch norm into the convolution it reads (with the activation after it,
 // when the batch norm is that activation's one reader): the same outputs as the layers run one by
 // one, after training steps have moved the parameters and running statistics; training runs

@@ -11,8 +11,8 @@ namespace xylem::test {
 namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-const xylem_activation kActs[] = {XYLEM_ACT_NONE, XYLEM_ACT_RELU,    XYLEM_ACT_SIGMOID,
-                                  XYLEM_ACT_TANH, XYLEM_ACT_GELU, XYLEM_ACT_GELU_TANH};
+const xylem_activation kActs[] = {XYLEM_ACT_NONE, XYLEM_ACT_RELU,      XYLEM_ACT_SIGMOID, XYLEM_ACT_TANH,
+                                  XYLEM_ACT_GELU, XYLEM_ACT_GELU_TANH, XYLEM_ACT_RELU6};
 
 class ElementwiseConformance : public BackendTest {};
 XYLEM_INSTANTIATE_OVER_BACKENDS(ElementwiseConformance);
@@ -137,9 +137,10 @@ std::vector<float> activation_inputs(Rng& rng, int64_t n) {
     return x;
 }
 
-// The GELUs came with ABI 1.7: an older plugin is not asked for them (the core refuses them there
-// with the reason).
+// The GELUs came with ABI 1.7 and ReLU6 with 1.8: an older plugin is not asked for them (the core
+// refuses them there with the reason).
 bool knows(const Backend& b, xylem_activation act) {
+    if (act == XYLEM_ACT_RELU6) return b.api().abi_minor >= 8;
     return b.api().abi_minor >= 7 || (act != XYLEM_ACT_GELU && act != XYLEM_ACT_GELU_TANH);
 }
 

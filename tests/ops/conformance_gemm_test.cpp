@@ -88,9 +88,10 @@ TEST_P(GemmConformance, LinearForwardEveryActivation) {
     Rng rng;
     const std::tuple<int64_t, int64_t, int64_t> sizes[] = {
         {1, 1, 1}, {1, 33, 7}, {7, 129, 1}, {33, 7, 129}, {64, 100, 10}};
-    for (xylem_activation act : {XYLEM_ACT_NONE, XYLEM_ACT_RELU, XYLEM_ACT_SIGMOID, XYLEM_ACT_TANH})
+    for (xylem_activation act : {XYLEM_ACT_NONE, XYLEM_ACT_RELU, XYLEM_ACT_SIGMOID, XYLEM_ACT_TANH, XYLEM_ACT_RELU6})
         for (bool with_bias : {true, false})
             for (auto [n, in, out] : sizes) {
+                if (act == XYLEM_ACT_RELU6 && backend().api().abi_minor < 8) continue;  // ABI 1.8
                 SCOPED_TRACE("activation " + std::to_string(act) + " bias " + std::to_string(with_bias) + " N " +
                              std::to_string(n) + " in " + std::to_string(in) + " out " + std::to_string(out));
                 const auto x = rng.uniform(n * in), w = rng.uniform(out * in), b = rng.uniform(out);

@@ -111,6 +111,8 @@ inline double act(int activation, double x) {
             return 1.0 / (1.0 + std::exp(-x));
         case XYLEM_ACT_TANH:
             return std::tanh(x);
+        case XYLEM_ACT_RELU6:
+            return std::min(std::max(x, 0.0), 6.0);
         default:
             return x;
     }
@@ -125,6 +127,8 @@ inline double act_grad_from_y(int activation, double y) {
             return y * (1.0 - y);
         case XYLEM_ACT_TANH:
             return 1.0 - y * y;
+        case XYLEM_ACT_RELU6:
+            return y > 0.0 && y < 6.0 ? 1.0 : 0.0;
         default:
             return 1.0;
     }

@@ -240,7 +240,10 @@ typedef enum xylem_activation {
     /* ABI 1.7, act_fwd and act_bwd only (not fused into linear_fwd or conv2d_fwd: their gradient needs
      * the input, so act_bwd's second input is x for these two, not y). */
     XYLEM_ACT_GELU = 4,     /* x * Phi(x) = 0.5*x*(1 + erf(x/sqrt 2)): exact (torch's default, nanoGPT) */
-    XYLEM_ACT_GELU_TANH = 5 /* 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))) (GPT-2, approximate="tanh") */
+    XYLEM_ACT_GELU_TANH = 5, /* 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))) (GPT-2, approximate="tanh") */
+    /* ABI 1.8: min(max(x, 0), 6) (MobileNet's ReLU6, ONNX's Clip(0, 6)); like relu, act_bwd reads y
+     * (dx = dy where 0 < y < 6, else 0) and linear_fwd / conv2d_fwd fuse it. */
+    XYLEM_ACT_RELU6 = 6
 } xylem_activation;
 
 typedef struct xylem_fill_attrs { float value; } xylem_fill_attrs;

@@ -40,6 +40,7 @@ __device__ inline float apply_act(int act, float v) {
     case 3: return tanhf(v);
     case 4: return gelu_value(v);
     case 5: return gelu_tanh_value(v);
+    case 6: return fminf(v > 0.0f ? v : 0.0f, 6.0f);  // ReLU6 (ABI 1.8)
     default: return v;
     }
 }

@@ -43,6 +43,7 @@ __global__ void act_bwd_k(int act, const float* dy, const float* y, float* dx, i
         case XYLEM_ACT_TANH: dx[i] = d * (1.0f - v * v); break;
         case XYLEM_ACT_GELU: dx[i] = d * gelu_derivative(v); break;
         case XYLEM_ACT_GELU_TANH: dx[i] = d * gelu_tanh_derivative(v); break;
+        case XYLEM_ACT_RELU6: dx[i] = v > 0.0f && 6.0f - v > 0.0f ? d : 0.0f; break;
         default: dx[i] = d;
         }
     }

@@ -15,6 +15,10 @@ namespace {
 inline float sigmoid(float x) { return vecmath::sigmoid(x); }  // 1 / (1 + e^-x): e^-x = inf gives 0, no NaN
 inline float tanh(float x) { return vecmath::tanh(x); }
 inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
+inline float relu6(float x) {  // min(relu(x), 6): the fused program's MIN(RELU(x), 6)
+    const float r = relu(x);
+    return r < 6.0f ? r : 6.0f;
+}
 
 // y[r,:] = f(y[r,:] + b) row by row; a separate instantiation per activation keeps loops branch-free.
 template <class F>
@@ -53,6 +57,9 @@ XYLEM_KERNEL(void, activate, (int act, const float* x, float* y, int64_t n), (ac
     case XYLEM_ACT_TANH:
         for (int64_t i = 0; i < n; ++i) y[i] = tanh(x[i]);
         break;
+    case XYLEM_ACT_RELU6:
+        for (int64_t i = 0; i < n; ++i) y[i] = relu6(x[i]);
+        break;
     // The kit's formulas with vecmath's erf and tanh, as the fused opcodes compute them (ops/fused.cpp):
     // the same bits fused or not. act_fwd only (linear_fwd and conv2d_fwd refuse GELU).
     case XYLEM_ACT_GELU:
@@ -73,6 +80,7 @@ XYLEM_KERNEL(void, bias_activate,
     case XYLEM_ACT_RELU: bias_rows(b, y, rows, cols, [](float v) { return relu(v); }); break;
     case XYLEM_ACT_SIGMOID: bias_rows(b, y, rows, cols, [](float v) { return sigmoid(v); }); break;
     case XYLEM_ACT_TANH: bias_rows(b, y, rows, cols, [](float v) { return tanh(v); }); break;
+    case XYLEM_ACT_RELU6: bias_rows(b, y, rows, cols, [](float v) { return relu6(v); }); break;
     }
 }
 
@@ -84,6 +92,7 @@ XYLEM_KERNEL(void, channel_bias_activate,
     case XYLEM_ACT_RELU: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return relu(v); }); break;
     case XYLEM_ACT_SIGMOID: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return sigmoid(v); }); break;
     case XYLEM_ACT_TANH: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return tanh(v); }); break;
+    case XYLEM_ACT_RELU6: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return relu6(v); }); break;
     }
 }
 
@@ -106,6 +115,12 @@ XYLEM_KERNEL(void, activate_grad, (int act, const float* dy, const float* y, flo
         break;
     case XYLEM_ACT_TANH:
         for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+        break;
+    case XYLEM_ACT_RELU6:
+        for (int64_t i = 0; i < n; ++i) {
+            const float d = dy[i];
+            dx[i] = y[i] > 0.0f && 6.0f - y[i] > 0.0f ? d : 0.0f;  // the fused RELU_GRADs' tests
+        }
         break;
     case XYLEM_ACT_GELU:  // the fused GELU_GRAD opcode's a * gelu'(b)
         for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * vecmath::gelu_derivative(y[i]);
@@ -220,7 +235,7 @@ void op_add(const xylem_op_desc& desc, xylem_stream_s&) {
 // where a pass that only streams needs kMinSplitElements (the character GPT's [768, 512] GELUs,
 // 393k elements, ran on one thread below that: 0.5 ms forward, 0.8 ms backward per call).
 static int64_t activation_split(int act) {
-    const bool cheap = act == XYLEM_ACT_NONE || act == XYLEM_ACT_RELU;
+    const bool cheap = act == XYLEM_ACT_NONE || act == XYLEM_ACT_RELU || act == XYLEM_ACT_RELU6;
     return cheap ? kMinSplitElements : int64_t{1} << 14;
 }
 

@@ -7,6 +7,7 @@
 #define ACT_TANH 3
 #define ACT_GELU 4      /* act_fwd/act_bwd only: the gradient reads x, not y */
 #define ACT_GELU_TANH 5
+#define ACT_RELU6 6
 
 /* GELU's two forms and their derivatives: plugin_kit/fused.h's formulas (gelu_value, ...), with
  * one rewrite in the tanh form: 1 + tanh(u) is taken as 2/(1 + exp(-2u)) and 1 - tanh(u)^2 as
@@ -34,6 +35,7 @@ inline float activate(int act, float v) {
     if (act == ACT_TANH) return tanh(v);
     if (act == ACT_GELU) return gelu_exact(v);
     if (act == ACT_GELU_TANH) return gelu_tanh_form(v);
+    if (act == ACT_RELU6) return fmin(v > 0.0f ? v : 0.0f, 6.0f);
     return v;
 }
 
@@ -42,6 +44,7 @@ inline float activate_grad(int act, float dy, float y) {
     if (act == ACT_RELU) return y > 0.0f ? dy : 0.0f;
     if (act == ACT_SIGMOID) return dy * y * (1.0f - y);
     if (act == ACT_TANH) return dy * (1.0f - y * y);
+    if (act == ACT_RELU6) return y > 0.0f && 6.0f - y > 0.0f ? dy : 0.0f;
     return dy;
 }
 
@@ -97,6 +100,7 @@ inline float16 activate16(int act, float16 v) {
     if (act == ACT_TANH) return tanh(v);
     if (act == ACT_GELU) return gelu_exact16(v);
     if (act == ACT_GELU_TANH) return gelu_tanh_form16(v);
+    if (act == ACT_RELU6) return fmin(select((float16)(0.0f), v, v > 0.0f), 6.0f);
     return v;
 }
 inline float16 act_bwd_value16(int act, float16 dy, float16 v) {
@@ -105,6 +109,7 @@ inline float16 act_bwd_value16(int act, float16 dy, float16 v) {
     if (act == ACT_RELU) return select((float16)(0.0f), dy, v > 0.0f);
     if (act == ACT_SIGMOID) return dy * v * (1.0f - v);
     if (act == ACT_TANH) return dy * (1.0f - v * v);
+    if (act == ACT_RELU6) return select((float16)(0.0f), dy, (v > 0.0f) & (6.0f - v > 0.0f));
     return dy;
 }
 

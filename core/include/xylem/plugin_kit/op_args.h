@@ -89,16 +89,15 @@ public:
                  static_cast<long long>(n));
     }
     // An activation a linear_fwd or conv2d_fwd fuses: one whose gradient comes from the output
-    // (none, relu, sigmoid, tanh; not GELU).
+    // (none, relu, sigmoid, tanh, relu6; not GELU).
     int check_activation(int32_t act) const {
         if (act == XYLEM_ACT_GELU || act == XYLEM_ACT_GELU_TANH)
             fail("activation %d (GELU) is not fused into this op: its gradient needs the input; run act_fwd", act);
-        if (act < XYLEM_ACT_NONE || act > XYLEM_ACT_TANH) fail("unknown activation %d", act);
-        return act;
+        return check_act_op_activation(act);
     }
     // An activation act_fwd and act_bwd take: also the GELUs (ABI 1.7), whose act_bwd reads x, not y.
     int check_act_op_activation(int32_t act) const {
-        if (act < XYLEM_ACT_NONE || act > XYLEM_ACT_GELU_TANH) fail("unknown activation %d", act);
+        if (act < XYLEM_ACT_NONE || act > XYLEM_ACT_RELU6) fail("unknown activation %d", act);
         return act;
     }
 

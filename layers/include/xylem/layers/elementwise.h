@@ -26,6 +26,11 @@ private:
     Tensor x_, y_, dx_;
 };
 
+// Whether linear_fwd and conv2d_fwd on `backend` can run `act` as their epilogue (the one rule for
+// fusing an activation layer into the layer it reads, and for folding one into a convolution with
+// its batch norm): not the GELUs, whose gradient needs the input; ReLU6 from ABI 1.8.
+bool fusable_activation(xylem_activation act, const Backend& backend);
+
 // [[model.layers]] type = "gelu": approximate = "none" (exact, erf: nanoGPT, torch's default) or
 // "tanh" (GPT-2's).
 struct GeluOptions {

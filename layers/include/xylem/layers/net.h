@@ -148,7 +148,7 @@ private:
     void bind_shared(size_t i);
     void sync_shared();
     void fuse_activations(Backend& backend);
-    void fold_batch_norms();
+    void fold_batch_norms(const Backend& backend);
     // Adds dx to the gradient of node `to`'s output (the accumulate rule).
     void deliver(Device& dev, size_t to, const Tensor* dx);
 
