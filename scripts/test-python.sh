@@ -3,14 +3,15 @@
 # the package built by scikit-build-core into build/py-venv over Debian's NumPy 1.24, its pytest
 # suite, then the same suite in build/py-venv-numpy2 with NumPy 2 from PyPI. Both venvs install
 # from one CMake tree, build/python, kept between runs: a rerun rebuilds only what changed, and
-# the second venv's install rebuilds nothing. The CUDA plugin is left out of this build (nothing
+# the second venv's install rebuilds nothing (XYLEM_PY_TEST_DIR: another folder than build/). The CUDA plugin is left out of this build (nothing
 # here runs it, and it is the slowest part of a build; the main build still compiles it).
 # Where PyPI cannot be reached the Python tests are skipped with a warning, as the ONNX parity
 # test is; any other failure (build, install, a test) fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export XYLEM_PY_BUILD_DIR=build/python XYLEM_PY_DEFINES="XYLEM_BUILD_CUDA=OFF ${XYLEM_PY_DEFINES:-}"
-export XYLEM_CLI="$PWD/build/bin/xylem"  # the bit-for-bit test compares fit with this program's run
+dir="${XYLEM_PY_TEST_DIR:-build}"  # where the venvs and the build folder go
+export XYLEM_PY_BUILD_DIR="$dir/python" XYLEM_PY_DEFINES="XYLEM_BUILD_CUDA=OFF ${XYLEM_PY_DEFINES:-}"
+export XYLEM_CLI="${XYLEM_CLI:-$PWD/build/bin/xylem}"  # the bit-for-bit tests compare with this program's runs
 run_suite() {  # VENV EXTRA_PACKAGES
   local rc=0
   XYLEM_PY_EXTRA="$2" scripts/install-python.sh "$1" || rc=$?
@@ -23,5 +24,5 @@ run_suite() {  # VENV EXTRA_PACKAGES
   # pytest exits 5 when it collects no test: that fails here like any other non-zero status.
   (cd python/tests && "../../$1/bin/python" -m pytest -q -p no:cacheprovider .)
 }
-run_suite build/py-venv "pytest==8.3.5"
-run_suite build/py-venv-numpy2 "pytest==8.3.5 numpy==2.2.6"
+run_suite "$dir/py-venv" "pytest==8.3.5"
+run_suite "$dir/py-venv-numpy2" "pytest==8.3.5 numpy==2.2.6"

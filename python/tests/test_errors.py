@@ -49,3 +49,11 @@ def test_a_layer_that_does_not_fit_is_value_error():
     model = xylem.Model.from_config(bad)
     with pytest.raises(ValueError):
         model.predict(np.zeros((2, 28), dtype=np.float32).reshape(2, 28))
+
+
+def test_a_diverging_run_is_runtime_error(small_data):
+    x, y = small_data
+    model = xylem.Model.from_config(MLP.replace("lr = 0.05", "lr = 1e30"))
+    with pytest.raises(RuntimeError, match="the loss became (NaN|infinite)"):
+        model.fit(x * 1e6, y, epochs=2, verbose=0)
+    assert model.predict(x).shape == (200, 10)  # the interpreter and the model go on
