@@ -24,66 +24,94 @@
 namespace xylem::onnx_import {
 namespace detail {
 
-const std::vector<OpMapping> kOps = {
-    {"Gemm", "linear (B an initializer; transB either way; alpha and beta folded into the weights; transA = 0)"},
-    {"MatMul",
-     "linear without bias (B a 2-D initializer); MatMul then Add of a constant vector: linear with bias; "
-     "q k^T and by v inside attention (Patterns)"},
-    {"Add",
-     "add (two tensors of one shape); the bias of the MatMul before it; a constant [T, C]: position_embedding; "
-     "another constant: bias; steps of layer norm, GELU and attention's mask (Patterns); folded on constants"},
-    {"Conv", "conv2d (2-D, symmetric equal padding, equal strides and dilations, groups; bias optional)"},
-    {"BatchNormalization",
-     "batchnorm (inference form: scale, B, mean, var -> weight, bias, running_mean, running_var; "
-     "epsilon; momentum m -> 1 - m)"},
-    {"Relu", "relu"},
-    {"Sigmoid", "sigmoid"},
-    {"Tanh", "tanh"},
-    {"Clip", "clamp (min and max constant scalars or absent; torch's ReLU6)"},
-    {"MaxPool", "maxpool2d (square kernel, equal strides, symmetric equal padding, no dilation, floor mode)"},
-    {"AveragePool", "avgpool2d (as MaxPool; count_include_pad kept)"},
-    {"GlobalAveragePool", "global_avgpool"},
-    {"Flatten", "flatten (axis 1)"},
-    {"Reshape", "reshape (a constant or folded shape that keeps the batch axis); folded on constants"},
-    {"Concat", "concat (axis 1 or later); folded on constants"},
-    {"Pad", "the padding of the Conv or AveragePool reading it (constant zero, H and W alike on all sides)"},
-    {"Softmax", "softmax (over the last axis)"},
-    {"LogSoftmax", "log_softmax (over the last axis)"},
-    {"LayerNormalization", "layer_norm (the last axis; scale and bias constants)"},
-    {"ReduceMean", "a layer norm's mean or variance (torch's LayerNorm below opset 17; docs/onnx.md, Patterns)"},
-    {"Sub", "bias by a constant (negated); a layer norm's x - mean (Patterns); folded on constants"},
-    {"Pow", "a layer norm's square (Patterns); folded on constants"},
-    {"Sqrt", "a layer norm's standard deviation (Patterns); folded on constants"},
-    {"Div",
-     "scale by a constant's reciprocal; a layer norm's (x - mean) / std; GELU's x / sqrt(2); attention's scale "
-     "(Patterns); folded on constants"},
-    {"Mul",
-     "scale by a constant; a layer norm's weight; GELU's steps; attention's scale (Patterns); folded on constants"},
-    {"Erf", "GELU's erf form: gelu (Patterns); folded on constants"},
-    {"Split", "attention's q, k, v from one linear (Patterns)"},
-    {"Where", "attention's causal mask (Patterns); folded on constants"},
-    {"Equal", "folded"},
-    {"Range", "folded"},
-    {"Identity", "skipped"},
-    {"Dropout", "skipped (inference)"},
-    {"Constant", "folded"},
-    {"Shape", "folded (static shapes)"},
-    {"Gather",
-     "folded (constant data and indices); a constant table by the model's integer input: embedding; the "
-     "model's data along axis 1 or later by a scalar or a run of constant indices: slice"},
-    {"Slice", "folded on constants; on the model's data along one axis (1 or later, step 1): slice"},
-    {"ConstantOfShape", "folded (zeros of the batch's shape: an LSTM's initial state)"},
-    {"Transpose", "[1, 0, 2] of a [batch, time, features] sequence into an LSTM and back"},
-    {"LSTM", "lstm (forward, default activations, no peepholes or clip, zero initial states; gates iofc -> ifgo)"},
-    {"GRU", "gru (as LSTM; linear_before_reset = 1, PyTorch's; gates zrh -> rzn)"},
-    {"Unsqueeze", "folded; on the model's data: reshape"},
-    {"Squeeze", "folded; on the model's data: reshape"},
-    {"Cast", "folded; float to float on the model's data: skipped"},
-};
+// The importer's one table: each op, what it becomes, and its handler on the model's data
+// (nullptr: folded on constants, or only a step of a pattern, patterns.cpp). docs/onnx.md's table
+// shows the same list (a test checks every op has a row there).
+const std::vector<Importer::OpEntry>& Importer::table() {
+    static const std::vector<OpEntry> entries = {
+        {"Gemm", "linear (B an initializer; transB either way; alpha and beta folded into the weights; transA = 0)",
+         [](Importer& i, const onnx::NodeProto& n) { i.gemm(n); }},
+        {"MatMul",
+         "linear without bias (B a 2-D initializer); MatMul then Add of a constant vector: linear with bias; "
+         "q k^T and by v inside attention (Patterns)",
+         [](Importer& i, const onnx::NodeProto& n) { i.matmul(n); }},
+        {"Add",
+         "add (two tensors of one shape); the bias of the MatMul before it; a constant [T, C]: position_embedding; "
+         "another constant: bias; steps of layer norm, GELU and attention's mask (Patterns); folded on constants",
+         [](Importer& i, const onnx::NodeProto& n) { i.add(n); }},
+        {"Conv", "conv2d (2-D, symmetric equal padding, equal strides and dilations, groups; bias optional)",
+         [](Importer& i, const onnx::NodeProto& n) { i.conv(n); }},
+        {"BatchNormalization",
+         "batchnorm (inference form: scale, B, mean, var -> weight, bias, running_mean, running_var; "
+         "epsilon; momentum m -> 1 - m)",
+         [](Importer& i, const onnx::NodeProto& n) { i.batchnorm(n); }},
+        {"Relu", "relu", [](Importer& i, const onnx::NodeProto& n) { i.activation(n); }},
+        {"Sigmoid", "sigmoid", [](Importer& i, const onnx::NodeProto& n) { i.activation(n); }},
+        {"Tanh", "tanh", [](Importer& i, const onnx::NodeProto& n) { i.activation(n); }},
+        {"Clip", "clamp (min and max constant scalars or absent; torch's ReLU6)",
+         [](Importer& i, const onnx::NodeProto& n) { i.clip(n); }},
+        {"MaxPool", "maxpool2d (square kernel, equal strides, symmetric equal padding, no dilation, floor mode)",
+         [](Importer& i, const onnx::NodeProto& n) { i.pool(n, true); }},
+        {"AveragePool", "avgpool2d (as MaxPool; count_include_pad kept)",
+         [](Importer& i, const onnx::NodeProto& n) { i.pool(n, false); }},
+        {"GlobalAveragePool", "global_avgpool", [](Importer& i, const onnx::NodeProto& n) { i.global_avgpool(n); }},
+        {"Flatten", "flatten (axis 1)", [](Importer& i, const onnx::NodeProto& n) { i.flatten(n); }},
+        {"Reshape", "reshape (a constant or folded shape that keeps the batch axis); folded on constants",
+         [](Importer& i, const onnx::NodeProto& n) { i.reshape(n); }},
+        {"Concat", "concat (axis 1 or later); folded on constants",
+         [](Importer& i, const onnx::NodeProto& n) { i.concat(n); }},
+        {"Pad", "the padding of the Conv or AveragePool reading it (constant zero, H and W alike on all sides)",
+         [](Importer& i, const onnx::NodeProto& n) { i.pad(n); }},
+        {"Softmax", "softmax (over the last axis)", [](Importer& i, const onnx::NodeProto& n) { i.softmax(n); }},
+        {"LogSoftmax", "log_softmax (over the last axis)", [](Importer& i, const onnx::NodeProto& n) { i.softmax(n); }},
+        {"LayerNormalization", "layer_norm (the last axis; scale and bias constants)", nullptr},
+        {"ReduceMean", "a layer norm's mean or variance (torch's LayerNorm below opset 17; docs/onnx.md, Patterns)",
+         nullptr},
+        {"Sub", "bias by a constant (negated); a layer norm's x - mean (Patterns); folded on constants", nullptr},
+        {"Pow", "a layer norm's square (Patterns); folded on constants", nullptr},
+        {"Sqrt", "a layer norm's standard deviation (Patterns); folded on constants", nullptr},
+        {"Div",
+         "scale by a constant's reciprocal; a layer norm's (x - mean) / std; GELU's x / sqrt(2); attention's scale "
+         "(Patterns); folded on constants",
+         nullptr},
+        {"Mul",
+         "scale by a constant; a layer norm's weight; GELU's steps; attention's scale (Patterns); folded on constants",
+         nullptr},
+        {"Erf", "GELU's erf form: gelu (Patterns); folded on constants", nullptr},
+        {"Split", "attention's q, k, v from one linear (Patterns)", nullptr},
+        {"Where", "attention's causal mask (Patterns); folded on constants", nullptr},
+        {"Equal", "folded", nullptr},
+        {"Range", "folded", nullptr},
+        {"Identity", "skipped", [](Importer& i, const onnx::NodeProto& n) { i.skip(n); }},
+        {"Dropout", "skipped (inference)", [](Importer& i, const onnx::NodeProto& n) { i.skip(n); }},
+        {"Constant", "folded", nullptr},
+        {"Shape", "folded (static shapes)", nullptr},
+        {"Gather",
+         "folded (constant data and indices); a constant table by the model's integer input: embedding; the "
+         "model's data along axis 1 or later by a scalar or a run of constant indices: slice",
+         [](Importer& i, const onnx::NodeProto& n) { i.gather_data(n); }},
+        {"Slice", "folded on constants; on the model's data along one axis (1 or later, step 1): slice",
+         [](Importer& i, const onnx::NodeProto& n) { i.slice(n); }},
+        {"ConstantOfShape", "folded (zeros of the batch's shape: an LSTM's initial state)", nullptr},
+        {"Transpose", "[1, 0, 2] of a [batch, time, features] sequence into an LSTM and back",
+         [](Importer& i, const onnx::NodeProto& n) { i.transpose(n); }},
+        {"LSTM", "lstm (forward, default activations, no peepholes or clip, zero initial states; gates iofc -> ifgo)",
+         [](Importer& i, const onnx::NodeProto& n) { i.recurrent(n, false); }},
+        {"GRU", "gru (as LSTM; linear_before_reset = 1, PyTorch's; gates zrh -> rzn)",
+         [](Importer& i, const onnx::NodeProto& n) { i.recurrent(n, true); }},
+        {"Unsqueeze", "folded; on the model's data: reshape",
+         [](Importer& i, const onnx::NodeProto& n) { i.squeeze(n); }},
+        {"Squeeze", "folded; on the model's data: reshape",
+         [](Importer& i, const onnx::NodeProto& n) { i.squeeze(n); }},
+        {"Cast", "folded; float to float on the model's data: skipped",
+         [](Importer& i, const onnx::NodeProto& n) { i.cast(n); }},
+    };
+    return entries;
+}
 
 bool is_supported(const std::string& op) {
-    for (const OpMapping& m : kOps)
-        if (op == m.op) return true;
+    for (const Importer::OpEntry& e : Importer::table())
+        if (op == e.op) return true;
     return false;
 }
 
@@ -499,10 +527,14 @@ Imported Importer::run() {
 }  // namespace detail
 
 using detail::Importer;
-using detail::kOps;
 
 const std::vector<OpMapping>& supported_ops() {
-    return kOps;
+    static const std::vector<OpMapping> ops = [] {
+        std::vector<OpMapping> v;
+        for (const Importer::OpEntry& e : Importer::table()) v.push_back({e.op, e.becomes});
+        return v;
+    }();
+    return ops;
 }
 
 Imported import_bytes(const std::string& bytes, const std::string& source, const std::string& dir) {

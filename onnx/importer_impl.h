@@ -115,6 +115,16 @@ public:
 
     Imported run();
 
+    // The importer's one table (importer.cpp): every op it reads, what it becomes (docs/onnx.md's
+    // table, supported_ops()), and the handler of a node on the model's data (null: the op is
+    // only folded on constants or taken by a pattern).
+    struct OpEntry {
+        const char* op;
+        const char* becomes;
+        void (*handle)(Importer&, const onnx::NodeProto&);
+    };
+    static const std::vector<OpEntry>& table();
+
 private:
     // Checks before any work.
     void check_opset();
@@ -152,7 +162,16 @@ private:
     std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const char* name, std::vector<int64_t> dflt) const;
     void check_known_attrs(const onnx::NodeProto& n, std::initializer_list<const char*> known) const;
 
-    // The ops.
+    // The ops (ops.cpp).
+    void skip(const onnx::NodeProto& n);  // Identity, Dropout
+    void cast(const onnx::NodeProto& n);
+    void activation(const onnx::NodeProto& n);  // Relu, Sigmoid, Tanh
+    void softmax(const onnx::NodeProto& n);     // Softmax, LogSoftmax
+    void global_avgpool(const onnx::NodeProto& n);
+    void flatten(const onnx::NodeProto& n);
+    void reshape(const onnx::NodeProto& n);
+    void squeeze(const onnx::NodeProto& n);  // Squeeze, Unsqueeze
+    void concat(const onnx::NodeProto& n);
     void conv(const onnx::NodeProto& n);
     void gemm(const onnx::NodeProto& n);
     void matmul(const onnx::NodeProto& n);

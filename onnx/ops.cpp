@@ -375,6 +375,212 @@ void Importer::reshape_like(const onnx::NodeProto& n, const std::vector<int64_t>
     emit(std::move(l), n, out_shape, n.output(0));
 }
 
+// Identity, and Dropout in inference: nothing; the output is the input.
+void Importer::skip(const onnx::NodeProto& n) {
+    const std::string& op = n.op_type();
+    if (op == "Dropout") {
+        check_known_attrs(n, {"seed"});
+        if (n.input_size() > 2 && !n.input(2).empty()) {
+            const HostTensor& t = constant(n, 2, "training_mode");
+            if (t.is_float || t.i.size() != 1 || t.i[0])
+                refuse(n, "training_mode is not false: xylem imports inference graphs");
+        }
+        if (n.output_size() > 1 && !n.output(1).empty() && readers_[n.output(1)]) refuse(n, "its mask output is read");
+    }
+    values_[n.output(0)] = value(input_of(n, 0));
+    out_.notes.push_back("skipped " + label(n));
+}
+
+// Cast of the model's data: float to float only, nothing to run.
+void Importer::cast(const onnx::NodeProto& n) {
+    check_known_attrs(n, {"to", "saturate"});
+    if (attr_int(n, "to", 0) != onnx::TensorProto::FLOAT) refuse(n, "casts the model's data away from float");
+    values_[n.output(0)] = value(input_of(n, 0));
+    out_.notes.push_back("skipped " + label(n) + " (float to float)");
+}
+
+// Relu, Sigmoid, Tanh.
+void Importer::activation(const onnx::NodeProto& n) {
+    const std::string& op = n.op_type();
+    const Value& x = value(input_of(n, 0));
+    check_known_attrs(n, {});
+    const std::string type = op == "Relu" ? "relu" : op == "Sigmoid" ? "sigmoid" : "tanh";
+    const std::vector<int64_t> shape = x.shape;
+    LayerOut l{type, layer_name(n, ""), {use(input_of(n, 0), n)}, {}};
+    emit(std::move(l), n, shape, n.output(0));
+}
+
+// Softmax, LogSoftmax: over the last axis (opset 13 on: one axis, default -1).
+void Importer::softmax(const onnx::NodeProto& n) {
+    const std::string& op = n.op_type();
+    const Value& x = value(input_of(n, 0));
+    check_known_attrs(n, {"axis"});
+    // Opset 13 on: the op normalises along one axis (default -1); before 13 it flattened to 2-D.
+    auto fail = [&](const std::string& why) { refuse(n, why); };
+    const int64_t axis = normalize_axis(attr_int(n, "axis", -1), x.shape.size(), fail);
+    if (axis != static_cast<int64_t>(x.shape.size()) - 1 || axis == 0)
+        refuse(n, "axis " + std::to_string(axis) + ": xylem's " + (op == "Softmax" ? "softmax" : "log_softmax") +
+                      " normalises over the last axis only");
+    const std::vector<int64_t> shape = x.shape;
+    LayerOut l{op == "Softmax" ? "softmax" : "log_softmax", layer_name(n, ""), {use(input_of(n, 0), n)}, {}};
+    emit(std::move(l), n, shape, n.output(0));
+}
+
+// GlobalAveragePool: xylem's gives [C]; the value keeps ONNX's [C, 1, 1] and is marked squeezed.
+void Importer::global_avgpool(const onnx::NodeProto& n) {
+    const Value& x = value(input_of(n, 0));
+    check_known_attrs(n, {});
+    if (x.shape.size() != 4) refuse(n, "xylem pools 2-D maps (NCHW) only");
+    const std::vector<int64_t> shape{x.shape[0], x.shape[1], 1, 1};
+    LayerOut l{"global_avgpool", layer_name(n, ""), {use(input_of(n, 0), n)}, {}};
+    emit(std::move(l), n, shape, n.output(0));
+    values_[n.output(0)].squeezed = true;  // xylem's global_avgpool gives [C]
+}
+
+// Flatten (axis 1); nothing when the input is flat already.
+void Importer::flatten(const onnx::NodeProto& n) {
+    const Value& x = value(input_of(n, 0));
+    check_known_attrs(n, {"axis"});
+    int64_t axis = attr_int(n, "axis", 1);
+    if (axis < 0) axis += static_cast<int64_t>(x.shape.size());
+    if (axis != 1) refuse(n, "axis " + std::to_string(axis) + ": xylem flattens each sample (axis 1) only");
+    int64_t features = 1;
+    for (size_t k = 1; k < x.shape.size(); ++k) features *= x.shape[k];
+    if (x.squeezed || x.shape.size() == 2) {  // already [N, features]
+        values_[n.output(0)] = x;
+        values_[n.output(0)].squeezed = false;
+        values_[n.output(0)].shape = {x.shape[0], features};
+        out_.notes.push_back("skipped " + label(n) + " (its input is flat already)");
+        return;
+    }
+    LayerOut l{"flatten", layer_name(n, ""), {use(input_of(n, 0), n)}, {}};
+    emit(std::move(l), n, {x.shape[0], features}, n.output(0));
+}
+
+// Reshape by a constant or folded shape that keeps the batch axis.
+void Importer::reshape(const onnx::NodeProto& n) {
+    const Value& x = value(input_of(n, 0));
+    check_known_attrs(n, {"allowzero"});
+    const HostTensor& s = constant(n, 1, "shape");
+    if (s.is_float || s.dims.size() != 1) refuse(n, "its shape must be a 1-D integer constant");
+    const bool allowzero = attr_int(n, "allowzero", 0) != 0;
+    std::vector<int64_t> out;
+    int64_t known = 1, infer = -1, total = 1;
+    for (size_t k = 1; k < x.shape.size(); ++k) total *= x.shape[k];
+    for (size_t k = 0; k < s.i.size(); ++k) {
+        int64_t d = s.i[k];
+        if (k == 0 && (d == x.shape[0] || d == kBatchMark || (d == 0 && !allowzero))) {
+            out.push_back(x.shape[0]);
+            continue;
+        }
+        if (k == 0 && d != -1)
+            refuse(n, "its shape " + shape_text(s.i) + " changes the batch axis; xylem reshapes each sample");
+        if (d == 0 && !allowzero) {
+            if (k >= x.shape.size()) refuse(n, "its shape copies an axis the input lacks");
+            d = x.shape[k];
+        }
+        if (d == -1) {
+            if (infer >= 0) refuse(n, "its shape has two -1");
+            infer = static_cast<int64_t>(k);
+        } else if (d < 1 || d > kMaxDim) {
+            refuse(n, "shape entry " + std::to_string(d) + " is out of range");
+        } else if (k > 0 && (__builtin_mul_overflow(known, d, &known) || known > kMaxElements)) {
+            refuse(n, "its shape " + shape_text(s.i) + " holds more than 2^31 - 1 elements per sample");
+        }
+        out.push_back(d);
+    }
+    if (infer == 0) {  // [-1, a, b]: the batch inferred, so the rest must hold one sample exactly
+        if (known != total) refuse(n, "its shape " + shape_text(s.i) + " does not keep the batch axis");
+        out[0] = x.shape[0];
+    } else if (infer > 0) {
+        if (total % known) refuse(n, "cannot infer the -1 of shape " + shape_text(s.i));
+        out[static_cast<size_t>(infer)] = total / known;
+    } else if (known != total) {
+        refuse(n, "its shape " + shape_text(s.i) + " does not hold the input " + shape_text(x.shape));
+    }
+    return reshape_like(n, out, input_of(n, 0));
+}
+
+// Unsqueeze, Squeeze on the model's data (not the batch axis); Squeeze(1) of an LSTM's or GRU's Y.
+void Importer::squeeze(const onnx::NodeProto& n) {
+    const std::string& op = n.op_type();
+    const Value& x = value(input_of(n, 0));
+    check_known_attrs(n, {});
+    std::vector<int64_t> axes;
+    if (n.input_size() > 1 && !n.input(1).empty()) {
+        const HostTensor& t = constant(n, 1, "axes");
+        if (t.is_float) refuse(n, "its axes must be integers");
+        axes = t.i;
+    }
+    if (x.layout == Value::kLstmY) {  // Y [T, 1, N, H] without its direction axis: [T, N, H]
+        if (op != "Squeeze" || axes != std::vector<int64_t>{1})
+            refuse(n, "xylem reads an LSTM's Y through Squeeze of axis 1 only");
+        Value v = x;
+        v.shape.erase(v.shape.begin() + 1);
+        v.layout = Value::kTimeMajor;
+        values_[n.output(0)] = v;
+        return;
+    }
+    if (x.layout != Value::kBatchMajor || x.zeros) refuse(n, "reshapes a time-major or zero-state tensor");
+    auto fail = [&](const std::string& why) { refuse(n, why); };
+    std::vector<int64_t> dims = x.shape;
+    if (op == "Unsqueeze") {
+        const size_t rank = dims.size() + axes.size();
+        std::vector<int64_t> norm;
+        for (int64_t a : axes) norm.push_back(normalize_axis(a, rank, fail));
+        std::sort(norm.begin(), norm.end());
+        if (std::adjacent_find(norm.begin(), norm.end()) != norm.end()) refuse(n, "repeats an axis");
+        for (int64_t a : norm) {
+            if (a == 0) refuse(n, "inserts an axis before the batch");
+            if (a > static_cast<int64_t>(dims.size())) refuse(n, "axis " + std::to_string(a) + " is out of range");
+            dims.insert(dims.begin() + a, 1);
+        }
+    } else {
+        if (axes.empty()) refuse(n, "squeezes every axis of size 1, the batch's perhaps; xylem needs explicit axes");
+        std::set<int64_t> drop;
+        for (int64_t a : axes) drop.insert(normalize_axis(a, dims.size(), fail));
+        if (drop.count(0)) refuse(n, "squeezes the batch axis");
+        std::vector<int64_t> keep;
+        for (size_t k = 0; k < dims.size(); ++k) {
+            if (drop.count(static_cast<int64_t>(k))) {
+                if (dims[k] != 1)
+                    refuse(n, "squeezes axis " + std::to_string(k) + " of size " + std::to_string(dims[k]));
+                continue;
+            }
+            keep.push_back(dims[k]);
+        }
+        dims = keep;
+    }
+    return reshape_like(n, dims, input_of(n, 0));
+}
+
+// Concat along axis 1 or later.
+void Importer::concat(const onnx::NodeProto& n) {
+    const Value& x = value(input_of(n, 0));
+    check_known_attrs(n, {"axis"});
+    auto fail = [&](const std::string& why) { refuse(n, why); };
+    const int64_t axis = normalize_axis(attr_int(n, "axis", 0), x.shape.size(), fail);
+    if (axis == 0) refuse(n, "joins along the batch axis; xylem's concat joins axis 1 or later");
+    std::vector<int64_t> shape = x.shape;
+    shape[static_cast<size_t>(axis)] = 0;
+    std::vector<std::string> inputs;
+    for (const auto& in : n.input()) {
+        const Value& v = value(in);
+        if (v.is_const) refuse(n, "joins a constant to the model's data; xylem's concat joins layer outputs");
+        if (v.shape.size() != x.shape.size()) refuse(n, "joins tensors of different ranks");
+        for (size_t k = 0; k < v.shape.size(); ++k)
+            if (static_cast<int64_t>(k) != axis && v.shape[k] != x.shape[k])
+                refuse(n, "joins " + shape_text(x.shape) + " and " + shape_text(v.shape) + " along axis " +
+                              std::to_string(axis));
+        shape[static_cast<size_t>(axis)] += v.shape[static_cast<size_t>(axis)];
+        inputs.push_back(use(in, n));
+    }
+    LayerOut l{"concat", layer_name(n, ""), inputs, {{"axis", std::to_string(axis)}}};
+    emit(std::move(l), n, shape, n.output(0));
+}
+
+// The walk's step for one node: the checks every node gets, constants folded, patterns and
+// constant arithmetic, then the op's handler from the importer's table (importer.cpp).
 void Importer::visit(const onnx::NodeProto& n) {
     const std::string& op = n.op_type();
     if (n.output_size() < 1 || n.output(0).empty())
@@ -387,211 +593,11 @@ void Importer::visit(const onnx::NodeProto& n) {
     bool all_const = true;
     for (const auto& in : n.input())
         if (!in.empty() && !value(in).is_const) all_const = false;
-    if (op == "ConstantOfShape") return constant_of_shape(n);
+    if (op == "ConstantOfShape") return constant_of_shape(n);  // also of the batch's shape: not fold()'s
     if (all_const || op == "Constant" || op == "Shape") return fold(n);
-    if (pattern(n)) return;
-    if (constant_op(n)) return;
-    if (op == "LSTM" || op == "GRU") return recurrent(n, op == "GRU");
-    if (op == "Transpose") return transpose(n);
-    if (op == "Slice") return slice(n);
-    if (op == "Gather") return gather_data(n);
-    // An op whose input is the model's data.
-    if (op == "Identity" || op == "Dropout") {
-        if (op == "Dropout") {
-            check_known_attrs(n, {"seed"});
-            if (n.input_size() > 2 && !n.input(2).empty()) {
-                const HostTensor& t = constant(n, 2, "training_mode");
-                if (t.is_float || t.i.size() != 1 || t.i[0])
-                    refuse(n, "training_mode is not false: xylem imports inference graphs");
-            }
-            if (n.output_size() > 1 && !n.output(1).empty() && readers_[n.output(1)])
-                refuse(n, "its mask output is read");
-        }
-        values_[n.output(0)] = value(input_of(n, 0));
-        out_.notes.push_back("skipped " + label(n));
-        return;
-    }
-    if (op == "Cast") {
-        check_known_attrs(n, {"to", "saturate"});
-        if (attr_int(n, "to", 0) != onnx::TensorProto::FLOAT) refuse(n, "casts the model's data away from float");
-        values_[n.output(0)] = value(input_of(n, 0));
-        out_.notes.push_back("skipped " + label(n) + " (float to float)");
-        return;
-    }
-    if (op == "Conv") return conv(n);
-    if (op == "Gemm") return gemm(n);
-    if (op == "MatMul") return matmul(n);
-    if (op == "Add") return add(n);
-    if (op == "BatchNormalization") return batchnorm(n);
-    if (op == "MaxPool") return pool(n, true);
-    if (op == "AveragePool") return pool(n, false);
-    if (op == "Pad") return pad(n);
-    const Value& x = value(input_of(n, 0));
-    if (op == "Relu" || op == "Sigmoid" || op == "Tanh") {
-        check_known_attrs(n, {});
-        const std::string type = op == "Relu" ? "relu" : op == "Sigmoid" ? "sigmoid" : "tanh";
-        const std::vector<int64_t> shape = x.shape;
-        LayerOut l{type, layer_name(n, ""), {use(input_of(n, 0), n)}, {}};
-        emit(std::move(l), n, shape, n.output(0));
-        return;
-    }
-    if (op == "Clip") return clip(n);
-    if (op == "Softmax" || op == "LogSoftmax") {
-        check_known_attrs(n, {"axis"});
-        // Opset 13 on: the op normalises along one axis (default -1); before 13 it flattened to 2-D.
-        auto fail = [&](const std::string& why) { refuse(n, why); };
-        const int64_t axis = normalize_axis(attr_int(n, "axis", -1), x.shape.size(), fail);
-        if (axis != static_cast<int64_t>(x.shape.size()) - 1 || axis == 0)
-            refuse(n, "axis " + std::to_string(axis) + ": xylem's " + (op == "Softmax" ? "softmax" : "log_softmax") +
-                          " normalises over the last axis only");
-        const std::vector<int64_t> shape = x.shape;
-        LayerOut l{op == "Softmax" ? "softmax" : "log_softmax", layer_name(n, ""), {use(input_of(n, 0), n)}, {}};
-        emit(std::move(l), n, shape, n.output(0));
-        return;
-    }
-    if (op == "GlobalAveragePool") {
-        check_known_attrs(n, {});
-        if (x.shape.size() != 4) refuse(n, "xylem pools 2-D maps (NCHW) only");
-        const std::vector<int64_t> shape{x.shape[0], x.shape[1], 1, 1};
-        LayerOut l{"global_avgpool", layer_name(n, ""), {use(input_of(n, 0), n)}, {}};
-        emit(std::move(l), n, shape, n.output(0));
-        values_[n.output(0)].squeezed = true;  // xylem's global_avgpool gives [C]
-        return;
-    }
-    if (op == "Flatten") {
-        check_known_attrs(n, {"axis"});
-        auto fail = [&](const std::string& why) { refuse(n, why); };
-        (void)fail;
-        int64_t axis = attr_int(n, "axis", 1);
-        if (axis < 0) axis += static_cast<int64_t>(x.shape.size());
-        if (axis != 1) refuse(n, "axis " + std::to_string(axis) + ": xylem flattens each sample (axis 1) only");
-        int64_t features = 1;
-        for (size_t k = 1; k < x.shape.size(); ++k) features *= x.shape[k];
-        if (x.squeezed || x.shape.size() == 2) {  // already [N, features]
-            values_[n.output(0)] = x;
-            values_[n.output(0)].squeezed = false;
-            values_[n.output(0)].shape = {x.shape[0], features};
-            out_.notes.push_back("skipped " + label(n) + " (its input is flat already)");
-            return;
-        }
-        LayerOut l{"flatten", layer_name(n, ""), {use(input_of(n, 0), n)}, {}};
-        emit(std::move(l), n, {x.shape[0], features}, n.output(0));
-        return;
-    }
-    if (op == "Reshape") {
-        check_known_attrs(n, {"allowzero"});
-        const HostTensor& s = constant(n, 1, "shape");
-        if (s.is_float || s.dims.size() != 1) refuse(n, "its shape must be a 1-D integer constant");
-        const bool allowzero = attr_int(n, "allowzero", 0) != 0;
-        std::vector<int64_t> out;
-        int64_t known = 1, infer = -1, total = 1;
-        for (size_t k = 1; k < x.shape.size(); ++k) total *= x.shape[k];
-        for (size_t k = 0; k < s.i.size(); ++k) {
-            int64_t d = s.i[k];
-            if (k == 0 && (d == x.shape[0] || d == kBatchMark || (d == 0 && !allowzero))) {
-                out.push_back(x.shape[0]);
-                continue;
-            }
-            if (k == 0 && d != -1)
-                refuse(n, "its shape " + shape_text(s.i) + " changes the batch axis; xylem reshapes each sample");
-            if (d == 0 && !allowzero) {
-                if (k >= x.shape.size()) refuse(n, "its shape copies an axis the input lacks");
-                d = x.shape[k];
-            }
-            if (d == -1) {
-                if (infer >= 0) refuse(n, "its shape has two -1");
-                infer = static_cast<int64_t>(k);
-            } else if (d < 1 || d > kMaxDim) {
-                refuse(n, "shape entry " + std::to_string(d) + " is out of range");
-            } else if (k > 0 && (__builtin_mul_overflow(known, d, &known) || known > kMaxElements)) {
-                refuse(n, "its shape " + shape_text(s.i) + " holds more than 2^31 - 1 elements per sample");
-            }
-            out.push_back(d);
-        }
-        if (infer == 0) {  // [-1, a, b]: the batch inferred, so the rest must hold one sample exactly
-            if (known != total) refuse(n, "its shape " + shape_text(s.i) + " does not keep the batch axis");
-            out[0] = x.shape[0];
-        } else if (infer > 0) {
-            if (total % known) refuse(n, "cannot infer the -1 of shape " + shape_text(s.i));
-            out[static_cast<size_t>(infer)] = total / known;
-        } else if (known != total) {
-            refuse(n, "its shape " + shape_text(s.i) + " does not hold the input " + shape_text(x.shape));
-        }
-        return reshape_like(n, out, input_of(n, 0));
-    }
-    if (op == "Unsqueeze" || op == "Squeeze") {
-        check_known_attrs(n, {});
-        std::vector<int64_t> axes;
-        if (n.input_size() > 1 && !n.input(1).empty()) {
-            const HostTensor& t = constant(n, 1, "axes");
-            if (t.is_float) refuse(n, "its axes must be integers");
-            axes = t.i;
-        }
-        if (x.layout == Value::kLstmY) {  // Y [T, 1, N, H] without its direction axis: [T, N, H]
-            if (op != "Squeeze" || axes != std::vector<int64_t>{1})
-                refuse(n, "xylem reads an LSTM's Y through Squeeze of axis 1 only");
-            Value v = x;
-            v.shape.erase(v.shape.begin() + 1);
-            v.layout = Value::kTimeMajor;
-            values_[n.output(0)] = v;
-            return;
-        }
-        if (x.layout != Value::kBatchMajor || x.zeros) refuse(n, "reshapes a time-major or zero-state tensor");
-        auto fail = [&](const std::string& why) { refuse(n, why); };
-        std::vector<int64_t> dims = x.shape;
-        if (op == "Unsqueeze") {
-            const size_t rank = dims.size() + axes.size();
-            std::vector<int64_t> norm;
-            for (int64_t a : axes) norm.push_back(normalize_axis(a, rank, fail));
-            std::sort(norm.begin(), norm.end());
-            if (std::adjacent_find(norm.begin(), norm.end()) != norm.end()) refuse(n, "repeats an axis");
-            for (int64_t a : norm) {
-                if (a == 0) refuse(n, "inserts an axis before the batch");
-                if (a > static_cast<int64_t>(dims.size())) refuse(n, "axis " + std::to_string(a) + " is out of range");
-                dims.insert(dims.begin() + a, 1);
-            }
-        } else {
-            if (axes.empty())
-                refuse(n, "squeezes every axis of size 1, the batch's perhaps; xylem needs explicit axes");
-            std::set<int64_t> drop;
-            for (int64_t a : axes) drop.insert(normalize_axis(a, dims.size(), fail));
-            if (drop.count(0)) refuse(n, "squeezes the batch axis");
-            std::vector<int64_t> keep;
-            for (size_t k = 0; k < dims.size(); ++k) {
-                if (drop.count(static_cast<int64_t>(k))) {
-                    if (dims[k] != 1)
-                        refuse(n, "squeezes axis " + std::to_string(k) + " of size " + std::to_string(dims[k]));
-                    continue;
-                }
-                keep.push_back(dims[k]);
-            }
-            dims = keep;
-        }
-        return reshape_like(n, dims, input_of(n, 0));
-    }
-    if (op == "Concat") {
-        check_known_attrs(n, {"axis"});
-        auto fail = [&](const std::string& why) { refuse(n, why); };
-        const int64_t axis = normalize_axis(attr_int(n, "axis", 0), x.shape.size(), fail);
-        if (axis == 0) refuse(n, "joins along the batch axis; xylem's concat joins axis 1 or later");
-        std::vector<int64_t> shape = x.shape;
-        shape[static_cast<size_t>(axis)] = 0;
-        std::vector<std::string> inputs;
-        for (const auto& in : n.input()) {
-            const Value& v = value(in);
-            if (v.is_const) refuse(n, "joins a constant to the model's data; xylem's concat joins layer outputs");
-            if (v.shape.size() != x.shape.size()) refuse(n, "joins tensors of different ranks");
-            for (size_t k = 0; k < v.shape.size(); ++k)
-                if (static_cast<int64_t>(k) != axis && v.shape[k] != x.shape[k])
-                    refuse(n, "joins " + shape_text(x.shape) + " and " + shape_text(v.shape) + " along axis " +
-                                  std::to_string(axis));
-            shape[static_cast<size_t>(axis)] += v.shape[static_cast<size_t>(axis)];
-            inputs.push_back(use(in, n));
-        }
-        LayerOut l{"concat", layer_name(n, ""), inputs, {{"axis", std::to_string(axis)}}};
-        emit(std::move(l), n, shape, n.output(0));
-        return;
-    }
+    if (pattern(n) || constant_op(n)) return;
+    for (const OpEntry& e : table())
+        if (op == e.op && e.handle) return e.handle(*this, n);
     refuse(n, "reads the model's data, and xylem only folds this op on constants");
 }
 
