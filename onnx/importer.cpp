@@ -48,7 +48,9 @@ const std::vector<Importer::OpEntry>& Importer::table() {
         {"Relu", "relu", [](Importer& i, const onnx::NodeProto& n) { i.activation(n); }},
         {"Sigmoid", "sigmoid", [](Importer& i, const onnx::NodeProto& n) { i.activation(n); }},
         {"Tanh", "tanh", [](Importer& i, const onnx::NodeProto& n) { i.activation(n); }},
-        {"Clip", "clamp (min and max constant scalars or absent; torch's ReLU6)",
+        {"Clip",
+         "relu6 for min 0 and max 6 (torch's ReLU6, fused into the conv or linear before it); else clamp (min and "
+         "max constant scalars or absent)",
          [](Importer& i, const onnx::NodeProto& n) { i.clip(n); }},
         {"MaxPool", "maxpool2d (square kernel, equal strides, symmetric equal padding, no dilation, floor mode)",
          [](Importer& i, const onnx::NodeProto& n) { i.pool(n, true); }},

@@ -285,8 +285,12 @@ void Importer::clip(const onnx::NodeProto& n) {
         bound[k] = t.f[0];
     }
     if (!(bound[0] <= bound[1])) refuse(n, "min " + toml_float(bound[0]) + " is above max " + toml_float(bound[1]));
-    std::vector<std::pair<std::string, std::string>>
-        keys;  // an absent bound is left out (a config's numbers are finite)
+    if (bound[0] == 0.f && bound[1] == 6.f) {  // ReLU6: an activation a conv or linear runs as its epilogue
+        LayerOut l{"relu6", layer_name(n, ""), {use(input_of(n, 0), n)}, {}};
+        emit(std::move(l), n, x.shape, n.output(0));
+        return;
+    }
+    std::vector<std::pair<std::string, std::string>> keys;  // an absent bound is left out (finite numbers only)
     if (std::isfinite(bound[0])) keys.push_back({"lo", toml_float(bound[0])});
     if (std::isfinite(bound[1])) keys.push_back({"hi", toml_float(bound[1])});
     LayerOut l{"clamp", layer_name(n, ""), {use(input_of(n, 0), n)}, keys};

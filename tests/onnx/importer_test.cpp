@@ -297,11 +297,13 @@ onnx::TensorProto scalar(const std::string& name, float v) {
 }
 
 TEST(OnnxImport, ClipBecomesClampAndItsHostileFormsNameTheNode) {
-    const onnx_import::Imported m = import_bytes(bytes_of(one_node("Clip", {-1, 5}, {scalar("lo", 0.f), scalar("hi", 6.f)})), "m", "");
+    const onnx_import::Imported m = import_bytes(bytes_of(one_node("Clip", {-1, 5}, {scalar("lo", -1.f), scalar("hi", 6.f)})), "m", "");
     ASSERT_EQ(m.layers.size(), 1u);
     EXPECT_EQ(m.layers[0].type, "clamp");
-    EXPECT_HAS(m.layers_toml, "lo = 0.0");
+    EXPECT_HAS(m.layers_toml, "lo = -1.0");
     EXPECT_HAS(m.layers_toml, "hi = 6.0");
+    const onnx_import::Imported relu6 = import_bytes(bytes_of(one_node("Clip", {-1, 5}, {scalar("lo", 0.f), scalar("hi", 6.f)})), "m", "");
+    EXPECT_EQ(relu6.layers[0].type, "relu6");  // torch's ReLU6: an activation a conv runs as its epilogue
     // Only min: no "hi" key (unbounded).
     const onnx_import::Imported lower = import_bytes(bytes_of(one_node("Clip", {-1, 5}, {scalar("lo", -1.f)})), "m", "");
     EXPECT_EQ(lower.layers_toml.find("hi ="), std::string::npos);
