@@ -115,6 +115,7 @@ RunConfig config_with_flags(const Args& a) {
     RunConfig c = load_config(a.config);
     apply_overrides(c, flag_overrides(a));
     if (!a.out.empty()) c.out_dir = a.out;
+    if (!a.init.empty()) c.init = a.init;
     return c;
 }
 
@@ -187,6 +188,7 @@ void parse_flags(Args& a, int argc, char** argv) {
         else if (f == "--checkpoint") a.checkpoint = value();
         else if (f == "--backend") a.backend = value();
         else if (f == "--out") a.out = value();
+        else if (f == "--init") a.init = value();
         else if (f == "--input") a.input = value();
         else if (f == "--plugin-path") a.plugin_dirs.push_back(value());
         else if (f == "--epochs") a.epochs = parse_int<int>(f, value(), ranges::epochs);
@@ -285,6 +287,8 @@ int train_run(const Args& a, const train::Launch& launch, std::unique_ptr<train:
     options.overrides = flag_overrides(a);
     options.accept_changed_data = a.accept_changed_data;
     if (a.accept_changed_data && !a.resume) throw UsageError{"--accept-changed-data applies to --resume"};
+    if (!a.init.empty() && a.resume)
+        throw UsageError{"--init starts a new run from a checkpoint's weights; a resumed run continues from its own"};
     if (a.trust_config_plugins && a.config.empty())  // a checkpoint's embedded config never names plugin folders
         throw UsageError{"--trust-config-plugins applies to a --config file you trust, not to a checkpoint's config"};
     if (a.resume) {

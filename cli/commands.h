@@ -17,6 +17,7 @@ struct Args {
     std::vector<std::string> operands;  // words that are not flags: plot's RUN_DIR, help's COMMAND
     bool help = false;                  // COMMAND --help (or -h)
     std::string config, checkpoint, backend, out, input;
+    std::string init;  // train --init FILE: train.init
     std::vector<std::string> plugin_dirs;
     std::optional<int> epochs, batch_size, top;  // set: the flag was given (and is in its range)
     std::optional<int64_t> max_steps;

@@ -72,6 +72,7 @@ const std::vector<Command>& commands() {
           {"--seed", "N", "seed of the initial weights, the shuffle and the validation split (train.seed)"},
           {"--max-steps", "N", "stop after N training steps in total over the whole run, not per epoch (0: no limit)"},
           {"--out", "DIR", "the run's out dir (default: the config's train.out, else runs/<config name>)"},
+          {"--init", "FILE", "start from this checkpoint's weights instead of the seeded init (train.init: fine-tuning)"},
           {"--accept-changed-data", "", "with --resume: train on even if a data file changed since the checkpoint"},
           kProfile,
           kPluginPath,

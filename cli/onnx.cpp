@@ -157,6 +157,7 @@ int run_import(const Args& a) {
     for (const std::string& note : m.notes) std::printf("  %s\n", note.c_str());
     std::printf("config: %s\ncheckpoint: %s\n", config.string().c_str(), checkpoint.string().c_str());
     std::printf("try: xylem eval --config %s --checkpoint %s\n", config.string().c_str(), checkpoint.string().c_str());
+    std::printf("fine-tune: xylem train --config %s --init %s\n", config.string().c_str(), checkpoint.string().c_str());
     return 0;
 #endif
 }

@@ -100,6 +100,8 @@ Run::Run(const RunConfig& c, Device& dev, std::ostream& out, const RunOptions& o
     check_memory_fits(training_memory(*model_, input_sample_shape(data_.train), *solver_, c.batch_size, resident_bytes()),
                       dev, c.source, "training this model");
     model_->build(dev, input_sample_shape(data_.train), c.seed);
+    // Fine-tuning: a new run starts from the checkpoint's tensors (all checked before any is set).
+    if (!resuming_ && !c.init.empty()) load_checkpoint(c.init, *model_);
     check_model_fits_data(c, *model_, data_);
     loss_ = make_loss(c.loss);
     loss_->check_output(model_->output_sample_shape());
@@ -234,6 +236,8 @@ void Run::banner() {
     if (resuming_)
         out_ << "resuming " << opt_.resume_from << " at " << where(st_.epoch, st_.step) << " of " << c_.epochs
              << " epochs\n";
+    else if (!c_.init.empty())
+        out_ << "initial weights: " << c_.init << " (train.init)\n";
     out_ << std::flush;
 }
 

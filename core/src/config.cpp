@@ -182,7 +182,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     parse_schedule(solver.sub("schedule"), sv.schedule);
 
     Section train = top.sub("train");
-    train.allow({"epochs", "batch_size", "seed", "print_every", "max_steps", "steps_per_epoch", "out", "capture",
+    train.allow({"epochs", "batch_size", "seed", "print_every", "max_steps", "steps_per_epoch", "out", "init", "capture",
                  "fusion", "checkpoint_every", "on_nonfinite", "best_metric", "test_every_epoch", "early_stopping"});
     train.get("epochs", c.epochs, ranges::epochs);
     train.get("batch_size", c.batch_size, ranges::batch_size);
@@ -191,6 +191,8 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     train.get("max_steps", c.max_steps, ranges::max_steps);
     train.get("steps_per_epoch", c.steps_per_epoch, ranges::steps_per_epoch);
     train.get("out", c.out_dir);
+    train.get("init", c.init);
+    if (train.node("init") && c.init.empty()) train.fail("init", "must name a checkpoint file (or leave the key out)");
     train.get("capture", c.capture);
     train.get("fusion", c.fusion);
     train.get("checkpoint_every", c.checkpoint_every, ranges::checkpoint_every);

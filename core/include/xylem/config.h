@@ -134,6 +134,10 @@ struct RunConfig {
     bool test_every_epoch = false;  // train.test_every_epoch: evaluate the test set every epoch, not only at the end
     EarlyStopping early_stopping;
     std::string out_dir;     // default: runs/<config file stem>
+    // train.init: a checkpoint (safetensors) whose tensors start a new run instead of the seeded
+    // initialisation: fine-tuning an imported or earlier model. Every parameter and buffer of the
+    // model must be in it with its shape; a resumed run ignores it (its checkpoint holds the state).
+    std::string init;
     bool fusion = true;      // train.fusion: run chains of elementwise ops as fused programs (XYLEM_FUSION overrides)
     bool capture = false;    // train.capture: record one training step (ABI 1.2 capture), replay it per step
     int64_t checkpoint_every = 0;  // train.checkpoint_every: steps between resumable checkpoints; 0 = epoch ends only
