@@ -223,7 +223,7 @@ XYLEM_KERNEL_NO_LIBCALLS(void, pack_image,
 // NV vectors of positions at xq (the tile's first position).
 template <class S, int KB, int NV>
 __attribute__((always_inline)) inline void fwd_tile(const float* __restrict xq, const int32_t* __restrict off,
-                                                    int64_t taps, const float* __restrict wt, int64_t ldw,
+                                                    int64_t taps, const float* __restrict wt, int64_t st, int64_t sf,
                                                     float* __restrict y, int64_t ldy) {
     using V = typename S::V;
     using Vu = typename S::Vu;
@@ -234,9 +234,9 @@ __attribute__((always_inline)) inline void fwd_tile(const float* __restrict xq, 
         const float* xt = xq + off[t];
         V xv[NV];
         for (int b = 0; b < NV; ++b) xv[b] = *reinterpret_cast<const Vu*>(xt + b * S::L);
-        const float* w = wt + t * ldw;
+        const float* w = wt + t * st;
         for (int a = 0; a < KB; ++a) {
-            const V wv = S::splat(w[a]);
+            const V wv = S::splat(w[a * sf]);
             for (int b = 0; b < NV; ++b) acc[a][b] = S::fma(wv, xv[b], acc[a][b]);
         }
     }
@@ -247,45 +247,50 @@ __attribute__((always_inline)) inline void fwd_tile(const float* __restrict xq, 
 // KB filters from wt's column k0 over every position vector.
 template <class S, int KB, int NV>
 __attribute__((always_inline)) inline void fwd_filters(const float* xq, const int32_t* off, int64_t taps,
-                                                       const float* wt, int64_t ldw, int64_t vectors, float* y,
-                                                       int64_t ldy) {
+                                                       const float* wt, int64_t st, int64_t sf, int64_t vectors,
+                                                       float* y, int64_t ldy) {
     int64_t q = 0;
-    for (; q + NV <= vectors; q += NV) fwd_tile<S, KB, NV>(xq + q * S::L, off, taps, wt, ldw, y + q * S::L, ldy);
+    for (; q + NV <= vectors; q += NV) fwd_tile<S, KB, NV>(xq + q * S::L, off, taps, wt, st, sf, y + q * S::L, ldy);
     switch (vectors - q) {
-    case 1: fwd_tile<S, KB, 1>(xq + q * S::L, off, taps, wt, ldw, y + q * S::L, ldy); break;
-    case 2: fwd_tile<S, KB, 2>(xq + q * S::L, off, taps, wt, ldw, y + q * S::L, ldy); break;
-    case 3: fwd_tile<S, KB, 3>(xq + q * S::L, off, taps, wt, ldw, y + q * S::L, ldy); break;
+    case 1: fwd_tile<S, KB, 1>(xq + q * S::L, off, taps, wt, st, sf, y + q * S::L, ldy); break;
+    case 2: fwd_tile<S, KB, 2>(xq + q * S::L, off, taps, wt, st, sf, y + q * S::L, ldy); break;
+    case 3: fwd_tile<S, KB, 3>(xq + q * S::L, off, taps, wt, st, sf, y + q * S::L, ldy); break;
     default: break;
     }
 }
 
-// Filters [0, kg) in tiles of KB (then 4, 2 and 1) x NV vectors; filter k's weights at wt[t*ldw + k].
+// Filters [0, kg) in tiles of KB (then 4, 2 and 1) x NV vectors; filter k's weight of tap t at
+// wt[t*st + k*sf].
 template <class S, int KB, int NV>
 __attribute__((always_inline)) inline void fwd_all(const float* xq, const int32_t* off, int64_t taps, const float* wt,
-                                                   int64_t ldw, int64_t kg, int64_t vectors, float* y, int64_t ldy) {
+                                                   int64_t st, int64_t sf, int64_t kg, int64_t vectors, float* y,
+                                                   int64_t ldy) {
     int64_t k = 0;
-    for (; k + KB <= kg; k += KB) fwd_filters<S, KB, NV>(xq, off, taps, wt + k, ldw, vectors, y + k * ldy, ldy);
+    for (; k + KB <= kg; k += KB)
+        fwd_filters<S, KB, NV>(xq, off, taps, wt + k * sf, st, sf, vectors, y + k * ldy, ldy);
     if constexpr (KB > 4)
-        for (; k + 4 <= kg; k += 4) fwd_filters<S, 4, NV>(xq, off, taps, wt + k, ldw, vectors, y + k * ldy, ldy);
-    for (; k + 2 <= kg; k += 2) fwd_filters<S, 2, NV>(xq, off, taps, wt + k, ldw, vectors, y + k * ldy, ldy);
-    for (; k < kg; ++k) fwd_filters<S, 1, NV>(xq, off, taps, wt + k, ldw, vectors, y + k * ldy, ldy);
+        for (; k + 4 <= kg; k += 4) fwd_filters<S, 4, NV>(xq, off, taps, wt + k * sf, st, sf, vectors, y + k * ldy, ldy);
+    for (; k + 2 <= kg; k += 2) fwd_filters<S, 2, NV>(xq, off, taps, wt + k * sf, st, sf, vectors, y + k * ldy, ldy);
+    for (; k < kg; ++k) fwd_filters<S, 1, NV>(xq, off, taps, wt + k * sf, st, sf, vectors, y + k * ldy, ldy);
 }
 
-// y[k*ldy + q] = sum_t wt[t*ldw + k] * xq[off[t] + q] for k < kg, q < qpad (a multiple of kAlign):
-// one group of one image, or a block of its filters (wt at the block's first column, ldw the
-// group's filter count). Each output is its taps' multiply-adds in tap order, whatever the block.
+// y[k*ldy + q] = sum_t wt[t*st + k*sf] * xq[off[t] + q] for k < kg, q < qpad (a multiple of
+// kAlign): one group of one image, or a block of its filters (wt at the block's first filter).
+// The weights in either layout: a conv's own [K][taps] (st = 1, sf = taps: each tile's filters are
+// broadcast one by one, so side by side buys nothing) or taps by filters (st = kg, sf = 1). Each
+// output is its taps' multiply-adds in tap order, whatever the block or layout.
 XYLEM_KERNEL_LEVELS(void, fwd_group,
-                    (const float* xq, const int32_t* off, int64_t taps, const float* wt, int64_t ldw, int64_t kg,
-                     int64_t qpad, float* y, int64_t ldy),
-                    (xq, off, taps, wt, ldw, kg, qpad, y, ldy)) {
+                    (const float* xq, const int32_t* off, int64_t taps, const float* wt, int64_t st, int64_t sf,
+                     int64_t kg, int64_t qpad, float* y, int64_t ldy),
+                    (xq, off, taps, wt, st, sf, kg, qpad, y, ldy)) {
     constexpr int NV = Tiles<S>::kVectors;  // vectors of positions per tile
     constexpr int KB = Tiles<S>::kFilters;  // filters per tile
     const int64_t vectors = qpad / S::L;
     // 4 vectors (a 7x7 map at avx512: 9x7 positions) as 3 + 1 left a one-vector tile, its KB
     // accumulators one FMA chain each: one tile of 4 vectors, as many accumulators, instead.
     if (vectors % NV == 1 && vectors % 4 == 0)
-        return fwd_all<S, KB * NV / 4, 4>(xq, off, taps, wt, ldw, kg, vectors, y, ldy);
-    fwd_all<S, KB, NV>(xq, off, taps, wt, ldw, kg, vectors, y, ldy);
+        return fwd_all<S, KB * NV / 4, 4>(xq, off, taps, wt, st, sf, kg, vectors, y, ldy);
+    fwd_all<S, KB, NV>(xq, off, taps, wt, st, sf, kg, vectors, y, ldy);
 }
 
 // y[k][oh][ow] = yq[k*qpad + oh*wq + ow]: the computed positions less the columns past each
@@ -300,13 +305,13 @@ XYLEM_KERNEL_NO_LIBCALLS(void, compact_rows,
 
 // The forward pass of images [n0, n1) of shape v with the filters wt ([G][taps][kg], each group's
 // taps by filters), on one thread: xq holds one packed image, yq [K][qpad].
-void fwd_images(const ConvShape& v, const Layout& l, const float* x, const float* wt, const float* b, int act,
+void fwd_images(const ConvShape& v, const Layout& l, const float* x, const float* w, const float* b, int act,
                 float* y, int64_t n0, int64_t n1, float* xq, float* yq) {
     const int64_t P = v.oh * v.ow;
     for (int64_t n = n0; n < n1; ++n) {
         pack_image(v, l, x + n * v.c * v.hw(), xq);
         for (int64_t g = 0; g < v.g; ++g)
-            fwd_group(xq + g * v.cg * l.chan, l.off, l.taps, wt + g * l.taps * v.kg, v.kg, v.kg, l.qpad,
+            fwd_group(xq + g * v.cg * l.chan, l.off, l.taps, w + g * v.kg * l.taps, 1, l.taps, v.kg, l.qpad,
                       yq + g * v.kg * l.qpad, l.qpad);
         float* yn = y + n * v.k * P;
         compact_rows(v, l, yq, yn);
@@ -321,14 +326,14 @@ constexpr int64_t kFilterBlock = 48;
 // Fewer images than workers (inference at batch 1): each image packed once on the calling thread,
 // then its groups' blocks of kFilterBlock filters shared out; ResNet-18's 7x7 layers ran on one
 // CPU of two before. The same bits as image by image (each output's taps in tap order).
-void fwd_filter_blocks(const ConvShape& v, const Layout& l, const float* x, const float* wt, const float* b, int act,
+void fwd_filter_blocks(const ConvShape& v, const Layout& l, const float* x, const float* w, const float* b, int act,
                        float* y, int workers, float* xq, float* yq) {
     const int64_t P = v.oh * v.ow, blocks = (v.kg + kFilterBlock - 1) / kFilterBlock;
     for (int64_t n = 0; n < v.n; ++n) {
         pack_image(v, l, x + n * v.c * v.hw(), xq);
         parallel_items(v.g * blocks, workers, [&](int, int64_t item) {
             const int64_t g = item / blocks, k0 = item % blocks * kFilterBlock;
-            fwd_group(xq + g * v.cg * l.chan, l.off, l.taps, wt + g * l.taps * v.kg + k0, v.kg,
+            fwd_group(xq + g * v.cg * l.chan, l.off, l.taps, w + (g * v.kg + k0) * l.taps, 1, l.taps,
                       std::min(kFilterBlock, v.kg - k0), l.qpad, yq + (g * v.kg + k0) * l.qpad, l.qpad);
         });
         float* yn = y + n * v.k * P;
@@ -340,22 +345,22 @@ void fwd_filter_blocks(const ConvShape& v, const Layout& l, const float* x, cons
 // Images shared out among the workers one at a time (each output's arithmetic does not depend on
 // the cut), so a worker the OS holds back delays no one by more than an image; blocks of filters
 // when there are fewer images than workers.
-void fwd_run(const ConvShape& v, const float* x, const float* wt, const float* b, int act, float* y, Arena& scratch) {
+void fwd_run(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y, Arena& scratch) {
     const Layout l = make_layout(v, scratch);
     const double flops = 2.0 * static_cast<double>(v.n) * v.k * v.oh * v.ow * l.taps;
     const int64_t blocks = v.n * v.g * ((v.kg + kFilterBlock - 1) / kFilterBlock);
     if (const int by_blocks = split_workers(flops, kMinSplitFlops, blocks); v.n < by_blocks) {
         float* xq = scratch.alloc<float>(l.image);
         float* yq = scratch.alloc<float>(v.k * l.qpad);
-        return fwd_filter_blocks(v, l, x, wt, b, act, y, by_blocks, xq, yq);
+        return fwd_filter_blocks(v, l, x, w, b, act, y, by_blocks, xq, yq);
     }
     const int workers = split_workers(flops, kMinSplitFlops, v.n);
     std::array<float*, kMaxSplit> xq{}, yq{};
-    for (int w = 0; w < workers; ++w) {
-        xq[w] = scratch.alloc<float>(l.image);
-        yq[w] = scratch.alloc<float>(v.k * l.qpad);
+    for (int wk = 0; wk < workers; ++wk) {
+        xq[wk] = scratch.alloc<float>(l.image);
+        yq[wk] = scratch.alloc<float>(v.k * l.qpad);
     }
-    parallel_items(v.n, workers, [&](int w, int64_t n) { fwd_images(v, l, x, wt, b, act, y, n, n + 1, xq[w], yq[w]); });
+    parallel_items(v.n, workers, [&](int wk, int64_t n) { fwd_images(v, l, x, w, b, act, y, n, n + 1, xq[wk], yq[wk]); });
 }
 
 // ---- filter gradient --------------------------------------------------------------------------
@@ -613,7 +618,7 @@ void data_images(const ConvShape& v, const DataPlan& p, const float* dy, float* 
         for (int64_t g = 0; g < v.g; ++g)
             for (int64_t f = 0; f < p.phases; ++f) {
                 const Phase& ph = p.phase[static_cast<size_t>(f)];
-                fwd_group(xq + g * v.kg * p.l.chan, ph.off, ph.taps, ph.wt + g * ph.taps * v.cg, v.cg, v.cg, ph.qpad,
+                fwd_group(xq + g * v.kg * p.l.chan, ph.off, ph.taps, ph.wt + g * ph.taps * v.cg, v.cg, 1, v.cg, ph.qpad,
                           yq, ph.qpad);
                 scatter_phase(v, ph, p.l.wq, yq, g * v.cg, dxn);
             }
@@ -663,7 +668,7 @@ bool direct_bwd_filter_fits(const ConvShape& v) {
 
 void direct_multiply(const float* xq, const int32_t* off, int64_t taps, const float* wt, int64_t kg, int64_t qpad,
                      float* y, int64_t ldy) {
-    fwd_group(xq, off, taps, wt, kg, kg, qpad, y, ldy);
+    fwd_group(xq, off, taps, wt, kg, 1, kg, qpad, y, ldy);
 }
 
 bool direct_multiply_fma() { return level_lanes() > 4; }
@@ -687,21 +692,10 @@ void direct_transpose(const float* src, int64_t rows, int64_t cols, int64_t ldk,
 }
 
 void direct_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y, Arena& scratch) {
-    // wt[g][t][k] = W[g*kg + k][t]: a tap's weights for a tile's filters side by side. In blocks
-    // of kBlock x kBlock, so that both sides stay in cache: row by row, ResNet-18's 256 -> 512
-    // stride-2 filter's transpose wrote 1.2M floats 2 KB apart, and its call at batch 1 took 9.3 ms
-    // instead of 2.6 (one core, avx512).
-    constexpr int64_t kBlock = 32;
-    const int64_t taps = v.cg * v.r * v.s;
-    float* wt = scratch.alloc<float>(v.k * taps);
-    for (int64_t g = 0; g < v.g; ++g)
-        for (int64_t k0 = 0; k0 < v.kg; k0 += kBlock)
-            for (int64_t t0 = 0; t0 < taps; t0 += kBlock) {
-                const int64_t k1 = std::min(v.kg, k0 + kBlock), t1 = std::min(taps, t0 + kBlock);
-                for (int64_t t = t0; t < t1; ++t)
-                    for (int64_t k = k0; k < k1; ++k) wt[(g * taps + t) * v.kg + k] = w[(g * v.kg + k) * taps + t];
-            }
-    fwd_run(v, x, wt, b, act, y, scratch);
+    // The filters as they are, [K][taps]: the kernels broadcast a tile's weights one by one, so a
+    // copy with a tap's filters side by side bought nothing, and at batch 1 the copy cost more than
+    // the multiply-adds (ResNet-18's 512 -> 512 3x3 at batch 1, 2 threads: 2.4M floats moved per call).
+    fwd_run(v, x, w, b, act, y, scratch);
 }
 
 void direct_bwd_data(const ConvShape& v, const float* dy, const float* w, float* dx, Arena& scratch) {
