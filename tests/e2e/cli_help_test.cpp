@@ -110,7 +110,8 @@ TEST(CliHelp, EveryCommandHelpListsExactlyTheFlagsItTakes) {
     EXPECT_EQ(flags["predict"], (std::vector<std::string>{"--config", "--checkpoint", "--input", "--top", "--out",
                                                            "--backend", "--plugin-path", "--trust-config-plugins"}));
     EXPECT_EQ(flags["plot"], std::vector<std::string>{"--out"});
-    EXPECT_EQ(flags["train"].size(), 13u);  // with --accept-changed-data and --trust-config-plugins
+    EXPECT_EQ(flags["train"].size(), 14u);  // with --init, --accept-changed-data and --trust-config-plugins
+    EXPECT_NE(std::find(flags["train"].begin(), flags["train"].end(), "--init"), flags["train"].end());
     for (const std::string c : {"train", "eval", "predict", "plot"}) {
         for (const std::string& f : all) {
             const bool listed = std::find(flags[c].begin(), flags[c].end(), f) != flags[c].end();
