@@ -93,7 +93,9 @@ TEST_P(Fusion, AnIntermediateReadAfterTheChainIsStored) {
             ASSERT_NEAR(s[i], std::exp(double(c.ha[i]) * c.hb[i]) / z, 1e-6) << "row " << r;
         }
     }
-    if (fused_op()) EXPECT_EQ(f.last_step_launches(), 2u);
+    if (fused_op()) {
+        EXPECT_EQ(f.last_step_launches(), 2u);
+    }
 }
 
 TEST_P(Fusion, AStepThatDiffersFromTheRecordingRunsAsIssued) {
@@ -110,7 +112,9 @@ TEST_P(Fusion, AStepThatDiffersFromTheRecordingRunsAsIssued) {
     EXPECT_NE(f.note().find("other ops than the recorded step"), std::string::npos) << f.note();
     f.run([&] { c.issue(dev(), -1.0f); });  // the recorded step again: fused again
     c.check(-1.0f);
-    if (fused_op()) EXPECT_EQ(f.last_step_launches(), 1u);
+    if (fused_op()) {
+        EXPECT_EQ(f.last_step_launches(), 1u);
+    }
 }
 
 TEST_P(Fusion, AHostReadInsideAChainRunsTheHeldOpsFirst) {

@@ -166,7 +166,9 @@ TEST_F(Sample, BadInputIsOneLineNamingIt) {
     auto one_line = [](const xylem::test::CliResult& r, int code, const std::string& needle) {
         EXPECT_EQ(r.code, code) << r.err;
         EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-        if (code == 1) EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        if (code == 1) {
+            EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        }
         EXPECT_EQ(r.out, "");
     };
     const std::string missing = (dir_ / "nope.safetensors").string();
