@@ -18,11 +18,12 @@ status 1 on any disagreement.
 import argparse
 import os
 import re
-import subprocess
 import sys
 import time
 
 import numpy as np
+
+from xylem_cli import rel_err, xylem  # beside this script
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(SOURCE, "examples")
@@ -118,17 +119,6 @@ MODELS = {
     "gpt": (lambda: example("gpt_char.toml"), 2),
     "gpt_tanh": (gpt_tanh, 2),
 }
-
-
-def xylem(args, *argv, check=True):
-    r = subprocess.run([args.xylem, *argv], capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"xylem {' '.join(argv)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    return r
-
-
-def rel_err(got, want):
-    return float(np.max(np.abs(got.astype(np.float64) - want)) / max(np.max(np.abs(want)), 1e-30))
 
 
 def ort_session(path):

@@ -16,11 +16,12 @@ import csv
 import gzip
 import os
 import re
-import subprocess
 import sys
 import time
 
 import numpy as np
+
+from xylem_cli import rel_err, xylem  # beside this script
 import torch
 from torch import nn
 
@@ -159,17 +160,6 @@ def ort_run(path, x):
     import onnxruntime as ort
     s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     return s.run(None, {s.get_inputs()[0].name: x})[0]
-
-
-def xylem(args, *argv, check=True):
-    r = subprocess.run([args.xylem, *argv], capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"xylem {' '.join(argv)} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    return r
-
-
-def rel_err(got, want):
-    return float(np.max(np.abs(got.astype(np.float64) - want)) / max(np.max(np.abs(want)), 1e-30))
 
 
 def fashion_images(count):

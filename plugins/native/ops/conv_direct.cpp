@@ -303,19 +303,29 @@ XYLEM_KERNEL_NO_LIBCALLS(void, compact_rows,
             copy_row<1>(y + (k * v.oh + oh) * v.ow, yq + k * l.qpad + oh * l.wq, v.ow);
 }
 
-// The forward pass of images [n0, n1) of shape v with the filters wt ([G][taps][kg], each group's
-// taps by filters), on one thread: xq holds one packed image, yq [K][qpad].
+// Filters [k0, k0 + kn) of group g of one packed image (xq) into yq ([K][qpad]), the filters read
+// in place ([K][taps]).
+void fwd_filters_of(const ConvShape& v, const Layout& l, const float* xq, const float* w, int64_t g, int64_t k0,
+                    int64_t kn, float* yq) {
+    fwd_group(xq + g * v.cg * l.chan, l.off, l.taps, w + (g * v.kg + k0) * l.taps, 1, l.taps, kn, l.qpad,
+              yq + (g * v.kg + k0) * l.qpad, l.qpad);
+}
+
+// yq's computed positions into image n of Y, less the columns past each row, with bias and activation.
+void finish_image(const ConvShape& v, const Layout& l, const float* yq, const float* b, int act, float* y, int64_t n) {
+    const int64_t P = v.oh * v.ow;
+    float* yn = y + n * v.k * P;
+    compact_rows(v, l, yq, yn);
+    if (b || act != XYLEM_ACT_NONE) channel_bias_activate(act, b, yn, P, yn, P, v.k, P);
+}
+
+// The forward pass of images [n0, n1) on one thread: xq holds one packed image, yq [K][qpad].
 void fwd_images(const ConvShape& v, const Layout& l, const float* x, const float* w, const float* b, int act,
                 float* y, int64_t n0, int64_t n1, float* xq, float* yq) {
-    const int64_t P = v.oh * v.ow;
     for (int64_t n = n0; n < n1; ++n) {
         pack_image(v, l, x + n * v.c * v.hw(), xq);
-        for (int64_t g = 0; g < v.g; ++g)
-            fwd_group(xq + g * v.cg * l.chan, l.off, l.taps, w + g * v.kg * l.taps, 1, l.taps, v.kg, l.qpad,
-                      yq + g * v.kg * l.qpad, l.qpad);
-        float* yn = y + n * v.k * P;
-        compact_rows(v, l, yq, yn);
-        if (b || act != XYLEM_ACT_NONE) channel_bias_activate(act, b, yn, P, yn, P, v.k, P);
+        for (int64_t g = 0; g < v.g; ++g) fwd_filters_of(v, l, xq, w, g, 0, v.kg, yq);
+        finish_image(v, l, yq, b, act, y, n);
     }
 }
 
@@ -328,17 +338,14 @@ constexpr int64_t kFilterBlock = 48;
 // CPU of two before. The same bits as image by image (each output's taps in tap order).
 void fwd_filter_blocks(const ConvShape& v, const Layout& l, const float* x, const float* w, const float* b, int act,
                        float* y, int workers, float* xq, float* yq) {
-    const int64_t P = v.oh * v.ow, blocks = (v.kg + kFilterBlock - 1) / kFilterBlock;
+    const int64_t blocks = (v.kg + kFilterBlock - 1) / kFilterBlock;
     for (int64_t n = 0; n < v.n; ++n) {
         pack_image(v, l, x + n * v.c * v.hw(), xq);
         parallel_items(v.g * blocks, workers, [&](int, int64_t item) {
             const int64_t g = item / blocks, k0 = item % blocks * kFilterBlock;
-            fwd_group(xq + g * v.cg * l.chan, l.off, l.taps, w + (g * v.kg + k0) * l.taps, 1, l.taps,
-                      std::min(kFilterBlock, v.kg - k0), l.qpad, yq + (g * v.kg + k0) * l.qpad, l.qpad);
+            fwd_filters_of(v, l, xq, w, g, k0, std::min(kFilterBlock, v.kg - k0), yq);
         });
-        float* yn = y + n * v.k * P;
-        compact_rows(v, l, yq, yn);
-        if (b || act != XYLEM_ACT_NONE) channel_bias_activate(act, b, yn, P, yn, P, v.k, P);
+        finish_image(v, l, yq, b, act, y, n);
     }
 }
 

@@ -2,6 +2,7 @@
 // padding never does) and average pooling, with a fast path for the common 2x2 stride-2 window.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "native.h"
@@ -192,7 +193,7 @@ void fwd_general(const Pool& p, const float* x, float* y) {
 // Non-overlapping windows write every covered dX element once; only odd edges need zeros.
 void bwd_2x2(const Pool& p, const float* dy, const float* x, const float* y, float* dx) {
     const int64_t ow4 = p.ow / 4 * 4;
-    const Windows win(p);
+    std::optional<Windows> win;  // only for NaN windows and odd edges: no allocation on the common path
     const I4 lo = {0, 4, 1, 5}, hi = {2, 6, 3, 7};  // interleave two rows of window values back
     for (int64_t pl = 0; pl < p.planes; ++pl) {
         const float* plane = x + pl * p.h * p.w;
@@ -223,7 +224,8 @@ void bwd_2x2(const Pool& p, const float* dy, const float* x, const float* y, flo
                 for (int64_t j = 0; j < p.ow; ++j) {
                     if (j < ow4 && yr[j] == yr[j]) continue;
                     d0[2 * j] = d0[2 * j + 1] = d1[2 * j] = d1[2 * j + 1] = 0.0f;
-                    dx[pl * p.h * p.w + argmax(p, win, plane, i, j)] = g[j];
+                    if (!win) win.emplace(p);
+                    dx[pl * p.h * p.w + argmax(p, *win, plane, i, j)] = g[j];
                 }
             } else {
                 for (int64_t j = 0; j < ow4; j += 4) {
