@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch CPU peer of xylem's examples/char_rnn.toml (Karpathy's char-rnn defaults), for benchmarking.
+"""PyTorch peer (CPU, or CUDA with --device cuda) of xylem's examples/char_rnn.toml (Karpathy's char-rnn defaults), for benchmarking.
 
 The same data, laid out the same way as xylem's [data] text (train/include/xylem/train/text_data.h):
   - the corpus: the regular files of each --text folder (not recursive, links followed) in sorted
@@ -22,9 +22,17 @@ zeroed at each epoch's start and before validation, which carries them along its
 Prints one JSON object per line on stdout:
   {"kind": "data", "chars", "vocab", "train_chars", "validation_chars", "steps_per_epoch", ...}
   {"kind": "epoch", "epoch", "steps", "complete", "train_loss", "val_loss", "val_bpc",
-   "seconds" (training only), "ms_per_iteration", "global_step"}   at every epoch end, and where
-   --max-steps ends the run (as xylem's train.max_steps does; its metrics.json has the same rows)
-Run it with Debian's interpreter, /usr/bin/python3 (python3-torch).
+   "seconds" (training only), "ms_per_iteration", "global_step", and torch_mlp.py's StepClock
+   fields: "step_seconds" (median seconds per step over the epoch's windows of --step-window
+   steps after the first), "step_window", "step_windows", "step_window_seconds"}   at every
+   epoch end, and where --max-steps ends the run (as xylem's train.max_steps does; its
+   metrics.json has the same rows)
+--device cuda: the model and the whole laid-out text on the GPU (nn.LSTM runs cuDNN's LSTM), the
+loss summed on the device and read once per epoch (on cpu: read every step, as before), the clock
+read after torch.cuda.synchronize (at the epoch's start and end and every --step-window steps).
+No untimed warm-up: the first window (cuDNN's set-up) is left out of step_seconds, not "seconds".
+Run it with Debian's interpreter, /usr/bin/python3 (python3-torch), or on a GPU machine with any
+Python whose torch has CUDA.
 """
 import argparse
 import fnmatch
@@ -37,6 +45,8 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_mlp import StepClock, device_info
 
 
 def corpus_files(paths, excludes):
@@ -119,10 +129,14 @@ def main():
     p.add_argument("--max-steps", type=int, default=0, help="stop after N steps over the run (0: no limit)")
     p.add_argument("--seed", type=int, default=123)
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--step-window", type=int, default=100, help="read the clock every N steps for step_seconds")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    dev = torch.device(args.device)
+    cuda = dev.type == "cuda"
 
     files = corpus_files(args.text, args.exclude)
     text = b"".join(open(f, "rb").read() for f in files)
@@ -137,17 +151,22 @@ def main():
     if train is None:
         sys.exit("the training text is too short for one batch")
     steps_per_epoch = train[0].shape[1] // args.seq_len
+    if cuda:
+        train = tuple(t.to(dev) for t in train)
+        val = tuple(t.to(dev) for t in val) if val is not None else None
     print(json.dumps({"kind": "data", "files": len(files), "chars": len(text), "vocab": len(vocab),
                       "train_chars": len(text) - held, "validation_chars": held,
                       "steps_per_epoch": steps_per_epoch, "torch": torch.__version__,
-                      "threads": torch.get_num_threads()}), flush=True)
+                      "threads": torch.get_num_threads(), **device_info(dev)}), flush=True)
 
-    model = CharRnn(len(vocab), args)
+    model = CharRnn(len(vocab), args).to(dev)
     opt = torch.optim.RMSprop(model.parameters(), lr=args.lr, alpha=args.alpha, eps=args.eps)
     global_step = 0
     for epoch in range(1, args.epochs + 1):
         state, loss_sum, steps = None, 0.0, 0
-        t0 = time.perf_counter()
+        loss_dev = torch.zeros((), device=dev) if cuda else None
+        clock = StepClock(dev, args.step_window)
+        clock.start()
         for k in range(steps_per_epoch):
             xb = train[0][:, k * args.seq_len:(k + 1) * args.seq_len]
             yb = train[1][:, k * args.seq_len:(k + 1) * args.seq_len]
@@ -159,15 +178,21 @@ def main():
             loss.backward()
             torch.nn.utils.clip_grad_value_(model.parameters(), args.clip)
             opt.step()
-            loss_sum += loss.item()
+            if cuda:
+                loss_dev += loss.detach()  # no host read per step
+            else:
+                loss_sum += loss.item()
             steps += 1
             global_step += 1
+            clock.after_step(steps)
             if args.max_steps and global_step >= args.max_steps:
                 break
-        seconds = time.perf_counter() - t0
+        seconds = clock.stop()
+        if cuda:
+            loss_sum = loss_dev.item()
         row = {"kind": "epoch", "epoch": epoch, "steps": steps, "complete": steps == steps_per_epoch,
                "global_step": global_step, "train_loss": loss_sum / steps, "seconds": seconds,
-               "ms_per_iteration": 1000 * seconds / steps}
+               "ms_per_iteration": 1000 * seconds / steps, **clock.fields()}
         if val is not None:
             row["val_loss"] = evaluate(model, val[0], val[1], args.seq_len)
             row["val_bpc"] = row["val_loss"] / math.log(2)

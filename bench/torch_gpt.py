@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch CPU peer of xylem's examples/gpt_char.toml (nanoGPT's shakespeare_char CPU config), for benchmarking.
+"""PyTorch peer (CPU, or CUDA with --device cuda) of xylem's examples/gpt_char.toml (nanoGPT's shakespeare_char CPU config), for benchmarking.
 
 The model is nanoGPT's GPT (github.com/karpathy/nanoGPT, model.py): token and position
 embeddings, n_layer pre-LN blocks x + attn(ln_1(x)), then + mlp(ln_2(.)), a final LayerNorm and
@@ -64,7 +64,15 @@ train/text_data.h), so that `xylem eval` / `xylem sample --checkpoint FILE` acce
 --parity-fixture FILE writes the fixture of tests/layers/gpt_parity_test.cpp instead of training
 (see parity_fixture below; tests/fixtures/gpt_parity.toml is its xylem config).
 
-Run it with Debian's interpreter, /usr/bin/python3 (python3-torch 1.13).
+--device cuda: the model, the training and validation tokens on the GPU; the batch offsets are
+drawn on the CPU from the same generator as on cpu (the same windows), moved to the GPU (12
+integers) and gathered there. The training loss is summed on the device and read at the
+--print-every rows only (on cpu: read every iteration, as before); every clock read (start,
+each --step-window, pause before validation, the end) follows torch.cuda.synchronize. No untimed
+warm-up: the first window is left out of step_seconds, not "seconds". Sampling runs on the device.
+
+Run it with Debian's interpreter, /usr/bin/python3 (python3-torch 1.13), or on a GPU machine with
+any Python whose torch has CUDA.
 """
 import argparse
 import json
@@ -80,7 +88,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from torch_char_rnn import corpus_files
-from torch_mlp import StepClock
+from torch_mlp import StepClock, device_info, sync
 from torch_resnet import write_safetensors
 
 VOCABULARY_KEY = "xylem.vocabulary"  # train/include/xylem/train/text_data.h kVocabularyKey
@@ -261,8 +269,12 @@ def load_text(paths, excludes, validation):
 
 
 def get_batch(data, batch, block, gen):
-    """nanoGPT's get_batch: `batch` windows at uniformly drawn offsets in [0, len - block)."""
+    """nanoGPT's get_batch: `batch` windows at uniformly drawn offsets in [0, len - block).
+    `gen` is a CPU generator; data on a GPU are gathered there at the offsets drawn on the CPU."""
     ix = torch.randint(len(data) - block, (batch,), generator=gen)
+    if data.device.type != "cpu":
+        at = ix.to(data.device)[:, None] + torch.arange(block, device=data.device)
+        return data[at], data[at + 1]
     x = torch.stack([data[i:i + block] for i in ix])
     y = torch.stack([data[i + 1:i + 1 + block] for i in ix])
     return x, y
@@ -323,9 +335,9 @@ def generate_kv_cache(model, prime, n, top_k, temperature, gen):
             history = history[-(context // 2):]
             caches = [{} for _ in model.transformer.h]
             for t in history:
-                model.forward_cached(torch.tensor([[t]]), caches)
+                model.forward_cached(torch.tensor([[t]], device=prime.device), caches)
         history.append(token)
-        logits = model.forward_cached(torch.tensor([[token]]), caches)[:, -1, :]
+        logits = model.forward_cached(torch.tensor([[token]], device=prime.device), caches)[:, -1, :]
 
     for t in prime[0].tolist():
         feed(t)
@@ -340,13 +352,16 @@ def generate_kv_cache(model, prime, n, top_k, temperature, gen):
 def sample_benchmark(model, vocab, args):
     model.eval()
     index = {b: i for i, b in enumerate(vocab)}
-    prime = torch.tensor([[index[b] for b in args.prime.encode()]], dtype=torch.long)
+    dev = next(model.parameters()).device
+    prime = torch.tensor([[index[b] for b in args.prime.encode()]], dtype=torch.long, device=dev)
     row = {"kind": "sample", "tokens": args.sample_tokens, "batch": 1, "prime_chars": prime.size(1),
            "temperature": 1.0, "top_k": args.top_k}
     for name, fn in (("no_cache", generate_no_cache), ("kv_cache", generate_kv_cache)):
-        gen = torch.Generator().manual_seed(args.seed)
+        gen = torch.Generator(device=dev).manual_seed(args.seed)
+        sync(dev)
         t0 = time.perf_counter()
         out = fn(model, prime, args.sample_tokens, args.top_k, 1.0, gen)
+        sync(dev)
         seconds = time.perf_counter() - t0
         tokens = out[0, prime.size(1):].tolist() if torch.is_tensor(out) else out
         row[name] = {"seconds": seconds, "tokens_per_second": args.sample_tokens / seconds,
@@ -448,6 +463,7 @@ class PausableClock(StepClock):
     """StepClock whose time excludes the pauses (validation between iterations)."""
 
     def pause(self):
+        sync(self.device)
         self.paused_at = time.perf_counter()
 
     def resume(self):
@@ -493,6 +509,7 @@ def main():
     p.add_argument("--prime", default="\n")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads(N); 0 keeps PyTorch's default")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--save-init", metavar="FILE", help="write the initial parameters as a xylem checkpoint")
     p.add_argument("--parity-fixture", metavar="FILE", help="write the parity test's fixture and exit")
     args = p.parse_args()
@@ -502,14 +519,18 @@ def main():
         parity_fixture(args.parity_fixture)
         return 0
     torch.manual_seed(args.seed)
+    dev = torch.device(args.device)
+    cuda = dev.type == "cuda"
 
     files, text, vocab, train, val = load_text(args.text, args.exclude, args.validation)
     T, B = args.block_size, args.batch_size
     vx, vy = validation_windows(val, T)
+    if cuda:
+        train, vx, vy = train.to(dev), vx.to(dev), vy.to(dev)
     print(json.dumps({"kind": "data", "files": len(files), "chars": len(text), "vocab": len(vocab),
                       "train_chars": len(train), "validation_chars": len(val), "train_windows": len(train) - T,
                       "validation_windows": vx.size(0), "torch": torch.__version__,
-                      "threads": torch.get_num_threads()}), flush=True)
+                      "threads": torch.get_num_threads(), **device_info(dev)}), flush=True)
 
     model = GPT(len(vocab), T, args.n_layer, args.n_head, args.n_embd)
     if args.save_init:
@@ -519,6 +540,7 @@ def main():
                            VOCABULARY_KEY: json.dumps(list(vocab), separators=(",", ":"))})
     if args.iters <= 0:
         return 0
+    model.to(dev)  # after --save-init (whose tensors go through the CPU anyway); keeps the tie
     opt = make_optimizer(model, args.lr, (args.beta1, args.beta2), args.weight_decay)
     gen = torch.Generator().manual_seed(args.seed)
     print(json.dumps({"kind": "model", "parameters": sum(q.numel() for q in model.parameters()),
@@ -526,21 +548,27 @@ def main():
                       "block_size": T, "batch_size": B}), flush=True)
 
     model.train()
-    clock = PausableClock(torch.device("cpu"), args.step_window)
+    clock = PausableClock(dev, args.step_window)
     clock.start()
     loss_sum, loss_n, last_row, val_loss, lr = 0.0, 0, 0, None, args.lr
+    loss_dev = torch.zeros((), device=dev) if cuda else None
     for it in range(args.iters):
         lr = scheduled_lr(args.lr, it, args.t_max, args.min_lr, args.warmup_steps)
         for g in opt.param_groups:
             g["lr"] = lr
         x, y = get_batch(train, B, T, gen)
         loss, _ = train_step(model, opt, x, y, args.clip_norm)
-        loss_sum += loss.item()
+        if cuda:
+            loss_dev += loss.detach()  # read at the rows only
+        else:
+            loss_sum += loss.item()
         loss_n += 1
         done = it + 1
         clock.after_step(done)
         last = done == args.iters
         if done % args.print_every == 0 or last:
+            if cuda:
+                loss_sum = loss_dev.item()
             row = {"kind": "progress", "iter": done, "lr": lr, "train_loss": loss_sum / loss_n,
                    "step_seconds": window_median(clock.marks, last_row, done)}
             if done % args.eval_every == 0 or last:
@@ -551,6 +579,8 @@ def main():
             if not last:
                 print(json.dumps(row), flush=True)
                 loss_sum, loss_n, last_row = 0.0, 0, done
+                if cuda:
+                    loss_dev.zero_()
     clock.pause()
     seconds = clock.paused_at - clock.t0  # the pauses for validation already taken off t0
     print(json.dumps({"kind": "final", "iters": args.iters, "lr": lr, "train_loss": loss_sum / max(loss_n, 1),
