@@ -65,8 +65,8 @@ train/text_data.h), so that `xylem eval` / `xylem sample --checkpoint FILE` acce
 (see parity_fixture below; tests/fixtures/gpt_parity.toml is its xylem config).
 
 --device cuda: the model, the training and validation tokens on the GPU; the batch offsets are
-drawn on the CPU from the same generator as on cpu (the same windows), moved to the GPU (12
-integers) and gathered there. The training loss is summed on the device and read at the
+drawn on the CPU from the same generator as on cpu (the same windows), copied to the GPU (12
+integers, pinned and non-blocking as nanoGPT does) and gathered there. The training loss is summed on the device and read at the
 --print-every rows only (on cpu: read every iteration, as before); every clock read (start,
 each --step-window, pause before validation, the end) follows torch.cuda.synchronize. No untimed
 warm-up: the first window is left out of step_seconds, not "seconds". Sampling runs on the device.
@@ -273,7 +273,8 @@ def get_batch(data, batch, block, gen):
     `gen` is a CPU generator; data on a GPU are gathered there at the offsets drawn on the CPU."""
     ix = torch.randint(len(data) - block, (batch,), generator=gen)
     if data.device.type != "cpu":
-        at = ix.to(data.device)[:, None] + torch.arange(block, device=data.device)
+        # pinned and non-blocking, as nanoGPT: a pageable copy would synchronise the host each iteration
+        at = ix.pin_memory().to(data.device, non_blocking=True)[:, None] + torch.arange(block, device=data.device)
         return data[at], data[at + 1]
     x = torch.stack([data[i:i + block] for i in ix])
     y = torch.stack([data[i + 1:i + 1 + block] for i in ix])
