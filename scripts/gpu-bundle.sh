@@ -21,6 +21,18 @@
 #                           not glibc, libstdc++, libgcc_s, nor cuBLAS/cuDNN/NVRTC, which the GPU
 #                           image has as pip wheels or in its CUDA toolkit), bundle-info.txt
 #   fashion-mnist/          the four .gz files (already compressed; kept out of the xz)
+#   fortunes/               the text corpus of examples/char_rnn.toml and gpt_char.toml (Debian's
+#                           /usr/share/games/fortunes, 2.8 MiB; gpu-run.sh puts it back there)
+#   onnx/                   tests/onnx/check_models.py --save at opset 17 (models exported by this
+#                           torch, inputs and ONNX Runtime's outputs; ResNet-18 and MobileNetV2 left out: the
+#                           64 MiB a device call carries):
+#                           gpu-check.sh runs them through `xylem run --backend cuda`
+#   python/xylem/           the Python package (python/xylem/*.py and its _xylem module) built for
+#                           the GPU image's Python (3.12) when XYLEM_GPU_PYTHON names a Python 3.12
+#                           with nanobind 2.9.2 (default ~/.cache/xylem/py312/bin/python; skipped,
+#                           with a warning, when absent); its RUNPATH is build-gpu/lib
+# Environment: XYLEM_GPU_ONNX_PYTHON, a Python with Debian's torch and onnxruntime (default
+# build-onnx/onnx-venv/bin/python; the onnx/ folder is skipped, with a warning, when absent).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 LINK=/tmp/xylem-gpu-src
@@ -50,6 +62,17 @@ if [[ $BUILD_IT -eq 1 ]]; then
     fi
     cmake --build "$B" -j"$JOBS"
 fi
+PY312="${XYLEM_GPU_PYTHON:-$HOME/.cache/xylem/py312/bin/python}"
+HAVE_PY=0
+if [[ $BUILD_IT -eq 1 && -x "$PY312" ]] && "$PY312" -c 'import sys, nanobind; sys.exit(sys.version_info[:2] != (3, 12))'; then
+    # The same build tree with the Python module on (it links the plugins and core already built).
+    cmake "$B" -DXYLEM_BUILD_PYTHON=ON -DPython_EXECUTABLE="$PY312" > /dev/null
+    cmake --build "$B" -j"$JOBS" --target _xylem && HAVE_PY=1
+elif [[ $BUILD_IT -eq 0 ]] && ls "$B"/lib/_xylem.cpython-312-*.so > /dev/null 2>&1; then
+    HAVE_PY=1
+else
+    echo "warning: no Python 3.12 with nanobind at $PY312 (XYLEM_GPU_PYTHON): the bundle has no Python package" >&2
+fi
 [[ -x "$B/bin/xylem" && -f "$B/plugins/libxylem_cuda.so" ]] || { echo "no CUDA build in $B" >&2; exit 1; }
 [[ -f "$B/plugins/libxylem_opencl.so" && -x "$B/bin/test_opencl" ]] || { echo "no OpenCL plugin in $B (XYLEM_BUILD_OPENCL=ON?)" >&2; exit 1; }
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
@@ -77,6 +100,16 @@ while IFS= read -r -d '' f; do ldd "$f" 2>/dev/null || true; done \
         [[ "$name" == libxylem* || "$path" == "$STAGE"/* || "$path" == "$B"/* ]] && continue
         [[ -f "$STAGE/sys-lib/$name" ]] || cp -L "$path" "$STAGE/sys-lib/$name"
     done
+# The native plugin dlopens OpenBLAS by its SONAME (plugins/native/blas.cpp), so ldd does not list
+# it: that library and its own closure (gfortran, quadmath) are added by name.
+blas_so="$( (grep -h -o 'XYLEM_OPENBLAS_SONAME=[^ ]*' "$B/build.ninja" "$B"/plugins/native/CMakeFiles/*/flags.make 2>/dev/null || true) |
+    sed -n '1{s/.*=//; s/[\\"]//g; p}')"
+blas_path="$(ldconfig -p | awk -v n="$blas_so" '$1 == n && $NF ~ /^\// && !p {p = $NF} END {print p}')"
+[[ -n "$blas_so" && -n "$blas_path" ]] || { echo "cannot find the OpenBLAS the native plugin loads (${blas_so:-no SONAME})" >&2; exit 1; }
+cp -L "$blas_path" "$STAGE/sys-lib/$blas_so"
+ldd "$blas_path" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r name path; do
+    [[ "$name" =~ $skip ]] || [[ -f "$STAGE/sys-lib/$name" ]] || cp -L "$path" "$STAGE/sys-lib/$name"
+done
 # The opencl plugin's run-time needs came with the ldd closure; an OpenCL driver must not (the ICD
 # loader dlopens one named by a vendor file, so none should be a link-time dependency).
 for l in libOpenCL.so.1 libclblast.so.1; do
@@ -100,11 +133,31 @@ cat "$STAGE/bundle-info.txt"
 
 mkdir -p "$ROOT/.gpu/fashion-mnist"
 cp "$DATA"/*-ubyte.gz "$ROOT/.gpu/fashion-mnist/"
+rm -rf "$ROOT/.gpu/fortunes" "$ROOT/.gpu/onnx" "$ROOT/.gpu/python"
+if [[ -d /usr/share/games/fortunes ]]; then
+    mkdir -p "$ROOT/.gpu/fortunes"
+    find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' -exec cp {} "$ROOT/.gpu/fortunes/" \;
+else
+    echo "warning: no /usr/share/games/fortunes (apt-get install fortunes): char_rnn and gpt_char cannot run there" >&2
+fi
+ONNX_PY="${XYLEM_GPU_ONNX_PYTHON:-$ROOT/build-onnx/onnx-venv/bin/python}"
+if [[ -x "$ONNX_PY" ]] && "$ONNX_PY" -c 'import onnxruntime, torch' 2>/dev/null; then
+    "$ONNX_PY" "$ROOT/tests/onnx/check_models.py" --xylem "$B/bin/xylem" --work "$STAGE/onnx-work" \
+        --save "$ROOT/.gpu/onnx" --opsets 17 --models mlp,lenet,mix,lstm,gru,gpt,affine,gelu_tanh \
+        2>/dev/null | grep '^saved' || { echo "check_models.py --save failed" >&2; exit 1; }
+else
+    echo "warning: no Python with torch and onnxruntime at $ONNX_PY (XYLEM_GPU_ONNX_PYTHON): no onnx/ models" >&2
+fi
+if [[ $HAVE_PY -eq 1 ]]; then
+    mkdir -p "$ROOT/.gpu/python/xylem"
+    cp "$ROOT"/python/xylem/*.py "$ROOT/python/xylem/py.typed" "$ROOT/.gpu/python/xylem/"
+    cp "$B"/lib/_xylem.cpython-312-*.so "$ROOT/.gpu/python/xylem/"
+fi
 tar -C "$STAGE" -cf - build-gpu sys-lib bundle-info.txt | xz -T"$JOBS" -6 > "$ROOT/.gpu/xylem-gpu-build.tar.xz.tmp"
 mv "$ROOT/.gpu/xylem-gpu-build.tar.xz.tmp" "$ROOT/.gpu/xylem-gpu-build.tar.xz"
 echo
 echo "unpacked: $(du -sh "$STAGE" | cut -f1) ($(wc -l < "$STAGE/files.txt") build files, $(ls "$STAGE/sys-lib" | wc -l) libraries)"
-du -b "$ROOT/.gpu/xylem-gpu-build.tar.xz" "$ROOT/.gpu/fashion-mnist" | awk '{printf "%8.1f MiB  %s\n", $1 / 1048576, $2}'
+du -sb "$ROOT/.gpu/xylem-gpu-build.tar.xz" "$ROOT/.gpu"/{fashion-mnist,fortunes,onnx,python} 2>/dev/null | awk '{printf "%8.1f MiB  %s\n", $1 / 1048576, $2}'
 total=$(du -sb "$ROOT/.gpu" | cut -f1)
 tree=$(cd "$ROOT" && git ls-files -co --exclude-standard -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 awk -v a="$total" -v b="$tree" 'BEGIN {printf ".gpu total: %.1f MiB; with the working tree (%.1f MiB) a device call carries %.1f MiB of its 64 MiB\n", a / 1048576, b / 1048576, (a + b) / 1048576}'

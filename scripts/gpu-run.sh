@@ -34,7 +34,7 @@ set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 MODE=check
 BUDGET=560
-REPS=5
+REPS=3
 KEEP=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -112,6 +112,19 @@ else
     DATA_MODE="$STD_DATA not writable: examples/*.toml point at $DATA_BUNDLE (tests with the fixed path skip)"
 fi
 echo "data: $DATA_MODE"
+# The text corpus of char_rnn.toml and gpt_char.toml (the configs read the fixed path).
+FORTUNES=/usr/share/games/fortunes
+if [[ -d "$FORTUNES" ]] && ls "$FORTUNES" | grep -q .; then
+    TEXT_MODE="found at $FORTUNES"
+elif [[ -d "$REPO/.gpu/fortunes" ]] && mkdir -p "$FORTUNES" 2>/dev/null && cp "$REPO"/.gpu/fortunes/* "$FORTUNES/"; then
+    TEXT_MODE="copied from .gpu/fortunes to $FORTUNES"
+else
+    TEXT_MODE="no $FORTUNES and none copied: char_rnn and gpt_char fail"
+fi
+echo "text: $TEXT_MODE"
+# Saved ONNX models (check_models.py --save) and the Python package, when the bundle has them.
+[[ -d "$REPO/.gpu/onnx" ]] && export GPU_ONNX_DIR="$REPO/.gpu/onnx"
+[[ -d "$REPO/.gpu/python/xylem" ]] && export GPU_PYTHONPATH="$REPO/.gpu/python"
 
 # ---- libraries -------------------------------------------------------------------------------------
 CUDA_DIRS="$(python3 - <<'PY' 2>/dev/null
@@ -188,7 +201,8 @@ echo "  libOpenCL.so.1 -> $(ldd "$B/plugins/libxylem_opencl.so" 2>/dev/null | aw
     summary ""
     summary "- device: $(nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader 2>/dev/null | head -1 || true)"
     summary "- bundle: $(sed -n 's/^repo_rev: //p' "$T/bundle-info.txt"), made $(sed -n 's/^made_utc: //p' "$T/bundle-info.txt"); checkout here: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo 'no git')"
-    summary "- data: $DATA_MODE"
+    summary "- data: $DATA_MODE; text: $TEXT_MODE"
+    summary "- onnx models: ${GPU_ONNX_DIR:-none in the bundle}; python package: ${GPU_PYTHONPATH:-none in the bundle}"
     summary "- libraries: ${missing:-all found} (cuBLAS/cuDNN/NVRTC from ${CUDA_DIRS:-nowhere}; NVRTC: $(ldd "$B/plugins/libxylem_cuda.so" 2>/dev/null | awk '$1 == "libnvrtc.so.13" {print $3}'))"
     summary "- opencl driver: $OCL_DRIVER"
 }
@@ -219,7 +233,9 @@ case "$MODE" in
         summary "- gpu-check.sh: rc $rc: $(grep -E '^=== gpu-check:' "$WORK/check/gpu-check.log" | tail -1)"
         grep -E '^=== FAILED' "$WORK/check/gpu-check.log" | sed 's/^/    /' >> "$WORK/summary.md"
         grep -E '% tests passed' "$WORK/check/gpu-check.log" | sed 's/^/    ctest: /' >> "$WORK/summary.md"
-        grep -E '^=== fused kernels' "$WORK/check/gpu-check.log" | sed 's/^=== /    /' >> "$WORK/summary.md"
+        grep -E '^=== (fused kernels|cuda tests in ctest)' "$WORK/check/gpu-check.log" | sed 's/^=== /    /' >> "$WORK/summary.md"
+        grep -E '^(ok  |FAIL) .* vs (native|eager)|^transfers per step|^(ok|FAIL): last loss|^(cuda|native) *: fit|^(ok  |FAIL) .* opset 17 ' \
+            "$WORK/check/gpu-check.log" | sed 's/^/    /' >> "$WORK/summary.md"
         grep -E '^=== opencl' "$WORK/check/gpu-check.log" | sed 's/^=== /    /' >> "$WORK/summary.md"
         [[ -f "$WORK/check/opencl-conformance.txt" ]] && { summary "    opencl conformance (xylem-conformance, per-op table):"; sed 's/^/        /' "$WORK/check/opencl-conformance.txt" >> "$WORK/summary.md"; }
         for m in "$WORK"/check/*/metrics.json; do

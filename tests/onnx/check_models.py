@@ -181,8 +181,14 @@ def main():
     p.add_argument("--opsets", default="13,14,17")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--images", type=int, default=500, help="Fashion-MNIST test images for import + predict")
+    p.add_argument("--save", metavar="DIR", help="only export each model, its input and ORT's output into DIR "
+                   "(for a machine without this torch or onnxruntime: scripts/gpu-bundle.sh carries them)")
+    p.add_argument("--saved", metavar="DIR", help="compare against what --save wrote in DIR instead of exporting "
+                   "(models whose files are missing there are skipped); no import + predict")
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
+    if args.save:
+        return save(args)
     if not args.backends:
         listed = xylem(args, "backends", check=False).stdout
         args.backends = "native" + (",opencl" if re.search(r"^opencl .* available ", listed, re.M) else "")
@@ -191,12 +197,12 @@ def main():
     rng = np.random.default_rng(7)
     for name in args.models.split(","):
         for opset in (int(o) for o in args.opsets.split(",")):
-            path, _ = export(name, opset, args.work)
-            shape = MODELS[name][1]
-            x = rng.integers(0, 50, shape) if name == "gpt" else rng.standard_normal(shape).astype(np.float32)
-            xin = os.path.join(args.work, f"{name}_op{opset}_x.npy")
-            np.save(xin, x)
-            want = ort_run(path, x)
+            if args.saved:
+                path, xin, want = saved_case(args.saved, name, opset)
+                if path is None:
+                    continue
+            else:
+                path, xin, want = case(args.work, name, opset, rng)
             for backend in args.backends.split(","):
                 out = os.path.join(args.work, f"{name}_op{opset}_{backend}")
                 t0 = time.time()
@@ -214,13 +220,44 @@ def main():
                       f"wall {time.time() - t0:.1f} s)", flush=True)
                 if not ok:
                     failures.append(f"{name} opset {opset} {backend}: relative error {err:.3e} > {args.rtol}")
-            if MODELS[name][2]:
+            if MODELS[name][2] and not args.saved:
                 failures += import_predict(args, name, opset, path)
     if failures:
         print("\n".join(["", "failures:"] + failures))
         return 1
     print("all agree")
     return 0
+
+
+def case(work, name, opset, rng):
+    """Exports NAME at OPSET into WORK with a random input beside it: (model, input .npy, ORT's output)."""
+    path, _ = export(name, opset, work)
+    shape = MODELS[name][1]
+    x = rng.integers(0, 50, shape) if name == "gpt" else rng.standard_normal(shape).astype(np.float32)
+    xin = os.path.join(work, f"{name}_op{opset}_x.npy")
+    np.save(xin, x)
+    return path, xin, ort_run(path, x)
+
+
+def save(args):
+    """--save DIR: each model's .onnx, input and ORT output, for --saved elsewhere."""
+    os.makedirs(args.save, exist_ok=True)
+    rng = np.random.default_rng(7)
+    for name in args.models.split(","):
+        for opset in (int(o) for o in args.opsets.split(",")):
+            path, xin, want = case(args.save, name, opset, rng)
+            np.save(os.path.join(args.save, f"{name}_op{opset}_ort.npy"), want)
+            print(f"saved {os.path.basename(path)}: input {os.path.basename(xin)}, ORT output {list(want.shape)}")
+    return 0
+
+
+def saved_case(folder, name, opset):
+    """What --save wrote for NAME at OPSET: (model, input .npy, ORT's output), or Nones if absent."""
+    stem = os.path.join(folder, f"{name}_op{opset}")
+    files = (stem + ".onnx", stem + "_x.npy", stem + "_ort.npy")
+    if not all(os.path.isfile(f) for f in files):
+        return None, None, None
+    return files[0], files[1], np.load(files[2])
 
 
 def import_predict(args, name, opset, path):
