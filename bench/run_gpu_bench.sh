@@ -2,7 +2,9 @@
 # GPU benchmarks for issue 5's speed bars: xylem (cuda) against PyTorch CUDA in the same run.
 #
 #   bench/run_gpu_bench.sh [--reps N] [--build DIR] [--backend NAME] [--torch-device DEV]
-#                          [--python PATH] [--quick] [--budget S] [--out DIR]
+#                          [--python PATH] [--quick] [--budget S] [--out DIR] [--only GROUPS]
+#
+# --only GROUPS: comma-separated, of mlp, lenet, theano, resnet, char-rnn, gpt, attention (default all).
 #
 # Per repetition (interleaved, in this order):
 #   mlp-eager          xylem train examples/fashion_mlp.toml, 1 epoch, batch 64
@@ -68,6 +70,7 @@ PY="${PYTHON:-}"
 QUICK=0
 BUDGET=480
 OUT_ARG=""
+ONLY=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --reps) REPS="$2"; shift 2 ;;
@@ -77,6 +80,7 @@ while [[ $# -gt 0 ]]; do
         --python) PY="$2"; shift 2 ;;
         --quick) QUICK=1; shift ;;
         --budget) BUDGET="$2"; shift 2 ;;
+        --only) ONLY="$2"; shift 2 ;;
         --out) OUT_ARG="$2"; shift 2 ;;
         -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
@@ -203,6 +207,7 @@ xrun() {  # xrun VARIANT REP CONFIG EXTRA...
     local v="$1" r="$2" cfg="$3"; shift 3
     run "$v" "$r" "$XYLEM" train --config "$cfg" "${XARGS[@]}" "$@" --out "$OUT/runs/$v-r$r"
 }
+want() { [[ -z "$ONLY" || ",$ONLY," == *",$1,"* ]]; }  # --only's groups
 START=$SECONDS
 echo "timing: up to $REPS interleaved repetitions (budget ${BUDGET}s)"
 LONGEST=0   # the longest repetition so far: the estimate of the next one
@@ -211,23 +216,33 @@ for r in $(seq 1 "$REPS"); do
         echo "  budget of ${BUDGET}s: another repetition (~${LONGEST}s) would not end in it after $((r - 1)); stopping"; break
     fi
     REP_START=$SECONDS
-    xrun mlp-eager "$r" "$MLP" "${MLP_X[@]}"
-    xrun mlp-captured "$r" "$OUT/mlp-captured.toml" "${MLP_X[@]}"
-    xrun mlp-resident "$r" "$OUT/mlp-resident.toml" "${MLP_X[@]}"
-    xrun mlp-captured-res "$r" "$OUT/mlp-captured-res.toml" "${MLP_X[@]}"
-    run torch-mlp "$r" "$PY" bench/torch_mlp.py "${TARGS[@]}" --batch-size 64 --lr 0.01 --momentum 0.9 "${MLP_X[@]}"
-    xrun lenet "$r" examples/fashion_lenet.toml "${LENET_X[@]}"
-    run torch-lenet "$r" "$PY" bench/torch_lenet.py "${TARGS[@]}" --batch-size 64 "${LENET_X[@]}"
-    if [[ -x "$THEANO" ]]; then run theano "$r" "$THEANO" "$BACKEND" "$THEANO_ITERS"; fi
-    xrun resnet "$r" "$RESNET_CFG" --max-steps "$RESNET_STEPS"
-    run torch-resnet "$r" "$PY" bench/torch_resnet.py "${TARGS[@]}" --max-steps "$RESNET_STEPS" --step-window "$WINDOW"
-    xrun char-rnn "$r" "$RNN_CFG" --max-steps "$RNN_STEPS"
-    run torch-char-rnn "$r" "$PY" bench/torch_char_rnn.py --device "$TORCH_DEVICE" --text "$TEXT_DIR" --epochs 1 \
-        --max-steps "$RNN_STEPS" --step-window "$WINDOW"
-    xrun gpt "$r" "$GPT_CFG" --max-steps "$GPT_STEPS" --epochs 2   # the last --epochs wins: 2 epochs of 250 steps
-    run torch-gpt "$r" "$PY" bench/torch_gpt.py --device "$TORCH_DEVICE" --text "$TEXT_DIR" --iters "$GPT_STEPS" \
-        --sample-tokens 0
-    if ((r == 1)); then
+    if want mlp; then
+        xrun mlp-eager "$r" "$MLP" "${MLP_X[@]}"
+        xrun mlp-captured "$r" "$OUT/mlp-captured.toml" "${MLP_X[@]}"
+        xrun mlp-resident "$r" "$OUT/mlp-resident.toml" "${MLP_X[@]}"
+        xrun mlp-captured-res "$r" "$OUT/mlp-captured-res.toml" "${MLP_X[@]}"
+        run torch-mlp "$r" "$PY" bench/torch_mlp.py "${TARGS[@]}" --batch-size 64 --lr 0.01 --momentum 0.9 "${MLP_X[@]}"
+    fi
+    if want lenet; then
+        xrun lenet "$r" examples/fashion_lenet.toml "${LENET_X[@]}"
+        run torch-lenet "$r" "$PY" bench/torch_lenet.py "${TARGS[@]}" --batch-size 64 "${LENET_X[@]}"
+    fi
+    if want theano && [[ -x "$THEANO" ]]; then run theano "$r" "$THEANO" "$BACKEND" "$THEANO_ITERS"; fi
+    if want resnet; then
+        xrun resnet "$r" "$RESNET_CFG" --max-steps "$RESNET_STEPS"
+        run torch-resnet "$r" "$PY" bench/torch_resnet.py "${TARGS[@]}" --max-steps "$RESNET_STEPS" --step-window "$WINDOW"
+    fi
+    if want char-rnn; then
+        xrun char-rnn "$r" "$RNN_CFG" --max-steps "$RNN_STEPS"
+        run torch-char-rnn "$r" "$PY" bench/torch_char_rnn.py --device "$TORCH_DEVICE" --text "$TEXT_DIR" --epochs 1 \
+            --max-steps "$RNN_STEPS" --step-window "$WINDOW"
+    fi
+    if want gpt; then
+        xrun gpt "$r" "$GPT_CFG" --max-steps "$GPT_STEPS" --epochs 2   # the last --epochs wins: 2 epochs of 250 steps
+        run torch-gpt "$r" "$PY" bench/torch_gpt.py --device "$TORCH_DEVICE" --text "$TEXT_DIR" --iters "$GPT_STEPS" \
+            --sample-tokens 0
+    fi
+    if ((r == 1)) && want attention; then
         if [[ -x "$ATTENTION" ]]; then run attention "$r" "$ATTENTION" "$BACKEND" "$ATT_REPS"; fi
         run torch-attention "$r" "$PY" bench/torch_attention.py --device "$TORCH_DEVICE" --reps "$ATT_REPS"
     fi

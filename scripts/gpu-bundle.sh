@@ -83,7 +83,8 @@ STAGE="$(mktemp -d /tmp/xylem-gpu-stage.XXXXXX)"
 trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE/build-gpu" "$STAGE/sys-lib"
 # The build's products and what ctest reads (the gtest lists are written after each link).
-(cd "$B" && find bin lib plugins test_plugins* test_plugin_deps -maxdepth 1 \( -type f -o -type l \) \
+(cd "$B" && find share -type f -print
+    find bin lib plugins test_plugins* test_plugin_deps -maxdepth 1 \( -type f -o -type l \) \
         \( -perm -u+x -o -name '*.so*' \) -print
     find . \( -name CTestTestfile.cmake -o -name '*_tests.cmake' -o -name '*_include.cmake' \) -print) |
     sed 's|^\./||' | sort > "$STAGE/files.txt"

@@ -53,13 +53,22 @@ echo "=== fused kernels in the disk cache ($fused_cache): $(ls "$fused_cache" 2>
 # Every example on cuda against native, same config and seed (scripts/gpu-compare-runs.py: the last
 # logged loss within 2% and the test accuracy within a point: two backends' float noise grows over
 # training). The longer ones are cut to a few hundred steps; the MLP and LeNet run their configs.
+# GPU_PAIRS: which of them (default all five; the MLP's cuda run is the captured runs' reference).
 XY=("$BUILD/bin/xylem")
 PP=(--plugin-path "$BUILD/plugins")
-pair() {  # pair NAME CONFIG FLAGS...: trains on cuda (with --profile) and native, compares
-    local name="$1" cfg="$2"
+pair() {  # pair NAME CONFIG FLAGS...: trains on cuda (with --profile) and, meanwhile, on native; compares
+    local name="$1" cfg="$2" native_pid
     shift 2
+    [[ " ${GPU_PAIRS:-fashion_mlp fashion_lenet fashion_resnet char_rnn gpt_char} " == *" $name "* ]] || return 0
+    # The native run uses the CPU while the cuda one uses the GPU: side by side, it costs no time.
+    ( failed=()
+      step "train $name on native" "${XY[@]}" train --config "$cfg" --backend native "${PP[@]}" \
+          --out "$LOGDIR/$name-native" "$@" > "$LOGDIR/$name-native.log" 2>&1
+      [[ ${#failed[@]} == 0 ]] ) &
+    native_pid=$!
     step "train $name on cuda" "${XY[@]}" train --config "$cfg" --backend cuda "${PP[@]}" --out "$LOGDIR/$name-cuda" --profile "$@"
-    step "train $name on native" "${XY[@]}" train --config "$cfg" --backend native "${PP[@]}" --out "$LOGDIR/$name-native" "$@"
+    wait "$native_pid" || failed+=("train $name on native")
+    cat "$LOGDIR/$name-native.log"
     step "compare $name cuda vs native" python3 scripts/gpu-compare-runs.py "$name cuda vs native" \
         "$LOGDIR/$name-cuda" "$LOGDIR/$name-native"
 }
@@ -78,8 +87,10 @@ for variant in "capture:train=capture = true" "resident:data=resident = true" \
     cp examples/fashion_mlp.toml "$vcfg"
     IFS=: read -r -a kvs <<<"${variant#*:}"
     for kv in "${kvs[@]}"; do sed -i "s/^\[${kv%%=*}\]\$/[${kv%%=*}]\n${kv#*=}/" "$vcfg"; done
+    prof=(--profile)
+    [[ "$vname" == *capture* ]] && prof=()  # --profile syncs after every op: a captured step refuses it
     step "train fashion_mlp on cuda, $vname" "${XY[@]}" train --config "$vcfg" --backend cuda "${PP[@]}" \
-        --out "$LOGDIR/fashion_mlp-cuda-$vname" --profile
+        --out "$LOGDIR/fashion_mlp-cuda-$vname" "${prof[@]}"
     step "compare fashion_mlp $vname vs eager" python3 scripts/gpu-compare-runs.py --same \
         "fashion_mlp $vname vs eager (cuda)" "$LOGDIR/fashion_mlp-cuda-$vname" "$LOGDIR/fashion_mlp-cuda"
 done
@@ -115,12 +126,13 @@ fi
 # markdown block for docs/gpu-results.md; ~100 s a repetition, estimated). Its budget is
 # what is left of GPU_CHECK_LIMIT (default 600 s, one device call) less 40 s for the
 # summary (a repetition starts only if it would end within it); with less than 60 s left it is skipped with the command to run it
-# in a call of its own. GPU_BENCH=0 skips it; GPU_BENCH_REPS sets the repetitions (default 3).
+# in a call of its own. GPU_BENCH=0 skips it; GPU_BENCH_REPS sets the repetitions (default 3),
+# GPU_BENCH_ONLY its groups (run_gpu_bench.sh --only).
 if [[ "${GPU_BENCH:-1}" != 0 ]]; then
     budget=$(( ${GPU_CHECK_LIMIT:-600} - SECONDS - 40 ))
     if (( budget >= 60 )); then
         step "gpu benchmarks" bench/run_gpu_bench.sh --build "$BUILD" --reps "${GPU_BENCH_REPS:-3}" \
-            --budget "$budget" --out "$LOGDIR/gpu-bench"
+            --budget "$budget" --out "$LOGDIR/gpu-bench" ${GPU_BENCH_ONLY:+--only "$GPU_BENCH_ONLY"}
     else
         echo "=== gpu benchmarks skipped: ${SECONDS}s used of ${GPU_CHECK_LIMIT:-600}s; run them in a call of" \
              "their own: bench/run_gpu_bench.sh --build $BUILD"

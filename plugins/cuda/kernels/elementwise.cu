@@ -1,4 +1,4 @@
-// Elementwise kernels: fill, copy, axpby, scale, mul, activations, dropout, bias epilogues.
+// Elementwise kernels: fill, copy, axpby, scale, mul, add (broadcast), activations, dropout, bias epilogues.
 #include "common.cuh"
 #include "xylem/ops.h"
 
@@ -27,6 +27,16 @@ __global__ void scale_k(float* y, int64_t n, float beta) {
 
 __global__ void mul_k(const float* a, const float* b, float* out, int64_t n) {
     XYLEM_GRID_STRIDE(i, n) out[i] = a[i] * b[i];
+}
+
+// out = alpha*a + beta*b over [rows, cols], b broadcast by mode (plugin_kit::Broadcast: 0
+// elementwise, 1 a row vector [cols], 2 a column vector [rows]). out may be a (same index).
+__global__ void add_k(const float* a, const float* b, float* out, int64_t rows, int64_t cols, int mode, float alpha,
+                      float beta) {
+    XYLEM_GRID_STRIDE(i, rows * cols) {
+        const float other = mode == 0 ? b[i] : mode == 1 ? b[i % cols] : b[i / cols];
+        out[i] = alpha * a[i] + beta * other;
+    }
 }
 
 __global__ void act_fwd_k(int act, const float* x, float* y, int64_t n) {
@@ -83,6 +93,11 @@ void scale(float* y, int64_t n, float beta, cudaStream_t s) {
 }
 void mul(const float* a, const float* b, float* out, int64_t n, cudaStream_t s) {
     if (n) mul_k<<<grid_for(n), kThreads, 0, s>>>(a, b, out, n);
+}
+void add(const float* a, const float* b, float* out, int64_t rows, int64_t cols, int mode, float alpha, float beta,
+         cudaStream_t s) {
+    const int64_t n = rows * cols;
+    if (n) add_k<<<grid_for(n), kThreads, 0, s>>>(a, b, out, rows, cols, mode, alpha, beta);
 }
 void act_fwd(int act, const float* x, float* y, int64_t n, cudaStream_t s) {
     if (n) act_fwd_k<<<grid_for(n), kThreads, 0, s>>>(act, x, y, n);

@@ -27,6 +27,9 @@ void copy_u32(const uint32_t* x, uint32_t* y, int64_t n, cudaStream_t s);
 void axpby(const float* a, const float* b, float* out, int64_t n, float alpha, float beta, cudaStream_t s);
 void scale(float* y, int64_t n, float beta, cudaStream_t s);  // beta == 0 writes zeros without reading
 void mul(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
+// ADD: out = alpha*a + beta*b over [rows, cols]; mode: plugin_kit::Broadcast (0 elementwise, 1 row, 2 column).
+void add(const float* a, const float* b, float* out, int64_t rows, int64_t cols, int mode, float alpha, float beta,
+         cudaStream_t s);
 void act_fwd(int act, const float* x, float* y, int64_t n, cudaStream_t s);
 void act_bwd(int act, const float* dy, const float* y, float* dx, int64_t n, cudaStream_t s);
 void dropout(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed, cudaStream_t s);

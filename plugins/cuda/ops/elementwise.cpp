@@ -64,6 +64,18 @@ void op_mul(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
     a.check_launch();
 }
 
+// add (ABI 1.4): b elementwise, a row vector or a column vector (plugin_kit::add_shape, the rule every
+// plugin shares); out may be a, or b when b is elementwise; a broadcast b must not overlap out.
+void op_add(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
+    OpArgs a(desc, 2, 2, 1);
+    const auto at = a.attrs<xylem_add_attrs>();
+    const Tensor ta = a.in(0, "a"), tb = a.in(1, "b"), tout = a.out(0, "out");
+    const plugin_kit::AddShape sh = plugin_kit::add_shape(a, ta, tb, tout);
+    if (sh.b != plugin_kit::Broadcast::elementwise && overlap(tout, tb)) a.fail("out overlaps the broadcast b");
+    k::add(ta.f32(), tb.f32(), tout.f32(), sh.rows, sh.cols, static_cast<int>(sh.b), at.alpha, at.beta, s.stream_);
+    a.check_launch();
+}
+
 // act_fwd and act_bwd take the GELUs too (ABI 1.7); linear_fwd and conv2d_fwd do not fuse them.
 void op_act_fwd(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
     OpArgs a(desc, 1, 1, 1);
