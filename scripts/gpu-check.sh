@@ -45,6 +45,15 @@ step "ctest" ctest --test-dir "$BUILD" --output-on-failure --timeout 300 -O "$LO
 echo "=== cuda tests in ctest: $(grep -E 'Test +#[0-9]+: .*(Cuda|cuda)' "$LOGDIR/gpu-check.log" | grep -c ' Passed') passed," \
      "$(grep -E 'Test +#[0-9]+: .*(Cuda|cuda)' "$LOGDIR/gpu-check.log" | grep -vc ' Passed') not passed"
 grep -E 'Test +#[0-9]+: .*(Cuda|cuda)' "$LOGDIR/gpu-check.log" | grep -v ' Passed' | sed 's/^/    /' || true
+# gtest's value-parameterised suites (conformance, gradient checks, training agreement) make one
+# instance per backend available when the binary starts, but ctest runs the names discovered where
+# the build was made: with no GPU there, no /cuda instance is on ctest's list (the first H100 run,
+# issue 30, ran only the kit's conformance.cuda and the Cuda* tests). So each test binary runs its
+# cuda instances here, by name.
+for t in "$BUILD"/bin/test_*; do
+    [[ -x "$t" && "$(basename "$t")" != test_opencl ]] || continue
+    step "cuda instances of $(basename "$t")" "$t" --gtest_filter='*/cuda:*/cuda/*:*/cuda_*' --gtest_brief=1
+done
 # What NVRTC compiled for fused_elementwise during the suite (one file per program, arch and NVRTC).
 fused_cache="${XDG_CACHE_HOME:-$HOME/.cache}/xylem/cuda-fused"
 echo "=== fused kernels in the disk cache ($fused_cache): $(ls "$fused_cache" 2>/dev/null | grep -c '\.bin$') files," \
@@ -94,11 +103,17 @@ for variant in "capture:train=capture = true" "resident:data=resident = true" \
     step "compare fashion_mlp $vname vs eager" python3 scripts/gpu-compare-runs.py --same \
         "fashion_mlp $vname vs eager (cuda)" "$LOGDIR/fashion_mlp-cuda-$vname" "$LOGDIR/fashion_mlp-cuda"
 done
-step "resident data: 0 transfers per step" python3 -c 'import json, sys
+# Resident data: nothing goes up per step; what transfers remain are the loss read back at each
+# log row (print_every) and the epoch's order, at most steps / print_every + 2 per epoch.
+step "resident data: no transfer but the log rows' loss reads" python3 -c 'import json, math, sys
 e = json.load(open(sys.argv[1]))["epochs"]
-t = [x.get("transfers_per_step") for x in e]
-print("transfers per step, each epoch:", t)
-sys.exit(0 if all(v == 0 for v in t) else 1)' "$LOGDIR/fashion_mlp-cuda-resident/metrics.json"
+every = int(sys.argv[2])
+ok = all(x.get("h2d_bytes_per_step", 1) == 0 and
+         x["transfers_per_step"] * x["steps"] <= math.ceil(x["steps"] / every) + 2 for x in e)
+print("per epoch: transfers", [round(x["transfers_per_step"] * x["steps"]) for x in e], "in", [x["steps"] for x in e],
+      "steps; host-to-device bytes per step", [x.get("h2d_bytes_per_step") for x in e])
+sys.exit(0 if ok else 1)' "$LOGDIR/fashion_mlp-cuda-resident/metrics.json" \
+    "$(sed -n 's/^print_every *= *\([0-9]*\).*/\1/p' examples/fashion_mlp.toml | head -1 | grep . || echo 100)"
 
 # The Theano scenario (issue 5 bar: within 10% of the bare GEMM, zero transfers in the loop).
 step "theano loop on cuda" "$BUILD/bin/xylem-bench-theano" cuda 500

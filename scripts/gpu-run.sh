@@ -234,7 +234,7 @@ case "$MODE" in
         grep -E '^=== FAILED' "$WORK/check/gpu-check.log" | sed 's/^/    /' >> "$WORK/summary.md"
         grep -E '% tests passed' "$WORK/check/gpu-check.log" | sed 's/^/    ctest: /' >> "$WORK/summary.md"
         grep -E '^=== (fused kernels|cuda tests in ctest)' "$WORK/check/gpu-check.log" | sed 's/^=== /    /' >> "$WORK/summary.md"
-        grep -E '^(ok  |FAIL) .* vs (native|eager)|^transfers per step|^(ok|FAIL): last loss|^(cuda|native) *: fit|^(ok  |FAIL) .* opset 17 ' \
+        grep -E '^(ok  |FAIL) .* vs (native|eager)|^per epoch: transfers|^(ok|FAIL): last loss|^(cuda|native) *: fit|^(ok  |FAIL) .* opset 17 ' \
             "$WORK/check/gpu-check.log" | sed 's/^/    /' >> "$WORK/summary.md"
         grep -E '^=== opencl' "$WORK/check/gpu-check.log" | sed 's/^=== /    /' >> "$WORK/summary.md"
         [[ -f "$WORK/check/opencl-conformance.txt" ]] && { summary "    opencl conformance (xylem-conformance, per-op table):"; sed 's/^/        /' "$WORK/check/opencl-conformance.txt" >> "$WORK/summary.md"; }

@@ -19,7 +19,9 @@ namespace fs = std::filesystem;
 using test::ScratchDir;
 
 const std::string kFixtureDir = XYLEM_TEST_FIXTURE_PLUGIN_DIR;
-const std::string kPluginDir = XYLEM_TEST_PLUGIN_DIR;
+// Canonical, as the loader reports and loads plugins: the build folder may be reached through a
+// symbolic link (scripts/gpu-run.sh recreates the build's path as one on the GPU machine).
+const std::string kPluginDir = fs::weakly_canonical(XYLEM_TEST_PLUGIN_DIR).string();
 const std::string kCrashDir = XYLEM_TEST_CRASH_PLUGIN_DIR;
 const std::string kMlp = std::string(XYLEM_SOURCE_DIR) + "/examples/fashion_mlp.toml";
 

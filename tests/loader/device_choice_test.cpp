@@ -239,8 +239,14 @@ TEST_P(KindsFromPlugins, ReportedKindsAreRecordedAndUnknownValuesRead) {
 }
 
 // Over the fixture folder and the real plugins, auto picks fixture_kinds' integrated GPU (device
-// 1); lists keep "first available wins", with "auto" as one of the entries.
+// 1); lists keep "first available wins", with "auto" as one of the entries. On a machine with a
+// discrete GPU (cuda, or opencl over NVIDIA's driver: the H100 run of issue 30) a real plugin
+// rightly outranks the fixture, so there the test has nothing to check; AutoChoice's tests over
+// fixtures alone rank discrete GPUs.
 TEST_P(KindsFromPlugins, ListsMayContainAuto) {
+    for (const PluginRecord& r : registry_.plugins())
+        for (uint32_t kind : r.available ? r.device_kinds : std::vector<uint32_t>{})
+            if (kind == kGpu) GTEST_SKIP() << r.name << " has a discrete GPU here: it outranks the fixture";
     const AutoPick pick = registry_.auto_pick();
     ASSERT_NE(pick.record, nullptr);
     EXPECT_EQ(picked(pick), "fixture_kinds:1");
