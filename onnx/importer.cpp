@@ -26,86 +26,143 @@ namespace detail {
 
 // The importer's one table: each op, what it becomes, and its handler on the model's data
 // (nullptr: folded on constants, or only a step of a pattern, patterns.cpp). docs/onnx.md's table
-// shows the same list (a test checks every op has a row there).
+// is generated from this one (tests/onnx/importer_test.cpp checks it; XYLEM_WRITE_DOCS=1 rewrites it),
+// so "becomes" is written for that page: markdown, xylem's layer types in backticks.
 const std::vector<Importer::OpEntry>& Importer::table() {
     static const std::vector<OpEntry> entries = {
-        {"Gemm", "linear (B an initializer; transB either way; alpha and beta folded into the weights; transA = 0)",
+        {"Gemm",
+         "`linear` (B an initializer, `transB` either way; `alpha`, `beta` folded into the weight and bias; "
+         "`transA` = 0)",
          [](Importer& i, const onnx::NodeProto& n) { i.gemm(n); }},
         {"MatMul",
-         "linear without bias (B a 2-D initializer); MatMul then Add of a constant vector: linear with bias; "
-         "q k^T and by v inside attention (Patterns)",
+         "`linear` without bias (B a 2-D initializer, input `[N, F]` or `[N, T, F]`); MatMul then Add of a "
+         "constant `[out]` vector, the Add its one reader: `linear` with that bias; inside attention q k^T and"
+         " by v (Patterns)",
          [](Importer& i, const onnx::NodeProto& n) { i.matmul(n); }},
         {"Add",
-         "add (two tensors of one shape); the bias of the MatMul before it; a constant [T, C]: position_embedding; "
-         "another constant: bias; steps of layer norm, GELU and attention's mask (Patterns); folded on constants",
+         "`add` (two layer outputs of one shape, or `[N, T, F]` + `[N, 1, F]`: the second's sample after its "
+         "leading 1s the trailing axes of the first's, as xylem's add broadcasts); the MatMul bias above; a "
+         "constant `[T, C]` added to `[N, T, C]`: `position_embedding`; another constant (one value, or each "
+         "sample's trailing axes): `bias`; steps of the patterns; folded on constants",
          [](Importer& i, const onnx::NodeProto& n) { i.add(n); }},
-        {"Conv", "conv2d (2-D, symmetric equal padding, equal strides and dilations, groups; bias optional)",
+        {"Conv",
+         "`conv2d` (2-D; one padding for all four sides, one stride, one dilation; groups, so depthwise too; "
+         "bias optional; `auto_pad` NOTSET or VALID)",
          [](Importer& i, const onnx::NodeProto& n) { i.conv(n); }},
         {"BatchNormalization",
-         "batchnorm (inference form: scale, B, mean, var -> weight, bias, running_mean, running_var; "
-         "epsilon; momentum m -> 1 - m)",
+         "`batchnorm` (inference form: `scale`, `B`, `mean`, `var` become `weight`, `bias`, `running_mean`, "
+         "`running_var`; `epsilon` is `eps`; ONNX's `momentum` m is PyTorch's and xylem's 1 - m)",
          [](Importer& i, const onnx::NodeProto& n) { i.batchnorm(n); }},
-        {"Relu", "relu", [](Importer& i, const onnx::NodeProto& n) { i.activation(n); }},
-        {"Sigmoid", "sigmoid", [](Importer& i, const onnx::NodeProto& n) { i.activation(n); }},
-        {"Tanh", "tanh", [](Importer& i, const onnx::NodeProto& n) { i.activation(n); }},
+        {"Relu",
+         "`relu`", [](Importer& i, const onnx::NodeProto& n) { i.activation(n); }},
+        {"Sigmoid",
+         "`sigmoid`", [](Importer& i, const onnx::NodeProto& n) { i.activation(n); }},
+        {"Tanh",
+         "`tanh`; inside GELU's tanh form (Patterns)", [](Importer& i, const onnx::NodeProto& n) { i.activation(n); }},
         {"Clip",
-         "relu6 for min 0 and max 6 (torch's ReLU6, fused into the conv or linear before it); else clamp (min and "
-         "max constant scalars or absent)",
+         "`relu6` for min 0 and max 6 (torch's ReLU6; a convolution or linear runs it as its epilogue); else "
+         "`clamp` (min and max constant scalars or absent)",
          [](Importer& i, const onnx::NodeProto& n) { i.clip(n); }},
-        {"MaxPool", "maxpool2d (square kernel, equal strides, symmetric equal padding, no dilation, floor mode)",
+        {"MaxPool",
+         "`maxpool2d` (square kernel, one stride, one padding, no dilation, floor mode, no Indices output)",
          [](Importer& i, const onnx::NodeProto& n) { i.pool(n, true); }},
-        {"AveragePool", "avgpool2d (as MaxPool; count_include_pad kept)",
+        {"AveragePool",
+         "`avgpool2d` (as MaxPool; `count_include_pad` kept)",
          [](Importer& i, const onnx::NodeProto& n) { i.pool(n, false); }},
-        {"GlobalAveragePool", "global_avgpool", [](Importer& i, const onnx::NodeProto& n) { i.global_avgpool(n); }},
-        {"Flatten", "flatten (axis 1)", [](Importer& i, const onnx::NodeProto& n) { i.flatten(n); }},
-        {"Reshape", "reshape (a constant or folded shape that keeps the batch axis); folded on constants",
+        {"GlobalAveragePool",
+         "`global_avgpool` (xylem's gives `[C]`; a reader other than Flatten gets a `reshape` to `[C, 1, 1]`)", [](Importer& i, const onnx::NodeProto& n) { i.global_avgpool(n); }},
+        {"Flatten",
+         "`flatten` (axis 1); nothing when the input is flat already", [](Importer& i, const onnx::NodeProto& n) { i.flatten(n); }},
+        {"Reshape",
+         "`reshape` (a constant or folded shape that keeps the batch axis: `0`, `-1` or the batch first); "
+         "inside attention (Patterns); folded on constants",
          [](Importer& i, const onnx::NodeProto& n) { i.reshape(n); }},
-        {"Concat", "concat (axis 1 or later); folded on constants",
+        {"Concat",
+         "`concat` (axis 1 or later); folded on constants",
          [](Importer& i, const onnx::NodeProto& n) { i.concat(n); }},
-        {"Pad", "the padding of the Conv or AveragePool reading it (constant zero, H and W alike on all sides)",
+        {"Pad",
+         "the padding of the Conv or AveragePool reading it (constant zeros, H and W alike on all four sides; "
+         "torch exports `AvgPool2d(padding=p)` so); any other reader is refused (MaxPool pads with -inf, not "
+         "zeros)",
          [](Importer& i, const onnx::NodeProto& n) { i.pad(n); }},
-        {"Softmax", "softmax (over the last axis)", [](Importer& i, const onnx::NodeProto& n) { i.softmax(n); }},
-        {"LogSoftmax", "log_softmax (over the last axis)", [](Importer& i, const onnx::NodeProto& n) { i.softmax(n); }},
-        {"LayerNormalization", "layer_norm (the last axis; scale and bias constants)", nullptr},
-        {"ReduceMean", "a layer norm's mean or variance (torch's LayerNorm below opset 17; docs/onnx.md, Patterns)",
+        {"Softmax",
+         "`softmax` over the last axis (opset 13 on: one axis, default -1; another axis is refused); inside "
+         "attention (Patterns)", [](Importer& i, const onnx::NodeProto& n) { i.softmax(n); }},
+        {"LogSoftmax",
+         "`log_softmax` over the last axis (as Softmax)", [](Importer& i, const onnx::NodeProto& n) { i.softmax(n); }},
+        {"LayerNormalization",
+         "`layer_norm` (the last axis; scale and bias constants)", nullptr},
+        {"ReduceMean",
+         "a layer norm's mean or variance below opset 17 (Patterns)",
          nullptr},
-        {"Sub", "bias by a constant (negated); a layer norm's x - mean (Patterns); folded on constants", nullptr},
-        {"Pow", "a layer norm's square (Patterns); folded on constants", nullptr},
-        {"Sqrt", "a layer norm's standard deviation (Patterns); folded on constants", nullptr},
+        {"Sub",
+         "data minus a constant: `bias` (negated), the constant one value or each sample's trailing axes (a "
+         "constant minus the data is refused); a layer norm's x - mean (Patterns); folded on constants", nullptr},
+        {"Pow",
+         "a layer norm's square below opset 17 (Patterns); folded on constants", nullptr},
+        {"Sqrt",
+         "a layer norm's standard deviation below opset 17 (Patterns); folded on constants", nullptr},
         {"Div",
-         "scale by a constant's reciprocal; a layer norm's (x - mean) / std; GELU's x / sqrt(2); attention's scale "
-         "(Patterns); folded on constants",
+         "data over a constant: `scale` (its reciprocal), the constant as for Sub (a constant over the data is"
+         " refused); a layer norm's (x - mean) / std, GELU's `x / sqrt(2)`, attention's scale (Patterns); "
+         "folded on constants",
          nullptr},
         {"Mul",
-         "scale by a constant; a layer norm's weight; GELU's steps; attention's scale (Patterns); folded on constants",
+         "data times a constant: `scale` (as Div); a layer norm's weight, GELU's steps, attention's scale "
+         "(Patterns); folded on constants",
          nullptr},
-        {"Erf", "GELU's erf form: gelu (Patterns); folded on constants", nullptr},
-        {"Split", "attention's q, k, v from one linear (Patterns)", nullptr},
-        {"Where", "attention's causal mask (Patterns); folded on constants", nullptr},
-        {"Equal", "folded", nullptr},
-        {"Range", "folded", nullptr},
-        {"Identity", "skipped", [](Importer& i, const onnx::NodeProto& n) { i.skip(n); }},
-        {"Dropout", "skipped (inference)", [](Importer& i, const onnx::NodeProto& n) { i.skip(n); }},
-        {"Constant", "folded", nullptr},
-        {"Shape", "folded (static shapes)", nullptr},
+        {"Erf",
+         "GELU's erf form: `gelu` (Patterns); folded on constants", nullptr},
+        {"Split",
+         "attention's q, k, v from one linear (Patterns)", nullptr},
+        {"Where",
+         "attention's causal mask (Patterns); folded on constants", nullptr},
+        {"Equal",
+         "folded", nullptr},
+        {"Range",
+         "folded", nullptr},
+        {"Identity",
+         "nothing", [](Importer& i, const onnx::NodeProto& n) { i.skip(n); }},
+        {"Dropout",
+         "nothing (inference; a Dropout whose `training_mode` is true or whose mask is read is refused)", [](Importer& i, const onnx::NodeProto& n) { i.skip(n); }},
+        {"Constant",
+         "folded", nullptr},
+        {"Shape",
+         "folded (static shapes; opset 15's `start` and `end`)", nullptr},
         {"Gather",
-         "folded (constant data and indices); a constant table by the model's integer input: embedding; the "
-         "model's data along axis 1 or later by a scalar or a run of constant indices: slice",
+         "folded (constant data and indices); a constant table `[V, C]` by the model's integer input: "
+         "`embedding`; the model's data along axis 1 or later by a scalar or a run of consecutive constant "
+         "indices (torch's `y[:, -1]`): `slice` (+ `reshape`)",
          [](Importer& i, const onnx::NodeProto& n) { i.gather_data(n); }},
-        {"Slice", "folded on constants; on the model's data along one axis (1 or later, step 1): slice",
+        {"Slice",
+         "folded on constants; on the model's data along one axis (1 or later, step 1): `slice`",
          [](Importer& i, const onnx::NodeProto& n) { i.slice(n); }},
-        {"ConstantOfShape", "folded (zeros of the batch's shape: an LSTM's initial state)", nullptr},
-        {"Transpose", "[1, 0, 2] of a [batch, time, features] sequence into an LSTM and back",
+        {"ConstantOfShape",
+         "folded; zeros of a shape holding the batch are an LSTM's or GRU's zero initial state", nullptr},
+        {"Transpose",
+         "`[1, 0, 2]` of a `[batch, time, features]` sequence into an LSTM or GRU and back (no layer: xylem's "
+         "recurrent layers take and give `[N, T, F]`); inside attention (Patterns)",
          [](Importer& i, const onnx::NodeProto& n) { i.transpose(n); }},
-        {"LSTM", "lstm (forward, default activations, no peepholes or clip, zero initial states; gates iofc -> ifgo)",
+        {"LSTM",
+         "`lstm` of one level (forward; default activations; no clip, peepholes or `input_forget`; `layout` 0;"
+         " zero or absent initial states; `sequence_lens` absent or all T). ONNX's gate blocks i, o, f, c are "
+         "reordered to PyTorch's i, f, g, o; B is split into `bias_ih` and `bias_hh`. The Y output only, read "
+         "through Squeeze(1)",
          [](Importer& i, const onnx::NodeProto& n) { i.recurrent(n, false); }},
-        {"GRU", "gru (as LSTM; linear_before_reset = 1, PyTorch's; gates zrh -> rzn)",
+        {"GRU",
+         "`gru` of one level (as LSTM; `linear_before_reset` = 1, PyTorch's cell); gate blocks z, r, h "
+         "reordered to r, z, n",
          [](Importer& i, const onnx::NodeProto& n) { i.recurrent(n, true); }},
-        {"Unsqueeze", "folded; on the model's data: reshape",
+        {"Unsqueeze",
+         "`reshape` on the model's data (not the batch axis); folded on constants (`axes` an input, opset 13 "
+         "on)",
          [](Importer& i, const onnx::NodeProto& n) { i.squeeze(n); }},
-        {"Squeeze", "folded; on the model's data: reshape",
+        {"Squeeze",
+         "`reshape` on the model's data (not the batch axis); Squeeze(1) of an LSTM's or GRU's Y; folded on "
+         "constants",
          [](Importer& i, const onnx::NodeProto& n) { i.squeeze(n); }},
-        {"Cast", "folded; float to float on the model's data: skipped",
+        {"Cast",
+         "nothing from float to float on the model's data; folded on constants (to float, int32, int64, bool)",
          [](Importer& i, const onnx::NodeProto& n) { i.cast(n); }},
     };
     return entries;
