@@ -93,7 +93,11 @@ __global__ void ln_bwd_dx_k(const float* dy, const float* x, const float* gamma,
         const float mg = coef[0], mgx = coef[1];
         for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
             const float xhat = (xr[j] - mu) * rs;
-            dxr[j] = rs * (dyr[j] * gamma[j] - mg - xhat * mgx);
+            // __fmul_rn: g rounded as the sums saw it. Contracted into one fma with - mg (nvcc's
+            // default), g - mean(g) keeps dy*gamma's rounding error where it should cancel, and rs
+            // (316 when a row's variance is 0, e.g. d = 1) magnifies it: NVIDIA's OpenCL failed the
+            // kit's d = 1 case that way on the H100 (docs/gpu-results.md); this kernel passed there.
+            dxr[j] = rs * (__fmul_rn(dyr[j], gamma[j]) - mg - xhat * mgx);
         }
     }
 }

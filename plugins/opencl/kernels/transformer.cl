@@ -29,10 +29,15 @@ __kernel void ln_fwd(__global const float* x, int x_off, int d, float eps, __glo
 }
 
 /* dX = rstd*(g - mean(g) - xhat*mean(g*xhat)), g = dY*gamma: one work-group per row. dX may be dY
- * exactly (both sums are complete, behind group_sum's barrier, before any write). */
+ * exactly (both sums are complete, behind group_sum's barrier, before any write).
+ * No contraction in either dX kernel: NVIDIA's OpenCL fused g = dy*gamma into g - mean(g) as one
+ * fma, so g - mean(g) kept dy*gamma's rounding error where it should cancel, and rstd (316 when a
+ * row's variance is 0, e.g. d = 1) made it -1.34e-5 where 0 is right (the H100 run's one failed
+ * conformance case, docs/gpu-results.md). */
 __kernel void ln_bwd_dx(__global const float* dy, int dy_off, __global const float* x, int x_off, int d,
                         __global const float* gamma, int g_off, __global const float* mean, int mean_off,
                         __global const float* rstd, int rstd_off, __global float* dx, int dx_off) {
+#pragma OPENCL FP_CONTRACT OFF
     __local float buf[256];
     const int row = (int)get_group_id(0), lid = (int)get_local_id(0), group = (int)get_local_size(0);
     __global const float* dyr = dy + dy_off + row * d;
@@ -132,6 +137,7 @@ __kernel void ln_fwd_rows(__global const float* x, int x_off, int rows, int d, f
 __kernel void ln_bwd_dx_rows(__global const float* dy, int dy_off, __global const float* x, int x_off, int rows,
                              int d, __global const float* gamma, int g_off, __global const float* mean, int mean_off,
                              __global const float* rstd, int rstd_off, __global float* dx, int dx_off) {
+#pragma OPENCL FP_CONTRACT OFF
     FOR_EACH(row, rows) {
         __global const float* dyr = dy + dy_off + row * d;
         __global const float* xr = x + x_off + row * d;
