@@ -167,7 +167,10 @@ printf 'resnet\t%s\nchar-rnn\t%s\ngpt\t%s\n' "$WINDOW" "$WINDOW" "$WINDOW" > "$O
 FACTS="$OUT/machine.txt"
 {
     echo "date_utc: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "repo_rev: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty tree)')"
+    # A bundle's revision (scripts/gpu-run.sh sets it): the checkout there is a copy whose git
+    # metadata need not match the build that runs.
+    if [[ -n "${XYLEM_BUNDLE_REV:-}" ]]; then echo "repo_rev: $XYLEM_BUNDLE_REV (the bundle's)"
+    else echo "repo_rev: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty tree)')"; fi
     echo "xylem: $XYLEM, backend $BACKEND"
     echo "xylem_device: $("${PLAIN[@]}" "$XYLEM" backends --plugin-path "$BUILD/plugins" 2>&1 |
         awk -v b="$BACKEND" '$1 == b {on = 1; print $1, $3, $4; next} /^[^ ]/ {on = 0} on && /device/' |

@@ -82,6 +82,8 @@ echo "unpacked in $((SECONDS - t0)) s into $T"
 cat "$T/bundle-info.txt"
 cp "$T/bundle-info.txt" "$RESULTS/"
 LINK_WANTED="$(sed -n 's/^link: //p' "$T/bundle-info.txt")"
+XYLEM_BUNDLE_REV="$(sed -n 's/^repo_rev: //p' "$T/bundle-info.txt")"  # what run_gpu_bench.sh reports
+export XYLEM_BUNDLE_REV
 VIEW="$T/src"
 mkdir -p "$VIEW"
 shopt -s dotglob nullglob
