@@ -19,6 +19,7 @@
 
 #include "onnx/onnx_pb.h"
 #include "support/backends.h"
+#include "support/generated_docs.h"
 #include "xylem/error.h"
 #include "xylem/layers/elementwise.h"
 #include "xylem/layers/registry.h"
@@ -436,25 +437,10 @@ TEST(OnnxExport, TheDocsTableIsTheExportersTable) {
     const std::string begin =
         "<!-- export-table: generated from onnx_export::mapped_layers() by tests/onnx/export_test.cpp -->\n";
     const std::string end = "<!-- /export-table -->";
-    for (const char* doc : {"docs/onnx-export.md", "docs/onnx.md"}) {
-        const fs::path path = fs::path(XYLEM_SOURCE_DIR) / doc;
-        std::ifstream f(path);
-        std::stringstream ss;
-        ss << f.rdbuf();
-        std::string text = ss.str();
-        const size_t b = text.find(begin), e = text.find(end);
-        if (b == std::string::npos || e == std::string::npos || e < b) continue;
-        const size_t from = b + begin.size();
-        const std::string want = markdown_table();
-        if (const char* w = std::getenv("XYLEM_WRITE_DOCS"); w && std::string(w) == "1") {
-            text.replace(from, e - from, want);
-            std::ofstream(path) << text;
+    for (const char* doc : {"docs/onnx-export.md", "docs/onnx.md"})
+        if (check_generated_section((fs::path(XYLEM_SOURCE_DIR) / doc).string(), begin, end, markdown_table(),
+                                    "*TheDocsTableIsTheExportersTable*"))
             return;
-        }
-        EXPECT_EQ(text.substr(from, e - from), want)
-            << path << ": regenerate with XYLEM_WRITE_DOCS=1 test_onnx --gtest_filter=*Docs*";
-        return;
-    }
     ADD_FAILURE() << "no export-table markers in docs/onnx-export.md or docs/onnx.md";
 }
 

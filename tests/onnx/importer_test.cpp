@@ -14,6 +14,7 @@
 #include <string>
 
 #include "onnx/onnx_pb.h"
+#include "support/generated_docs.h"
 #include "xylem/error.h"
 #include "xylem/onnx/importer.h"
 #include "xylem/onnx/npy.h"
@@ -655,20 +656,8 @@ TEST(OnnxImport, TheDocsTableIsTheImportersTable) {
     std::string want = "| ONNX op | xylem |\n|---|---|\n";
     for (const auto& op : onnx_import::supported_ops()) want += std::string("| ") + op.op + " | " + op.becomes + " |\n";
     const std::string path = std::string(XYLEM_SOURCE_DIR) + "/docs/onnx.md";
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    std::string text = ss.str();
-    const size_t b = text.find(begin), e = text.find(end);
-    ASSERT_TRUE(b != std::string::npos && e != std::string::npos && b < e) << "no import-table markers in " << path;
-    const size_t from = b + begin.size();
-    if (const char* w = std::getenv("XYLEM_WRITE_DOCS"); w && std::string(w) == "1") {
-        text.replace(from, e - from, want);
-        std::ofstream(path) << text;
-        return;
-    }
-    EXPECT_EQ(text.substr(from, e - from), want)
-        << path << ": regenerate with XYLEM_WRITE_DOCS=1 test_onnx --gtest_filter=*DocsTable*";
+    EXPECT_TRUE(test::check_generated_section(path, begin, end, want, "*TheDocsTableIsTheImportersTable*"))
+        << "no import-table markers in " << path;
 }
 
 TEST(OnnxImport, ExternalDataMustStayInsideTheModelsFolder) {
