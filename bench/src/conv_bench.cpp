@@ -61,6 +61,8 @@ const Case kCases[] = {
     {"mbv2 dw 32 112x112 b1", {1, 32, 112, 112}, {32, 1, 3, 3}, 1, 1, 1, false, true, 32},
     {"mbv2 dw 144 56x56 s2 b1", {1, 144, 56, 56}, {144, 1, 3, 3}, 2, 1, 1, false, true, 144},
     {"mbv2 dw 576 14x14 b1", {1, 576, 14, 14}, {576, 1, 3, 3}, 1, 1, 1, false, true, 576},
+    {"mbv2 dw 960 7x7 b1", {1, 960, 7, 7}, {960, 1, 3, 3}, 1, 1, 1, false, true, 960},
+    {"mbv2 dw 144 56x56 b16", {16, 144, 56, 56}, {144, 1, 3, 3}, 1, 1, 1, false, true, 144},
     // and its pointwise (1x1) convolutions, expanding and projecting
     {"mbv2 pw 16->96 112x112 b1", {1, 16, 112, 112}, {96, 16, 1, 1}, 1, 0, 1, false, true},
     {"mbv2 pw 144->24 56x56 b1", {1, 144, 56, 56}, {24, 144, 1, 1}, 1, 0, 1, false, true},
@@ -120,11 +122,18 @@ int main(int argc, char** argv) try {
                 use_min ? "fastest" : "median", reps);
     for (const Case& c : kCases) {
         if (!filter.empty() && std::string(c.name).find(filter) == std::string::npos) continue;
-        const xylem_conv2d_attrs at{c.stride, c.stride, c.pad, c.pad, 1, 1, c.groups, XYLEM_ACT_NONE, 0.0f};
+        // The inference shapes as the imported models run them: batch norm folded into a bias, the
+        // activation fused (MobileNetV2's ReLU6, ResNet-18's ReLU).
+        const int act = !c.forward_only                      ? XYLEM_ACT_NONE
+                        : std::strncmp(c.name, "mbv2", 4) == 0 ? XYLEM_ACT_RELU6
+                                                               : XYLEM_ACT_RELU;
+        const xylem_conv2d_attrs at{c.stride, c.stride, c.pad, c.pad, 1, 1, c.groups, act, 0.0f};
         const Shape ys = ops::conv2d_output_shape(c.x, c.w, at);
         Tensor x = random_tensor(dev, c.x, rng), w = random_tensor(dev, c.w, rng), dy = random_tensor(dev, ys, rng);
         Tensor y(ys, DType::F32, dev), dx(c.x, DType::F32, dev), dw(c.w, DType::F32, dev);
-        const double f = median_us(dev, reps, [&] { ops::conv2d_fwd(dev, x, w, nullptr, y, at); });
+        Tensor bias = random_tensor(dev, Shape{c.w[0]}, rng);
+        const Tensor* b = c.forward_only ? &bias : nullptr;
+        const double f = median_us(dev, reps, [&] { ops::conv2d_fwd(dev, x, w, b, y, at); });
         const double d = c.data_grad ? median_us(dev, reps, [&] { ops::conv2d_bwd_data(dev, dy, w, dx, at); }) : 0.0;
         const double g =
             c.forward_only ? 0.0 : median_us(dev, reps, [&] { ops::conv2d_bwd_filter(dev, x, dy, dw, at); });

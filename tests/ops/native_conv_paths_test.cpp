@@ -13,6 +13,9 @@
 //     mixed strides and dilations, padding beyond the kernel's reach (1x3 padded 1x1);
 //   - groups, filters per group not a multiple of 16 (the filter gradient's vectors of filters:
 //     4 + 2 + 1 at avx512 for 100 filters), tap counts that leave tile remainders;
+//   - the depthwise forward kernel (one input channel per group): strides, dilation, several
+//     filters per channel, the activations it applies in registers and the others, blocks of
+//     channels cut unevenly;
 //   - the Winograd kernels (ops/conv_winograd.cpp, 3x3 stride 1 with 8 channels or more in and
 //     out, on maps whose tiles waste little at the level, batches of 256 tiles or more): ResNet's
 //     28x28 and 14x14 and its 7x7 (whose rows of tiles carry no extra column), odd outputs,
@@ -72,6 +75,16 @@ const Case kCases[] = {
     {"1x3 kernel padded 1x1", {2, 5, 5, 7}, {7, 5, 1, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0},
      true},
     {"depthwise 3x3", {2, 8, 10, 10}, {8, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 8, XYLEM_ACT_NONE, 0}, false},
+    // The depthwise forward kernel (ops/conv_depthwise.cpp): stride 2 (four phases), ReLU6 and ReLU
+    // in registers, two filters per channel with dilation and an activation applied as a pass
+    // (sigmoid), blocks of channels with a remainder (300 channels on 5x5: 222 + 78), 5x5 filters.
+    {"depthwise stride 2, ReLU6, 3 images", {3, 24, 17, 16}, {24, 1, 3, 3}, {2, 2, 1, 1, 1, 1, 24, XYLEM_ACT_RELU6, 0},
+     true},
+    {"depthwise 2 filters per channel, dilation 2, sigmoid", {2, 6, 12, 13}, {12, 1, 3, 3},
+     {1, 1, 2, 2, 2, 2, 6, XYLEM_ACT_SIGMOID, 0}, true},
+    {"depthwise 300 channels on 5x5 (blocks)", {2, 300, 5, 5}, {300, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 300, XYLEM_ACT_RELU, 0},
+     true},
+    {"depthwise 5x5 filters, 1 image", {1, 4, 40, 40}, {4, 1, 5, 5}, {1, 1, 2, 2, 1, 1, 4, XYLEM_ACT_RELU6, 0}, true},
     {"1x1 on a 4x4 plane, groups 2", {3, 6, 4, 4}, {10, 3, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, false},
     // Winograd F(2x2, 3x3) (ops/conv_winograd.cpp; each pass with 256 tiles or more, the data
     // gradient's too): chunks of 3 images cut by 7, odd outputs

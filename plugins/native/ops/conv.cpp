@@ -1,5 +1,6 @@
 // CONV2D_FWD / BWD_DATA / BWD_FILTER, NCHW f32. Whole-input and 1x1 stride-1 kernels go straight
-// to sgemm (MXNet #2011); the rest runs the direct kernels of ops/conv_direct.cpp, or, for the
+// to sgemm (MXNet #2011); the rest runs the depthwise kernel of ops/conv_depthwise.cpp (forward,
+// groups of one input channel), the direct kernels of ops/conv_direct.cpp, or, for the
 // shapes those leave (a data gradient whose flipped form would read mostly padding, as LeNet's
 // unpadded 5x5; sizes past their int32 offsets), im2col over a chunk of images, then one big
 // sgemm per group.
@@ -11,6 +12,7 @@
 
 #include "blas.h"
 #include "native.h"
+#include "ops/conv_depthwise.h"
 #include "ops/conv_direct.h"
 #include "ops/conv_winograd.h"
 
@@ -491,7 +493,8 @@ void op_conv2d_fwd(const xylem_op_desc& desc, xylem_stream_s& stream) {
     case Path::kLinear: fwd_linear(v, tx.f32(), tw.f32(), b, act, ty.f32()); break;
     case Path::kPointwise: fwd_pointwise(v, tx.f32(), tw.f32(), b, act, ty.f32()); break;
     case Path::kIm2col:
-        if (winograd_fwd_fits(v)) winograd_fwd(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
+        if (depthwise_fwd_fits(v)) depthwise_fwd(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
+        else if (winograd_fwd_fits(v)) winograd_fwd(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
         else if (direct_fwd_fits(v)) direct_fwd(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
         else fwd_im2col(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
         break;

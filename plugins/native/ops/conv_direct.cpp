@@ -94,17 +94,7 @@ constexpr double kMinSplitFlops = 2e6;
 // Scratch for the filter gradient's per-slice float64 sums (the arena keeps its high-water mark).
 constexpr double kMaxPartialBytes = 64.0 * 1024 * 1024;
 
-// The packed layout of one image (see the top of the file) and the taps' offsets into it.
-struct Layout {
-    int64_t sh = 1, sw = 1;              // phases per axis: the stride
-    int64_t hq = 0, wq = 0, plane = 0;   // one phase plane
-    int64_t chan = 0;                    // floats per channel: the kept phases' planes
-    int64_t image = 0;                   // floats per packed image (a multiple of kAlign; zero past the channels)
-    int64_t q = 0, qpad = 0;             // positions computed per image (oh*wq), rounded up to kAlign
-    int64_t taps = 0;                    // cg*R*S
-    int32_t* phase_of = nullptr;         // [sh*sw]: the phase's index among those kept, or -1
-    int32_t* off = nullptr;              // [taps]: offsets from a group's first channel
-};
+using Layout = DirectLayout;  // ops/conv_direct.h
 
 // The layout's sizes without allocating (for the fits checks): false when an offset would not
 // fit in int32.
@@ -755,5 +745,15 @@ void direct_bwd_filter(const ConvShape& v, const float* x, const float* dy, floa
                 out = beta == 0.0f ? static_cast<float>(sum) : static_cast<float>(beta * out + sum);
             }
 }
+
+bool direct_layout_fits(const ConvShape& v) {
+    DirectLayout l;
+    int64_t phases = 0;
+    return layout_sizes(v, l, phases);
+}
+
+DirectLayout direct_layout(const ConvShape& v, Arena& scratch) { return make_layout(v, scratch); }
+
+void direct_pack_image(const ConvShape& v, const DirectLayout& l, const float* x, float* xq) { pack_image(v, l, x, xq); }
 
 }  // namespace xylem::native

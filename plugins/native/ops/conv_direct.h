@@ -9,6 +9,24 @@ namespace xylem::native {
 
 using ConvShape = plugin_kit::Conv2dShape;
 
+// The packed layout of one image (see the top of ops/conv_direct.cpp) and the taps' offsets into it.
+struct DirectLayout {
+    int64_t sh = 1, sw = 1;              // phases per axis: the stride
+    int64_t hq = 0, wq = 0, plane = 0;   // one phase plane
+    int64_t chan = 0;                    // floats per channel: the kept phases' planes
+    int64_t image = 0;                   // floats per packed image (a multiple of 16; zero past the channels)
+    int64_t q = 0, qpad = 0;             // positions computed per image (oh*wq), rounded up to 16
+    int64_t taps = 0;                    // cg*R*S
+    int32_t* phase_of = nullptr;         // [sh*sw]: the phase's index among those kept, or -1
+    int32_t* off = nullptr;              // [taps]: offsets from a group's first channel
+};
+// Whether v's layout keeps its offsets within int32; the layout (its arrays in scratch); one image
+// x [C, H, W] packed into xq (l.image floats). For the depthwise kernels (ops/conv_depthwise.cpp),
+// which pack one channel at a time.
+bool direct_layout_fits(const ConvShape& v);
+DirectLayout direct_layout(const ConvShape& v, Arena& scratch);
+void direct_pack_image(const ConvShape& v, const DirectLayout& l, const float* x, float* xq);
+
 // Whether the direct kernels take this shape (sizes within their int32 offsets, and for the
 // data gradient stride 1 with padding at most the dilated kernel's reach).
 bool direct_fwd_fits(const ConvShape& v);
