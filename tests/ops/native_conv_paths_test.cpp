@@ -13,6 +13,8 @@
 //     mixed strides and dilations, padding beyond the kernel's reach (1x3 padded 1x1);
 //   - groups, filters per group not a multiple of 16 (the filter gradient's vectors of filters:
 //     4 + 2 + 1 at avx512 for 100 filters), tap counts that leave tile remainders;
+//   - the pointwise forward pass's tiles: blocks of columns, blocks of filters (the narrow GEMM
+//     kernel on 7x7 maps), groups;
 //   - the depthwise forward kernel (one input channel per group): strides, dilation, several
 //     filters per channel, the activations it applies in registers and the others, blocks of
 //     channels cut unevenly;
@@ -86,6 +88,12 @@ const Case kCases[] = {
      true},
     {"depthwise 5x5 filters, 1 image", {1, 4, 40, 40}, {4, 1, 5, 5}, {1, 1, 2, 2, 1, 1, 4, XYLEM_ACT_RELU6, 0}, true},
     {"1x1 on a 4x4 plane, groups 2", {3, 6, 4, 4}, {10, 3, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, false},
+    // The pointwise forward pass in tiles (ops/conv.cpp): column blocks (900 positions: 464 + 436),
+    // blocks of filters through the narrow GEMM kernel on a 7x7 map (96 filters: 2 x 48), groups.
+    {"1x1 in column tiles, ReLU6", {1, 40, 30, 30}, {64, 40, 1, 1}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU6, 0}, true},
+    {"1x1 on 7x7, 128 channels (narrow kernel)", {1, 128, 7, 7}, {96, 128, 1, 1},
+     {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU, 0}, true},
+    {"1x1 on 8x8, groups 2, 2 images", {2, 8, 8, 8}, {6, 4, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, true},
     // Winograd F(2x2, 3x3) (ops/conv_winograd.cpp; each pass with 256 tiles or more, the data
     // gradient's too): chunks of 3 images cut by 7, odd outputs
     // (the last row and column of tiles half outside), padding 0 and 2 (the data gradient's 2
