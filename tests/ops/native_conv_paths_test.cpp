@@ -23,7 +23,8 @@
 //     28x28 and 14x14 and its 7x7 (whose rows of tiles carry no extra column), odd outputs,
 //     padding 0 and 2; the filter gradient by Winograd at avx2 (@isa=avx2); and the same 7x7
 //     shape with one image, too few tiles for Winograd (the direct kernels); single images whose
-//     forward pass is shared out by blocks of filters (groups, a block's tile remainders);
+//     forward pass is shared out by blocks of filters (groups, a block's tile remainders), or of
+//     positions (a big map with few filters, its channels packed by the workers);
 //   - the fallbacks to im2col: a data gradient whose phases would compute more than 1.5x
 //     im2col's multiply-adds (LeNet's 5x5 with no padding: 3x), and a strided 1x1 conv whose
 //     output plane fills less than 1/1.2 of its vectors (7x7: 49 positions in 64).
@@ -64,6 +65,10 @@ const Case kCases[] = {
     // One image with work for several CPUs: the forward pass shares out blocks of 48 filters.
     {"128->128 7x7, 1 image (blocks of filters)", {1, 128, 7, 7}, {128, 128, 3, 3},
      {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
+    // One image, one block of filters, a big map: its channels packed by the workers, blocks of
+    // positions (6480 in 4), the finishing by blocks of 2 filters.
+    {"stem-like 3->16 stride 2, 1 image (blocks of positions)", {1, 3, 160, 160}, {16, 3, 3, 3},
+     {2, 2, 1, 1, 1, 1, 1, XYLEM_ACT_RELU6, 0}, true},
     {"groups 2 of 50 filters, 1 image (a block of 2)", {1, 96, 9, 9}, {100, 48, 3, 3},
      {1, 1, 1, 1, 1, 1, 2, XYLEM_ACT_RELU, 0}, true},
     {"lenet conv2 shape, 9 images", {9, 20, 12, 12}, {50, 20, 5, 5}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_TANH, 0}, true},

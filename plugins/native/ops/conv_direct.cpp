@@ -322,20 +322,71 @@ void fwd_images(const ConvShape& v, const Layout& l, const float* x, const float
 // Filters per block when fewer images than workers share out a pass: a multiple of every level's
 // tile (8, 6, 3 filters), and about 30 MFLOP per block on ResNet-18's 512-channel 7x7 maps.
 constexpr int64_t kFilterBlock = 48;
+// Positions per block where the blocks of filters alone would leave a worker idle (MobileNetV2's
+// 32-filter stem at batch 1 was one block on one CPU): a multiple of every level's tile (48, 16,
+// 12 positions).
+constexpr int64_t kPositionBlock = 48 * 8;
+// Floats packed per image from which the channels are packed by the workers.
+constexpr int64_t kSplitPackFloats = int64_t{1} << 16;
 
-// Fewer images than workers (inference at batch 1): each image packed once on the calling thread,
-// then its groups' blocks of kFilterBlock filters shared out; ResNet-18's 7x7 layers ran on one
-// CPU of two before. The same bits as image by image (each output's taps in tap order).
+// Image n packed into xq, its channels shared out among the workers when it is big: each packs
+// its channels' planes (a layout whose image is one channel: no zeroing past it), then the tail
+// past the channels is zeroed.
+void pack_shared(const ConvShape& v, const Layout& l, const float* x, float* xq, int workers) {
+    if (workers <= 1 || v.c < 2 || v.c * v.hw() < kSplitPackFloats) return pack_image(v, l, x, xq);
+    ConvShape vc = v;
+    vc.c = 1;
+    Layout lc = l;
+    lc.image = l.chan;
+    parallel_items(v.c, workers, [&](int, int64_t c) { pack_image(vc, lc, x + c * v.hw(), xq + c * l.chan); });
+    std::fill(xq + v.c * l.chan, xq + l.image, 0.0f);
+}
+
+// Filters [k0, k1) of image n: yq's computed positions into Y, less the columns past each row,
+// then bias and activation while they are in cache.
+void finish_filters(const ConvShape& v, const Layout& l, const float* yq, const float* b, int act, float* y, int64_t n,
+                    int64_t k0, int64_t k1) {
+    const int64_t P = v.oh * v.ow;
+    ConvShape vk = v;
+    vk.k = k1 - k0;
+    float* yk = y + (n * v.k + k0) * P;
+    compact_rows(vk, l, yq + k0 * l.qpad, yk);
+    if (b || act != XYLEM_ACT_NONE) channel_bias_activate(act, b ? b + k0 : nullptr, yk, P, yk, P, k1 - k0, P);
+}
+
+// Fewer images than workers (inference at batch 1): each image packed once (its channels shared
+// out when big), then its groups' blocks of kFilterBlock filters (and, with fewer blocks than
+// twice the workers, blocks of positions) shared out, then the compaction, bias and activation
+// by blocks of filters; ResNet-18's 7x7 layers ran on one CPU of two before, the packing and the
+// finishing passes on the calling thread. The same bits as image by image (each output's taps in
+// tap order).
 void fwd_filter_blocks(const ConvShape& v, const Layout& l, const float* x, const float* w, const float* b, int act,
                        float* y, int workers, float* xq, float* yq) {
     const int64_t blocks = (v.kg + kFilterBlock - 1) / kFilterBlock;
+    int64_t pchunk = l.qpad;
+    if (v.g * blocks < 2 * workers) {
+        const int64_t want = (2 * workers + v.g * blocks - 1) / (v.g * blocks);
+        const int64_t most = std::max<int64_t>(1, l.qpad / kPositionBlock);
+        const int64_t parts = std::min(want, most);
+        pchunk = round_up((l.qpad + parts - 1) / parts, 48);  // a multiple of every level's tile and of kAlign
+    }
+    const int64_t pblocks = (l.qpad + pchunk - 1) / pchunk;
+    // Finishing: blocks of about 16K outputs (one filter at 112x112: the stem's 32 are one block of 48).
+    const int64_t per_finish = std::clamp<int64_t>((int64_t{1} << 14) / (v.oh * v.ow), 1, kFilterBlock);
+    const int64_t finish_blocks = (v.k + per_finish - 1) / per_finish;
     for (int64_t n = 0; n < v.n; ++n) {
-        pack_image(v, l, x + n * v.c * v.hw(), xq);
-        parallel_items(v.g * blocks, workers, [&](int, int64_t item) {
-            const int64_t g = item / blocks, k0 = item % blocks * kFilterBlock;
-            fwd_filters_of(v, l, xq, w, g, k0, std::min(kFilterBlock, v.kg - k0), yq);
+        pack_shared(v, l, x + n * v.c * v.hw(), xq, workers);
+        parallel_items(v.g * blocks * pblocks, workers, [&](int, int64_t item) {
+            const int64_t p = item % pblocks, gb = item / pblocks;
+            const int64_t g = gb / blocks, k0 = gb % blocks * kFilterBlock, q0 = p * pchunk;
+            fwd_group(xq + g * v.cg * l.chan + q0, l.off, l.taps, w + (g * v.kg + k0) * l.taps, 1, l.taps,
+                      std::min(kFilterBlock, v.kg - k0), std::min(pchunk, l.qpad - q0),
+                      yq + (g * v.kg + k0) * l.qpad + q0, l.qpad);
         });
-        finish_image(v, l, yq, b, act, y, n);
+        parallel_items(finish_blocks, workers, [&](int, int64_t item) {
+            const int64_t k0 = item * per_finish;
+            finish_filters(v, l, yq, b, act, y, n, k0, std::min(v.k, k0 + per_finish));
+        });
     }
 }
 
@@ -345,7 +396,9 @@ void fwd_filter_blocks(const ConvShape& v, const Layout& l, const float* x, cons
 void fwd_run(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y, Arena& scratch) {
     const Layout l = make_layout(v, scratch);
     const double flops = 2.0 * static_cast<double>(v.n) * v.k * v.oh * v.ow * l.taps;
-    const int64_t blocks = v.n * v.g * ((v.kg + kFilterBlock - 1) / kFilterBlock);
+    // Blocks of filters, or of positions where those are too few (fwd_filter_blocks).
+    const int64_t blocks =
+        v.n * std::max(v.g * ((v.kg + kFilterBlock - 1) / kFilterBlock), std::max<int64_t>(1, l.qpad / kPositionBlock));
     if (const int by_blocks = split_workers(flops, kMinSplitFlops, blocks); v.n < by_blocks) {
         float* xq = scratch.alloc<float>(l.image);
         float* yq = scratch.alloc<float>(v.k * l.qpad);
