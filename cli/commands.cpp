@@ -444,8 +444,7 @@ int run_eval(const Args& a) {
     auto dev = backend->device(choice.device);
     if (c.is_text()) return run_eval_text(a, c, *backend, *dev);
     io::Dataset test = io::load_mnist_dir(c.data_dir, false);
-    auto model = train::build_inference_model(c, *dev, {1, test.rows, test.cols}, train::kEvaluationBatch);
-    train::load_checkpoint(a.checkpoint, *model);
+    auto model = load_image_model(c, a.checkpoint, *dev, test, "the test set of " + c.data_dir);
     profiler::enable(a.profile);  // per op kind and per layer; syncs after every op while on
     const auto t0 = std::chrono::steady_clock::now();
     const double acc = train::evaluate(*model, *dev, test);  // ends with a device read: the time is complete

@@ -25,11 +25,10 @@ namespace fs = std::filesystem;
 
 #ifdef XYLEM_HAVE_ONNX
 // One sample's input shape: a text model's sequence (data.seq_len, or block_size for windows) of
-// token indices; an image model's [1, rows, cols] of its data's test set.
+// token indices; an image model's [channels, rows, cols] of its data's test set (io::Dataset::sample_shape).
 Shape input_sample(const RunConfig& c) {
     if (c.is_text()) return {c.windows() ? c.block_size : c.seq_len};
-    const io::Dataset images = io::load_idx_images(io::mnist_files(c.data_dir, false).first);
-    return {1, images.rows, images.cols};
+    return io::load_idx_images(io::mnist_files(c.data_dir, false).first).sample_shape();
 }
 
 // --input's array as the model's input batch on `dev` (a text model's token ids as int32/int64, or

@@ -19,29 +19,43 @@ namespace fs = std::filesystem;
 constexpr int64_t kShown = 10;  // images printed; the CSV has every one
 constexpr int kDefaultTop = 3;
 
-std::string pixels(const io::Dataset& d) { return std::to_string(d.rows) + "x" + std::to_string(d.cols); }
+}  // namespace
+
+std::unique_ptr<Net> load_image_model(const RunConfig& c, const std::string& checkpoint, Device& dev,
+                                      const io::Dataset& data, const std::string& what) {
+    try {
+        auto model = train::build_inference_model(c, dev, data.sample_shape(), train::kEvaluationBatch);
+        train::load_checkpoint(checkpoint, *model);
+        return model;
+    } catch (const Error& e) {
+        throw Error(what + ": images of " + to_string(data.sample_shape()) + " (channels, rows, cols) do not fit the model of " +
+                    c.source + " and " + checkpoint + ": " + e.what());
+    }
+}
+
+namespace {
 
 // Builds the model for the images' size and loads the checkpoint. When an --input file's images
 // do not fit the model (the checkpoint's shapes say so, or a layer does), the error names that
-// file and the size the config's own data has, if it can be read.
+// file, both sample shapes (the file's and the config's own data's, if it can be read) and, in
+// the layer's or checkpoint's own words, the tensor that does not fit.
 std::unique_ptr<Net> load_model(const RunConfig& c, const Args& a, Device& dev, const io::Dataset& data) {
-    std::unique_ptr<Net> model;
-    try {
-        model = train::build_inference_model(c, dev, {1, data.rows, data.cols}, train::kEvaluationBatch);
-        train::load_checkpoint(a.checkpoint, *model);
-    } catch (const Error& e) {
-        if (a.input.empty()) throw;
-        io::Dataset own;
+    if (!a.input.empty()) {
         try {
-            own = io::load_mnist_dir(c.data_dir, false);
-        } catch (const Error&) {
-            throw e;  // nothing to compare with: the error as it is
+            return load_image_model(c, a.checkpoint, dev, data, a.input);
+        } catch (const Error& e) {
+            io::Dataset own;
+            try {
+                own = io::load_idx_images(io::mnist_files(c.data_dir, false).first);
+            } catch (const Error&) {
+                throw e;  // nothing to compare with: the error as it is
+            }
+            if (own.sample_shape() == data.sample_shape()) throw;
+            throw Error(std::string(e.what()) + "; " + c.source + " (key 'data.dir' = " + c.data_dir + ") has images of " +
+                        to_string(own.sample_shape()) + " (channels, rows, cols)");
         }
-        if (own.rows == data.rows && own.cols == data.cols) throw;
-        throw Error(a.input + ": images of " + pixels(data) + " pixels do not fit the model, which " + c.source +
-                    " trains on " + pixels(own) + " images (" + e.what() + ")");
     }
-    return model;
+    return load_image_model(c, a.checkpoint, dev, data, "the test set of " + c.data_dir);
 }
 
 }  // namespace
@@ -75,7 +89,7 @@ int run_predict(const Args& a) {
     train::write_predictions_csv(out, p, names, test_set ? &data.labels : nullptr);
 
     std::printf("%lld images of %s (%s pixels), backend %s\n", static_cast<long long>(p.count), what.c_str(),
-                pixels(data).c_str(), backend->name().c_str());
+                data.sample_text().c_str(), backend->name().c_str());
     int64_t correct = 0;
     for (int64_t i = 0; i < p.count; ++i) {
         const int32_t label = test_set ? data.labels[static_cast<size_t>(i)] : -1;

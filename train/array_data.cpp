@@ -26,19 +26,25 @@ void check_labels(const int32_t* labels, size_t n, int64_t classes, const std::s
 
 }  // namespace
 
+io::Dataset image_layout(const Shape& sample, const std::string& what) {
+    io::Dataset d;
+    if (sample.size() == 1) d.rows = 1, d.cols = sample[0];
+    else if (sample.size() == 2) d.rows = sample[0], d.cols = sample[1];
+    else if (sample.size() == 3) d.channels = sample[0], d.rows = sample[1], d.cols = sample[2];
+    else
+        throw Error(what + ": samples of shape " + shape_text(sample) +
+                    " are not images: give [N, F], [N, H, W] or [N, C, H, W]");
+    if (d.channels < 1 || d.rows < 1 || d.cols < 1)
+        throw Error(what + ": samples of shape " + shape_text(sample) + " are empty");
+    return d;
+}
+
 io::Dataset image_dataset(const float* x, int64_t count, const Shape& sample, const int32_t* labels, int64_t classes,
                           const std::string& what) {
     if (count < 1) throw Error(what + ": no samples (the first dimension is 0)");
-    io::Dataset d;
+    io::Dataset d = image_layout(sample, what);
     d.count = count;
-    if (sample.size() == 1) d.rows = 1, d.cols = sample[0];
-    else if (sample.size() == 2) d.rows = sample[0], d.cols = sample[1];
-    else if (sample.size() == 3 && sample[0] == 1) d.rows = sample[1], d.cols = sample[2];
-    else
-        throw Error(what + ": samples of shape " + shape_text(sample) +
-                    " are not images: give [N, F], [N, H, W] or [N, 1, H, W] (one channel)");
-    if (d.rows < 1 || d.cols < 1) throw Error(what + ": samples of shape " + shape_text(sample) + " are empty");
-    const size_t n = static_cast<size_t>(count * d.rows * d.cols);
+    const size_t n = static_cast<size_t>(count * d.sample_size());
     d.images.assign(x, x + n);
     if (labels) {
         check_labels(labels, static_cast<size_t>(count), classes, what);
@@ -73,11 +79,10 @@ io::Dataset split_tail(io::Dataset& all, int64_t held) {
     if (held >= all.count)
         throw Error("validation holds out " + std::to_string(held) + " of the " + std::to_string(all.count) +
                     " samples, leaving none to train on");
-    io::Dataset v;
+    io::Dataset v = all.empty_like();
     const int64_t keep = all.count - held;
     v.count = held;
-    v.rows = all.rows, v.cols = all.cols, v.steps = all.steps;
-    const size_t per_x = static_cast<size_t>(all.is_tokens() ? all.steps : all.rows * all.cols);
+    const size_t per_x = static_cast<size_t>(all.sample_size());
     const size_t per_y = static_cast<size_t>(all.is_tokens() ? all.steps : 1);
     const size_t kx = static_cast<size_t>(keep) * per_x, ky = static_cast<size_t>(keep) * per_y;
     if (all.is_tokens()) {

@@ -12,7 +12,7 @@
 
 namespace xylem::train {
 
-Shape input_sample_shape(const io::Dataset& d) { return d.is_tokens() ? Shape{d.steps} : Shape{1, d.rows, d.cols}; }
+Shape input_sample_shape(const io::Dataset& d) { return d.sample_shape(); }
 
 DType input_dtype(const io::Dataset& d) { return d.is_tokens() ? DType::I32 : DType::F32; }
 
@@ -31,10 +31,10 @@ void gather_host(const io::Dataset& d, const std::vector<int64_t>& order, int64_
         }
         return;
     }
-    const int64_t pixels = d.rows * d.cols;
+    const int64_t per = d.sample_size();
     for (int64_t i = 0; x && i < n; ++i)
-        std::memcpy(static_cast<float*>(x) + i * pixels, d.images.data() + row(i) * pixels,
-                    static_cast<size_t>(pixels) * sizeof(float));
+        std::memcpy(static_cast<float*>(x) + i * per, d.images.data() + row(i) * per,
+                    static_cast<size_t>(per) * sizeof(float));
     if (target_dtype == DType::I32) {
         auto* y = static_cast<int32_t*>(targets);
         for (int64_t i = 0; i < n; ++i) y[i] = d.labels[static_cast<size_t>(row(i))];

@@ -265,18 +265,15 @@ float DataParallel::global_sum(const Tensor& local) {
 
 io::Dataset DataParallel::shard_of(const io::Dataset& d) const {
     const int64_t lo = d.count * rank() / size(), hi = d.count * (rank() + 1) / size();
-    io::Dataset s;
+    io::Dataset s = d.empty_like();
     s.count = hi - lo;
-    s.rows = d.rows;
-    s.cols = d.cols;
-    s.steps = d.steps;
     if (d.is_tokens()) {  // a token set (text windows): steps tokens and as many labels per sample
         s.tokens.assign(d.tokens.begin() + lo * d.steps, d.tokens.begin() + hi * d.steps);
         s.labels.assign(d.labels.begin() + lo * d.steps, d.labels.begin() + hi * d.steps);
         return s;
     }
-    const int64_t pixels = d.rows * d.cols;
-    s.images.assign(d.images.begin() + lo * pixels, d.images.begin() + hi * pixels);
+    const int64_t per = d.sample_size();
+    s.images.assign(d.images.begin() + lo * per, d.images.begin() + hi * per);
     s.labels.assign(d.labels.begin() + lo, d.labels.begin() + hi);
     return s;
 }

@@ -16,16 +16,14 @@ namespace {
 
 // The images of `from` at `rows`, as a dataset of their own.
 io::Dataset take_rows(const io::Dataset& from, const std::vector<int64_t>& rows) {
-    io::Dataset d;
+    io::Dataset d = from.empty_like();
     d.count = static_cast<int64_t>(rows.size());
-    d.rows = from.rows;
-    d.cols = from.cols;
-    const size_t pixels = static_cast<size_t>(from.rows * from.cols);
-    d.images.resize(rows.size() * pixels);
+    const size_t per = static_cast<size_t>(from.sample_size());
+    d.images.resize(rows.size() * per);
     d.labels.resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
         const size_t r = static_cast<size_t>(rows[i]);
-        std::memcpy(d.images.data() + i * pixels, from.images.data() + r * pixels, pixels * sizeof(float));
+        std::memcpy(d.images.data() + i * per, from.images.data() + r * per, per * sizeof(float));
         d.labels[i] = from.labels[r];
     }
     return d;
@@ -65,6 +63,13 @@ RunData load_run_data(const RunConfig& c) {
     io::Dataset all = io::load_mnist_dir(c.data_dir, true);
     data.test = io::load_mnist_dir(c.data_dir, false);
     // An empty set never gets here: io::load_mnist rejects it, naming the file (train or t10k).
+    if (data.test.sample_shape() != all.sample_shape()) {
+        const auto [train_images, train_labels] = io::mnist_files(c.data_dir, true);
+        const auto [test_images, test_labels] = io::mnist_files(c.data_dir, false);
+        throw Error(c.source + ": key 'data.dir' (" + c.data_dir + "): the training images are " +
+                    to_string(all.sample_shape()) + " (channels, rows, cols) in " + train_images + ", the test images " +
+                    to_string(data.test.sample_shape()) + " in " + test_images + ": one model takes one shape");
+    }
 
     int64_t held = c.validation_count;
     if (c.validation_fraction > 0) held = static_cast<int64_t>(std::llround(c.validation_fraction * static_cast<double>(all.count)));

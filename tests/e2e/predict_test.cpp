@@ -238,8 +238,12 @@ TEST_F(Predict, BadInputsAreOneLineNamingTheFile) {
     // Images of the wrong size for the model.
     const std::string small = write_images("small", 2, 10, 10, std::vector<uint8_t>(200, 7));
     auto r = run_cli(predict("--input " + small));
-    expect_one_line_error(r, small + ": images of 10x10 pixels do not fit the model, which " + kMlp +
-                                 " trains on 28x28 images (");
+    // The file and its shape, the config and checkpoint, the layer's own words, then the config's
+    // key and the shape its data has.
+    expect_one_line_error(r, small + ": images of [1, 10, 10] (channels, rows, cols) do not fit the model of " + kMlp +
+                                 " and " + ckpt_ + ": ");
+    EXPECT_NE(r.err.find("; " + kMlp + " (key 'data.dir' = " + kData + ") has images of [1, 28, 28] (channels, rows, cols)"),
+              std::string::npos) << r.err;
     // A corrupt (truncated) IDX file.
     const std::string cut = write_images("cut", 5, 28, 28, std::vector<uint8_t>(100, 1));
     expect_one_line_error(run_cli(predict("--input " + cut)), cut + ": ");

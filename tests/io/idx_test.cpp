@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -185,15 +187,17 @@ TEST_F(IdxTest, WrongMagic) {
 }
 
 TEST_F(IdxTest, WrongTypeByte) {
-    write_bytes(file("f"), idx_bytes({2}, {0, 0, 0, 0, 0, 0, 0, 0}, 0x0D));
+    write_bytes(file("f"), idx_bytes({2}, {0, 0, 0, 0}, 0x0B));  // 16-bit integers
     std::string msg = error_of([&] { xylem::io::read_idx(file("f")); });
-    EXPECT_TRUE(contains(msg, file("f") + ": unsupported IDX element type 0x0D (magic 0x00000D01")) << msg;
+    EXPECT_TRUE(contains(msg, file("f") + ": unsupported IDX element type 0x0B (magic 0x00000B01")) << msg;
+    EXPECT_TRUE(contains(msg, "only 0x08, unsigned byte, and 0x0D, float32, are supported")) << msg;
 }
 
 TEST_F(IdxTest, LabelFileGivenAsImages) {
     write_bytes(file("lbl"), idx_bytes({3}, {1, 2, 3}));
     EXPECT_EQ(error_of([&] { xylem::io::load_mnist(file("lbl"), file("lbl")); }),
-              file("lbl") + ": not an IDX image file (magic 0x00000801, expected 0x00000803)");
+              file("lbl") + ": not an IDX image file (magic 0x00000801, expected 0x00000803 [N, rows, cols] or "
+                            "0x00000804 [N, channels, rows, cols]; 0x00000D03 or 0x00000D04 for float32)");
     write_bytes(file("img"), idx_bytes({1, 1, 1}, {7}));
     EXPECT_EQ(error_of([&] { xylem::io::load_mnist(file("img"), file("img")); }),
               file("img") + ": not an IDX label file (magic 0x00000803, expected 0x00000801)");
@@ -339,6 +343,101 @@ TEST_F(IdxTest, CorruptGzipChecksum) {
     write_bytes(file("crc.gz"), gz);
     EXPECT_EQ(error_of([&] { xylem::io::read_idx(file("crc.gz")); }),
               file("crc.gz") + ": corrupt gzip stream: incorrect data check");
+}
+
+// float32 values as an IDX payload: big-endian IEEE bytes.
+Bytes float_bytes(const std::vector<float>& values) {
+    Bytes out;
+    for (float v : values) {
+        uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(bits >> shift));
+    }
+    return out;
+}
+
+// [N, C, H, W] image files load as C-channel images, bytes scaled and float32 as stored; the
+// sample shape and size come from the one place (Dataset::sample_shape / sample_size).
+TEST_F(IdxTest, MultiChannelImagesRoundTrip) {
+    const Bytes pixels = iota_bytes(2 * 3 * 2 * 4);
+    write_bytes(file("train-images-idx3-ubyte"), idx_bytes({2, 3, 2, 4}, pixels));
+    write_bytes(file("train-labels-idx1-ubyte"), idx_bytes({2}, {4, 1}));
+    Dataset d = xylem::io::load_mnist_dir(dir_, true);
+    EXPECT_EQ(d.count, 2);
+    EXPECT_EQ(d.channels, 3);
+    EXPECT_EQ(d.rows, 2);
+    EXPECT_EQ(d.cols, 4);
+    EXPECT_EQ(d.sample_shape(), (std::vector<int64_t>{3, 2, 4}));
+    EXPECT_EQ(d.sample_size(), 24);
+    EXPECT_EQ(d.sample_text(), "3x2x4");
+    ASSERT_EQ(d.images.size(), pixels.size());
+    for (size_t i = 0; i < pixels.size(); ++i) ASSERT_FLOAT_EQ(d.images[i], pixels[i] / 255.0f) << i;
+    EXPECT_EQ(d.labels, (std::vector<int32_t>{4, 1}));
+    const Dataset empty = d.empty_like();
+    EXPECT_EQ(empty.count, 0);
+    EXPECT_EQ(empty.sample_shape(), d.sample_shape());
+
+    // float32, gzipped: the values exactly as written (no scaling; negative and > 1 allowed).
+    std::vector<float> values(2 * 3 * 2 * 2);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = -1.5f + 0.37f * static_cast<float>(i);
+    write_bytes(file("f.gz"), gzip_stored(idx_bytes({2, 3, 2, 2}, float_bytes(values), 0x0D)));
+    IdxArray raw = xylem::io::read_idx(file("f.gz"));
+    EXPECT_EQ(raw.type, xylem::io::kIdxFloat);
+    EXPECT_EQ(raw.numel(), values.size());
+    EXPECT_EQ(xylem::io::idx_floats(raw), values);
+    Dataset f = xylem::io::load_idx_images(file("f.gz"));
+    EXPECT_EQ(f.sample_shape(), (std::vector<int64_t>{3, 2, 2}));
+    EXPECT_EQ(f.images, values);
+
+    // A 3-dim file stays one channel, float32 too.
+    write_bytes(file("g"), idx_bytes({3, 2, 2}, float_bytes(std::vector<float>(12, 0.25f)), 0x0D));
+    Dataset g = xylem::io::load_idx_images(file("g"));
+    EXPECT_EQ(g.channels, 1);
+    EXPECT_EQ(g.sample_shape(), (std::vector<int64_t>{1, 2, 2}));
+    EXPECT_EQ(g.sample_text(), "2x2");
+    EXPECT_EQ(g.images, std::vector<float>(12, 0.25f));
+}
+
+TEST_F(IdxTest, BadMultiChannelFilesAreRefusedNamingTheFile) {
+    // Truncated: a float payload short of its 4-byte elements, plain and gzipped.
+    Bytes cut = idx_bytes({2, 3, 2, 2}, float_bytes(std::vector<float>(24, 1.0f)), 0x0D);
+    cut.resize(cut.size() - 6);
+    write_bytes(file("cut"), cut);
+    EXPECT_EQ(error_of([&] { xylem::io::load_idx_images(file("cut")); }),
+              file("cut") + ": truncated IDX file: expected 96 payload bytes, got 90");
+    write_bytes(file("cut.gz"), gzip_stored(cut));
+    EXPECT_EQ(error_of([&] { xylem::io::load_idx_images(file("cut.gz")); }),
+              file("cut.gz") + ": truncated IDX file: expected 96 payload bytes, got 90");
+    // Dims whose product overflows, or whose bytes do once float32's 4 bytes count.
+    write_bytes(file("over"), idx_bytes({0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 3}, {}));
+    std::string msg = error_of([&] { xylem::io::load_idx_images(file("over")); });
+    EXPECT_EQ(msg, file("over") + ": IDX dimensions 4294967295x4294967295x4294967295x3 are too large to load");
+    write_bytes(file("over4"), idx_bytes({0x80000000u, 0x80000000u, 2, 1}, {}, 0x0D));  // 2^63 elements, 2^65 bytes
+    msg = error_of([&] { xylem::io::load_idx_images(file("over4")); });
+    EXPECT_EQ(msg, file("over4") + ": IDX dimensions 2147483648x2147483648x2x1 are too large to load");
+    // A huge claim with little data is "truncated", not an allocation failure.
+    write_bytes(file("claim"), idx_bytes({1000000, 3, 64, 64}, iota_bytes(10)));
+    EXPECT_EQ(error_of([&] { xylem::io::load_idx_images(file("claim")); }),
+              file("claim") + ": truncated IDX file: expected 12288000000 payload bytes, got 10");
+    // No pixels: zero channels.
+    write_bytes(file("zero"), idx_bytes({2, 0, 2, 2}, {}));
+    EXPECT_EQ(error_of([&] { xylem::io::load_idx_images(file("zero")); }),
+              file("zero") + ": images of 0x2x2 (channels x rows x cols) (a dataset needs at least one pixel per image)");
+    // Five dims are no image file.
+    write_bytes(file("five"), idx_bytes({1, 1, 1, 1, 1}, {7}));
+    msg = error_of([&] { xylem::io::load_idx_images(file("five")); });
+    EXPECT_EQ(msg.rfind(file("five") + ": not an IDX image file (magic 0x00000805, expected 0x00000803", 0), 0u) << msg;
+    // A float that is not finite.
+    std::vector<float> values(12, 0.5f);
+    values[7] = std::numeric_limits<float>::quiet_NaN();
+    write_bytes(file("nan"), idx_bytes({1, 3, 2, 2}, float_bytes(values), 0x0D));
+    msg = error_of([&] { xylem::io::load_idx_images(file("nan")); });
+    EXPECT_EQ(msg.rfind(file("nan") + ": float32 value nan at element 7 is not finite", 0), 0u) << msg;
+    // Labels must be unsigned bytes.
+    write_bytes(file("img"), idx_bytes({1, 3, 1, 1}, {1, 2, 3}));
+    write_bytes(file("flbl"), idx_bytes({1}, float_bytes({1.0f}), 0x0D));
+    EXPECT_EQ(error_of([&] { xylem::io::load_mnist(file("img"), file("flbl")); }),
+              file("flbl") + ": not an IDX label file (magic 0x00000D01, expected 0x00000801)");
 }
 
 // The real Fashion-MNIST from the dataset-fashion-mnist package, when installed.

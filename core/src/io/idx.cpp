@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <system_error>
@@ -18,7 +19,6 @@
 namespace xylem::io {
 namespace {
 
-constexpr uint8_t kUnsignedByte = 0x08;
 constexpr size_t kFirstChunk = size_t{64} << 10;    // payload growth starts here and doubles ...
 constexpr size_t kChunk = size_t{16} << 20;         // ... up to this much at a time
 constexpr uint64_t kGzipReserve = uint64_t{256} << 20;  // a header's claim we trust before seeing data
@@ -230,16 +230,17 @@ IdxArray parse_idx_input(const std::string& path, Input& in) {
     uint32_t magic_value = big_endian32(magic);
     if (magic[0] != 0 || magic[1] != 0)
         throw Error(path + ": not an IDX file (magic " + hex(magic_value, 8) + ", the first two bytes must be zero)");
-    if (magic[2] != kUnsignedByte)
+    if (magic[2] != kIdxUnsignedByte && magic[2] != kIdxFloat)
         throw Error(path + ": unsupported IDX element type " + hex(magic[2], 2) + " (magic " + hex(magic_value, 8) +
-                    "; only 0x08, unsigned byte, is supported)");
+                    "; only 0x08, unsigned byte, and 0x0D, float32, are supported)");
     int ndim = magic[3];
     if (ndim == 0) throw Error(path + ": IDX header declares 0 dimensions (magic " + hex(magic_value, 8) + ")");
 
     uint8_t dim_bytes[4 * 255];
     read_exact(path, in, dim_bytes, 4 * ndim, "dimension-header");
     IdxArray array;
-    uint64_t expected = 1;
+    array.type = magic[2];
+    uint64_t expected = array.element_size();  // payload bytes
     bool overflow = false;
     for (int i = 0; i < ndim; ++i) {
         uint32_t dim = big_endian32(dim_bytes + 4 * i);
@@ -273,7 +274,27 @@ IdxArray parse_idx_input(const std::string& path, Input& in) {
     return array;
 }
 
+std::string magic_text(const IdxArray& a) { return hex(uint32_t{a.type} << 8 | static_cast<uint32_t>(a.dims.size()), 8); }
+
 }  // namespace
+
+std::vector<float> idx_floats(const IdxArray& a) {
+    std::vector<float> out(a.numel());
+    if (a.type == kIdxFloat) {
+        for (size_t i = 0; i < out.size(); ++i) {
+            const uint32_t bits = big_endian32(a.data.data() + 4 * i);
+            std::memcpy(&out[i], &bits, 4);
+        }
+    } else {
+        std::transform(a.data.begin(), a.data.end(), out.begin(), [](uint8_t v) { return static_cast<float>(v); });
+    }
+    return out;
+}
+
+std::string Dataset::sample_text() const {
+    if (is_tokens()) return std::to_string(steps) + " tokens";
+    return (channels == 1 ? "" : std::to_string(channels) + "x") + std::to_string(rows) + "x" + std::to_string(cols);
+}
 
 IdxArray read_idx(const std::string& path) {
     FileSource file(path);
@@ -289,30 +310,40 @@ IdxArray parse_idx(const uint8_t* data, size_t size, const std::string& name) {
 
 Dataset load_idx_images(const std::string& images_path) {
     IdxArray images = read_idx(images_path);
-    if (images.dims.size() != 3)
-        throw Error(images_path + ": not an IDX image file (magic " + hex(0x800u | images.dims.size(), 8) +
-                    ", expected 0x00000803)");
+    const size_t nd = images.dims.size();
+    if (nd != 3 && nd != 4)
+        throw Error(images_path + ": not an IDX image file (magic " + magic_text(images) +
+                    ", expected 0x00000803 [N, rows, cols] or 0x00000804 [N, channels, rows, cols]; 0x00000D03 or "
+                    "0x00000D04 for float32)");
     // An empty set is a valid IDX file but no dataset: training on it gave a NaN loss and an
     // untrained checkpoint, and evaluating it an accuracy of 0/0.
     if (images.dims[0] == 0) throw Error(images_path + ": holds 0 images (a dataset needs at least one)");
-    if (images.dims[1] == 0 || images.dims[2] == 0)
-        throw Error(images_path + ": images of " + std::to_string(images.dims[1]) + "x" +
-                    std::to_string(images.dims[2]) + " pixels (a dataset needs at least one pixel per image)");
     Dataset set;
     set.count = images.dims[0];
-    set.rows = images.dims[1];
-    set.cols = images.dims[2];
-    set.images.resize(images.data.size());
-    std::transform(images.data.begin(), images.data.end(), set.images.begin(),
-                   [](uint8_t v) { return static_cast<float>(v) / 255.0f; });
+    set.channels = nd == 4 ? images.dims[1] : 1;
+    set.rows = images.dims[nd - 2];
+    set.cols = images.dims[nd - 1];
+    if (set.sample_size() == 0)
+        throw Error(images_path + ": images of " + dims_text({images.dims.begin() + 1, images.dims.end()}) +
+                    (nd == 4 ? " (channels x rows x cols)" : " pixels") +
+                    " (a dataset needs at least one pixel per image)");
+    set.images = idx_floats(images);
+    if (images.type == kIdxUnsignedByte) {
+        for (float& v : set.images) v /= 255.0f;
+    } else {
+        for (size_t i = 0; i < set.images.size(); ++i)
+            if (!std::isfinite(set.images[i]))
+                throw Error(images_path + ": float32 value " + std::to_string(set.images[i]) + " at element " +
+                            std::to_string(i) + " is not finite (image " + std::to_string(static_cast<int64_t>(i) / set.sample_size()) + ")");
+    }
     return set;
 }
 
 Dataset load_mnist(const std::string& images_path, const std::string& labels_path) {
     Dataset set = load_idx_images(images_path);
     IdxArray labels = read_idx(labels_path);
-    if (labels.dims.size() != 1)
-        throw Error(labels_path + ": not an IDX label file (magic " + hex(0x800u | labels.dims.size(), 8) +
+    if (labels.dims.size() != 1 || labels.type != kIdxUnsignedByte)
+        throw Error(labels_path + ": not an IDX label file (magic " + magic_text(labels) +
                     ", expected 0x00000801)");
     if (set.count != labels.dims[0])
         throw Error(images_path + ": has " + std::to_string(set.count) + " images but " + labels_path + " has " +

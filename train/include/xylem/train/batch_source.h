@@ -16,9 +16,9 @@
 
 namespace xylem::train {
 
-// What one sample of a data set gives the model: its input shape and type (an image [1, rows,
-// cols] f32, or a token set's [steps] int32 tokens) and its target's shape (a label [], or one
-// label per token [steps]).
+// What one sample of a data set gives the model: its input shape and type (an image [channels,
+// rows, cols] f32, or a token set's [steps] int32 tokens: io::Dataset::sample_shape) and its
+// target's shape (a label [], or one label per token [steps]).
 Shape input_sample_shape(const io::Dataset& data);
 DType input_dtype(const io::Dataset& data);
 Shape target_sample_shape(const io::Dataset& data);
