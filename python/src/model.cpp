@@ -103,13 +103,12 @@ void Model::ensure_built(const Shape& sample) {
 namespace {
 
 // The model's sample shape for an array of samples: its shape less the first dimension, in the
-// form image_dataset reads it ([F] and [H, W] as [1, 1, F] and [1, H, W]).
-Shape model_sample(const Shape& array_shape, bool tokens) {
+// form image_dataset reads it (train::image_layout: [F] and [H, W] as [1, 1, F] and [1, H, W],
+// [C, H, W] as it is); predict also takes other float shapes as they are.
+Shape model_sample(const Shape& array_shape, bool tokens, const std::string& what) {
     Shape s(array_shape.begin() + 1, array_shape.end());
-    if (tokens) return s;
-    if (s.size() == 1) return {1, 1, s[0]};
-    if (s.size() == 2) return {1, s[0], s[1]};
-    return s;
+    if (tokens || s.empty() || s.size() > 3) return s;
+    return value_errors([&] { return train::image_layout(s, what).sample_shape(); });
 }
 
 // The arrays as a data set (a copy), checked against the model.
@@ -153,7 +152,7 @@ void check_labels_fit(Model& m, const io::Dataset& d, const std::string& what) {
 
 io::Dataset prepared(Model& m, const HostArray& x, const HostArray* y, const std::string& what) {
     io::Dataset d = to_dataset(m, x, y, what);
-    m.ensure_built(model_sample(array_shape(x), d.is_tokens()));
+    m.ensure_built(d.sample_shape());
     if (y) check_labels_fit(m, d, what);
     return d;
 }
@@ -336,7 +335,7 @@ NumpyF32 predict(Model& m, const HostArray& x, int64_t batch_size) {
     if (tokens != is_i32(x))
         throw nb::value_error((std::string("predict: the model takes ") + (tokens ? "int32 token ids" : "float32 samples") +
                                ", got " + (is_i32(x) ? "int32" : "float32") + " x").c_str());
-    m.ensure_built(model_sample(xs, tokens));
+    m.ensure_built(model_sample(xs, tokens, "predict"));
     Net& net = m.net();
     const int64_t n = xs[0];
     Shape out_shape{n};
@@ -386,7 +385,7 @@ std::unique_ptr<Model> from_config(const std::string& source, const std::string&
     if (input_shape) {
         Shape a{1};
         a.insert(a.end(), input_shape->begin(), input_shape->end());
-        m->ensure_built(model_sample(a, m->takes_tokens()));
+        m->ensure_built(model_sample(a, m->takes_tokens(), "input_shape"));
     }
     return m;
 }
