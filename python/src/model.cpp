@@ -16,6 +16,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "py_callbacks.h"
+#include "py_stdout.h"
 #include "xylem/layers/loss.h"
 #include "xylem/train/array_data.h"
 #include "xylem/train/backend_select.h"
@@ -225,14 +226,17 @@ nb::dict run_fit(nb::object owner, Model& m, train::BatchSource& batches, const 
     if (files) checkpoints.emplace(*files, m.checkpoint_metadata());
     train::RunFiles no_files;
     no_files.write = false;
-    train::RunReport report(std::cout, a.verbose == 1, no_files, false, chars_per_sample);
+    PyStdout py_stdout;  // progress lines go where Python's prints go (a notebook's cell, a captured stdout)
+    std::ostream progress_out(&py_stdout);
+    train::RunReport report(progress_out, a.verbose == 1, no_files, false, chars_per_sample);
+    report.set_live(PyStdout::live());
     train::RunSummary summary;
     summary.config = c.source;
     summary.backend = dev.backend().name();
     summary.device = dev.name();
     summary.batch_size = o.batch_size;
     summary.seed = o.seed;
-    train::ReportCallbacks reports(report, summary, std::cout, false);
+    train::ReportCallbacks reports(report, summary, progress_out, false);
     PyCallbacks py(a.callbacks, owner);
 
     train::TrainingState state;
@@ -249,7 +253,7 @@ nb::dict run_fit(nb::object owner, Model& m, train::BatchSource& batches, const 
         train::InterruptGuard interrupts;  // Ctrl-C: finish the step, write the checkpoint, return
         cbs.push_back(&interrupts);
         r = train::fit(net, m.loss(), m.solver(), dev, batches, state, o, cbs);
-        std::cout.flush();
+        progress_out.flush();
     }
     py.rethrow_if_failed();
     nb::list history;

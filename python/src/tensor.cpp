@@ -92,6 +92,16 @@ void bind_tensor(nb::module_& m) {
         .def_prop_ro("device", [](const PyTensor& p) { return p.dev->name(); })
         .def("numpy", &to_numpy, "The values as a new NumPy array (a copy from the device).")
         .def("to", &to_device, nb::arg("device"), "A copy on another device (\"native\", \"opencl:0\", ...).")
+        // DLPack (torch.from_dlpack, np.from_dlpack, ...): the capsule of numpy()'s host copy, so the
+        // consumer owns memory no device can change under it; the copy is the one numpy() makes.
+        // Keyword arguments (stream, max_version, dl_device, copy) go to NumPy's __dlpack__, which
+        // knows the protocol version it speaks.
+        .def(
+            "__dlpack__", [](const PyTensor& p, nb::kwargs kw) { return to_numpy(p).attr("__dlpack__")(**kw); },
+            "A DLPack capsule of a host copy of the values (as numpy() makes; the device is the CPU).")
+        .def(
+            "__dlpack_device__", [](const PyTensor&) { return nb::make_tuple(1, 0); },
+            "(1, 0): kDLCPU, device 0. __dlpack__ hands out a host copy whatever the tensor's device.")
         .def("__repr__", [](const PyTensor& p) {
             return "xylem.Tensor(shape=" + to_string(p.t.shape()) + ", dtype=" +
                    (p.t.dtype() == DType::F32 ? "float32" : "int32") + ", device=" + p.dev->name() + ")";

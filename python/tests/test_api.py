@@ -73,6 +73,25 @@ def test_verbose_prints_progress(small_data, capfd):
     assert capfd.readouterr().out == ""
 
 
+def test_progress_goes_to_sys_stdout(small_data, capsys, monkeypatch):
+    """verbose=1 writes through sys.stdout (capsys swaps only that, as a notebook kernel does), and a
+    stream that says it is a terminal gets the live line rewritten in place with carriage returns."""
+    import io
+    x, y = small_data
+    xylem.Model.from_config(MLP).fit(x, y, epochs=1, verbose=1)
+    out = capsys.readouterr().out
+    assert "epoch 1/1  step" in out and "\r" not in out  # not a terminal: whole lines
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    term = Terminal()
+    monkeypatch.setattr("sys.stdout", term)
+    xylem.Model.from_config(MLP).fit(x, y, epochs=1, verbose=1)
+    monkeypatch.undo()
+    assert "\repoch 1/1  step" in term.getvalue()
+
+
 def test_arrays_are_converted_where_documented(small_data):
     x, y = small_data
     model = xylem.Model.from_config(MLP)

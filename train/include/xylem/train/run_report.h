@@ -76,6 +76,9 @@ public:
     // second too, log.csv and metrics.json add the bits.
     RunReport(std::ostream& out, bool show, const RunFiles& files, bool resuming, int64_t chars_per_sample = 0);
     bool showing() const { return show_; }
+    // Rewrite the progress line in place ("\r") or not, when `out` is not the process's stdout (whose
+    // isatty decides by default): the Python package's stream to sys.stdout in a notebook says yes.
+    void set_live(bool live) { tty_ = show_ && live; }
     bool terminal() const { return tty_; }
     double seconds_since_shown() const;
 
