@@ -26,6 +26,7 @@
 #include "fused/codegen.h"
 #include "fused/disk_cache.h"
 #include "fused/nvrtc.h"
+#include "support/files.h"
 #include "support/backends.h"
 #include "xylem/error.h"
 #include "xylem/fused_builder.h"
@@ -37,6 +38,7 @@ namespace xylem {
 namespace {
 
 namespace fs = std::filesystem;
+using xylem::test::read_file;
 namespace fz = cuda::fused;
 namespace pk = plugin_kit;
 
@@ -344,10 +346,6 @@ TEST(CudaFusedNvrtc, ACompileErrorReturnsTheLog) {
 
 std::vector<char> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
-std::string read_all(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
 void write_all(const fs::path& p, const std::string& s) {
     std::ofstream f(p, std::ios::binary | std::ios::trunc);
     f.write(s.data(), static_cast<std::streamsize>(s.size()));
@@ -450,7 +448,7 @@ std::string build_host_kernel(const xylem_fused_attrs& at, uint32_t n_in, uint32
     const std::string cmd = "'" + cxx + "' -std=c++17 -O1 -ffp-contract=off -w -o '" + exe.string() + "' '" +
                             src.string() + "' 2>'" + (dir / "cxx.log").string() + "'";
     if (std::system(cmd.c_str()) != 0) {
-        ADD_FAILURE() << "the generated kernel does not compile as C++: " << read_all(dir / "cxx.log");
+        ADD_FAILURE() << "the generated kernel does not compile as C++: " << read_file(dir / "cxx.log");
         return {};
     }
     return exe.string();
@@ -475,7 +473,7 @@ std::vector<std::vector<float>> run_on_host(const std::string& exe, const fs::pa
     write_all(dir / "in.bin", data);
     const std::string cmd = "'" + exe + "' '" + (dir / "in.bin").string() + "' '" + (dir / "out.bin").string() + "'";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    const std::string raw = read_all(dir / "out.bin");
+    const std::string raw = read_file(dir / "out.bin");
     std::vector<std::vector<float>> out(n_out, std::vector<float>(static_cast<size_t>(rows * cols)));
     const size_t bytes = static_cast<size_t>(n_out * rows * cols) * 4;
     EXPECT_EQ(raw.size(), bytes);
@@ -603,7 +601,7 @@ TEST(CudaFusedDiskCache, APlantedLinkIsReplacedNotWrittenThrough) {
     write_all(tmp.path / "victim", "precious");
     fs::create_symlink(tmp.path / "victim", tmp.path / "k.bin");
     ASSERT_TRUE(fz::cache_write(dir, "k.bin", "recipe", true, bytes_of("image")));
-    EXPECT_EQ(read_all(tmp.path / "victim"), "precious");
+    EXPECT_EQ(read_file(tmp.path / "victim"), "precious");
     EXPECT_FALSE(fs::is_symlink(tmp.path / "k.bin"));
     EXPECT_EQ(fs::status(tmp.path / "k.bin").permissions() & fs::perms::others_write, fs::perms::none);
 }
@@ -615,7 +613,7 @@ TEST(CudaFusedDiskCache, ShortCorruptForeignAndStaleFilesAreRefused) {
     const std::string recipe = "--gpu-architecture=sm_90\n\nkernel source";
     const std::vector<char> image = bytes_of(std::string(1000, 'x') + "end");
     ASSERT_TRUE(fz::cache_write(dir, "good.bin", recipe, true, image));
-    const std::string good = read_all(tmp.path / "good.bin");
+    const std::string good = read_file(tmp.path / "good.bin");
     const std::vector<char> sentinel = bytes_of("untouched");
     auto refused = [&](const std::string& content, const std::string& what) {
         write_all(tmp.path / "bad.bin", content);
@@ -786,15 +784,15 @@ TEST(CudaFusedPlugin, TheNextProcessLoadsTheKernelFromDisk) {
         struct stat st {};
         return ::stat(p.c_str(), &st) == 0 ? st.st_ino : 0;
     };
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_all(tmp.path / "child.log");
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(tmp.path / "child.log");
     const fs::path file = cached_file();
     ASSERT_FALSE(file.empty()) << "the first process wrote no cache file";
     const auto first = inode(file);
     const auto size = fs::file_size(file);
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_all(tmp.path / "child.log");
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(tmp.path / "child.log");
     EXPECT_EQ(inode(file), first) << "the second process compiled again instead of loading the file";
-    write_all(file, read_all(file).substr(0, size / 2));  // truncated: refused, rebuilt
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_all(tmp.path / "child.log");
+    write_all(file, read_file(file).substr(0, size / 2));  // truncated: refused, rebuilt
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(tmp.path / "child.log");
     EXPECT_EQ(fs::file_size(file), size);
 }
 

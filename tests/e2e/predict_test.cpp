@@ -11,39 +11,21 @@
 #include <sstream>
 #include <vector>
 
+#include "support/files.h"
 #include "xylem/train/predict.h"
 #include "cli_run.h"
 #include "xylem/io/idx.h"
 #include "xylem/io/safetensors.h"
 
 namespace fs = std::filesystem;
+using xylem::test::read_file;
+using xylem::test::read_csv;
 using xylem::test::run_cli;
 
 namespace {
 
 const std::string kMlp = std::string(XYLEM_SOURCE_DIR) + "/examples/fashion_mlp.toml";
 const std::string kData = "/usr/share/datasets/fashion-mnist";
-
-std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
-    std::vector<std::vector<std::string>> rows;
-    std::ifstream f(path);
-    std::string line;
-    while (std::getline(f, line)) {
-        std::vector<std::string> cells;
-        std::stringstream s(line);
-        std::string cell;
-        while (std::getline(s, cell, ',')) cells.push_back(cell);
-        if (!line.empty() && line.back() == ',') cells.push_back("");
-        rows.push_back(cells);
-    }
-    return rows;
-}
-
-std::string slurp(const std::string& path) {
-    std::stringstream s;
-    s << std::ifstream(path).rdbuf();
-    return s.str();
-}
 
 // One short training run shared by the tests: a checkpoint that is better than chance.
 class Predict : public ::testing::Test {
@@ -153,7 +135,7 @@ TEST_F(Predict, TopKColumnsAndDefaultOutputBesideTheCheckpoint) {
 // A model ending in softmax or log_softmax (same parameters, so the same checkpoint loads) gives
 // the same probabilities: its outputs are not put through softmax a second time.
 TEST_F(Predict, SoftmaxAndLogSoftmaxModelsGiveTheSameProbabilities) {
-    const std::string base = slurp(kMlp);
+    const std::string base = read_file(kMlp);
     auto run_with_tail = [&](const std::string& tail, const std::string& name) {
         const std::string cfg = (dir_ / (name + ".toml")).string();
         std::ofstream(cfg) << base << (tail.empty() ? "" : "\n[[model.layers]]\ntype = \"" + tail + "\"\n");
@@ -221,7 +203,7 @@ TEST_F(Predict, InputFileOfImages) {
 TEST_F(Predict, ClassIndexWhenTheDataIsNotFashionMnist) {
     const fs::path link = dir_ / "digits";
     fs::create_directory_symlink(kData, link);
-    std::string cfg = slurp(kMlp);
+    std::string cfg = read_file(kMlp);
     cfg.replace(cfg.find(kData), kData.size(), link.string());
     std::ofstream(dir_ / "digits.toml") << cfg;
     const auto r = run_cli("predict --config " + (dir_ / "digits.toml").string() + " --checkpoint " + ckpt_ +

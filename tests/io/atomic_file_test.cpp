@@ -12,17 +12,14 @@
 #include <iterator>
 #include <string>
 
+#include "support/files.h"
 #include "xylem/error.h"
 
 namespace fs = std::filesystem;
+using xylem::test::read_file;
 using xylem::io::AtomicFile;
 
 namespace {
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 class AtomicFileTest : public ::testing::Test {
 protected:
@@ -40,9 +37,9 @@ protected:
 
 TEST_F(AtomicFileTest, WritesAndReplaces) {
     xylem::io::write_file_atomic(file("metrics.json"), "{\"loss\": 1}\n");
-    EXPECT_EQ(read_text(file("metrics.json")), "{\"loss\": 1}\n");
+    EXPECT_EQ(read_file(file("metrics.json")), "{\"loss\": 1}\n");
     xylem::io::write_file_atomic(file("metrics.json"), "");
-    EXPECT_EQ(read_text(file("metrics.json")), "");
+    EXPECT_EQ(read_file(file("metrics.json")), "");
     EXPECT_EQ(entries(), 1u);  // no temp left behind
 }
 
@@ -53,9 +50,9 @@ TEST_F(AtomicFileTest, TempNameAndUncommittedCleanup) {
         EXPECT_EQ(f.temp_path(), file("a") + ".tmp." + std::to_string(::getpid()));
         f.write("new contents", 12);
         EXPECT_TRUE(fs::exists(f.temp_path()));
-        EXPECT_EQ(read_text(file("a")), "old");  // untouched until commit
+        EXPECT_EQ(read_file(file("a")), "old");  // untouched until commit
     }
-    EXPECT_EQ(read_text(file("a")), "old");
+    EXPECT_EQ(read_file(file("a")), "old");
     EXPECT_EQ(entries(), 1u);
 }
 
@@ -63,10 +60,10 @@ TEST_F(AtomicFileTest, CommitTwiceIsAnError) {
     AtomicFile f(file("b"));
     f.write("x", 1);
     f.commit();
-    EXPECT_EQ(read_text(file("b")), "x");
+    EXPECT_EQ(read_file(file("b")), "x");
     EXPECT_THROW(f.commit(), xylem::Error);
     EXPECT_THROW(f.write("y", 1), xylem::Error);
-    EXPECT_EQ(read_text(file("b")), "x");
+    EXPECT_EQ(read_file(file("b")), "x");
 }
 
 TEST_F(AtomicFileTest, MissingDirectory) {
@@ -92,7 +89,7 @@ TEST_F(AtomicFileTest, RelativePathInCurrentDirectory) {
     fs::current_path(dir_);
     EXPECT_NO_THROW(xylem::io::write_file_atomic("rel.txt", "r"));  // directory fsync uses "."
     fs::current_path(old_cwd);
-    EXPECT_EQ(read_text(file("rel.txt")), "r");
+    EXPECT_EQ(read_file(file("rel.txt")), "r");
 }
 
 }  // namespace
@@ -157,7 +154,7 @@ TEST_F(AtomicFileTest, NoWriteFollowsAPlantedLinkAndNoFileIsWorldWritable) {
     }
     EXPECT_THROW(xylem::io::read_own_file(file("log.csv")), xylem::Error);
     xylem::io::write_file_atomic(file("log.csv"), "new\n");
-    EXPECT_EQ(read_text(target), "keep");
+    EXPECT_EQ(read_file(target), "keep");
     EXPECT_FALSE(fs::is_symlink(file("log.csv")));
     EXPECT_EQ(xylem::io::read_own_file(file("log.csv")), "new\n");
 
@@ -167,7 +164,7 @@ TEST_F(AtomicFileTest, NoWriteFollowsAPlantedLinkAndNoFileIsWorldWritable) {
     ::umask(old);
     for (const char* f : {"a", "b"})
         EXPECT_EQ(fs::status(file(f)).permissions() & fs::perms::others_write, fs::perms::none) << f;
-    EXPECT_EQ(read_text(file("b")), "y");
+    EXPECT_EQ(read_file(file("b")), "y");
     // A FIFO named like the log is no file to append to (it would block or feed a reader).
     ASSERT_EQ(::mkfifo(file("fifo").c_str(), 0600), 0);
     EXPECT_THROW(xylem::io::read_own_file(file("fifo")), xylem::Error);

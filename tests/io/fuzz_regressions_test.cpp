@@ -12,21 +12,18 @@
 #include <string>
 #include <vector>
 
+#include "support/files.h"
 #include "xylem/config.h"
 #include "xylem/error.h"
 #include "xylem/io/idx.h"
 #include "xylem/io/safetensors.h"
 
 namespace fs = std::filesystem;
+using xylem::test::read_file;
 
 namespace {
 
 const fs::path kDir = fs::path(XYLEM_SOURCE_DIR) / "tests/data/fuzz-regressions";
-
-std::string read_all(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 // Runs `parse` on every input in kDir/<parser>; returns the error message per file ("" = parsed).
 std::vector<std::pair<fs::path, std::string>> replay(const std::string& parser,
@@ -34,7 +31,7 @@ std::vector<std::pair<fs::path, std::string>> replay(const std::string& parser,
     std::vector<std::pair<fs::path, std::string>> results;
     if (!fs::exists(kDir / parser)) return results;
     for (const auto& entry : fs::directory_iterator(kDir / parser)) {
-        const std::string bytes = read_all(entry.path());
+        const std::string bytes = read_file(entry.path());
         std::string error;
         try {
             parse(bytes, entry.path().string());

@@ -18,10 +18,13 @@
 
 #include "conv_bn_model.h"
 #include "e2e/cli_run.h"
+#include "support/files.h"
 #include "support/backends.h"
 #include "xylem/onnx/npy.h"
 
 namespace fs = std::filesystem;
+using xylem::test::read_file;
+using xylem::test::read_csv;
 
 namespace {
 
@@ -66,26 +69,6 @@ Set make_set(int64_t count, uint32_t seed) {
     return s;
 }
 
-std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
-    std::vector<std::vector<std::string>> rows;
-    std::ifstream f(path);
-    std::string line;
-    while (std::getline(f, line)) {
-        std::vector<std::string> cells;
-        std::stringstream s(line);
-        std::string cell;
-        while (std::getline(s, cell, ',')) cells.push_back(cell);
-        rows.push_back(cells);
-    }
-    return rows;
-}
-
-std::string slurp(const fs::path& path) {
-    std::ostringstream s;
-    s << std::ifstream(path).rdbuf();
-    return s.str();
-}
-
 class MultiChannelCli : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -111,7 +94,7 @@ protected:
         const auto r = run_cli("import " + (dir_ / "model.onnx").string() + " --out " + (dir_ / "imp").string());
         ASSERT_EQ(r.code, 0) << r.out << r.err;
         // The imported config's defaults, with its data where this test wrote it, and small batches.
-        std::string cfg = slurp(dir_ / "imp" / "model.toml");
+        std::string cfg = read_file(dir_ / "imp" / "model.toml");
         const std::string fashion = "/usr/share/datasets/fashion-mnist", batch = "batch_size = 64";
         ASSERT_NE(cfg.find(fashion), std::string::npos) << cfg;
         cfg.replace(cfg.find(fashion), fashion.size(), (dir_ / "data").string());
@@ -182,7 +165,7 @@ TEST_F(MultiChannelCli, EvalAndPredictOnThreeChannelIdxAgreeWithRun) {
             EXPECT_NEAR(std::stod(row[p]), prob[i], 2e-5) << "image " << i;
         }
     }
-    EXPECT_EQ(slurp(dir_ / "t10k-images-idx3-ubyte.csv"), slurp(dir_ / "test-f32.idx.csv"));
+    EXPECT_EQ(read_file(dir_ / "t10k-images-idx3-ubyte.csv"), read_file(dir_ / "test-f32.idx.csv"));
 
     // export: the input sample is the test file's [3, 8, 8]; the exported model runs as the original.
     r = run_cli("export --config " + config_ + " --checkpoint " + checkpoint_ + " --out " + (dir_ / "exported.onnx").string());
@@ -221,7 +204,7 @@ TEST_F(MultiChannelCli, TrainInitFineTunesOnThreeChannelImages) {
     std::vector<double> losses;
     for (const auto& row : read_csv(out / "log.csv"))
         if (row.size() > 2 && row.back() == "interval") losses.push_back(std::stod(row[2]));
-    ASSERT_GE(losses.size(), 20u) << slurp(out / "log.csv");
+    ASSERT_GE(losses.size(), 20u) << read_file(out / "log.csv");
     auto mean = [](auto a, auto b) {
         double s = 0;
         for (auto i = a; i != b; ++i) s += *i;
@@ -229,7 +212,7 @@ TEST_F(MultiChannelCli, TrainInitFineTunesOnThreeChannelImages) {
     };
     const double first = mean(losses.begin(), losses.begin() + 5), last = mean(losses.end() - 5, losses.end());
     std::cout << "fine-tuning on [N, 3, 8, 8]: loss " << first << " -> " << last << " over " << losses.size() << " steps\n";
-    EXPECT_LT(last, 0.7 * first) << slurp(out / "log.csv");
+    EXPECT_LT(last, 0.7 * first) << read_file(out / "log.csv");
     // The tuned checkpoint evaluates on the same 3-channel test set.
     const auto e = run_cli("eval --config " + config_ + " --checkpoint " + (out / "model.safetensors").string());
     ASSERT_EQ(e.code, 0) << e.out << e.err;
