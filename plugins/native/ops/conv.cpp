@@ -291,42 +291,36 @@ void fwd_linear(const Conv& v, const float* x, const float* wt, const float* b, 
     if (b || act != XYLEM_ACT_NONE) bias_activate(act, b, y, v.n, v.k);
 }
 
-// The pointwise forward pass in tiles of one image's [K, HW] output (of one group): each tile one
-// single-threaded sgemm, then its bias and activation while it is in L2; tiles of all images
-// shared out among the workers. Before, each image was one sgemm cut in two by columns, then a
-// pass over its output in memory on the calling thread (MobileNetV2's 16 -> 96 at 112x112, batch
-// 1: 4.8 MB written, read and written again). The tiles are fixed by the shape (and the machine's
-// slices, as shape_slices), not by the thread count: OpenBLAS's result depends on the call.
-constexpr int64_t kPointwiseTile = 32 * 1024;  // output floats per tile (128 KB)
-
+// The pointwise forward pass image by image (and group by group), each one single-threaded sgemm
+// then its bias and activation, shared out among the workers; with fewer of those than the
+// machine's slices (batch 1), each image's output is cut into equal blocks of columns (multiples
+// of 16; of filters for the narrow kernel, which needs whole rows) until there are enough.
+// Before, each image was one sgemm cut in two by columns, then a pass of bias and activation over
+// its output on the calling thread. Smaller tiles (32K outputs, in L2 for their bias pass) won in
+// xylem-bench-conv, where every operand stays in cache, but lost in the model (MobileNetV2 under
+// xylem run: 13.6 against 12.5 ms at batch 1, 115 against 107 at 16): OpenBLAS's unpacked
+// small-matrix kernel took them. The blocks are fixed by the shape and the machine's slices (as
+// shape_slices), not the thread count: OpenBLAS's result depends on the call.
 struct PointwiseTiles {
-    int64_t rows = 0, cols = 0;        // one tile: filters x positions
-    int64_t row_tiles = 0, col_tiles = 0;
-    int64_t count(const Conv& v) const { return v.n * v.g * row_tiles * col_tiles; }
+    bool narrow = false;               // ops/gemm.cpp's narrow kernel (7x7 maps), blocks of filters
+    int64_t rows = 0, cols = 0;        // one block: filters x positions
+    int64_t row_tiles = 1, col_tiles = 1;
+    int64_t per_image(const Conv& v) const { return v.g * row_tiles * col_tiles; }
+    int64_t count(const Conv& v) const { return v.n * per_image(v); }
 };
 
 PointwiseTiles pointwise_tiles(const Conv& v) {
     const int64_t hw = v.hw();
     PointwiseTiles t;
+    // 32 to 64 positions with a long reduction: the narrow kernel, faster than OpenBLAS there
+    // (MobileNetV2's 320 -> 1280 on 7x7 at batch 1: 119 against 149 us), as sgemm() picks it.
+    t.narrow = hw >= 32 && hw <= 64 && v.cg >= 100 && v.kg >= 32 && narrow_gemm_available();
     t.rows = v.kg, t.cols = hw;
-    // Equal tiles, in multiples of 16: blocks of filters on small maps, else blocks of columns.
-    const int64_t tiles = (v.kg * hw + kPointwiseTile - 1) / kPointwiseTile;
-    auto part = [&](int64_t n, int64_t parts) { return ((n + parts - 1) / parts + 15) / 16 * 16; };
-    if (tiles > 1) {
-        if (hw <= 256) t.rows = part(v.kg, tiles);
-        else t.cols = std::min(hw, std::max<int64_t>(64, part(hw, tiles)));
-    }
-    auto update = [&] {
-        t.rows = std::min(t.rows, v.kg);
-        t.row_tiles = (v.kg + t.rows - 1) / t.rows;
-        t.col_tiles = (hw + t.cols - 1) / t.cols;
-    };
-    update();
-    // Few tiles (batch 1 on small maps): halve the blocks of filters until every CPU can get one
-    // (each block's sgemm packs all of X again: more blocks measured slower).
-    while (t.count(v) < machine_slices() && t.rows >= 64) {
-        t.rows = part(t.rows, 2);
-        update();
+    auto part = [](int64_t n, int64_t parts) { return ((n + parts - 1) / parts + 15) / 16 * 16; };
+    for (int64_t parts = 2; t.count(v) < machine_slices(); ++parts) {
+        if (t.narrow ? part(v.kg, parts) < 32 : part(hw, parts) < 256) break;  // blocks too small to pay
+        if (t.narrow) t.rows = part(v.kg, parts), t.row_tiles = (v.kg + t.rows - 1) / t.rows;
+        else t.cols = part(hw, parts), t.col_tiles = (hw + t.cols - 1) / t.cols;
     }
     return t;
 }
@@ -334,21 +328,16 @@ PointwiseTiles pointwise_tiles(const Conv& v) {
 void fwd_pointwise(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y) {
     const int64_t hw = v.hw();
     const PointwiseTiles t = pointwise_tiles(v);
-    const int64_t per_image = v.g * t.row_tiles * t.col_tiles;
-    // 32 to 64 positions (7x7 maps) with a long reduction: ops/gemm.cpp's narrow kernel, faster than
-    // OpenBLAS there (MobileNetV2's 320 -> 1280 on 7x7 at batch 1: 119 against 149 us), as sgemm()
-    // picks it; its elements do not depend on the cut.
-    const bool narrow = t.cols == hw && hw >= 32 && hw <= 64 && v.cg >= 100 && v.kg >= 32 && narrow_gemm_available();
+    const int64_t per_image = t.per_image(v), per_group = t.row_tiles * t.col_tiles;
     const int workers = split_workers(fwd_flops(v), kMinSplitFlops, t.count(v));
     parallel_items(t.count(v), workers, [&](int, int64_t item) {
-        const int64_t n = item / per_image, rest = item % per_image;
-        const int64_t g = rest / (t.row_tiles * t.col_tiles), tile = rest % (t.row_tiles * t.col_tiles);
+        const int64_t n = item / per_image, g = item % per_image / per_group, tile = item % per_group;
         const int64_t k0 = tile / t.col_tiles * t.rows, j0 = tile % t.col_tiles * t.cols;
         const int64_t rows = std::min(t.rows, v.kg - k0), cols = std::min(t.cols, hw - j0);
         float* out = y + (n * v.k + g * v.kg + k0) * hw + j0;
         const float* a = wt + (g * v.kg + k0) * v.cg;
         const float* xb = x + (n * v.c + g * v.cg) * hw + j0;
-        if (narrow) narrow_sgemm(false, rows, cols, v.cg, 1.0f, a, v.cg, xb, hw, 0.0f, out, hw);
+        if (t.narrow) narrow_sgemm(false, rows, cols, v.cg, 1.0f, a, v.cg, xb, hw, 0.0f, out, hw);
         else gemm_in_worker(false, false, rows, cols, v.cg, a, v.cg, xb, hw, 0.0f, out, hw);
         if (b || act != XYLEM_ACT_NONE)
             channel_bias_activate(act, b ? b + g * v.kg + k0 : nullptr, out, hw, out, hw, rows, cols);
