@@ -136,7 +136,12 @@ TEST_F(NativeConvPaths, ForwardMatchesFloat64) {
     for (const Case& c : kCases) {
         SCOPED_TRACE(describe(c));
         const Shape ys = ops::conv2d_output_shape(c.x, c.w, c.a);
-        const auto x = uniform(rng, numel(c.x)), w = uniform(rng, numel(c.w)), b = uniform(rng, c.w[0]);
+        auto x = uniform(rng, numel(c.x));
+        const auto w = uniform(rng, numel(c.w)), b = uniform(rng, c.w[0]);
+        // ReLU6: inputs in [-4, 4], so that sums past 6 reach the clamp's top even over 9 taps
+        // (in [-1, 1] a 3x3 depthwise output stays under 6 and a broken top went unseen).
+        if (c.a.activation == XYLEM_ACT_RELU6)
+            for (float& e : x) e *= 4.0f;
         Tensor tx = upload(dev(), c.x, x), tw = upload(dev(), c.w, w), tb = upload(dev(), {c.w[0]}, b);
         Tensor ty = upload(dev(), ys, std::vector<float>(static_cast<size_t>(numel(ys)), NAN));
         ops::conv2d_fwd(dev(), tx, tw, c.bias ? &tb : nullptr, ty, c.a);
