@@ -124,29 +124,7 @@ void Importer::fold(const onnx::NodeProto& n) {
         if (op == "Reshape") {
             check_known_attrs(n, {"allowzero"});
             const HostTensor& shape = ints_of(1, "shape");
-            int64_t known = 1, infer = -1;
-            dims.clear();
-            for (size_t k = 0; k < shape.i.size(); ++k) {
-                int64_t d = shape.i[k];
-                if (d == 0 && !attr_int(n, "allowzero", 0)) {
-                    if (k >= data.dims.size()) refuse(n, "shape copies an axis the data lacks");
-                    d = data.dims[k];
-                }
-                if (d == -1) {
-                    if (infer >= 0) refuse(n, "shape has two -1");
-                    infer = static_cast<int64_t>(k);
-                } else if (d < 0 || d > kMaxDim) {
-                    refuse(n, "shape entry " + std::to_string(d) + " is out of range");
-                } else if (__builtin_mul_overflow(known, d, &known) || known > kMaxElements) {
-                    refuse(n, "shape " + shape_text(shape.i) + " holds more than 2^31 - 1 elements");
-                }
-                dims.push_back(d);
-            }
-            if (infer >= 0) {
-                if (known == 0 || data.numel() % known)
-                    refuse(n, "cannot infer the -1 of shape " + shape_text(shape.i));
-                dims[static_cast<size_t>(infer)] = data.numel() / known;
-            }
+            dims = reshape_dims(n, shape.i, data.dims, attr_int(n, "allowzero", 0) != 0, true, shape.i);
         } else {
             check_known_attrs(n, {});
             std::vector<int64_t> axes;

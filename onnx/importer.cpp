@@ -200,6 +200,38 @@ int64_t Importer::attr_int(const onnx::NodeProto& n, const char* name, int64_t d
     return a ? a->i() : dflt;
 }
 
+std::vector<int64_t> Importer::reshape_dims(const onnx::NodeProto& n, const std::vector<int64_t>& shape,
+                                            const std::vector<int64_t>& in, bool allowzero, bool allow_empty,
+                                            const std::vector<int64_t>& named) const {
+    int64_t known = 1, infer = -1, total = 1;
+    for (int64_t d : in) total *= d;
+    std::vector<int64_t> out;
+    for (size_t k = 0; k < shape.size(); ++k) {
+        int64_t d = shape[k];
+        if (d == 0 && !allowzero) {
+            if (k >= in.size()) refuse(n, "its shape " + shape_text(named) + " copies an axis the input lacks");
+            d = in[k];
+        }
+        if (d == -1) {
+            if (infer >= 0) refuse(n, "its shape " + shape_text(named) + " has two -1");
+            infer = static_cast<int64_t>(k);
+        } else if (d < (allow_empty ? 0 : 1) || d > kMaxDim) {
+            refuse(n, "shape entry " + std::to_string(d) + " is out of range");
+        } else if (__builtin_mul_overflow(known, d, &known) || known > kMaxElements) {
+            refuse(n, "its shape " + shape_text(named) + " holds more than 2^31 - 1 elements");
+        }
+        out.push_back(d);
+    }
+    if (infer >= 0) {
+        if (known == 0 || total % known) refuse(n, "cannot infer the -1 of shape " + shape_text(named));
+        out[static_cast<size_t>(infer)] = total / known;
+    } else if (known != total) {
+        refuse(n, "its shape " + shape_text(named) + " does not hold the input's " + std::to_string(total) +
+                      " elements");
+    }
+    return out;
+}
+
 float Importer::attr_float(const onnx::NodeProto& n, const char* name, float dflt) const {
     const auto* a = attr(n, name, onnx::AttributeProto::FLOAT);
     return a ? a->f() : dflt;

@@ -157,6 +157,14 @@ private:
     // Attributes, type-checked.
     const onnx::AttributeProto* attr(const onnx::NodeProto& n, const char* name, int type) const;
     int64_t attr_int(const onnx::NodeProto& n, const char* name, int64_t dflt) const;
+    // ONNX Reshape's rule for an input of known dims `in`: a 0 copies the input's axis (unless
+    // allowzero: then it is an empty axis, refused where !allow_empty), one -1 is inferred, every
+    // entry in range, and the result holds exactly the input's elements. Messages quote `named`
+    // (the node's whole shape). Folding (fold.cpp) uses it on constants; the data path (ops.cpp,
+    // reshape) on each sample's axes after its batch rule.
+    std::vector<int64_t> reshape_dims(const onnx::NodeProto& n, const std::vector<int64_t>& shape,
+                                      const std::vector<int64_t>& in, bool allowzero, bool allow_empty,
+                                      const std::vector<int64_t>& named) const;
     float attr_float(const onnx::NodeProto& n, const char* name, float dflt) const;
     std::string attr_string(const onnx::NodeProto& n, const char* name, const std::string& dflt) const;
     std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const char* name, std::vector<int64_t> dflt) const;

@@ -468,40 +468,17 @@ void Importer::reshape(const onnx::NodeProto& n) {
     const HostTensor& s = constant(n, 1, "shape");
     if (s.is_float || s.dims.size() != 1) refuse(n, "its shape must be a 1-D integer constant");
     const bool allowzero = attr_int(n, "allowzero", 0) != 0;
-    std::vector<int64_t> out;
-    int64_t known = 1, infer = -1, total = 1;
-    for (size_t k = 1; k < x.shape.size(); ++k) total *= x.shape[k];
-    for (size_t k = 0; k < s.i.size(); ++k) {
-        int64_t d = s.i[k];
-        if (k == 0 && (d == x.shape[0] || d == kBatchMark || (d == 0 && !allowzero))) {
-            out.push_back(x.shape[0]);
-            continue;
-        }
-        if (k == 0 && d != -1)
-            refuse(n, "its shape " + shape_text(s.i) + " changes the batch axis; xylem reshapes each sample");
-        if (d == 0 && !allowzero) {
-            if (k >= x.shape.size()) refuse(n, "its shape copies an axis the input lacks");
-            d = x.shape[k];
-        }
-        if (d == -1) {
-            if (infer >= 0) refuse(n, "its shape has two -1");
-            infer = static_cast<int64_t>(k);
-        } else if (d < 1 || d > kMaxDim) {
-            refuse(n, "shape entry " + std::to_string(d) + " is out of range");
-        } else if (k > 0 && (__builtin_mul_overflow(known, d, &known) || known > kMaxElements)) {
-            refuse(n, "its shape " + shape_text(s.i) + " holds more than 2^31 - 1 elements per sample");
-        }
-        out.push_back(d);
-    }
-    if (infer == 0) {  // [-1, a, b]: the batch inferred, so the rest must hold one sample exactly
-        if (known != total) refuse(n, "its shape " + shape_text(s.i) + " does not keep the batch axis");
-        out[0] = x.shape[0];
-    } else if (infer > 0) {
-        if (total % known) refuse(n, "cannot infer the -1 of shape " + shape_text(s.i));
-        out[static_cast<size_t>(infer)] = total / known;
-    } else if (known != total) {
-        refuse(n, "its shape " + shape_text(s.i) + " does not hold the input " + shape_text(x.shape));
-    }
+    if (s.i.empty()) refuse(n, "its shape [] drops the batch axis; xylem reshapes each sample");
+    // The batch axis: kept (its size, the batch mark, or a copying 0), or a -1 that the sample's
+    // axes leave to be the batch; then ONNX's rule on each sample's axes.
+    const int64_t d0 = s.i[0];
+    const bool kept = d0 == x.shape[0] || d0 == kBatchMark || (d0 == 0 && !allowzero);
+    if (!kept && d0 != -1) refuse(n, "its shape " + shape_text(s.i) + " changes the batch axis; xylem reshapes each sample");
+    const std::vector<int64_t> tail(s.i.begin() + 1, s.i.end()), sample(x.shape.begin() + 1, x.shape.end());
+    if (!kept && std::count(tail.begin(), tail.end(), -1))
+        refuse(n, "its shape " + shape_text(s.i) + " has two -1");
+    std::vector<int64_t> out{x.shape[0]};
+    for (int64_t d : reshape_dims(n, tail, sample, allowzero, false, s.i)) out.push_back(d);
     return reshape_like(n, out, input_of(n, 0));
 }
 

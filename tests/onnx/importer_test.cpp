@@ -410,6 +410,20 @@ TEST(OnnxImport, HostileLstmsAndSequenceOpsNameTheNode) {
     int_attr(cell, "input_forget", 0);
     EXPECT_HAS(error_of(bytes_of(gru)), "attribute 'input_forget' is not one this op has");
 
+    // Reshape of the data (Importer::reshape_dims after the batch rule): 0 copies, one -1 inferred,
+    // the batch kept or inferred, every refusal named.
+    const onnx_import::Imported r0 = import_bytes(bytes_of(one_node("Reshape", {-1, 6, 2}, {ints("sh", {0, -1})})), "m", "");
+    EXPECT_EQ(r0.output_sample, (Shape{12}));
+    const onnx_import::Imported r1 = import_bytes(bytes_of(one_node("Reshape", {-1, 6, 2}, {ints("sh", {-1, 6, 0})})), "m", "");
+    EXPECT_EQ(r1.output_sample, (Shape{6, 2}));  // the batch inferred, the 0 copying axis 2
+    EXPECT_HAS(error_of(bytes_of(one_node("Reshape", {-1, 6, 2}, {ints("sh", {0, 5, -1})}))), "cannot infer the -1 of shape [0, 5, -1]");
+    EXPECT_HAS(error_of(bytes_of(one_node("Reshape", {-1, 6, 2}, {ints("sh", {0, -1, -1})}))), "has two -1");
+    EXPECT_HAS(error_of(bytes_of(one_node("Reshape", {-1, 6, 2}, {ints("sh", {-1, 4, -1})}))), "has two -1");
+    EXPECT_HAS(error_of(bytes_of(one_node("Reshape", {-1, 6, 2}, {ints("sh", {-1, 5})}))), "does not hold the input's 12 elements");
+    EXPECT_HAS(error_of(bytes_of(one_node("Reshape", {-1, 6, 2}, {ints("sh", {3, 4})}))), "changes the batch axis");
+    EXPECT_HAS(error_of(bytes_of(one_node("Reshape", {-1, 6, 2}, {ints("sh", {0, 0, 0, 0})}))), "copies an axis the input lacks");
+    EXPECT_HAS(error_of(bytes_of(one_node("Reshape", {-1, 6, 2}, {ints("sh", {0, -7})}))), "shape entry -7 is out of range");
+
     // Slice and Gather of the data: one axis, step 1, a run of indices; ConstantOfShape bounded.
     onnx::ModelProto s = one_node("Slice", {-1, 6, 2}, {ints("st", {1}), ints("en", {4}), ints("ax", {1}), ints("sp", {2})});
     EXPECT_HAS(error_of(bytes_of(s)), "Slice node '/Slice': step 2");
