@@ -25,6 +25,12 @@
 //     shape with one image, too few tiles for Winograd (the direct kernels); single images whose
 //     forward pass is shared out by blocks of filters (groups, a block's tile remainders), or of
 //     positions (a big map with few filters, its channels packed by the workers);
+//   - the forward pass's unrolled layout (one plane per column tap, positions = outputs), taken
+//     for stride-1 rows where it computes markedly fewer positions: LeNet's conv2 and the two
+//     cases marked "unrolled";
+//   - the filter gradient with positions in the vectors (ops/conv_filter_dot.cpp: filters of
+//     at most 64 taps per group over whole vectors of positions): the stem, LeNet's conv1 and
+//     the cases marked "by positions";
 //   - the fallbacks to im2col: a data gradient whose phases would compute more than 1.5x
 //     im2col's multiply-adds (LeNet's 5x5 with no padding: 3x), and a strided 1x1 conv whose
 //     output plane fills less than 1/1.2 of its vectors (7x7: 49 positions in 64).
@@ -71,6 +77,21 @@ const Case kCases[] = {
      {2, 2, 1, 1, 1, 1, 1, XYLEM_ACT_RELU6, 0}, true},
     {"groups 2 of 50 filters, 1 image (a block of 2)", {1, 96, 9, 9}, {100, 48, 3, 3},
      {1, 1, 1, 1, 1, 1, 2, XYLEM_ACT_RELU, 0}, true},
+    // The forward pass's unrolled layout (its positions exactly the outputs): strided,
+    // dilated and padded columns, and a single image by blocks of filters in two groups.
+    {"unrolled columns: stride 1x2, dilation 1x2, padded", {2, 5, 10, 16}, {9, 5, 3, 3},
+     {1, 2, 1, 1, 1, 2, 1, XYLEM_ACT_RELU, 0}, true},
+    {"unrolled columns: 4x4 kernel, 1 image, groups 2", {1, 8, 9, 9}, {60, 4, 4, 4},
+     {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, false},
+    // The filter gradient with positions in the vectors (few taps, whole vectors of positions):
+    // LeNet's conv1 in chunks of 2 images, strided columns with groups (tile remainders: 5
+    // filters, 18 taps), a dilated 2x3 kernel.
+    {"lenet conv1 shape, 3 images (filter gradient by positions)", {3, 1, 28, 28}, {20, 1, 5, 5},
+     {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
+    {"stride 1x2, groups 2 (filter gradient by positions)", {5, 4, 8, 15}, {10, 2, 3, 3},
+     {1, 2, 1, 1, 1, 1, 2, XYLEM_ACT_NONE, 0}, true},
+    {"dilation 2x1, 2x3 kernel (filter gradient by positions)", {3, 3, 10, 10}, {7, 3, 2, 3},
+     {1, 1, 0, 0, 2, 1, 1, XYLEM_ACT_NONE, 0}, false},
     {"lenet conv2 shape, 9 images", {9, 20, 12, 12}, {50, 20, 5, 5}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_TANH, 0}, true},
     {"5x5 pad 2 (direct data gradient)", {3, 6, 11, 9}, {10, 6, 5, 5}, {1, 1, 2, 2, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
     {"100 filters", {2, 3, 6, 6}, {100, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_SIGMOID, 0}, true},

@@ -254,9 +254,7 @@ void finish_filters(float* dw, const double* acc, int64_t n, float beta) {
 // columns, and OpenBLAS's result depends on the call's shape, so the slices are fixed by the
 // shape (shape_slices), not by the CPUs. (The direct kernels split the same way: ops/conv_direct.cpp.)
 
-// Work per slice below which starting a thread costs more than it saves (a thread start is
-// ~20-50 us; 2 MFLOP is ~40 us of GEMM here).
-constexpr double kMinSplitFlops = 2e6;
+constexpr double kMinSplitFlops = kConvMinSplitFlops;  // ops/conv_direct.h
 
 double fwd_flops(const Conv& v) { return 2.0 * static_cast<double>(v.n) * v.k * v.p() * v.crs(); }
 

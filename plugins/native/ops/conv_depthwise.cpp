@@ -134,8 +134,7 @@ ConvShape block_shape(const ConvShape& v, int64_t cb) {
 // Work per item handed to a worker (a block of channels: 16 at 7x7, 1 at 56x56): a claim and a
 // packing call cost about a microsecond.
 constexpr double kMinItemFlops = 1e5;
-// A thread is worth starting from this much work (as for the other conv paths).
-constexpr double kMinSplitFlops = 2e6;
+constexpr double kMinSplitFlops = kConvMinSplitFlops;  // ops/conv_direct.h
 
 // Per-worker scratch: one packed block of channels, one filter's computed positions, the bias per
 // output row.

@@ -16,7 +16,9 @@
 // ((r*dh) % sh, (s*dw) % sw) at row (r*dh)/sh and column (s*dw)/sw, so output (oh, ow) and tap t
 // read element q + off[t] of the packed image, with q = oh*wq + ow: every tap is one shifted
 // window, with no stride, padding or bounds test. Positions q with ow >= OW (the wq - OW columns
-// past each output row) are computed and dropped.
+// past each output row) are computed and dropped. Where those are many (narrow outputs), the
+// forward pass takes the unrolled layout instead (unrolled_sizes: a plane per column tap, no
+// position dropped), and so does the filter gradient of ops/conv_filter_dot.cpp.
 //
 // The kernels (XYLEM_KERNEL_LEVELS, simd.h: FMA at avx512 and avx2):
 //   - forward: a tile of KB filters x NV vectors of positions in registers; per tap, NV vector
@@ -57,7 +59,9 @@ using I8 = int __attribute__((vector_size(32)));
 //     3x3 stem, 9 taps: 2.9 vs 1.4 ms; LeNet's conv1, 25: 1.9 vs 1.6).
 //   - kWasteLimit: how much more than the output's positions the forward kernel may compute
 //     (each image's positions rounded up to whole vectors, the columns past each output row)
-//     and still beat im2col + OpenBLAS. avx512 1.6 (LeNet's conv2, 1.5: 1.8 vs 2.7 ms); avx2 1.4
+//     and still beat im2col + OpenBLAS, measured in the phase layout; the unrolled layout, where
+//     taken, computes fewer (LeNet's conv2: 1.0, and since then 1.95 against im2col's 2.8 ms at
+//     avx2, 5.3 against 5.7 at baseline, 1.30 against the phase layout's 1.52 at avx512). avx512 1.6 (LeNet's conv2, 1.5: 1.8 vs 2.7 ms); avx2 1.4
 //     (LeNet's conv2: 2.95 vs 2.76 ms, ResNet's 7x7, 1.31: 6.4 vs 7.1); baseline 1.1: without
 //     FMA the kernels are no faster than OpenBLAS's SSE ones (ResNet's 28x28, 1.08: 15.0 vs
 //     15.4 ms; 14x14, 1.14: 14.8 vs 13.5; 7x7: 16.2 vs 13.1).
@@ -89,10 +93,7 @@ XYLEM_KERNEL_LEVELS(double, level_waste_limit, (), ()) { return Tiles<S>::kWaste
 XYLEM_KERNEL_LEVELS(double, level_data_waste_limit, (), ()) { return Tiles<S>::kDataWasteLimit; }
 XYLEM_KERNEL_LEVELS(int64_t, level_min_filter_taps, (), ()) { return Tiles<S>::kMinFilterTaps; }
 
-// A thread is worth starting from this much work (as for the im2col path, ops/conv.cpp).
-constexpr double kMinSplitFlops = 2e6;
-// Scratch for the filter gradient's per-slice float64 sums (the arena keeps its high-water mark).
-constexpr double kMaxPartialBytes = 64.0 * 1024 * 1024;
+constexpr double kMinSplitFlops = kConvMinSplitFlops, kMaxPartialBytes = kConvMaxPartialBytes;  // ops/conv_direct.h
 
 using Layout = DirectLayout;  // ops/conv_direct.h
 
@@ -114,6 +115,65 @@ bool layout_sizes(const ConvShape& v, Layout& l, int64_t& phases) {
     const int64_t last = (v.c - 1) * l.chan + (phases - 1) * l.plane + reach + l.qpad;
     l.image = round_up(std::max(v.c * l.chan, last), kAlign);
     return l.image < INT_MAX / 2 && l.qpad * v.k < INT_MAX / 2 && l.taps * v.k < INT_MAX / 2;
+}
+
+// The forward pass's second layout, for stride-1 rows and narrow outputs ("unrolled"): each
+// channel's padded rows copied once per column tap s into a plane of hq x OW, element [i][ow]
+// the padded plane's [i][ow*sw + s*dw], so tap (c, r, s) reads element q + c*chan + s*plane +
+// r*dh*OW with q = oh*OW + ow. Its positions are exactly the outputs: no columns past each row to
+// compute and drop. It packs S times the image, cheap next to the K*R multiply-adds each packed
+// float then feeds. LeNet's conv2 (8x8 outputs of 12-wide padded rows) computes 64 positions per
+// filter where the phase layout computes 96.
+bool unrolled_sizes(const ConvShape& v, Layout& l) {
+    l = Layout{};
+    l.unrolled = true;
+    l.sh = 1, l.sw = v.sw;
+    l.hq = v.h + 2 * v.ph, l.wq = v.ow, l.plane = l.hq * l.wq, l.chan = v.s * l.plane;
+    l.q = v.oh * l.wq;
+    l.qpad = round_up(l.q, kAlign);
+    l.taps = v.cg * v.r * v.s;
+    const int64_t reach = (v.r - 1) * v.dh * l.wq + (v.s - 1) * l.plane;  // largest in-channel offset
+    const int64_t last = (v.c - 1) * l.chan + reach + l.qpad;
+    l.image = round_up(std::max(v.c * l.chan, last), kAlign);
+    return l.image < INT_MAX / 2 && l.qpad * v.k < INT_MAX / 2 && l.taps * v.k < INT_MAX / 2;
+}
+
+// The unrolled layout is taken where it computes at most this share of the phase layout's
+// positions (LeNet's conv2: 64 / 96; ResNet-18's 56x56 maps, 3136 / 3248, are not worth S times
+// the packing).
+constexpr double kUnrolledShare = 0.85;
+
+// The forward pass's layout sizes: the phase layout, or the unrolled one where it pays.
+bool fwd_layout_sizes(const ConvShape& v, Layout& l) {
+    int64_t phases = 0;
+    const bool fits = layout_sizes(v, l, phases);
+    Layout u;
+    if (v.sh == 1 && unrolled_sizes(v, u) &&
+        (!fits || static_cast<double>(u.qpad) <= kUnrolledShare * static_cast<double>(l.qpad))) {
+        l = u;
+        return true;
+    }
+    return fits;
+}
+
+Layout make_layout(const ConvShape& v, Arena& scratch);
+
+// The unrolled layout (unrolled_sizes must hold) with its offsets in scratch.
+Layout make_unrolled(const ConvShape& v, Arena& scratch) {
+    Layout l;
+    unrolled_sizes(v, l);
+    l.off = scratch.alloc<int32_t>(l.taps);
+    for (int64_t c = 0; c < v.cg; ++c)
+        for (int64_t r = 0; r < v.r; ++r)
+            for (int64_t s = 0; s < v.s; ++s)
+                l.off[(c * v.r + r) * v.s + s] = static_cast<int32_t>(c * l.chan + s * l.plane + r * v.dh * l.wq);
+    return l;
+}
+
+// The forward pass's layout with its offsets in scratch.
+Layout make_fwd_layout(const ConvShape& v, Arena& scratch) {
+    Layout l;
+    return fwd_layout_sizes(v, l) && l.unrolled ? make_unrolled(v, scratch) : make_layout(v, scratch);
 }
 
 Layout make_layout(const ConvShape& v, Arena& scratch) {
@@ -171,11 +231,40 @@ __attribute__((always_inline)) inline void copy_row(float* __restrict out, const
         for (int64_t e = 0; e < kPiece; ++e) out[n - kPiece + e] = in[(n - kPiece + e) * SW];
 }
 
+// xq = one image x [C, H, W] in the unrolled layout (unrolled_sizes), zeros in the padding and
+// past the channels.
+XYLEM_KERNEL_NO_LIBCALLS(void, pack_unrolled,
+                         (const ConvShape& v, const Layout& l, const float* __restrict x, float* __restrict xq),
+                         (v, l, x, xq)) {
+    for (int64_t c = 0; c < v.c; ++c)
+        for (int64_t s = 0; s < v.s; ++s) {
+            int64_t jlo, jhi;
+            valid_range(s * v.dw - v.pw, l.sw, v.w, l.wq, jlo, jhi);
+            float* dst = xq + c * l.chan + s * l.plane;
+            for (int64_t i = 0; i < l.hq; ++i) {
+                float* row = dst + i * l.wq;
+                const int64_t ih = i - v.ph;
+                if (ih < 0 || ih >= v.h) {
+                    for (int64_t j = 0; j < l.wq; ++j) row[j] = 0.0f;
+                    continue;
+                }
+                const float* in = x + (c * v.h + ih) * v.w + s * v.dw - v.pw;
+                for (int64_t j = 0; j < jlo; ++j) row[j] = 0.0f;
+                if (l.sw == 1) copy_row<1>(row + jlo, in + jlo, jhi - jlo);
+                else if (l.sw == 2) copy_row<2>(row + jlo, in + 2 * jlo, jhi - jlo);
+                else for (int64_t j = jlo; j < jhi; ++j) row[j] = in[j * l.sw];
+                for (int64_t j = jhi; j < l.wq; ++j) row[j] = 0.0f;
+            }
+        }
+    for (int64_t e = v.c * l.chan; e < l.image; ++e) xq[e] = 0.0f;
+}
+
 // xq = one image x [C, H, W] in the packed layout, zeros in the padding and past the channels.
 // Channel by channel and row by row, each input row copied into its phases' rows while in L1.
 XYLEM_KERNEL_NO_LIBCALLS(void, pack_image,
                          (const ConvShape& v, const Layout& l, const float* __restrict x, float* __restrict xq),
                          (v, l, x, xq)) {
+    if (l.unrolled) return pack_unrolled(v, l, x, xq);
     for (int64_t c = 0; c < v.c; ++c)
         for (int64_t a = 0; a < l.sh; ++a) {
             int64_t ilo, ihi;
@@ -394,7 +483,7 @@ void fwd_filter_blocks(const ConvShape& v, const Layout& l, const float* x, cons
 // the cut), so a worker the OS holds back delays no one by more than an image; blocks of filters
 // when there are fewer images than workers.
 void fwd_run(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y, Arena& scratch) {
-    const Layout l = make_layout(v, scratch);
+    const Layout l = make_fwd_layout(v, scratch);
     const double flops = 2.0 * static_cast<double>(v.n) * v.k * v.oh * v.ow * l.taps;
     // Blocks of filters, or of positions where those are too few (fwd_filter_blocks).
     const int64_t blocks =
@@ -691,8 +780,7 @@ bool pointwise_wastes(const ConvShape& v) {
 
 bool direct_fwd_fits(const ConvShape& v) {
     Layout l;
-    int64_t phases = 0;
-    return layout_sizes(v, l, phases) && !pointwise_wastes(v) &&
+    return fwd_layout_sizes(v, l) && !pointwise_wastes(v) &&
            static_cast<double>(l.qpad) <= level_waste_limit() * static_cast<double>(v.oh * v.ow);
 }
 
@@ -762,6 +850,7 @@ void direct_bwd_data(const ConvShape& v, const float* dy, const float* w, float*
 }
 
 void direct_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch) {
+    if (dot_bwd_filter_fits(v)) return dot_bwd_filter(v, x, dy, beta, dw, scratch);
     const Layout l = make_layout(v, scratch);
     // dY transposed to [position][ldk]: the filters rounded up to whole vectors of this level.
     const int64_t P = v.oh * v.ow, ldk = round_up(v.kg, level_lanes()), m = filter_chunk(v);
@@ -806,6 +895,13 @@ bool direct_layout_fits(const ConvShape& v) {
 }
 
 DirectLayout direct_layout(const ConvShape& v, Arena& scratch) { return make_layout(v, scratch); }
+
+bool direct_unrolled_fits(const ConvShape& v) {
+    DirectLayout l;
+    return v.sh == 1 && unrolled_sizes(v, l);
+}
+
+DirectLayout direct_unrolled_layout(const ConvShape& v, Arena& scratch) { return make_unrolled(v, scratch); }
 
 void direct_pack_image(const ConvShape& v, const DirectLayout& l, const float* x, float* xq) { pack_image(v, l, x, xq); }
 

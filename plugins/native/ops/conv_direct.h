@@ -9,6 +9,13 @@ namespace xylem::native {
 
 using ConvShape = plugin_kit::Conv2dShape;
 
+// Work per slice or worker (FLOPs) below which a convolution is not split further, on every
+// path (im2col, direct, depthwise, Winograd): a thread start is ~20-50 us, 2 MFLOP ~40 us of one
+// core's GEMM here.
+constexpr double kConvMinSplitFlops = 2e6;
+// Scratch for a filter gradient's per-slice float64 sums (the arena keeps its high-water mark).
+constexpr double kConvMaxPartialBytes = 64.0 * 1024 * 1024;
+
 // The packed layout of one image (see the top of ops/conv_direct.cpp) and the taps' offsets into it.
 struct DirectLayout {
     int64_t sh = 1, sw = 1;              // phases per axis: the stride
@@ -19,6 +26,7 @@ struct DirectLayout {
     int64_t taps = 0;                    // cg*R*S
     int32_t* phase_of = nullptr;         // [sh*sw]: the phase's index among those kept, or -1
     int32_t* off = nullptr;              // [taps]: offsets from a group's first channel
+    bool unrolled = false;               // column taps unrolled (forward only; see conv_direct.cpp)
 };
 // Whether v's layout keeps its offsets within int32; the layout (its arrays in scratch); one image
 // x [C, H, W] packed into xq (l.image floats). For the depthwise kernels (ops/conv_depthwise.cpp),
@@ -26,6 +34,11 @@ struct DirectLayout {
 bool direct_layout_fits(const ConvShape& v);
 DirectLayout direct_layout(const ConvShape& v, Arena& scratch);
 void direct_pack_image(const ConvShape& v, const DirectLayout& l, const float* x, float* xq);
+// The unrolled layout (one plane per column tap, positions exactly the outputs: see
+// conv_direct.cpp): whether v takes it (stride-1 rows, offsets within int32), and the layout.
+// direct_pack_image packs into it.
+bool direct_unrolled_fits(const ConvShape& v);
+DirectLayout direct_unrolled_layout(const ConvShape& v, Arena& scratch);
 
 // Whether the direct kernels take this shape (sizes within their int32 offsets, and for the
 // data gradient stride 1 with padding at most the dilated kernel's reach).
@@ -54,7 +67,11 @@ void direct_filter_multiply(const float* x, const int32_t* off, int64_t taps, co
                             int64_t positions, double* acc);
 // dst[q*ldk + k] = src[k*cols + q] for k < rows, 0 for rows <= k < ldk.
 void direct_transpose(const float* src, int64_t rows, int64_t cols, int64_t ldk, float* dst);
-// dW = beta*dW + the filter gradient (beta = 0 does not read dW).
+// dW = beta*dW + the filter gradient (beta = 0 does not read dW). direct_bwd_filter hands the
+// shapes dot_bwd_filter_fits takes to dot_bwd_filter (ops/conv_filter_dot.cpp: positions in the
+// vectors, for filters of few taps).
+bool dot_bwd_filter_fits(const ConvShape& v);
+void dot_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch);
 void direct_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch);
 
 }  // namespace xylem::native

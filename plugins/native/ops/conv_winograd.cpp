@@ -313,7 +313,7 @@ void carve(Arena& scratch, int workers, const int64_t (&sizes)[N], std::array<st
 void run(const Plan& p, const float* x, const float* u, const float* b, int act, float* y, Arena& scratch) {
     const int64_t chunks = (p.n + p.chunk - 1) / p.chunk;
     const double flops = 2.0 * 16.0 * static_cast<double>(p.n * p.tiles) * p.cin * p.kout;
-    const int workers = split_workers(flops, 2e6, chunks);
+    const int workers = split_workers(flops, kConvMinSplitFlops, chunks);
     int32_t* off = scratch.alloc<int32_t>(p.cin);
     for (int64_t c = 0; c < p.cin; ++c) off[c] = static_cast<int32_t>(c * p.ld);
     std::array<float*, kMaxSplit> plane{}, rows{}, v{}, m{};
@@ -427,7 +427,7 @@ void winograd_bwd_filter(const ConvShape& v, const float* x, const float* dy, fl
     const int64_t ldk = round_up(p.kout, direct_filter_lanes()), size = 16 * p.cin * ldk;
     const int64_t chunks = (p.n + p.chunk - 1) / p.chunk;
     const double flops = 2.0 * 16.0 * static_cast<double>(p.n * p.tiles) * p.cin * p.kout;
-    const int64_t slices = shape_slices(flops, 2e6, chunks);
+    const int64_t slices = shape_slices(flops, kConvMinSplitFlops, chunks);
     double* acc = scratch.alloc<double>(slices * size);
     std::fill_n(acc, slices * size, 0.0);
     int32_t* off = scratch.alloc<int32_t>(p.cin);

@@ -24,7 +24,10 @@ constexpr double kMinSplitGemmFlops = 2e6;
 // updates them on the calling thread and pulls those cache lines back, every step (measured on
 // fashion_mlp, 64x128x784: the SGD update 3x slower, the epoch 15% slower). Row cuts of the
 // recurrent GEMMs slice W_hh too, but it is reused by every step of the sequence in between.
-constexpr double kMinColumnSplitFlops = 1e8;
+// Past 2e7 the second CPU pays for that: LeNet's 800 -> 500 layer (64x500x800 forward, and its
+// two backward GEMMs, 51 MFLOP each) ran on one CPU under the old bound of 1e8, and its epoch
+// took 5.63 s against 5.05 cut in two (2026-11-26, the AVX-512 Xeon; fashion_mlp unchanged).
+constexpr double kMinColumnSplitFlops = 2e7;
 // Blocks of C start at multiples of this many rows or columns (OpenBLAS's kernels work in 16s).
 constexpr int64_t kSplitAlign = 16;
 
