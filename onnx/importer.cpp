@@ -64,7 +64,7 @@ const std::vector<Importer::OpEntry>& Importer::table() {
          "`clamp` (min and max constant scalars or absent)",
          [](Importer& i, const onnx::NodeProto& n) { i.clip(n); }},
         {"MaxPool",
-         "`maxpool2d` (square kernel, one stride, one padding, no dilation, floor mode, no Indices output)",
+         "`maxpool2d` (square kernel, one stride, one padding, no dilation, no Indices output; ceil mode where it gives floor mode's size)",
          [](Importer& i, const onnx::NodeProto& n) { i.pool(n, true); }},
         {"AveragePool",
          "`avgpool2d` (as MaxPool; `count_include_pad` kept)",

@@ -246,7 +246,6 @@ void Importer::pool(const onnx::NodeProto& n, bool max) {
     if (pads[0] > INT32_MAX / 4) refuse(n, "attributes out of range");
     const int64_t padding = pads[0] + x.pad;
     if (padding * 2 > kernel[0]) refuse(n, "padding " + std::to_string(padding) + " is more than half the kernel");
-    if (attr_int(n, "ceil_mode", 0)) refuse(n, "ceil_mode = 1 has no xylem equivalent (xylem's pools round down)");
     if (max) {
         const auto dil = attr_ints(n, "dilations", {1, 1});
         if (dil != std::vector<int64_t>{1, 1}) refuse(n, "dilations " + shape_text(dil) + " have no xylem equivalent");
@@ -258,6 +257,17 @@ void Importer::pool(const onnx::NodeProto& n, bool max) {
     const int64_t ow = (x.shape[3] + 2 * pads[0] - kernel[0]) / strides[0] + 1;
     if (oh < 1 || ow < 1 || x.shape[2] + 2 * pads[0] < kernel[0] || x.shape[3] + 2 * pads[0] < kernel[0])
         refuse(n, "its output would be empty for input " + shape_text(x.shape));
+    // ceil_mode rounds the output size up where xylem's pools round down: the same pooling where
+    // the windows tile the padded input exactly (SqueezeNet's 3x3 stride-2 pools on 109 and 55),
+    // else one more, partial window per row and column, which xylem has no layer for.
+    if (attr_int(n, "ceil_mode", 0)) {
+        const int64_t ch = oh + ((x.shape[2] + 2 * pads[0] - kernel[0]) % strides[0] != 0);
+        const int64_t cw = ow + ((x.shape[3] + 2 * pads[0] - kernel[0]) % strides[0] != 0);
+        if (ch != oh || cw != ow)
+            refuse(n, "ceil_mode = 1 gives a " + std::to_string(ch) + "x" + std::to_string(cw) + " output for input " +
+                          shape_text(x.shape) + " where xylem's pools round down to " + std::to_string(oh) + "x" +
+                          std::to_string(ow) + " (the same only where the windows tile the input exactly)");
+    }
     std::vector<std::pair<std::string, std::string>> keys{{"kernel", std::to_string(kernel[0])},
                                                           {"stride", std::to_string(strides[0])},
                                                           {"padding", std::to_string(padding)}};

@@ -776,6 +776,31 @@ TEST(OnnxImport, DamagedGraphsAreErrorsNeverCrashes) {
 
 // torch exports AvgPool2d(padding=p) as Pad then AveragePool: a zero Pad of H and W folds into the
 // padding of the Conv or AveragePool reading it; any other reader (MaxPool: -inf, not zeros) is refused.
+// ceil_mode = 1 is floor mode where the windows tile the padded input exactly (SqueezeNet's 3x3
+// stride-2 pools on 109x109): imported; where it would add a partial window, refused with both sizes.
+TEST(OnnxImport, CeilModePoolingImportsWhereItIsFloorModeAndIsRefusedElsewhere) {
+    auto model = [](int64_t size, const std::string& op) {
+        onnx::ModelProto m;
+        m.add_opset_import()->set_version(13);
+        auto* g = m.mutable_graph();
+        value_info(g->add_input(), "x", {1, 2, size, size});
+        value_info(g->add_output(), "y", {});
+        auto* p = node(g, op, "/pool/" + op, {"x"}, {"y"});
+        ints_attr(p, "kernel_shape", {3, 3});
+        ints_attr(p, "strides", {2, 2});
+        int_attr(p, "ceil_mode", 1);
+        return bytes_of(m);
+    };
+    for (const std::string op : {"MaxPool", "AveragePool"}) {
+        const onnx_import::Imported ok = import_bytes(model(109, op), "ceil.onnx", "");
+        EXPECT_EQ(ok.output_sample, (Shape{2, 54, 54})) << op;
+        const std::string e = error_of(model(112, op));
+        EXPECT_HAS(e, op + " node '/pool/" + op + "'");
+        EXPECT_HAS(e, "ceil_mode = 1 gives a 56x56 output for input [1, 2, 112, 112]");
+        EXPECT_HAS(e, "round down to 55x55");
+    }
+}
+
 TEST(OnnxImport, AZeroPadFoldsIntoTheConvOrAveragePoolReadingIt) {
     auto model = [](const std::string& reader) {
         onnx::ModelProto m;
