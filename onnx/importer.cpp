@@ -93,7 +93,7 @@ const std::vector<Importer::OpEntry>& Importer::table() {
         {"LayerNormalization",
          "`layer_norm` (the last axis; scale and bias constants)", nullptr},
         {"ReduceMean",
-         "a layer norm's mean or variance below opset 17 (Patterns)",
+         "a layer norm's mean or variance below opset 17 (Patterns); over H and W of NCHW maps, `global_avgpool`",
          nullptr},
         {"Sub",
          "data minus a constant: `bias` (negated), the constant one value or each sample's trailing axes (a "

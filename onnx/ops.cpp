@@ -552,6 +552,12 @@ void Importer::concat(const onnx::NodeProto& n) {
     auto fail = [&](const std::string& why) { refuse(n, why); };
     const int64_t axis = normalize_axis(attr_int(n, "axis", 0), x.shape.size(), fail);
     if (axis == 0) refuse(n, "joins along the batch axis; xylem's concat joins axis 1 or later");
+    if (n.input_size() == 1) {  // torch.cat of one tensor (DenseNet's first layer of each block): the tensor
+        if (x.is_const) refuse(n, "joins a constant to the model's data; xylem's concat joins layer outputs");
+        values_[n.output(0)] = value(input_of(n, 0));
+        out_.notes.push_back("skipped " + label(n) + " (one input)");
+        return;
+    }
     std::vector<int64_t> shape = x.shape;
     shape[static_cast<size_t>(axis)] = 0;
     std::vector<std::string> inputs;

@@ -88,9 +88,24 @@ bool Importer::layer_norm_step(const onnx::NodeProto& n) {
         if (n.input_size() > 1) refuse(n, "takes its axes as an input (opset 18); xylem reads opsets 13 to 17");
         const std::vector<int64_t> axes = attr_ints(n, "axes", {});
         const int64_t last = static_cast<int64_t>(x.shape.size()) - 1;
+        // The mean over H and W of NCHW maps (MNASNet's x.mean([2, 3])): a global average pool,
+        // [N, C] without keepdims, ONNX's [N, C, 1, 1] (xylem's [C], marked squeezed) with.
+        std::vector<int64_t> spatial;
+        for (int64_t a : axes) spatial.push_back(a < 0 ? a + static_cast<int64_t>(x.shape.size()) : a);
+        std::sort(spatial.begin(), spatial.end());
+        if (x.shape.size() == 4 && spatial == std::vector<int64_t>{2, 3} && !x.is_const && x.pending.kind.empty()) {
+            const bool keep = attr_int(n, "keepdims", 1) != 0;
+            std::vector<int64_t> shape{x.shape[0], x.shape[1]};
+            if (keep) shape.insert(shape.end(), {1, 1});
+            LayerOut l{"global_avgpool", layer_name(n, ""), {use(input_of(n, 0), n)}, {}};
+            emit(std::move(l), n, shape, n.output(0));
+            values_[n.output(0)].squeezed = keep;
+            return true;
+        }
         if (axes.size() != 1 || (axes[0] != -1 && axes[0] != last) || !attr_int(n, "keepdims", 1))
             refuse(n,
-                   "xylem imports ReduceMean only as a layer norm's mean over the last axis (axes [-1], keepdims 1)");
+                   "xylem imports ReduceMean only as a layer norm's mean over the last axis (axes [-1], keepdims 1) "
+                   "or as the mean over H and W of NCHW maps (axes [2, 3])");
         Value v;
         v.shape = x.shape;
         v.shape.back() = 1;

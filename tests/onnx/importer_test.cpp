@@ -801,6 +801,50 @@ TEST(OnnxImport, CeilModePoolingImportsWhereItIsFloorModeAndIsRefusedElsewhere) 
     }
 }
 
+// torch.cat([x], 1) (DenseNet's first layer of each block) exports a Concat of one input: the
+// tensor itself, no layer.
+TEST(OnnxImport, AConcatOfOneTensorIsThatTensor) {
+    onnx::ModelProto m;
+    m.add_opset_import()->set_version(13);
+    auto* g = m.mutable_graph();
+    value_info(g->add_input(), "x", {-1, 3, 4, 4});
+    value_info(g->add_output(), "y", {});
+    int_attr(node(g, "Concat", "/cat/Concat", {"x"}, {"c"}), "axis", 1);
+    node(g, "Relu", "/relu/Relu", {"c"}, {"y"});
+    const onnx_import::Imported one = import_bytes(bytes_of(m), "cat.onnx", "");
+    EXPECT_EQ(one.layers_toml.find("concat"), std::string::npos) << one.layers_toml;
+    EXPECT_HAS(one.layers_toml, "type = \"relu\"");
+    EXPECT_EQ(one.output_sample, (Shape{3, 4, 4}));
+    g->mutable_node(0)->mutable_attribute(0)->set_i(0);  // the batch axis is refused, one input or several
+    EXPECT_HAS(error_of(bytes_of(m)), "joins along the batch axis");
+}
+
+// x.mean([2, 3]) (MNASNet's head): ReduceMean over H and W is a global average pool, [N, C]
+// without keepdims and [N, C, 1, 1] with it; over other axes of a map it is refused.
+TEST(OnnxImport, ReduceMeanOverTheMapIsAGlobalAveragePool) {
+    auto model = [](std::vector<int64_t> axes, int64_t keepdims, bool relu) {
+        onnx::ModelProto m;
+        m.add_opset_import()->set_version(13);
+        auto* g = m.mutable_graph();
+        value_info(g->add_input(), "x", {-1, 3, 5, 4});
+        value_info(g->add_output(), "y", {});
+        auto* r = node(g, "ReduceMean", "/mean/ReduceMean", {"x"}, {relu ? "m" : "y"});
+        ints_attr(r, "axes", axes);
+        int_attr(r, "keepdims", keepdims);
+        if (relu) node(g, "Relu", "/relu/Relu", {"m"}, {"y"});
+        return bytes_of(m);
+    };
+    const onnx_import::Imported flat = import_bytes(model({2, 3}, 0, false), "mean.onnx", "");
+    EXPECT_HAS(flat.layers_toml, "type = \"global_avgpool\"");
+    EXPECT_EQ(flat.output_sample, (Shape{3}));
+    const onnx_import::Imported kept = import_bytes(model({-1, -2}, 1, true), "mean.onnx", "");
+    EXPECT_HAS(kept.layers_toml, "type = \"global_avgpool\"");
+    EXPECT_EQ(kept.output_sample, (Shape{3, 1, 1}));
+    const std::string e = error_of(model({1, 2}, 1, false));
+    EXPECT_HAS(e, "ReduceMean node '/mean/ReduceMean'");
+    EXPECT_HAS(e, "axes [2, 3]");
+}
+
 TEST(OnnxImport, AZeroPadFoldsIntoTheConvOrAveragePoolReadingIt) {
     auto model = [](const std::string& reader) {
         onnx::ModelProto m;
