@@ -231,6 +231,17 @@ __attribute__((always_inline)) inline void copy_row(float* __restrict out, const
         for (int64_t e = 0; e < kPiece; ++e) out[n - kPiece + e] = in[(n - kPiece + e) * SW];
 }
 
+// row[j] = in[j*sw] for j in [jlo, jhi), zero for the rest of [0, n): one packed row, `in` at
+// column 0's input (the columns outside [jlo, jhi) read the padding).
+__attribute__((always_inline)) inline void strided_row(float* __restrict row, const float* __restrict in, int64_t jlo,
+                                                       int64_t jhi, int64_t n, int64_t sw) {
+    for (int64_t j = 0; j < jlo; ++j) row[j] = 0.0f;
+    if (sw == 1) copy_row<1>(row + jlo, in + jlo, jhi - jlo);
+    else if (sw == 2) copy_row<2>(row + jlo, in + 2 * jlo, jhi - jlo);
+    else for (int64_t j = jlo; j < jhi; ++j) row[j] = in[j * sw];
+    for (int64_t j = jhi; j < n; ++j) row[j] = 0.0f;
+}
+
 // xq = one image x [C, H, W] in the unrolled layout (unrolled_sizes), zeros in the padding and
 // past the channels.
 XYLEM_KERNEL_NO_LIBCALLS(void, pack_unrolled,
@@ -248,12 +259,7 @@ XYLEM_KERNEL_NO_LIBCALLS(void, pack_unrolled,
                     for (int64_t j = 0; j < l.wq; ++j) row[j] = 0.0f;
                     continue;
                 }
-                const float* in = x + (c * v.h + ih) * v.w + s * v.dw - v.pw;
-                for (int64_t j = 0; j < jlo; ++j) row[j] = 0.0f;
-                if (l.sw == 1) copy_row<1>(row + jlo, in + jlo, jhi - jlo);
-                else if (l.sw == 2) copy_row<2>(row + jlo, in + 2 * jlo, jhi - jlo);
-                else for (int64_t j = jlo; j < jhi; ++j) row[j] = in[j * l.sw];
-                for (int64_t j = jhi; j < l.wq; ++j) row[j] = 0.0f;
+                strided_row(row, x + (c * v.h + ih) * v.w + s * v.dw - v.pw, jlo, jhi, l.wq, l.sw);
             }
         }
     for (int64_t e = v.c * l.chan; e < l.image; ++e) xq[e] = 0.0f;
@@ -283,13 +289,7 @@ XYLEM_KERNEL_NO_LIBCALLS(void, pack_image,
                     if (p < 0) continue;
                     int64_t jlo, jhi;
                     valid_range(b - v.pw, l.sw, v.w, l.wq, jlo, jhi);
-                    float* row = xq + c * l.chan + p * l.plane + i * l.wq;
-                    const float* in = src + b - v.pw;
-                    for (int64_t j = 0; j < jlo; ++j) row[j] = 0.0f;
-                    if (l.sw == 1) copy_row<1>(row + jlo, in + jlo, jhi - jlo);
-                    else if (l.sw == 2) copy_row<2>(row + jlo, in + 2 * jlo, jhi - jlo);
-                    else for (int64_t j = jlo; j < jhi; ++j) row[j] = in[j * l.sw];
-                    for (int64_t j = jhi; j < l.wq; ++j) row[j] = 0.0f;
+                    strided_row(xq + c * l.chan + p * l.plane + i * l.wq, src + b - v.pw, jlo, jhi, l.wq, l.sw);
                 }
             }
         }
