@@ -1,6 +1,9 @@
-// add and concat: merges of several inputs, written with the core's add, reduce, copy and
-// gather_rows ops (merge.h).
+// add, mul and concat: merges of several inputs, written with the core's add, mul, reduce, copy
+// and gather_rows ops (merge.h).
 #include "xylem/layers/merge.h"
+
+#include <algorithm>
+#include <limits>
 
 #include "xylem/error.h"
 #include "xylem/layers/registry.h"
@@ -24,6 +27,23 @@ const Tensor& RowIndexCache::get(Device& dev, int64_t batch, const std::function
     t.upload(dev);  // once per batch size: an explicit transfer
     return by_batch_.emplace(batch, std::move(t)).first->second;
 }
+
+const Tensor& RowIndexCache::spread(Device& dev, int64_t batch, int64_t per_sample, int64_t copies) {
+    return get(dev, batch, [per_sample, copies](int64_t b) {
+        std::vector<int32_t> rows(static_cast<size_t>(b * per_sample * copies));
+        for (size_t r = 0; r < rows.size(); ++r) rows[r] = static_cast<int32_t>(static_cast<int64_t>(r) / copies);
+        return rows;
+    });
+}
+
+namespace {
+
+void check_batches(const Layer& l, const Tensor& a, const Tensor& b) {
+    if (a.shape().empty() || b.shape().empty() || a.dim(0) != b.dim(0))
+        throw Error(l.label() + ": the inputs' batches differ: " + to_string(a.shape()) + " and " + to_string(b.shape()));
+}
+
+}  // namespace
 
 // ---- add ----
 
@@ -49,8 +69,7 @@ const Tensor& Add::forward_inputs(Device& dev, const std::vector<const Tensor*>&
     check_input_count(xs.size());
     const Tensor& a = *xs[0];
     const Tensor& b = *xs[1];
-    if (a.shape().empty() || b.shape().empty() || a.dim(0) != b.dim(0))
-        throw Error(label() + ": the inputs' batches differ: " + to_string(a.shape()) + " and " + to_string(b.shape()));
+    check_batches(*this, a, b);
     const Shape a_sample(a.shape().begin() + 1, a.shape().end());
     b_sample_.assign(b.shape().begin() + 1, b.shape().end());
     output_shape_of({a_sample, b_sample_});
@@ -62,12 +81,7 @@ const Tensor& Add::forward_inputs(Device& dev, const std::vector<const Tensor*>&
         return y_;
     }
     // Spread b over a's rows (sample n's b for each of its repeat_ rows), then add elementwise.
-    const int64_t reps = repeat_;
-    const Tensor& idx = spread_.get(dev, n, [reps](int64_t batch) {
-        std::vector<int32_t> rows(static_cast<size_t>(batch * reps));
-        for (size_t r = 0; r < rows.size(); ++r) rows[r] = static_cast<int32_t>(static_cast<int64_t>(r) / reps);
-        return rows;
-    });
+    const Tensor& idx = spread_.spread(dev, n, 1, repeat_);
     ensure(b_wide_, {n * repeat_, cols}, dev);
     ops::gather_rows(dev, b.reshaped({n, cols}), idx, b_wide_);
     ops::add(dev, 1.0f, a, 1.0f, b_wide_.reshaped(a.shape()), y_);
@@ -95,6 +109,107 @@ std::vector<uint32_t> Add::ops_needed(bool backward) const {
     std::vector<uint32_t> ops{XYLEM_OP_ADD};
     if (repeat_ != 1) ops.push_back(XYLEM_OP_GATHER_ROWS);
     if (backward && repeat_ != 1) ops.push_back(XYLEM_OP_REDUCE);
+    return ops;
+}
+
+// ---- mul ----
+
+namespace {
+
+// How b (per sample) spreads over a: in rows of `row` values, each over `copies` consecutive
+// places of a. False when b is none of a's shape, its trailing part, or its leading part then ones.
+bool mul_spread(const Shape& a, const Shape& b, int64_t& row, int64_t& copies) {
+    const int64_t nb = numel(b), na = numel(a);
+    if (b.size() <= a.size() && std::equal(b.begin(), b.end(), a.end() - static_cast<std::ptrdiff_t>(b.size()))) {
+        row = std::max<int64_t>(nb, 1);  // the same shape (copies 1), or the trailing part (as add)
+        copies = nb ? na / nb : 1;
+        return true;
+    }
+    if (b.size() != a.size()) return false;
+    size_t k = 0;  // a's leading part, then ones: each value over a's remaining axes
+    while (k < b.size() && b[k] == a[k]) ++k;
+    for (size_t i = k; i < b.size(); ++i)
+        if (b[i] != 1) return false;
+    row = 1;
+    copies = nb ? na / nb : 1;
+    return true;
+}
+
+}  // namespace
+
+Shape Mul::output_shape_of(const std::vector<Shape>& in) const {
+    check_input_count(in.size());
+    int64_t row = 1, copies = 1;
+    if (!mul_spread(in[0], in[1], row, copies))
+        throw Error(label() + ": cannot multiply " + named(*this, 0) + " " + to_string(in[0]) + " by " + named(*this, 1) +
+                    " " + to_string(in[1]) +
+                    " per sample: the second must have the first's shape, its trailing part, or its leading part with "
+                    "ones after it (as [C, 1, 1] for [C, H, W])");
+    return in[0];
+}
+
+void Mul::spread_of(const Shape& a, const Shape& b) {
+    output_shape_of({a, b});
+    mul_spread(a, b, row_, copies_);
+    b_sample_ = b;
+}
+
+void Mul::bind_inputs(Device&, const std::vector<Shape>& in, std::mt19937_64&) { spread_of(in[0], in[1]); }
+
+const Tensor& Mul::forward_inputs(Device& dev, const std::vector<const Tensor*>& xs, bool) {
+    check_input_count(xs.size());
+    const Tensor& a = *xs[0];
+    const Tensor& b = *xs[1];
+    check_batches(*this, a, b);
+    spread_of(Shape(a.shape().begin() + 1, a.shape().end()), Shape(b.shape().begin() + 1, b.shape().end()));
+    a_ = a;
+    ensure(y_, a.shape(), dev);
+    if (copies_ == 1) {
+        b_ = b.reshaped(a.shape());
+        ops::mul(dev, a, b_, y_);
+        return y_;
+    }
+    // b's rows, each repeated copies_ times in a row: sample n's b at each place of sample n's a.
+    const int64_t n = a.dim(0), per_sample = numel(b_sample_) / row_, rows = n * per_sample;
+    if (rows * copies_ > std::numeric_limits<int32_t>::max())
+        throw Error(label() + ": " + to_string(a.shape()) + " has more elements than gather_rows' int32 indices reach");
+    const Tensor& idx = spread_.spread(dev, n, per_sample, copies_);
+    ensure(b_wide_, {rows * copies_, row_}, dev);
+    ops::gather_rows(dev, b.reshaped({rows, row_}), idx, b_wide_);
+    b_ = b_wide_.reshaped(a.shape());
+    ops::mul(dev, a, b_, y_);
+    return y_;
+}
+
+void Mul::backward_inputs(Device& dev, const Tensor& dy, const std::vector<bool>& need_dx,
+                          std::vector<const Tensor*>& dxs) {
+    if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
+    dxs.assign(2, nullptr);
+    if (need_dx[0]) {  // d(a*b)/da = b (spread)
+        ensure(da_, dy.shape(), dev);
+        ops::mul(dev, dy, b_, da_);
+        dxs[0] = &da_;
+    }
+    if (!need_dx[1]) return;
+    ensure(prod_, dy.shape(), dev);  // d(a*b)/db = a, summed over b's copies
+    ops::mul(dev, dy, a_, prod_);
+    if (copies_ == 1) {
+        dxs[1] = &prod_;
+        return;
+    }
+    const int64_t n = dy.dim(0), rows = n * numel(b_sample_) / row_;
+    ensure(db_, batched(n, b_sample_), dev);
+    Tensor db_rows = db_.reshaped({rows, row_});
+    // The copies of a b row lie copies_ apart in memory as whole rows (trailing) or side by side
+    // (leading part then ones: row_ = 1): [rows, copies, row] summed over its middle axis either way.
+    ops::reduce(dev, prod_.reshaped({rows, copies_, row_}), db_rows, XYLEM_REDUCE_SUM, 1);
+    dxs[1] = &db_;
+}
+
+std::vector<uint32_t> Mul::ops_needed(bool backward) const {
+    std::vector<uint32_t> ops{XYLEM_OP_MUL};
+    if (copies_ != 1) ops.push_back(XYLEM_OP_GATHER_ROWS);
+    if (backward && copies_ != 1) ops.push_back(XYLEM_OP_REDUCE);
     return ops;
 }
 
@@ -219,6 +334,9 @@ namespace {
 
 const LayerRegistration<NoLayerOptions> kAdd{
     "add", {}, nullptr, [](const NoLayerOptions&, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Add>(); }};
+
+const LayerRegistration<NoLayerOptions> kMul{
+    "mul", {}, nullptr, [](const NoLayerOptions&, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Mul>(); }};
 
 const LayerRegistration<ConcatOptions> kConcat{
     "concat", {"axis"},

@@ -151,7 +151,8 @@ std::string batchnorm(GraphWriter& w, const LayerView& v) {
     return v.output;
 }
 
-std::string add(GraphWriter& w, const LayerView& v) {
+// Add or Mul: xylem's add and mul broadcast their second input over the first's leading axes.
+std::string merge2(GraphWriter& w, const LayerView& v, const char* op) {
     std::string b = v.inputs.at(1);
     const size_t ra = v.input_samples.at(0).size(), rb = v.input_samples.at(1).size();
     if (rb < ra) {  // b is a's trailing part per sample: ONNX broadcasts from the right, so b's batch needs new axes
@@ -160,9 +161,12 @@ std::string add(GraphWriter& w, const LayerView& v) {
         for (size_t k = 1; k <= ra - rb; ++k) axes.push_back(static_cast<int64_t>(k));
         b = w.node(v.name, "Unsqueeze", {b, w.int64s(v.name + "/axes", {static_cast<int64_t>(axes.size())}, axes)});
     }
-    w.node_to(v.output, v.name, "Add", {v.inputs.at(0), b});
+    w.node_to(v.output, v.name, op, {v.inputs.at(0), b});  // a [C, 1, 1] b of a [C, H, W]: ONNX broadcasts it as is
     return v.output;
 }
+
+std::string add(GraphWriter& w, const LayerView& v) { return merge2(w, v, "Add"); }
+std::string mul(GraphWriter& w, const LayerView& v) { return merge2(w, v, "Mul"); }
 
 std::string concat(GraphWriter& w, const LayerView& v) {
     w.node_to(v.output, v.name, "Concat", v.inputs, {G::i("axis", layer_options<ConcatOptions>(*v.spec).axis)});
@@ -284,6 +288,7 @@ std::vector<Mapping> table() {
          [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "LogSoftmax", {G::i("axis", -1)}); }},
         {"dropout", "nothing (inference)", [](GraphWriter&, const LayerView&) { return std::string(); }},
         {"add", "Add (Unsqueeze of the second input when it is the first's trailing part)", add},
+        {"mul", "Mul (as add)", mul},
         {"concat", "Concat (the layer's axis)", concat},
         {"slice", "Slice (one axis; start and end as the layer's)", slice},
         {"bias", "Add of the weight (numpy broadcasting: the weight is the samples' trailing axes)",

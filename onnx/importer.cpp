@@ -108,9 +108,10 @@ const std::vector<Importer::OpEntry>& Importer::table() {
          "folded on constants",
          nullptr},
         {"Mul",
-         "data times a constant: `scale` (as Div); a layer norm's weight, GELU's steps, attention's scale "
+         "data times a constant: `scale` (as Div); two layer outputs: `mul` (as Add, or `[N, C, H, W]` times "
+         "`[N, C, 1, 1]`, one value per channel); a layer norm's weight, GELU's steps, attention's scale "
          "(Patterns); folded on constants",
-         nullptr},
+         [](Importer& i, const onnx::NodeProto& n) { i.mul(n); }},
         {"Erf",
          "GELU's erf form: `gelu` (Patterns); folded on constants", nullptr},
         {"Split",

@@ -184,6 +184,8 @@ private:
     void gemm(const onnx::NodeProto& n);
     void matmul(const onnx::NodeProto& n);
     void add(const onnx::NodeProto& n);
+    void mul(const onnx::NodeProto& n);
+    void merge2(const onnx::NodeProto& n, bool mul);  // add and mul of two layer outputs
     void batchnorm(const onnx::NodeProto& n);
     void pool(const onnx::NodeProto& n, bool max);
     void pad(const onnx::NodeProto& n);

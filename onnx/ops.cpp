@@ -139,12 +139,16 @@ void Importer::matmul(const onnx::NodeProto& n) {
     emit(std::move(l), n, shape, output);
 }
 
-void Importer::add(const onnx::NodeProto& n) {
+// Add or Mul of two layer outputs -> xylem's add or mul, which broadcast their second input: the
+// operand with more elements per sample goes first (ONNX's ops are symmetric).
+void Importer::add(const onnx::NodeProto& n) { merge2(n, false); }
+void Importer::mul(const onnx::NodeProto& n) { merge2(n, true); }
+
+void Importer::merge2(const onnx::NodeProto& n, bool mul) {
     check_known_attrs(n, {});
     if (value(input_of(n, 0)).is_const || value(input_of(n, 1)).is_const)
-        refuse(n, "adds a constant the bias layer cannot hold");  // constant_op took the ones it can
-    // The operand with more elements per sample first: ONNX's Add is symmetric, xylem's add
-    // broadcasts its second input.
+        refuse(n, mul ? "multiplies by a constant the scale layer cannot hold"
+                      : "adds a constant the bias layer cannot hold");  // constant_op took the ones it can
     auto per_sample = [&](const std::string& t) {
         int64_t k = 1;
         for (size_t i = 1; i < value(t).shape.size(); ++i) k *= value(t).shape[i];
@@ -155,20 +159,32 @@ void Importer::add(const onnx::NodeProto& n) {
     const std::string& bn = n.input(swap ? 0 : 1);
     const std::vector<int64_t> a = value(an).shape, b = value(bn).shape;
     const std::string name = layer_name(n, "");
+    // mul also spreads a second input that is the first's leading axes then ones ([N, C, 1, 1]
+    // times [N, C, H, W]: a squeeze-and-excitation gate).
+    auto leading_then_ones = [&] {
+        if (b.size() != a.size()) return false;
+        size_t k = 0;
+        while (k < b.size() && b[k] == a[k]) ++k;
+        return std::all_of(b.begin() + static_cast<long>(k), b.end(), [](int64_t d) { return d == 1; });
+    };
     std::string b_node;
-    if (a == b) {
+    if (a == b || (mul && leading_then_ones())) {
         b_node = use(bn, n);
     } else {
-        // xylem's add broadcasts b over a's leading axes when b's sample is the trailing part of a's
+        // Both broadcast b over a's leading axes when b's sample is the trailing part of a's
         // ([T, F] + [F]); ONNX writes that b with 1s in front ([N, 1, F]): those are dropped.
         std::vector<int64_t> tail(b.begin() + 1, b.end());
         while (!tail.empty() && tail.front() == 1) tail.erase(tail.begin());
         const bool fits = b.size() == a.size() && b[0] == a[0] && !tail.empty() &&  // same rank: aligned axis by axis
                           std::equal(tail.begin(), tail.end(), a.end() - static_cast<long>(tail.size()));
         if (!fits)
-            refuse(n, "adds " + shape_text(a) + " and " + shape_text(b) +
-                          "; xylem's add takes two tensors of one shape, or a second whose sample is the trailing "
-                          "axes of the first's");
+            refuse(n, mul ? "multiplies " + shape_text(a) + " by " + shape_text(b) +
+                                "; xylem's mul takes two tensors of one shape, or a second whose sample is the "
+                                "trailing axes of the first's, or its leading axes then ones ([N, C, 1, 1] for "
+                                "[N, C, H, W])"
+                          : "adds " + shape_text(a) + " and " + shape_text(b) +
+                                "; xylem's add takes two tensors of one shape, or a second whose sample is the "
+                                "trailing axes of the first's");
         b_node = use(bn, n);
         if (tail.size() != b.size() - 1) {  // drop the leading 1s: a reshape of each sample
             const std::string flat = name + "_flat";
@@ -180,7 +196,7 @@ void Importer::add(const onnx::NodeProto& n) {
             b_node = flat;
         }
     }
-    LayerOut l{"add", name, {use(an, n), b_node}, {}};
+    LayerOut l{mul ? "mul" : "add", name, {use(an, n), b_node}, {}};
     emit(std::move(l), n, a, n.output(0));
 }
 

@@ -2,7 +2,7 @@
 // for fan-out (y = f(x) + g(x)), concat, a residual block with batch norm and tied weights; the
 // accumulate rule (a second consumer's gradient is never dropped); activation fusion only for a
 // sole reader; the backward hook and grad_ready_nodes with a shared weight; and the build-time
-// errors that name the layer (unknown input, duplicate name, cycle, unused output, add shapes).
+// errors that name the layer (unknown input, duplicate name, cycle, unused output, add and mul shapes).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -130,6 +130,53 @@ TEST_P(NetGraphTest, AddBroadcastsATrailingShape) {
     net.build(dev(), {3, 2}, 11);
     EXPECT_EQ(net.output_sample_shape(), (Shape{3, 4}));
     Tensor x = upload(dev(), {5, 3, 2}, rng_.uniform(30, -1.0f, 1.0f));
+    check_gradients(net, x);
+}
+
+// mul of one shape: SiLU's h * sigmoid(h) (h read by two layers) and h * h (one tensor twice in
+// one layer: gradient 2h).
+TEST_P(NetGraphTest, MulOfOneShape) {
+    REQUIRE_OPS(LINEAR_OPS, XYLEM_OP_MUL);
+    for (bool square : {false, true}) {
+        SCOPED_TRACE(square ? "h * h" : "h * sigmoid(h)");
+        Net net;
+        net.add("h", {"input"}, linear(5));
+        if (square) {
+            net.add("y", {"h", "h"}, std::make_unique<Mul>());
+        } else {
+            net.add("s", {"h"}, act(XYLEM_ACT_SIGMOID));
+            net.add("y", {"h", "s"}, std::make_unique<Mul>());
+        }
+        net.build(dev(), {4}, 13);
+        Tensor x = upload(dev(), {3, 4}, rng_.uniform(12, -1.0f, 1.0f));
+        check_gradients(net, x);
+    }
+}
+
+// mul with b spread over a: its trailing part (a [3, 4] * b [4]), and a squeeze-and-excitation
+// gate, one value per channel (a [3, 5, 5] * b [3, 1, 1] from a conv over the whole map).
+TEST_P(NetGraphTest, MulSpreadsATrailingShapeOrAChannelGate) {
+    REQUIRE_OPS(LINEAR_OPS, XYLEM_OP_MUL, XYLEM_OP_GATHER_ROWS, XYLEM_OP_REDUCE);
+    {
+        Net net;
+        net.add("a", {"input"}, linear(4));  // [3, 4]
+        net.add("flat", {"input"}, std::make_unique<Reshape>(Shape{-1}, "flatten"));
+        net.add("b", {"flat"}, linear(4));  // [4]
+        net.add("y", {"a", "b"}, std::make_unique<Mul>());
+        net.build(dev(), {3, 2}, 17);
+        EXPECT_EQ(net.output_sample_shape(), (Shape{3, 4}));
+        Tensor x = upload(dev(), {5, 3, 2}, rng_.uniform(30, -1.0f, 1.0f));
+        check_gradients(net, x);
+    }
+    REQUIRE_OPS(XYLEM_OP_CONV2D_FWD, XYLEM_OP_CONV2D_BWD_DATA, XYLEM_OP_CONV2D_BWD_FILTER);
+    Net net;
+    net.add("a", {"input"}, conv(3, 3, 1, 1));  // [3, 5, 5]
+    net.add("squeeze", {"input"}, conv(3, 5));  // [3, 1, 1]
+    net.add("gate", {"squeeze"}, act(XYLEM_ACT_SIGMOID));
+    net.add("y", {"a", "gate"}, std::make_unique<Mul>());
+    net.build(dev(), {2, 5, 5}, 19);
+    EXPECT_EQ(net.output_sample_shape(), (Shape{3, 5, 5}));
+    Tensor x = upload(dev(), {2, 2, 5, 5}, rng_.uniform(100, -1.0f, 1.0f));
     check_gradients(net, x);
 }
 
@@ -424,6 +471,15 @@ TEST_P(NetGraphTest, GraphErrorsNameTheLayer) {
         net.add("sum", {"big", "small"}, std::make_unique<Add>());
         EXPECT_TRUE(contains(build_error(net, dev(), {2}),
                              "model layer 'sum' (add): cannot add 'big' [4] and 'small' [3] per sample"));
+    }
+    {
+        Net net;
+        net.add("map", {"input"}, conv(3, 1));                    // [3, 4, 4]
+        net.add("gate", {"input"}, conv(3, 4));                   // [3, 1, 1]
+        net.add("wide", {"gate"}, std::make_unique<Reshape>(Shape{1, 3, 1}));  // [1, 3, 1]: no spread
+        net.add("y", {"map", "wide"}, std::make_unique<Mul>());
+        EXPECT_TRUE(contains(build_error(net, dev(), {2, 4, 4}),
+                             "model layer 'y' (mul): cannot multiply 'map' [3, 4, 4] by 'wide' [1, 3, 1] per sample"));
     }
     {
         Net net;

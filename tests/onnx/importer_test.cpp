@@ -605,6 +605,45 @@ TEST(OnnxImport, AddOfTwoComputedTensorsBroadcastsOnlyATrailingPart) {
     EXPECT_HAS(error_of(bytes_of(model({0, 4}))), "Add node '/add': adds [N, 3, 4] and [N, 4]");
 }
 
+// Mul of two computed tensors: SiLU's x * sigmoid(x) (one shape), a squeeze-and-excitation gate
+// [N, C, 1, 1] times [N, C, H, W] (either order: the bigger goes first); a [N, C, 1, W] second
+// operand (neither the first's trailing axes nor its leading ones) is refused naming the node and
+// both shapes.
+TEST(OnnxImport, MulOfTwoComputedTensorsBecomesMul) {
+    auto model = [](const std::string& second, bool gate_first) {
+        onnx::ModelProto m;
+        m.add_opset_import()->set_version(17);
+        auto* g = m.mutable_graph();
+        value_info(g->add_input(), "x", {-1, 3, 4, 5});
+        value_info(g->add_output(), "y", {});
+        if (second == "same") {
+            node(g, "Sigmoid", "/sig", {"x"}, {"b"});
+        } else if (second == "channel") {
+            ints_attr(node(g, "ReduceMean", "/mean", {"x"}, {"r"}), "axes", {2, 3});  // [N, 3, 1, 1]
+            node(g, "Sigmoid", "/sig", {"r"}, {"b"});
+        } else {
+            *g->add_initializer() = ints("start", {0});
+            *g->add_initializer() = ints("end", {1});
+            *g->add_initializer() = ints("axis", {2});
+            node(g, "Slice", "/row", {"x", "start", "end", "axis"}, {"b"});  // [N, 3, 1, 5]
+        }
+        node(g, "Mul", "/mul", gate_first ? std::vector<std::string>{"b", "x"} : std::vector<std::string>{"x", "b"},
+             {"y"});
+        return bytes_of(m);
+    };
+    const onnx_import::Imported silu = import_bytes(model("same", false), "m", "");
+    EXPECT_EQ(silu.layers.back().type, "mul");
+    EXPECT_EQ(silu.output_sample, (Shape{3, 4, 5}));
+    for (bool first : {false, true}) {
+        const onnx_import::Imported se = import_bytes(model("channel", first), "m", "");
+        EXPECT_EQ(se.layers.back().type, "mul");
+        EXPECT_EQ(se.layers.back().inputs.at(0), "input") << "the map goes first";
+        EXPECT_EQ(se.output_sample, (Shape{3, 4, 5}));
+    }
+    const std::string e = error_of(model("row", false));
+    EXPECT_HAS(e, "Mul node '/mul': multiplies [N, 3, 4, 5] by [N, 3, 1, 5]");
+}
+
 // The tiny GPT the fuzz seeds hold (fuzz/seeds/make_onnx_seeds.py: torch's export of bench/torch_gpt.py,
 // context 4, 2 heads, 8 channels) imports as xylem's attention; bent, each part of the pattern is
 // refused naming the node.

@@ -1,4 +1,4 @@
-// Layers that merge several tensors into one: add (residual connections) and concat.
+// Layers that merge several tensors into one: add (residual connections), mul (gates) and concat.
 #pragma once
 
 #include <functional>
@@ -14,6 +14,9 @@ class RowIndexCache {
 public:
     // The index for `batch`, filling it with `make(batch)` the first time.
     const Tensor& get(Device& dev, int64_t batch, const std::function<std::vector<int32_t>(int64_t)>& make);
+    // The index that spreads `per_sample` rows of each sample over `copies` consecutive rows each
+    // (index r names row r / copies): add's and mul's broadcast second input.
+    const Tensor& spread(Device& dev, int64_t batch, int64_t per_sample, int64_t copies);
 
 private:
     std::map<int64_t, Tensor> by_batch_;
@@ -37,6 +40,32 @@ private:
     Shape b_sample_;
     Tensor y_, b_wide_, db_;
     RowIndexCache spread_;  // b's row n for each of the repeat_ rows of sample n
+};
+
+// [[model.layers]] type = "mul", inputs = ["a", "b"]: y = a * b elementwise (SiLU's x * sigmoid(x),
+// a squeeze-and-excitation gate). b has a's per-sample shape; or its trailing part (as add: a
+// [T, F] * b [F]); or its leading part with ones after it (a [C, H, W] * b [C, 1, 1]: one value
+// per channel). A broadcast b is spread to a's shape by gather_rows (an index of a's size), and
+// its gradient summed back by reduce.
+class Mul : public MultiInputLayer {
+public:
+    std::string kind() const override { return "mul"; }
+    size_t input_count() const override { return 2; }
+    Shape output_shape_of(const std::vector<Shape>& inputs) const override;
+    void bind_inputs(Device& dev, const std::vector<Shape>& inputs, std::mt19937_64& rng) override;
+    const Tensor& forward_inputs(Device& dev, const std::vector<const Tensor*>& xs, bool train) override;
+    void backward_inputs(Device& dev, const Tensor& dy, const std::vector<bool>& need_dx,
+                         std::vector<const Tensor*>& dxs) override;
+    std::vector<uint32_t> ops_needed(bool backward) const override;
+
+private:
+    // b's per-sample shape against a's: b is cut into rows of row_ values, each spread over
+    // copies_ consecutive places of a (1: the same shape).
+    void spread_of(const Shape& a, const Shape& b);
+    int64_t row_ = 1, copies_ = 1;
+    Shape b_sample_;
+    Tensor a_, b_, y_, b_wide_, da_, prod_, db_;  // a_ and b_ (spread to a's shape): views for backward
+    RowIndexCache spread_;
 };
 
 // The options of [[model.layers]] type = "concat" (read by the ONNX exporter too).
