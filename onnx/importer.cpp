@@ -59,6 +59,11 @@ const std::vector<Importer::OpEntry>& Importer::table() {
          "`sigmoid`", [](Importer& i, const onnx::NodeProto& n) { i.activation(n); }},
         {"Tanh",
          "`tanh`; inside GELU's tanh form (Patterns)", [](Importer& i, const onnx::NodeProto& n) { i.activation(n); }},
+        {"HardSigmoid",
+         "`scale` (alpha), `bias` (beta), `clamp` to [0, 1]", [](Importer& i, const onnx::NodeProto& n) { i.hard_sigmoid(n); }},
+        {"HardSwish",
+         "`mul` of x and HardSigmoid(x) with alpha 1/6, beta 1/2 (as above)",
+         [](Importer& i, const onnx::NodeProto& n) { i.hard_sigmoid(n); }},
         {"Clip",
          "`relu6` for min 0 and max 6 (torch's ReLU6; a convolution or linear runs it as its epilogue); else "
          "`clamp` (min and max constant scalars or absent)",
@@ -485,6 +490,18 @@ std::string Importer::layer_name(const onnx::NodeProto& n, const std::string& we
 
 void Importer::param(const std::string& layer, const std::string& name, Shape shape, std::vector<float> v) {
     out_.params[layer + "." + name] = SavedTensor{std::move(shape), std::move(v)};
+}
+
+std::string Importer::inner_layer(const onnx::NodeProto& n, const std::string& suffix, LayerOut l,
+                                  std::vector<int64_t> shape) {
+    const std::string base = (clean_name(n.name()).empty() ? clean_name(n.op_type()) : clean_name(n.name())) + suffix;
+    std::string name = base;
+    for (int k = 2; names_.count(name); ++k) name = base + "_" + std::to_string(k);
+    names_.insert(name);
+    l.name = name;
+    layer_shapes_[name] = std::move(shape);
+    layers_.push_back(std::move(l));
+    return name;
 }
 
 std::string Importer::emit(LayerOut l, const onnx::NodeProto& n, std::vector<int64_t> shape,

@@ -190,6 +190,9 @@ private:
     void pool(const onnx::NodeProto& n, bool max);
     void pad(const onnx::NodeProto& n);
     void clip(const onnx::NodeProto& n);
+    void hard_sigmoid(const onnx::NodeProto& n);  // HardSigmoid, HardSwish
+    // A layer inside what one node becomes (not its output): named after the node plus `suffix`.
+    std::string inner_layer(const onnx::NodeProto& n, const std::string& suffix, LayerOut l, std::vector<int64_t> shape);
     // Add, Sub, Mul or Div of a constant and the model's data -> bias or scale; false when no
     // operand is a constant.
     bool constant_op(const onnx::NodeProto& n);

@@ -323,6 +323,33 @@ void Importer::clip(const onnx::NodeProto& n) {
     emit(std::move(l), n, x.shape, n.output(0));
 }
 
+// HardSigmoid(x) = clamp(alpha*x + beta, 0, 1), HardSwish(x) = x * HardSigmoid(x) with alpha 1/6
+// and beta 1/2 (MobileNetV3): scale, bias and clamp layers, then mul, no layer type of their own.
+void Importer::hard_sigmoid(const onnx::NodeProto& n) {
+    const bool swish = n.op_type() == "HardSwish";
+    if (swish) check_known_attrs(n, {});
+    else check_known_attrs(n, {"alpha", "beta"});
+    const Value& x = value(input_of(n, 0));
+    const float alpha = swish ? 1.0f / 6.0f : attr_float(n, "alpha", 0.2f);
+    const float beta = swish ? 0.5f : attr_float(n, "beta", 0.5f);
+    if (!std::isfinite(alpha) || !std::isfinite(beta))
+        refuse(n, "alpha " + toml_float(alpha) + " and beta " + toml_float(beta) + " must be finite");
+    const std::vector<int64_t> shape = x.shape;
+    const std::string in = use(input_of(n, 0), n);
+    const std::string scaled = inner_layer(n, "_alpha", LayerOut{"scale", "", {in}, {{"shape", "[1]"}}}, shape);
+    param(scaled, "weight", {1}, {alpha});
+    const std::string shifted = inner_layer(n, "_beta", LayerOut{"bias", "", {scaled}, {{"shape", "[1]"}}}, shape);
+    param(shifted, "weight", {1}, {beta});
+    LayerOut clamp{"clamp", "", {shifted}, {{"lo", "0.0"}, {"hi", "1.0"}}};
+    if (!swish) {
+        clamp.name = layer_name(n, "");
+        emit(std::move(clamp), n, shape, n.output(0));
+        return;
+    }
+    const std::string gate = inner_layer(n, "_gate", std::move(clamp), shape);
+    emit(LayerOut{"mul", layer_name(n, ""), {in, gate}, {}}, n, shape, n.output(0));
+}
+
 bool Importer::constant_op(const onnx::NodeProto& n) {
     const std::string& op = n.op_type();
     if ((op != "Add" && op != "Sub" && op != "Mul" && op != "Div") || n.input_size() != 2) return false;

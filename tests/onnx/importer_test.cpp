@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -642,6 +643,40 @@ TEST(OnnxImport, MulOfTwoComputedTensorsBecomesMul) {
     }
     const std::string e = error_of(model("row", false));
     EXPECT_HAS(e, "Mul node '/mul': multiplies [N, 3, 4, 5] by [N, 3, 1, 5]");
+}
+
+// HardSigmoid becomes scale (alpha), bias (beta) and clamp [0, 1] with the node's alpha and beta;
+// HardSwish the same with 1/6 and 1/2, then mul by x; a non-finite alpha is refused naming the node.
+TEST(OnnxImport, HardSigmoidAndHardSwishBecomeScaleBiasClampAndMul) {
+    auto model = [](const std::string& op, float alpha) {
+        onnx::ModelProto m;
+        m.add_opset_import()->set_version(17);
+        auto* g = m.mutable_graph();
+        value_info(g->add_input(), "x", {-1, 6});
+        value_info(g->add_output(), "y", {});
+        auto* h = node(g, op, "/act", {"x"}, {"y"});
+        if (op == "HardSigmoid") {
+            auto* a = h->add_attribute();
+            a->set_name("alpha");
+            a->set_type(onnx::AttributeProto::FLOAT);
+            a->set_f(alpha);
+        }
+        return bytes_of(m);
+    };
+    const onnx_import::Imported hs = import_bytes(model("HardSigmoid", 0.25f), "m", "");
+    ASSERT_EQ(hs.layers.size(), 3u);
+    EXPECT_EQ(hs.layers[0].type, "scale");
+    EXPECT_EQ(hs.layers[1].type, "bias");
+    EXPECT_EQ(hs.layers[2].type, "clamp");
+    EXPECT_EQ(hs.params.at(hs.layers[0].name + ".weight").values, (std::vector<float>{0.25f}));
+    EXPECT_EQ(hs.params.at(hs.layers[1].name + ".weight").values, (std::vector<float>{0.5f}));
+    const onnx_import::Imported sw = import_bytes(model("HardSwish", 0), "m", "");
+    ASSERT_EQ(sw.layers.size(), 4u);
+    EXPECT_EQ(sw.layers.back().type, "mul");
+    EXPECT_EQ(sw.layers.back().inputs, (std::vector<std::string>{"input", sw.layers[2].name}));
+    EXPECT_EQ(sw.params.at(sw.layers[0].name + ".weight").values, (std::vector<float>{1.0f / 6.0f}));
+    EXPECT_HAS(error_of(model("HardSigmoid", std::numeric_limits<float>::infinity())),
+               "HardSigmoid node '/act': alpha inf and beta 0.5 must be finite");
 }
 
 // The tiny GPT the fuzz seeds hold (fuzz/seeds/make_onnx_seeds.py: torch's export of bench/torch_gpt.py,
