@@ -3,8 +3,8 @@
 
 Run once by hand with Debian's torch (/usr/bin/python3 fuzz/seeds/make_onnx_seeds.py); the models
 are tiny and checked in, so scripts/fuzz.sh needs neither Python nor torch. Between them they hold
-every op the importer maps (docs/onnx.md), at opsets 13 and 17: a Conv net, an LSTM and GRU
-sequence model with Clip and a tiny GPT (layer norm, GELU and attention patterns, embeddings).
+every op the importer maps (docs/onnx.md), at opsets 13 and 17: a Conv net, one of gates (HardSwish,
+squeeze-and-excitation, SiLU), an LSTM and GRU sequence model with Clip and a tiny GPT (layer norm, GELU and attention patterns, embeddings).
 """
 import os
 
@@ -48,6 +48,25 @@ class Sequence(nn.Module):
         return self.fc(nn.functional.relu6(y[:, -1]))
 
 
+class Gates(nn.Module):
+    """MobileNetV3's and EfficientNet's forms: HardSwish, a squeeze-and-excitation gate (x.mean over
+    H and W, a 1x1 Conv, HardSigmoid, Mul by the map), SiLU (Sigmoid, Mul), a ceil-mode max pool
+    that tiles its map, torch.cat of one tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3, padding=1)
+        self.squeeze = nn.Conv2d(2, 2, 1)
+        self.pool = nn.MaxPool2d(3, stride=2, ceil_mode=True)  # 5x5 -> 2x2: the windows tile it
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        h = nn.functional.hardswish(self.conv(x))
+        h = h * nn.functional.hardsigmoid(self.squeeze(h.mean([2, 3], keepdim=True)))
+        h = torch.cat([self.pool(nn.functional.silu(h))], 1)
+        return self.fc(torch.flatten(h, 1))
+
+
 def tiny_gpt():
     """bench/torch_gpt.py's GPT, tiny: embeddings, layer norm, attention, GELU's erf form."""
     import sys
@@ -65,6 +84,7 @@ def main():
     }
     models["sequence"] = (Sequence(), (1, 3, 3))
     models["gpt"] = (tiny_gpt(), None)
+    models["gates"] = (Gates(), (1, 1, 5, 5))  # last: the models before it keep their random weights
     for name, (model, shape) in models.items():
         for opset in (13, 17):
             x = torch.randint(0, 10, (1, 4)) if shape is None else torch.randn(*shape)
