@@ -106,6 +106,13 @@ std::string reshape(GraphWriter& w, const LayerView& v) {
     return v.output;
 }
 
+std::string transpose(GraphWriter& w, const LayerView& v) {
+    std::vector<int64_t> perm{0};  // the batch stays first; the layer's perm is over the sample's axes
+    for (int64_t p : layer_options<TransposeOptions>(*v.spec).perm) perm.push_back(p + 1);
+    w.node_to(v.output, v.name, "Transpose", {v.inputs.at(0)}, {G::ints("perm", std::move(perm))});
+    return v.output;
+}
+
 std::string gelu(GraphWriter& w, const LayerView& v) {
     const std::string& x = v.inputs.at(0);
     if (!layer_options<GeluOptions>(*v.spec).tanh) {  // 0.5 x (1 + erf(x / sqrt 2)), torch's Erf form
@@ -272,6 +279,7 @@ std::vector<Mapping> table() {
         {"flatten", "Flatten (axis 1)",
          [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Flatten", {G::i("axis", 1)}); }},
         {"reshape", "Reshape ([-1, per-sample shape])", reshape},
+        {"transpose", "Transpose (0, then the layer's perm plus 1)", transpose},
         {"relu", "Relu", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Relu"); }},
         {"sigmoid", "Sigmoid", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Sigmoid"); }},
         {"tanh", "Tanh", [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "Tanh"); }},

@@ -146,8 +146,9 @@ const std::vector<Importer::OpEntry>& Importer::table() {
         {"ConstantOfShape",
          "folded; zeros of a shape holding the batch are an LSTM's or GRU's zero initial state", nullptr},
         {"Transpose",
-         "`[1, 0, 2]` of a `[batch, time, features]` sequence into an LSTM or GRU and back (no layer: xylem's "
-         "recurrent layers take and give `[N, T, F]`); inside attention (Patterns)",
+         "`transpose` of each sample's axes when the batch stays first; `[1, 0, 2]` of a `[batch, time, features]` "
+         "sequence into an LSTM or GRU and back (no layer: xylem's recurrent layers take and give `[N, T, F]`); "
+         "inside attention (Patterns)",
          [](Importer& i, const onnx::NodeProto& n) { i.transpose(n); }},
         {"LSTM",
          "`lstm` of one level (forward; default activations; no clip, peepholes or `input_forget`; `layout` 0;"

@@ -181,11 +181,34 @@ void Importer::transpose(const onnx::NodeProto& n) {
     std::vector<int64_t> perm = attr_ints(n, "perm", {});
     if (perm.empty())
         for (size_t k = x.shape.size(); k-- > 0;) perm.push_back(static_cast<int64_t>(k));
+    // A perm that keeps the batch first reorders each sample's axes: xylem's transpose layer
+    // (ShuffleNet's channel shuffle, [N, g, C/g, H, W] with perm [0, 2, 1, 3, 4]).
+    if (!perm.empty() && perm[0] == 0 && x.layout == Value::kBatchMajor && !x.zeros && !x.is_const &&
+        perm.size() == x.shape.size()) {
+        std::vector<int64_t> sample_perm, shape{x.shape[0]};
+        for (size_t i = 1; i < perm.size(); ++i) {
+            if (perm[i] < 1 || perm[i] >= static_cast<int64_t>(perm.size()))
+                refuse(n, "perm " + shape_text(perm) + " is not a permutation of the axes of " + shape_text(x.shape));
+            sample_perm.push_back(perm[i] - 1);
+            shape.push_back(x.shape[static_cast<size_t>(perm[i])]);
+        }
+        std::vector<int64_t> sorted = sample_perm;
+        std::sort(sorted.begin(), sorted.end());
+        for (size_t i = 0; i < sorted.size(); ++i)
+            if (sorted[i] != static_cast<int64_t>(i))
+                refuse(n, "perm " + shape_text(perm) + " is not a permutation of the axes of " + shape_text(x.shape));
+        if (x.shape.size() > XYLEM_MAX_DIMS)
+            refuse(n, "transposes a tensor of " + std::to_string(x.shape.size()) + " axes (xylem's limit: " +
+                          std::to_string(XYLEM_MAX_DIMS) + ")");
+        LayerOut l{"transpose", layer_name(n, ""), {use(input_of(n, 0), n)}, {{"perm", toml_ints(sample_perm)}}};
+        emit(std::move(l), n, shape, n.output(0));
+        return;
+    }
     const bool swap01 = perm == std::vector<int64_t>{1, 0, 2} && x.shape.size() == 3;
     if (!swap01 || x.layout == Value::kLstmY || x.zeros)
         refuse(n, "perm " + shape_text(perm) + " of " + shape_text(x.shape) +
-                      ": xylem imports the Transpose [1, 0, 2] of a [batch, time, features] sequence into an LSTM and "
-                      "back only");
+                      ": xylem imports a Transpose that keeps the batch first, and the [1, 0, 2] of a [batch, time, "
+                      "features] sequence into an LSTM and back");
     Value v = x;
     std::swap(v.shape[0], v.shape[1]);
     v.layout = x.layout == Value::kBatchMajor ? Value::kTimeMajor : Value::kBatchMajor;

@@ -2,7 +2,7 @@
 // for fan-out (y = f(x) + g(x)), concat, a residual block with batch norm and tied weights; the
 // accumulate rule (a second consumer's gradient is never dropped); activation fusion only for a
 // sole reader; the backward hook and grad_ready_nodes with a shared weight; and the build-time
-// errors that name the layer (unknown input, duplicate name, cycle, unused output, add and mul shapes).
+// errors that name the layer (unknown input, duplicate name, cycle, unused output, add and mul shapes, a transpose's perm).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -178,6 +178,35 @@ TEST_P(NetGraphTest, MulSpreadsATrailingShapeOrAChannelGate) {
     EXPECT_EQ(net.output_sample_shape(), (Shape{3, 5, 5}));
     Tensor x = upload(dev(), {2, 2, 5, 5}, rng_.uniform(100, -1.0f, 1.0f));
     check_gradients(net, x);
+}
+
+// transpose of each sample's axes (a [2, 3, 4] sample to [4, 2, 3]), between layers with
+// parameters: its gradient is the inverse permutation.
+TEST_P(NetGraphTest, TransposeReordersEachSamplesAxes) {
+    REQUIRE_OPS(LINEAR_OPS, XYLEM_OP_PERMUTE);
+    Net net;
+    net.add("a", {"input"}, linear(24));
+    net.add("grid", {"a"}, std::make_unique<Reshape>(Shape{2, 3, 4}));
+    net.add("t", {"grid"}, std::make_unique<Transpose>(Shape{2, 0, 1}));
+    net.add("flat", {"t"}, std::make_unique<Reshape>(Shape{-1}, "flatten"));
+    net.add("b", {"flat"}, linear(3));
+    net.build(dev(), {5}, 23);
+    Tensor x = upload(dev(), {3, 5}, rng_.uniform(15, -1.0f, 1.0f));
+    check_gradients(net, x);
+    // The layer's own output, against numpy.transpose of its input.
+    Net alone;
+    alone.add("t", {"input"}, std::make_unique<Transpose>(Shape{2, 0, 1}));
+    alone.build(dev(), {2, 3, 4}, 1);
+    std::vector<float> v(48);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+    Tensor g = upload(dev(), {2, 2, 3, 4}, v);
+    const std::vector<float> y = alone.forward(dev(), g, false).to_vector();
+    EXPECT_EQ(alone.output_sample_shape(), (Shape{4, 2, 3}));
+    for (int n = 0; n < 2; ++n)
+        for (int k = 0; k < 4; ++k)
+            for (int i = 0; i < 2; ++i)
+                for (int j = 0; j < 3; ++j)
+                    EXPECT_EQ(y[static_cast<size_t>(((n * 4 + k) * 2 + i) * 3 + j)], v[static_cast<size_t>(((n * 2 + i) * 3 + j) * 4 + k)]);
 }
 
 // concat of feature vectors (axis 1) and of images along channels (1) and width (-1).
@@ -471,6 +500,13 @@ TEST_P(NetGraphTest, GraphErrorsNameTheLayer) {
         net.add("sum", {"big", "small"}, std::make_unique<Add>());
         EXPECT_TRUE(contains(build_error(net, dev(), {2}),
                              "model layer 'sum' (add): cannot add 'big' [4] and 'small' [3] per sample"));
+    }
+    {
+        Net net;
+        net.add("t", {"input"}, std::make_unique<Transpose>(Shape{0, 0, 1}));
+        EXPECT_TRUE(contains(build_error(net, dev(), {2, 3, 4}),
+                             "model layer 't' (transpose): perm [0, 0, 1] is not a permutation of the 3 axes of its "
+                             "input's sample [2, 3, 4]"));
     }
     {
         Net net;

@@ -50,7 +50,7 @@ def gpt_tanh():
 
 MIX = """
 # The layer types the examples leave out, on Fashion-MNIST images: avgpool2d, concat, a grouped
-# dilated conv2d, sigmoid, tanh, mul, clamp, slice, dropout, reshape, batchnorm after a linear, softmax
+# dilated conv2d, sigmoid, tanh, mul, clamp, slice, transpose, dropout, reshape, batchnorm after a linear, softmax
 # (check_export.py).
 [data]
 dir = "/usr/share/datasets/fashion-mnist"
@@ -67,6 +67,7 @@ layers = [
   { name = "gated", type = "mul", inputs = ["sum", "sig"] },
   { name = "clip", type = "clamp", lo = -0.5, hi = 1.5 },
   { name = "crop", type = "slice", axis = 3, start = 1, end = -1 },
+  { name = "swap", type = "transpose", perm = [2, 0, 1] },
   { name = "drop", type = "dropout", p = 0.3 },
   { name = "flat", type = "reshape", shape = [-1] },
   { name = "fc1", type = "linear", out = 32 },

@@ -2,7 +2,7 @@
 """ONNX import against ONNX Runtime (tests/CMakeLists.txt: onnx.parity; docs/onnx.md).
 
 Exports the Fashion MLP (784-128-64-10 ReLU), LeNet (examples/fashion_lenet.toml), a small model
-of every other op the importer maps (Mix) and torchvision's ResNet-18, MobileNetV2, SqueezeNet 1.1, DenseNet-121, MNASNet 0.5, EfficientNet-B0 and MobileNetV3-Small, each with random weights in eval mode, from torch 1.13 at opsets 13, 14 and 17; runs each
+of every other op the importer maps (Mix) and torchvision's ResNet-18, MobileNetV2, SqueezeNet 1.1, DenseNet-121, MNASNet 0.5, EfficientNet-B0, MobileNetV3-Small and ShuffleNetV2 x0.5, each with random weights in eval mode, from torch 1.13 at opsets 13, 14 and 17; runs each
 through `xylem run` on every backend asked for and through onnxruntime on the same random input;
 the outputs must agree within --rtol relative to the output's largest magnitude
 (max |xylem - ort| <= rtol * max |ort|). Then `xylem import` + `xylem predict` on Fashion-MNIST
@@ -105,6 +105,13 @@ def mobilenet_v3():
     return torchvision.models.mobilenet_v3_small(weights=None, num_classes=10)
 
 
+def shufflenet():
+    # Channel shuffles (Reshape to 5-D, Transpose [0, 2, 1, 3, 4], Reshape back) and channel
+    # splits (Split into two halves).
+    import torchvision
+    return torchvision.models.shufflenet_v2_x0_5(weights=None, num_classes=10)
+
+
 class RnnClassifier(nn.Module):
     """A 2-layer nn.LSTM (or nn.GRU), batch first, and a Linear on its last step: torch exports two
     ONNX LSTM (GRU) nodes between Transposes, zero initial states (ConstantOfShape of the batch,
@@ -166,6 +173,7 @@ MODELS = {
     "mnasnet": (mnasnet, (2, 3, 64, 64), False),
     "efficientnet_b0": (efficientnet_b0, (2, 3, 64, 64), False),
     "mobilenet_v3": (mobilenet_v3, (2, 3, 64, 64), False),
+    "shufflenet": (shufflenet, (2, 3, 64, 64), False),
     "lstm": (RnnClassifier, (4, 7, 8), False),
     "gru": (lambda: RnnClassifier(nn.GRU), (4, 7, 8), False),
     "gpt": (gpt, (2, 16), False),  # token ids in [0, 50)
@@ -178,7 +186,7 @@ def export(name, opset, work):
     factory, shape, _ = MODELS[name]
     torch.manual_seed(1)
     model = factory().eval()
-    if name in ("resnet18", "resnet18_bn", "mix", "mobilenet_v2", "densenet121", "mnasnet", "efficientnet_b0", "mobilenet_v3"):  # random running statistics, so batch norm is not the identity
+    if name in ("resnet18", "resnet18_bn", "mix", "mobilenet_v2", "densenet121", "mnasnet", "efficientnet_b0", "mobilenet_v3", "shufflenet"):  # random running statistics, so batch norm is not the identity
         with torch.no_grad():
             for m in model.modules():
                 if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
@@ -215,7 +223,7 @@ def main():
     p.add_argument("--xylem", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--backends", default="", help="comma-separated (default: native, and opencl where available)")
-    p.add_argument("--models", default="mlp,lenet,mix,resnet18,resnet18_bn,mobilenet_v2,squeezenet,densenet121,mnasnet,efficientnet_b0,mobilenet_v3,lstm,gru,gpt,gelu_tanh,affine")
+    p.add_argument("--models", default="mlp,lenet,mix,resnet18,resnet18_bn,mobilenet_v2,squeezenet,densenet121,mnasnet,efficientnet_b0,mobilenet_v3,shufflenet,lstm,gru,gpt,gelu_tanh,affine")
     p.add_argument("--opsets", default="13,14,17")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--images", type=int, default=500, help="Fashion-MNIST test images for import + predict")

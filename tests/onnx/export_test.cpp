@@ -219,6 +219,13 @@ const Case kRoundTrips[] = {
          { name = "fc", type = "linear", out = 4 }])",
      {2, 5, 5},
      {"Conv", "Sigmoid", "Mul", "Flatten", "Gemm"}},
+    {"shuffle",  // ShuffleNet's channel shuffle: [6, 4, 4] as [2, 3, 4, 4], the groups' axes swapped
+     R"([{ name = "c", type = "conv2d", out = 6, kernel = 3, padding = 1 },
+         { name = "groups", type = "reshape", shape = [2, 3, 4, 4] }, { name = "swap", type = "transpose", perm = [1, 0, 2, 3] },
+         { name = "back", type = "reshape", shape = [6, 4, 4] }, { name = "flat", type = "flatten" },
+         { name = "fc", type = "linear", out = 3 }])",
+     {2, 4, 4},
+     {"Conv", "Reshape", "Transpose", "Flatten", "Gemm"}},
     {"lstm",
      R"([{ name = "rnn", type = "lstm", hidden = 4, layers = 2 }, { name = "fc", type = "linear", out = 3 },
          { name = "flat", type = "flatten" }, { name = "out", type = "linear", out = 2 }])",

@@ -679,6 +679,28 @@ TEST(OnnxImport, HardSigmoidAndHardSwishBecomeScaleBiasClampAndMul) {
                "HardSigmoid node '/act': alpha inf and beta 0.5 must be finite");
 }
 
+// A Transpose that keeps the batch first is xylem's transpose over the sample's axes (ShuffleNet's
+// channel shuffle: [N, 2, 3, 4, 4] with perm [0, 2, 1, 3, 4]); one that moves the batch (outside an
+// LSTM's sequence) is refused naming the node.
+TEST(OnnxImport, ATransposeKeepingTheBatchFirstBecomesTranspose) {
+    auto model = [](std::vector<int64_t> perm) {
+        onnx::ModelProto m;
+        m.add_opset_import()->set_version(17);
+        auto* g = m.mutable_graph();
+        value_info(g->add_input(), "x", {-1, 2, 3, 4, 4});
+        value_info(g->add_output(), "y", {});
+        ints_attr(node(g, "Transpose", "/shuffle/Transpose", {"x"}, {"y"}), "perm", perm);
+        return bytes_of(m);
+    };
+    const onnx_import::Imported t = import_bytes(model({0, 2, 1, 3, 4}), "m", "");
+    ASSERT_EQ(t.layers.size(), 1u);
+    EXPECT_EQ(t.layers[0].type, "transpose");
+    EXPECT_HAS(t.layers_toml, "perm = [1, 0, 2, 3]");
+    EXPECT_EQ(t.output_sample, (Shape{3, 2, 4, 4}));
+    EXPECT_HAS(error_of(model({1, 0, 2, 3, 4})), "Transpose node '/shuffle/Transpose': perm [1, 0, 2, 3, 4]");
+    EXPECT_HAS(error_of(model({0, 2, 2, 3, 4})), "is not a permutation of the axes of [N, 2, 3, 4, 4]");
+}
+
 // The tiny GPT the fuzz seeds hold (fuzz/seeds/make_onnx_seeds.py: torch's export of bench/torch_gpt.py,
 // context 4, 2 heads, 8 channels) imports as xylem's attention; bent, each part of the pattern is
 // refused naming the node.
