@@ -268,10 +268,13 @@ void bwd_general(const Pool& p, const float* dy, const float* x, float* dx) {
 // body(q, off_in, off_out) for pieces q of the planes shared out among the workers (each plane's
 // windows are computed the same wherever the planes are cut): q is p with its plane count,
 // off_in / off_out the first plane's offsets in X (dX) and Y (dY).
+// A worker from a quarter of a pure stream's kMinSplitElements: pooling compares and shuffles as it
+// streams (LeNet's second pool, 204,800 floats in, ran on one CPU: its passes took 167 -> 135 ms
+// per 300 training steps on two).
 template <class F>
 void split_planes(const Pool& p, const F& body) {
     const int64_t planes = p.planes;
-    const int workers = split_workers(static_cast<double>(planes * p.h * p.w), kMinSplitElements, planes);
+    const int workers = split_workers(static_cast<double>(planes * p.h * p.w), kMinSplitElements / 4, planes);
     split_work(planes, workers, [&](int64_t lo, int64_t hi, int) {
         Pool q = p;
         q.planes = hi - lo;
