@@ -24,7 +24,8 @@
 #   fortunes/               the text corpus of examples/char_rnn.toml and gpt_char.toml (Debian's
 #                           /usr/share/games/fortunes, 2.8 MiB; gpu-run.sh puts it back there)
 #   onnx/                   tests/onnx/check_models.py --save at opset 17 (models exported by this
-#                           torch, inputs and ONNX Runtime's outputs; ResNet-18 and MobileNetV2 left out: the
+#                           torch, inputs and ONNX Runtime's outputs; ShuffleNetV2 x0.5 (1.4 MB, the transpose
+#                           layer on cuda) in, ResNet-18 and MobileNetV2 left out: the
 #                           64 MiB a device call carries):
 #                           gpu-check.sh runs them through `xylem run --backend cuda`
 #   python/xylem/           the Python package (python/xylem/*.py and its _xylem module) built for
@@ -144,7 +145,7 @@ fi
 ONNX_PY="${XYLEM_GPU_ONNX_PYTHON:-$ROOT/build-onnx/onnx-venv/bin/python}"
 if [[ -x "$ONNX_PY" ]] && "$ONNX_PY" -c 'import onnxruntime, torch' 2>/dev/null; then
     "$ONNX_PY" "$ROOT/tests/onnx/check_models.py" --xylem "$B/bin/xylem" --work "$STAGE/onnx-work" \
-        --save "$ROOT/.gpu/onnx" --opsets 17 --models mlp,lenet,mix,lstm,gru,gpt,affine,gelu_tanh \
+        --save "$ROOT/.gpu/onnx" --opsets 17 --models mlp,lenet,mix,lstm,gru,gpt,affine,gelu_tanh,shufflenet \
         2>/dev/null | grep '^saved' || { echo "check_models.py --save failed" >&2; exit 1; }
 else
     echo "warning: no Python with torch and onnxruntime at $ONNX_PY (XYLEM_GPU_ONNX_PYTHON): no onnx/ models" >&2
