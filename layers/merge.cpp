@@ -53,8 +53,9 @@ Shape Add::output_shape_of(const std::vector<Shape>& in) const {
     const Shape& b = in[1];
     const bool trailing = b.size() <= a.size() && std::equal(b.begin(), b.end(), a.end() - static_cast<std::ptrdiff_t>(b.size()));
     if (!trailing)
-        throw Error(label() + ": cannot add " + named(*this, 0) + " " + to_string(a) + " and " + named(*this, 1) + " " +
-                    to_string(b) + " per sample: the second must have the first's shape or its trailing part");
+        throw Error(label() + (sign_ > 0 ? ": cannot add " : ": cannot subtract from ") + named(*this, 0) + " " +
+                    to_string(a) + (sign_ > 0 ? " and " : " ") + named(*this, 1) + " " + to_string(b) +
+                    " per sample: the second must have the first's shape or its trailing part");
     return a;
 }
 
@@ -77,14 +78,14 @@ const Tensor& Add::forward_inputs(Device& dev, const std::vector<const Tensor*>&
     repeat_ = cols ? numel(a_sample) / cols : 1;
     ensure(y_, a.shape(), dev);
     if (repeat_ == 1) {
-        ops::add(dev, 1.0f, a, 1.0f, b.reshaped(a.shape()), y_);
+        ops::add(dev, 1.0f, a, sign_, b.reshaped(a.shape()), y_);
         return y_;
     }
     // Spread b over a's rows (sample n's b for each of its repeat_ rows), then add elementwise.
     const Tensor& idx = spread_.spread(dev, n, 1, repeat_);
     ensure(b_wide_, {n * repeat_, cols}, dev);
     ops::gather_rows(dev, b.reshaped({n, cols}), idx, b_wide_);
-    ops::add(dev, 1.0f, a, 1.0f, b_wide_.reshaped(a.shape()), y_);
+    ops::add(dev, 1.0f, a, sign_, b_wide_.reshaped(a.shape()), y_);
     return y_;
 }
 
@@ -92,16 +93,22 @@ void Add::backward_inputs(Device& dev, const Tensor& dy, const std::vector<bool>
                           std::vector<const Tensor*>& dxs) {
     if (dy.shape() != y_.shape()) shape_error("output gradient", dy.shape(), y_.shape());
     dxs.assign(2, nullptr);
-    if (need_dx[0]) dxs[0] = &dy;  // d(a + b)/da = 1
+    if (need_dx[0]) dxs[0] = &dy;  // d(a +- b)/da = 1
     if (!need_dx[1]) return;
+    const Tensor* g = &dy;  // d(a +- b)/db = +-1
+    if (sign_ < 0) {
+        ensure(neg_, dy.shape(), dev);
+        ops::axpby_inplace(dev, -1.0f, dy, 0.0f, neg_);
+        g = &neg_;
+    }
     if (repeat_ == 1) {
-        dxs[1] = &dy;
+        dxs[1] = g;
         return;
     }
     const int64_t n = dy.dim(0), cols = numel(b_sample_);
     ensure(db_, batched(n, b_sample_), dev);
     Tensor db_rows = db_.reshaped({n, cols});
-    ops::reduce(dev, dy.reshaped({n, repeat_, cols}), db_rows, XYLEM_REDUCE_SUM, 1);  // b's gradient: its copies' sum
+    ops::reduce(dev, g->reshaped({n, repeat_, cols}), db_rows, XYLEM_REDUCE_SUM, 1);  // b's gradient: its copies' sum
     dxs[1] = &db_;
 }
 
@@ -109,6 +116,7 @@ std::vector<uint32_t> Add::ops_needed(bool backward) const {
     std::vector<uint32_t> ops{XYLEM_OP_ADD};
     if (repeat_ != 1) ops.push_back(XYLEM_OP_GATHER_ROWS);
     if (backward && repeat_ != 1) ops.push_back(XYLEM_OP_REDUCE);
+    if (backward && sign_ < 0) ops.push_back(XYLEM_OP_AXPBY);
     return ops;
 }
 
@@ -334,6 +342,10 @@ namespace {
 
 const LayerRegistration<NoLayerOptions> kAdd{
     "add", {}, nullptr, [](const NoLayerOptions&, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Add>(); }};
+
+const LayerRegistration<NoLayerOptions> kSub{
+    "sub", {}, nullptr,
+    [](const NoLayerOptions&, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Add>(true); }};
 
 const LayerRegistration<NoLayerOptions> kMul{
     "mul", {}, nullptr, [](const NoLayerOptions&, LayerContext&) -> std::unique_ptr<Layer> { return std::make_unique<Mul>(); }};

@@ -158,7 +158,7 @@ std::string batchnorm(GraphWriter& w, const LayerView& v) {
     return v.output;
 }
 
-// Add or Mul: xylem's add and mul broadcast their second input over the first's leading axes.
+// Add, Sub or Mul: xylem's add, sub and mul broadcast their second input over the first's leading axes.
 std::string merge2(GraphWriter& w, const LayerView& v, const char* op) {
     std::string b = v.inputs.at(1);
     const size_t ra = v.input_samples.at(0).size(), rb = v.input_samples.at(1).size();
@@ -173,6 +173,7 @@ std::string merge2(GraphWriter& w, const LayerView& v, const char* op) {
 }
 
 std::string add(GraphWriter& w, const LayerView& v) { return merge2(w, v, "Add"); }
+std::string sub(GraphWriter& w, const LayerView& v) { return merge2(w, v, "Sub"); }
 std::string mul(GraphWriter& w, const LayerView& v) { return merge2(w, v, "Mul"); }
 
 std::string concat(GraphWriter& w, const LayerView& v) {
@@ -296,6 +297,7 @@ std::vector<Mapping> table() {
          [](GraphWriter& w, const LayerView& v) { return one_op(w, v, "LogSoftmax", {G::i("axis", -1)}); }},
         {"dropout", "nothing (inference)", [](GraphWriter&, const LayerView&) { return std::string(); }},
         {"add", "Add (Unsqueeze of the second input when it is the first's trailing part)", add},
+        {"sub", "Sub (as add)", sub},
         {"mul", "Mul (as add)", mul},
         {"concat", "Concat (the layer's axis)", concat},
         {"slice", "Slice (one axis; start and end as the layer's)", slice},

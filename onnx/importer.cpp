@@ -102,7 +102,9 @@ const std::vector<Importer::OpEntry>& Importer::table() {
          nullptr},
         {"Sub",
          "data minus a constant: `bias` (negated), the constant one value or each sample's trailing axes (a "
-         "constant minus the data is refused); a layer norm's x - mean (Patterns); folded on constants", nullptr},
+         "constant minus the data is refused); two layer outputs: `sub` (as Add, the second operand the one "
+         "broadcast); a layer norm's x - mean (Patterns); folded on constants",
+         [](Importer& i, const onnx::NodeProto& n) { i.sub(n); }},
         {"Pow",
          "a layer norm's square below opset 17 (Patterns); folded on constants", nullptr},
         {"Sqrt",

@@ -184,8 +184,9 @@ private:
     void gemm(const onnx::NodeProto& n);
     void matmul(const onnx::NodeProto& n);
     void add(const onnx::NodeProto& n);
+    void sub(const onnx::NodeProto& n);
     void mul(const onnx::NodeProto& n);
-    void merge2(const onnx::NodeProto& n, bool mul);  // add and mul of two layer outputs
+    void merge2(const onnx::NodeProto& n, const std::string& type);  // add, sub and mul of two layer outputs
     void batchnorm(const onnx::NodeProto& n);
     void pool(const onnx::NodeProto& n, bool max);
     void pad(const onnx::NodeProto& n);

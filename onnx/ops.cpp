@@ -139,22 +139,29 @@ void Importer::matmul(const onnx::NodeProto& n) {
     emit(std::move(l), n, shape, output);
 }
 
-// Add or Mul of two layer outputs -> xylem's add or mul, which broadcast their second input: the
-// operand with more elements per sample goes first (ONNX's ops are symmetric).
-void Importer::add(const onnx::NodeProto& n) { merge2(n, false); }
-void Importer::mul(const onnx::NodeProto& n) { merge2(n, true); }
+// Add, Sub or Mul of two layer outputs -> xylem's add, sub or mul, which broadcast their second
+// input: for Add and Mul (symmetric) the operand with more elements per sample goes first; a Sub
+// whose first operand is the smaller is refused.
+void Importer::add(const onnx::NodeProto& n) { merge2(n, "add"); }
+void Importer::sub(const onnx::NodeProto& n) { merge2(n, "sub"); }
+void Importer::mul(const onnx::NodeProto& n) { merge2(n, "mul"); }
 
-void Importer::merge2(const onnx::NodeProto& n, bool mul) {
+void Importer::merge2(const onnx::NodeProto& n, const std::string& type) {
+    const bool mul = type == "mul";
     check_known_attrs(n, {});
     if (value(input_of(n, 0)).is_const || value(input_of(n, 1)).is_const)
         refuse(n, mul ? "multiplies by a constant the scale layer cannot hold"
-                      : "adds a constant the bias layer cannot hold");  // constant_op took the ones it can
+                      : type == "sub" ? "subtracts a constant the bias layer cannot hold"
+                                      : "adds a constant the bias layer cannot hold");  // constant_op took the ones it can
     auto per_sample = [&](const std::string& t) {
         int64_t k = 1;
         for (size_t i = 1; i < value(t).shape.size(); ++i) k *= value(t).shape[i];
         return k;
     };
     const bool swap = per_sample(n.input(1)) > per_sample(n.input(0));
+    if (swap && type == "sub")
+        refuse(n, "subtracts " + shape_text(value(n.input(1)).shape) + " from the smaller " +
+                      shape_text(value(n.input(0)).shape) + "; xylem's sub broadcasts its second input only");
     const std::string& an = n.input(swap ? 1 : 0);
     const std::string& bn = n.input(swap ? 0 : 1);
     const std::vector<int64_t> a = value(an).shape, b = value(bn).shape;
@@ -182,8 +189,9 @@ void Importer::merge2(const onnx::NodeProto& n, bool mul) {
                                 "; xylem's mul takes two tensors of one shape, or a second whose sample is the "
                                 "trailing axes of the first's, or its leading axes then ones ([N, C, 1, 1] for "
                                 "[N, C, H, W])"
-                          : "adds " + shape_text(a) + " and " + shape_text(b) +
-                                "; xylem's add takes two tensors of one shape, or a second whose sample is the "
+                          : (type == "sub" ? "subtracts " + shape_text(b) + " from " + shape_text(a)
+                                           : "adds " + shape_text(a) + " and " + shape_text(b)) +
+                                "; xylem's " + type + " takes two tensors of one shape, or a second whose sample is the "
                                 "trailing axes of the first's");
         b_node = use(bn, n);
         if (tail.size() != b.size() - 1) {  // drop the leading 1s: a reshape of each sample
@@ -196,7 +204,7 @@ void Importer::merge2(const onnx::NodeProto& n, bool mul) {
             b_node = flat;
         }
     }
-    LayerOut l{mul ? "mul" : "add", name, {use(an, n), b_node}, {}};
+    LayerOut l{type, name, {use(an, n), b_node}, {}};
     emit(std::move(l), n, a, n.output(0));
 }
 

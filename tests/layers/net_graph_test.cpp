@@ -133,6 +133,23 @@ TEST_P(NetGraphTest, AddBroadcastsATrailingShape) {
     check_gradients(net, x);
 }
 
+// sub: a - b of one shape and with b a trailing part (its gradient -dy, summed over its copies).
+TEST_P(NetGraphTest, SubOfOneShapeAndOfATrailingPart) {
+    REQUIRE_OPS(LINEAR_OPS, XYLEM_OP_GATHER_ROWS, XYLEM_OP_REDUCE);
+    for (bool spread : {false, true}) {
+        SCOPED_TRACE(spread ? "a [3, 4] - b [4]" : "a - b, one shape");
+        Net net;
+        net.add("a", {"input"}, linear(4));
+        if (spread) net.add("flat", {"input"}, std::make_unique<Reshape>(Shape{-1}, "flatten"));
+        net.add("b", {spread ? "flat" : "input"}, linear(4));
+        net.add("y", {"a", "b"}, std::make_unique<Add>(true));
+        net.build(dev(), {3, 2}, 29);
+        EXPECT_EQ(net.output_sample_shape(), (Shape{3, 4}));
+        Tensor x = upload(dev(), {5, 3, 2}, rng_.uniform(30, -1.0f, 1.0f));
+        check_gradients(net, x);
+    }
+}
+
 // mul of one shape: SiLU's h * sigmoid(h) (h read by two layers) and h * h (one tensor twice in
 // one layer: gradient 2h).
 TEST_P(NetGraphTest, MulOfOneShape) {

@@ -50,7 +50,7 @@ def gpt_tanh():
 
 MIX = """
 # The layer types the examples leave out, on Fashion-MNIST images: avgpool2d, concat, a grouped
-# dilated conv2d, sigmoid, tanh, mul, clamp, slice, transpose, dropout, reshape, batchnorm after a linear, softmax
+# dilated conv2d, sigmoid, tanh, mul, sub, clamp, slice, transpose, dropout, reshape, batchnorm after a linear, softmax
 # (check_export.py).
 [data]
 dir = "/usr/share/datasets/fashion-mnist"
@@ -65,6 +65,7 @@ layers = [
   { name = "th", type = "tanh", inputs = ["gconv"] },
   { name = "sum", type = "add", inputs = ["sig", "th"] },
   { name = "gated", type = "mul", inputs = ["sum", "sig"] },
+  { name = "diff", type = "sub", inputs = ["gated", "th"] },
   { name = "clip", type = "clamp", lo = -0.5, hi = 1.5 },
   { name = "crop", type = "slice", axis = 3, start = 1, end = -1 },
   { name = "swap", type = "transpose", perm = [2, 0, 1] },

@@ -219,6 +219,14 @@ const Case kRoundTrips[] = {
          { name = "fc", type = "linear", out = 4 }])",
      {2, 5, 5},
      {"Conv", "Sigmoid", "Mul", "Flatten", "Gemm"}},
+    {"sub",  // a - b of one shape, and a [2, 3] minus a [3]
+     R"([{ name = "a", type = "linear", out = 6 }, { name = "b", type = "linear", out = 6, inputs = ["input"] },
+         { name = "d", type = "sub", inputs = ["a", "b"] }, { name = "grid", type = "reshape", shape = [2, 3] },
+         { name = "row", type = "linear", out = 3, inputs = ["input"] },
+         { name = "centred", type = "sub", inputs = ["grid", "row"] }, { name = "flat", type = "flatten" },
+         { name = "out", type = "linear", out = 2 }])",
+     {4},
+     {"Gemm", "Sub", "Reshape", "Unsqueeze", "Flatten"}},
     {"shuffle",  // ShuffleNet's channel shuffle: [6, 4, 4] as [2, 3, 4, 4], the groups' axes swapped
      R"([{ name = "c", type = "conv2d", out = 6, kernel = 3, padding = 1 },
          { name = "groups", type = "reshape", shape = [2, 3, 4, 4] }, { name = "swap", type = "transpose", perm = [1, 0, 2, 3] },

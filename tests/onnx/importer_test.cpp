@@ -606,6 +606,31 @@ TEST(OnnxImport, AddOfTwoComputedTensorsBroadcastsOnlyATrailingPart) {
     EXPECT_HAS(error_of(bytes_of(model({0, 4}))), "Add node '/add': adds [N, 3, 4] and [N, 4]");
 }
 
+// Sub of two computed tensors: x - x[:, :1] (the second broadcast, its leading 1 dropped) becomes
+// sub; the smaller tensor minus the bigger is refused naming the node (xylem's sub broadcasts its
+// second input only).
+TEST(OnnxImport, SubOfTwoComputedTensorsBecomesSub) {
+    auto model = [](bool small_first) {
+        onnx::ModelProto m;
+        m.add_opset_import()->set_version(17);
+        auto* g = m.mutable_graph();
+        value_info(g->add_input(), "x", {-1, 3, 4});
+        value_info(g->add_output(), "y", {});
+        *g->add_initializer() = ints("start", {0});
+        *g->add_initializer() = ints("end", {1});
+        *g->add_initializer() = ints("axis", {1});
+        node(g, "Slice", "/first", {"x", "start", "end", "axis"}, {"s"});  // [N, 1, 4]
+        node(g, "Sub", "/sub", small_first ? std::vector<std::string>{"s", "x"} : std::vector<std::string>{"x", "s"},
+             {"y"});
+        return bytes_of(m);
+    };
+    const onnx_import::Imported ok = import_bytes(model(false), "m", "");
+    EXPECT_EQ(ok.layers.back().type, "sub");
+    EXPECT_EQ(ok.layers.back().inputs.at(0), "input");
+    EXPECT_EQ(ok.output_sample, (Shape{3, 4}));
+    EXPECT_HAS(error_of(model(true)), "Sub node '/sub': subtracts [N, 3, 4] from the smaller [N, 1, 4]");
+}
+
 // Mul of two computed tensors: SiLU's x * sigmoid(x) (one shape), a squeeze-and-excitation gate
 // [N, C, 1, 1] times [N, C, H, W] (either order: the bigger goes first); a [N, C, 1, W] second
 // operand (neither the first's trailing axes nor its leading ones) is refused naming the node and

@@ -1,4 +1,5 @@
-// Layers that merge several tensors into one: add (residual connections), mul (gates) and concat.
+// Layers that merge several tensors into one: add and sub (residual connections), mul (gates) and
+// concat.
 #pragma once
 
 #include <functional>
@@ -24,9 +25,11 @@ private:
 
 // [[model.layers]] type = "add", inputs = ["a", "b"]: y = a + b. b has a's per-sample shape, or
 // the trailing part of it (a [T, F] + b [F]: b added at every step; a [C, H, W] + b [H, W]).
+// [[model.layers]] type = "sub", inputs = ["a", "b"]: y = a - b, b as for add.
 class Add : public MultiInputLayer {
 public:
-    std::string kind() const override { return "add"; }
+    explicit Add(bool subtract = false) : sign_(subtract ? -1.0f : 1.0f) {}
+    std::string kind() const override { return sign_ > 0 ? "add" : "sub"; }
     size_t input_count() const override { return 2; }
     Shape output_shape_of(const std::vector<Shape>& inputs) const override;
     void bind_inputs(Device& dev, const std::vector<Shape>& inputs, std::mt19937_64& rng) override;
@@ -36,9 +39,10 @@ public:
     std::vector<uint32_t> ops_needed(bool backward) const override;
 
 private:
+    float sign_;          // b's factor: 1 (add) or -1 (sub)
     int64_t repeat_ = 1;  // how many copies of b one sample of a holds (1: same shape)
     Shape b_sample_;
-    Tensor y_, b_wide_, db_;
+    Tensor y_, b_wide_, db_, neg_;
     RowIndexCache spread_;  // b's row n for each of the repeat_ rows of sample n
 };
 
