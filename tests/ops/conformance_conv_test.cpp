@@ -121,6 +121,11 @@ const PoolCase kPoolCases[] = {
     {{1, 2, 7, 9}, {XYLEM_POOL_AVG, 3, 3, 2, 2, 1, 1, 1}},   // padding counted
     {{1, 2, 7, 9}, {XYLEM_POOL_AVG, 3, 3, 2, 2, 1, 1, 0}},   // padding not counted
     {{2, 1, 5, 5}, {XYLEM_POOL_AVG, 3, 3, 1, 1, 1, 1, 0}},
+    // global_avgpool's window, the whole plane (the native plugin's own path): 7x7, and 21 values
+    // a plane (a lane remainder); the max over the whole plane too.
+    {{3, 5, 7, 7}, {XYLEM_POOL_AVG, 7, 7, 7, 7, 0, 0, 1}},
+    {{2, 3, 3, 7}, {XYLEM_POOL_AVG, 3, 7, 3, 7, 0, 0, 1}},
+    {{2, 3, 3, 7}, {XYLEM_POOL_MAX, 3, 7, 3, 7, 0, 0, 1}},
 };
 
 std::string describe(const PoolCase& c) {

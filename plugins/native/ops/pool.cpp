@@ -13,6 +13,8 @@ namespace {
 
 struct Pool : plugin_kit::Pool2dShape {
     bool fast2x2() const { return kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0; }
+    // An average over each whole plane (global_avgpool): one window, no padding.
+    bool whole_plane_avg() const { return !max && kh == h && kw == w && ph == 0 && pw == 0 && oh == 1 && ow == 1; }
 };
 
 Pool pool_shape(const OpArgs& a, const xylem_pool2d_attrs& at, const Tensor& x, const char* xn, const Tensor& y,
@@ -282,6 +284,22 @@ void split_planes(const Pool& p, const F& body) {
     });
 }
 
+// Each plane's mean: lane_sum's fixed order (16 float lanes, then float64), where the general
+// path summed 49 floats one by one per window with its bookkeeping (ResNet-20's global pool at
+// batch 1000: 4 ms a call).
+void global_avg_fwd(const Pool& p, const float* x, float* y) {
+    const int64_t hw = p.h * p.w;
+    for (int64_t pl = 0; pl < p.planes; ++pl) {
+        const float* plane = x + pl * hw;
+        y[pl] = static_cast<float>(lane_sum(hw, [plane](int64_t i) { return plane[i]; }) / static_cast<double>(hw));
+    }
+}
+
+void global_avg_bwd(const Pool& p, const float* dy, float* dx) {
+    const int64_t hw = p.h * p.w;
+    for (int64_t pl = 0; pl < p.planes; ++pl) std::fill_n(dx + pl * hw, hw, dy[pl] / static_cast<float>(hw));
+}
+
 }  // namespace
 
 void op_pool2d_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
@@ -293,7 +311,8 @@ void op_pool2d_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     const float* x = tx.f32();
     float* y = ty.f32();
     split_planes(p, [&](const Pool& q, int64_t in, int64_t out) {
-        if (q.fast2x2()) fwd_2x2(q, x + in, y + out);
+        if (q.whole_plane_avg()) global_avg_fwd(q, x + in, y + out);
+        else if (q.fast2x2()) fwd_2x2(q, x + in, y + out);
         else fwd_general(q, x + in, y + out);
     });
 }
@@ -310,7 +329,8 @@ void op_pool2d_bwd(const xylem_op_desc& desc, xylem_stream_s&) {
     const float *dy = tdy.f32(), *x = tx.f32(), *y = ty.f32();
     float* dx = tdx.f32();
     split_planes(p, [&](const Pool& q, int64_t in, int64_t out) {
-        if (q.fast2x2()) bwd_2x2(q, dy + out, x + in, y + out, dx + in);
+        if (q.whole_plane_avg()) global_avg_bwd(q, dy + out, dx + in);
+        else if (q.fast2x2()) bwd_2x2(q, dy + out, x + in, y + out, dx + in);
         else bwd_general(q, dy + out, x + in, dx + in);
     });
 }
