@@ -581,20 +581,27 @@ TEST(OnnxImport, ArithmeticWithAConstantBecomesBiasOrScale) {
     EXPECT_HAS(error_of(bytes_of(one_node("Add", {-1, 3, 4}, {floats("w", {3, 1})}))), "adds a constant [3, 1] that is not");
 }
 
+// A model of x [N, 3, 4] and its first row s = x[:, :1] ([N, 1, 4]), for the nodes a test adds
+// to the graph it returns (writing y).
+onnx::GraphProto* first_row_model(onnx::ModelProto& m) {
+    m.add_opset_import()->set_version(17);
+    auto* g = m.mutable_graph();
+    value_info(g->add_input(), "x", {-1, 3, 4});
+    value_info(g->add_output(), "y", {});
+    *g->add_initializer() = ints("start", {0});
+    *g->add_initializer() = ints("end", {1});
+    *g->add_initializer() = ints("axis", {1});
+    node(g, "Slice", "/first", {"x", "start", "end", "axis"}, {"s"});
+    return g;
+}
+
 // Add of two computed tensors: one shape, or the second [N, 1, F] over the first [N, T, F] (xylem's
 // add broadcasts a trailing part, after a reshape dropping the 1s); other broadcasts are refused.
 TEST(OnnxImport, AddOfTwoComputedTensorsBroadcastsOnlyATrailingPart) {
     auto model = [](std::vector<int64_t> b_shape) {
         onnx::ModelProto m;
-        m.add_opset_import()->set_version(17);
-        auto* g = m.mutable_graph();
-        value_info(g->add_input(), "x", {-1, 3, 4});
-        value_info(g->add_output(), "y", {});
+        auto* g = first_row_model(m);
         *g->add_initializer() = ints("shape", b_shape);
-        *g->add_initializer() = ints("start", {0});
-        *g->add_initializer() = ints("end", {1});
-        *g->add_initializer() = ints("axis", {1});
-        node(g, "Slice", "/first", {"x", "start", "end", "axis"}, {"s"});  // [N, 1, 4]
         node(g, "Reshape", "/reshape", {"s", "shape"}, {"b"});
         node(g, "Add", "/add", {"x", "b"}, {"y"});
         return m;
@@ -612,14 +619,7 @@ TEST(OnnxImport, AddOfTwoComputedTensorsBroadcastsOnlyATrailingPart) {
 TEST(OnnxImport, SubOfTwoComputedTensorsBecomesSub) {
     auto model = [](bool small_first) {
         onnx::ModelProto m;
-        m.add_opset_import()->set_version(17);
-        auto* g = m.mutable_graph();
-        value_info(g->add_input(), "x", {-1, 3, 4});
-        value_info(g->add_output(), "y", {});
-        *g->add_initializer() = ints("start", {0});
-        *g->add_initializer() = ints("end", {1});
-        *g->add_initializer() = ints("axis", {1});
-        node(g, "Slice", "/first", {"x", "start", "end", "axis"}, {"s"});  // [N, 1, 4]
+        auto* g = first_row_model(m);
         node(g, "Sub", "/sub", small_first ? std::vector<std::string>{"s", "x"} : std::vector<std::string>{"x", "s"},
              {"y"});
         return bytes_of(m);
