@@ -147,7 +147,7 @@ TEST_F(MultiChannelCli, EvalAndPredictOnThreeChannelIdxAgreeWithRun) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
 
     // predict: the byte and the float32 file give the same rows, and run's top class and probability.
-    for (const std::string input : {(dir_ / "data" / "t10k-images-idx3-ubyte").string(), (dir_ / "test-f32.idx").string()}) {
+    for (const std::string& input : {(dir_ / "data" / "t10k-images-idx3-ubyte").string(), (dir_ / "test-f32.idx").string()}) {
         const fs::path csv = dir_ / (fs::path(input).filename().string() + ".csv");
         r = run_cli("predict --config " + config_ + " --checkpoint " + checkpoint_ + " --input " + input + " --top 2 --out " +
                     csv.string());
