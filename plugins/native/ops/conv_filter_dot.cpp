@@ -43,8 +43,6 @@ struct DotTiles<SimdBaseline> {
     static constexpr int kFilters = 2, kTaps = 2;
 };
 
-XYLEM_KERNEL_LEVELS(int64_t, dot_lanes, (), ()) { return S::L; }
-
 // The lanes of v added by halves in float (a fixed order).
 template <class S>
 __attribute__((always_inline)) inline float lanes_sum(typename S::V v) {
@@ -125,7 +123,8 @@ constexpr int64_t kMaxTaps = 64;
 }  // namespace
 
 bool dot_bwd_filter_fits(const ConvShape& v) {
-    return direct_multiply_fma() && v.cg * v.r * v.s <= kMaxTaps && (v.oh * v.ow) % dot_lanes() == 0 &&
+    return direct_multiply_fma() && v.cg * v.r * v.s <= kMaxTaps &&
+           (v.oh * v.ow) % direct_filter_lanes() == 0 &&  // the level's vector width
            direct_unrolled_fits(v);
 }
 
