@@ -13,6 +13,7 @@
 #include "xylem/layers/batchnorm.h"
 #include "xylem/layers/conv.h"
 #include "xylem/layers/elementwise.h"
+#include "xylem/layers/embedding.h"
 #include "xylem/op_calls.h"
 #include "xylem/profiler.h"
 
@@ -196,6 +197,23 @@ void Net::fuse_activations(Backend& backend) {
     }
 }
 
+// A one_hot layer whose one reader multiplies it by a weight (an lstm or gru) is not run: the
+// reader gets the one_hot's input, the token ids, and gathers its weight's columns (the same
+// values; char-rnn's level-0 projection was a GEMM over 114-wide one-hot rows, 113 of them zero).
+void Net::pass_token_ids(Backend& backend) {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+        Node& n = nodes_[i];
+        const auto* one_hot = dynamic_cast<const OneHot*>(n.layer.get());
+        if (!one_hot || n.consumers != 1 || i == output_node_) continue;
+        for (size_t j = i + 1; j < nodes_.size(); ++j) {
+            Node& reader = nodes_[j];
+            if (std::find(reader.from.begin(), reader.from.end(), i) == reader.from.end()) continue;
+            n.ids_passed = reader.from.size() == 1 && reader.layer->take_token_ids(one_hot->vocab(), backend);
+            break;
+        }
+    }
+}
+
 // Inference (forward with train = false) folds a batch norm into the convolution it reads:
 // conv -> batchnorm [-> activation] runs as one convolution with rescaled weights and bias and the
 // activation fused (Conv2d::forward_folded), two passes over each map fewer. Valid when the
@@ -273,7 +291,7 @@ Net::Footprint Net::count_footprint() const {
         needs_grad[i] = p.trainable > 0;
         for (size_t j : n.from)
             if (j != kModelInput && needs_grad[j]) needs_grad[i] = true;
-        if (n.fused) continue;  // runs in its producer's output (known once built)
+        if (n.fused || n.ids_passed) continue;  // runs in its producer's output, or not at all (known once built)
         f.outputs_per_sample += numel(n.shape);
         if (needs_grad[i]) f.output_grads_per_sample += numel(n.shape);
     }
@@ -332,6 +350,7 @@ void Net::build(Device& dev, const Shape& input_sample, uint64_t seed) {
                 seen = true;
             }
     fuse_activations(dev.backend());
+    pass_token_ids(dev.backend());
     fold_batch_norms(dev.backend());
     output_ = nodes_[output_node_].shape;
     for (Node& n : nodes_) {
@@ -356,7 +375,7 @@ DType Net::input_dtype() const {
 
 void Net::check_ops(Backend& backend, bool backward) const {
     for (const Node& n : nodes_)
-        if (!n.fused)
+        if (!n.fused && !n.ids_passed)
             for (uint32_t op : n.layer->ops_needed(backward)) backend.require(op, n.layer->label());
     if (backward)
         for (const Node& n : nodes_)
@@ -388,6 +407,10 @@ const Tensor& Net::forward(Device& dev, const Tensor& x, bool train) {
         const bool fold = !train && fold_batch_norms_;
         if (n.fused || (n.folded && fold)) {  // its producer's output already holds it
             outputs_[i] = outputs_[n.from[0]];
+            continue;
+        }
+        if (n.ids_passed) {  // its reader takes the ids themselves
+            outputs_[i] = n.from[0] == kModelInput ? &x : outputs_[n.from[0]];
             continue;
         }
         xs_.clear();
@@ -516,6 +539,7 @@ std::string Net::summary() const {
         else trainable += count;
         std::string shape = built_ ? to_string(n.shape) : "?";
         if (n.fused) shape += " (fused into " + nodes_[n.from[0]].name + ")";
+        else if (n.ids_passed) shape += " (read as token ids)";
         else if (n.folded && fold_batch_norms_)  // a batch norm, or the activation after one
             shape += " (folded into " + nodes_[nodes_[n.from[0]].folded ? nodes_[n.from[0]].from[0] : n.from[0]].name +
                      " for inference)";

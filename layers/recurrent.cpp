@@ -134,6 +134,11 @@ Recurrent::Workspace& Recurrent::workspace(Device& dev, int64_t batch, int64_t t
         allocate(dev, lv, batch, time);
     }
     ws.y = Tensor({batch, time, h}, DType::F32, dev);
+    if (token_ids_) {
+        ws.ids = Tensor({tb}, DType::I32, dev);
+        ws.w_cols = Tensor({in_ * g}, DType::F32, dev);
+        ws.cols = Tensor({tb * g}, DType::F32, dev);
+    }
     ws.zeros.assign(static_cast<size_t>(h * batch), 0.0f);
     zero_state(dev, ws);
     return ws;
@@ -193,11 +198,55 @@ void Recurrent::restore_carried_state(const std::map<std::string, SavedTensor>& 
     restore_pending_ = true;
 }
 
+bool Recurrent::take_token_ids(int64_t vocab, Backend& backend) {
+    for (uint32_t op : {XYLEM_OP_PERMUTE, XYLEM_OP_SCATTER_ADD_ROWS})
+        if (!backend.supports(op)) return false;
+    if (vocab != in_) return false;
+    token_ids_ = true;
+    spaces_.clear();  // buffers for the ids come with the next workspace
+    last_ = nullptr;
+    return true;
+}
+
+// One-hot rows times W_ih^T are W_ih's columns: Z (t, gate unit, b) = W_ih[:, id] + bias, the
+// same values as the GEMM, which adds vocab - 1 zero products to each (char-rnn: 113 of 114).
+void Recurrent::forward_tokens(Device& dev, const Tensor& x, const Weights& w, Workspace& ws, int64_t batch,
+                               int64_t time) {
+    Level& lv = ws.levels[0];
+    const int64_t g = gates_ * h_, tb = batch * time;
+    swap_rows(dev, x, batch, time, ws.ids);  // (b, t) -> (t, b)
+    Tensor w_cols = ws.w_cols.reshaped({in_, g}), cols = ws.cols.reshaped({tb, g});
+    ops::permute(dev, w.w_ih->value, w_cols, {1, 0});
+    combine_bias(dev, w, lv);
+    ops::add(dev, 1.0f, w_cols, 1.0f, lv.bias.reshaped({g}), w_cols);
+    ops::gather_rows(dev, w_cols, ws.ids, cols);  // rows (t, b)
+    Tensor z = lv.z.reshaped({time, g, batch});
+    ops::permute(dev, cols.reshaped({time, batch, g}), z, {0, 2, 1});
+}
+
+// dW_ih[u, v] = the sum of ig's gradient over the steps whose id is v: ig.grad [count, T*B]
+// transposed to rows (t, b), scattered into W_ih^T's rows in that order, transposed back.
+void Recurrent::backward_tokens(Device& dev, Workspace& ws, const InputGrad& ig, Tensor& gw) {
+    const int64_t tb = ws.ids.numel(), count = ig.count;
+    Tensor rows = ws.cols.rows(0, tb * count).reshaped({tb, count});
+    Tensor acc = ws.w_cols.rows(0, in_ * count).reshaped({in_, count});
+    ops::permute(dev, ig.grad, rows, {1, 0});
+    ops::fill(dev, acc, 0.0f);
+    ops::scatter_add_rows(dev, rows, ws.ids, acc);
+    ops::permute(dev, acc, gw, {1, 0});
+}
+
 const Tensor& Recurrent::forward(Device& dev, const Tensor& x, bool train) {
-    if (x.shape().size() != 3 || x.dim(0) <= 0 || x.dim(1) <= 0 || x.dim(2) != in_)
-        shape_error("input", x.shape(), {x.shape().empty() ? -1 : x.dim(0), x.shape().size() > 1 ? x.dim(1) : -1, in_});
-    if (x.dtype() != DType::F32)
-        throw Error(label() + ": expects float features [batch, time, features] (token ids need an embedding layer first)");
+    const bool tokens = token_ids_ && x.dtype() == DType::I32;  // a one_hot's ids (take_token_ids)
+    if (tokens) {
+        if (x.shape().size() != 2 || x.dim(0) <= 0 || x.dim(1) <= 0)
+            shape_error("token ids", x.shape(), {x.shape().empty() ? -1 : x.dim(0), x.shape().size() > 1 ? x.dim(1) : -1});
+    } else {
+        if (x.shape().size() != 3 || x.dim(0) <= 0 || x.dim(1) <= 0 || x.dim(2) != in_)
+            shape_error("input", x.shape(), {x.shape().empty() ? -1 : x.dim(0), x.shape().size() > 1 ? x.dim(1) : -1, in_});
+        if (x.dtype() != DType::F32)
+            throw Error(label() + ": expects float features [batch, time, features] (token ids need an embedding layer first)");
+    }
     const int64_t batch = x.dim(0), time = x.dim(1), h = h_, g = gates_ * h_;
     dev_ = &dev;
     Workspace& ws = workspace(dev, batch, time);
@@ -205,6 +254,7 @@ const Tensor& Recurrent::forward(Device& dev, const Tensor& x, bool train) {
     // and so does the next full batch after it).
     if (&ws != last_ && last_) zero_state(dev, ws);
     last_ = &ws;
+    ws.tokens = tokens;
     if (restore_pending_) {  // a resumed run's first batch continues from the checkpoint's state
         restore_pending_ = false;
         if (batch != restored_batch_)  // a resume keeps train.batch_size: the file is not this run's
@@ -220,7 +270,9 @@ const Tensor& Recurrent::forward(Device& dev, const Tensor& x, bool train) {
     for (int64_t l = 0; l < opt_.layers; ++l) {
         Level& lv = ws.levels[static_cast<size_t>(l)];
         const Weights w = weights(l);
-        if (l == 0) {
+        if (l == 0 && tokens) {
+            forward_tokens(dev, x, w, ws, batch, time);
+        } else if (l == 0) {
             swap_rows(dev, x, batch, time, lv.x);  // rows (b, t) -> (t, b)
             ops::gemm(dev, false, true, 1.0f, w.w_ih->value, lv.x, 0.0f, lv.p);
         } else {
@@ -235,9 +287,11 @@ const Tensor& Recurrent::forward(Device& dev, const Tensor& x, bool train) {
             swap_rows(dev, in, time, h, lv.x);  // rows (t, unit) -> (unit, t)
             ops::gemm(dev, false, false, 1.0f, w.w_ih->value, lv.x, 0.0f, lv.p);
         }
-        combine_bias(dev, w, lv);
-        ops::add(dev, 1.0f, lv.p, 1.0f, lv.bias, lv.p);
-        swap_rows(dev, lv.p, g, time, lv.z);  // rows (gate unit, t) -> (t, gate unit)
+        if (!(l == 0 && tokens)) {
+            combine_bias(dev, w, lv);
+            ops::add(dev, 1.0f, lv.p, 1.0f, lv.bias, lv.p);
+            swap_rows(dev, lv.p, g, time, lv.z);  // rows (gate unit, t) -> (t, gate unit)
+        }
         Tensor h0 = block(lv.hs, 0);
         ops::copy(dev, lv.carry[0], h0);
         if (carried_ > 1) {
@@ -274,11 +328,13 @@ const Tensor& Recurrent::backward(Device& dev, const Tensor& dy, bool need_dx) {
         // W_ih and b_ih, block by block (gru's n rows see r*(W_hn h + b_hn), not the hidden side).
         for (const InputGrad& ig : grads) {
             Tensor gw = w.w_ih->grad.rows(ig.first, ig.count), gb = w.b_ih->grad.rows(ig.first, ig.count);
-            ops::gemm(dev, false, l > 0, 1.0f, ig.grad, lv.x, 0.0f, gw);
+            if (l == 0 && ws.tokens) backward_tokens(dev, ws, ig, gw);
+            else ops::gemm(dev, false, l > 0, 1.0f, ig.grad, lv.x, 0.0f, gw);
             if (ig.same_as_hidden) ops::copy(dev, w.b_hh->grad.rows(ig.first, ig.count), gb);  // summed once
             else ops::bias_grad(dev, ig.grad.reshaped({1, ig.count, tb}), gb);
         }
         if (l == 0 && !need_dx) break;
+        if (l == 0 && ws.tokens) throw Error(label() + ": its input is token ids, which have no gradient");
         for (size_t i = 0; i < grads.size(); ++i) {
             const Tensor wr = w.w_ih->value.rows(grads[i].first, grads[i].count);
             const float beta = i ? 1.0f : 0.0f;
@@ -305,9 +361,11 @@ const Tensor& Recurrent::backward(Device& dev, const Tensor& dy, bool need_dx) {
 std::vector<uint32_t> Recurrent::ops_needed(bool backward) const {
     std::vector<uint32_t> ops = {XYLEM_OP_GATHER_ROWS, XYLEM_OP_GEMM, XYLEM_OP_ADD,    XYLEM_OP_COPY,
                                  XYLEM_OP_AXPBY,       XYLEM_OP_MUL,  XYLEM_OP_ACT_FWD, XYLEM_OP_FILL};
+    if (token_ids_) ops.push_back(XYLEM_OP_PERMUTE);
     if (!backward) return ops;
     ops.insert(ops.end(), {XYLEM_OP_ACT_BWD, XYLEM_OP_BIAS_GRAD});
     if (opt_.dropout > 0.0f && opt_.layers > 1) ops.push_back(XYLEM_OP_DROPOUT_FWD);
+    if (token_ids_) ops.push_back(XYLEM_OP_SCATTER_ADD_ROWS);
     return ops;
 }
 

@@ -14,8 +14,11 @@
 #include "xylem/config.h"
 #include "xylem/error.h"
 #include "xylem/layers/elementwise.h"
+#include "xylem/layers/embedding.h"
 #include "xylem/layers/gru.h"
 #include "xylem/layers/lstm.h"
+#include "xylem/layers/merge.h"
+#include "xylem/layers/net.h"
 #include "xylem/layers/registry.h"
 #include "xylem/transfer.h"
 
@@ -411,6 +414,89 @@ TEST_P(RecurrentLayer, DropoutDrawsANewMaskEachTrainingStepAndTheSameAfterResume
     EXPECT_NE(d1, d2) << "dropout layer: the same mask twice";
     *counter(e) = d_after_first;
     EXPECT_EQ(e.forward(dev(), flat, true).to_vector(), d2) << "dropout layer: a resumed run drew another mask";
+}
+
+// A one_hot's token ids handed to the layer (Layer::take_token_ids, as the Net does for one_hot ->
+// lstm): level 0 gathers W_ih's columns and scatters their gradient. The outputs are the one-hot
+// GEMM's to the bit (its other products are zeros) and the parameter gradients the same sums in
+// another order, for lstm and gru, one and two levels, repeated and unused tokens; a float
+// one-hot input still takes the GEMM in the same layer; the ids have no gradient.
+TEST_P(RecurrentLayer, TokenIdsGiveTheOneHotResults) {
+    for (bool lstm : {true, false})
+        for (int64_t levels : {1, 2}) {
+            SCOPED_TRACE(std::string(lstm ? "lstm" : "gru") + " levels " + std::to_string(levels));
+            const int64_t batch = 3, time = 5, vocab = 7, hidden = 6;
+            auto ids_layer = make(lstm, hidden, levels, 0.0f, 1.0f), plain = make(lstm, hidden, levels, 0.0f, 1.0f);
+            require(*plain);
+            ids_layer->bind(dev(), {time, vocab}, rng_.engine());
+            plain->bind(dev(), {time, vocab}, rng_.engine());
+            if (!ids_layer->take_token_ids(vocab, dev().backend())) {
+                EXPECT_FALSE(dev().backend().supports(XYLEM_OP_PERMUTE) &&
+                             dev().backend().supports(XYLEM_OP_SCATTER_ADD_ROWS));
+                continue;
+            }
+            EXPECT_FALSE(make(lstm, hidden, levels)->take_token_ids(vocab + 1, dev().backend())) << "unbound layer";
+            require(*ids_layer);
+            for (size_t i = 0; i < plain->params().size(); ++i)
+                set_values(plain->params()[i]->value, ids_layer->params()[i]->value.to_vector());
+            std::vector<int32_t> ids(static_cast<size_t>(batch * time));
+            std::vector<float> one_hot(ids.size() * vocab, 0.0f);
+            for (size_t k = 0; k < ids.size(); ++k) {
+                ids[k] = static_cast<int32_t>(rng_.engine()() % (vocab - 1));  // the last token never occurs
+                one_hot[k * vocab + static_cast<size_t>(ids[k])] = 1.0f;
+            }
+            const Tensor x_ids = upload_i32(dev(), {batch, time}, ids);
+            const Tensor x_hot = upload(dev(), {batch, time, vocab}, one_hot);
+            const Tensor dy = upload(dev(), {batch, time, hidden}, rng_.uniform(batch * time * hidden));
+            for (int pass = 0; pass < 2; ++pass) {  // the second from the carried state
+                const std::vector<float> y = ids_layer->forward(dev(), x_ids, true).to_vector();
+                EXPECT_EQ(y, plain->forward(dev(), x_hot, true).to_vector()) << "pass " << pass;
+                ids_layer->backward(dev(), dy, false);
+                plain->backward(dev(), dy, false);
+                for (size_t i = 0; i < plain->params().size(); ++i)
+                    EXPECT_TRUE(near(ids_layer->params()[i]->grad.to_vector(), to_double(plain->params()[i]->grad.to_vector()),
+                                     1e-5))
+                        << "pass " << pass << ": gradient of " << plain->params()[i]->name;
+            }
+            const std::vector<float> unused = ids_layer->params()[0]->grad.to_vector();
+            for (int64_t u = 0; u < (lstm ? 4 : 3) * hidden; ++u)
+                EXPECT_EQ(unused[static_cast<size_t>(u * vocab + vocab - 1)], 0.0f) << "a token no step names";
+            ids_layer->reset_state();
+            plain->reset_state();
+            EXPECT_EQ(ids_layer->forward(dev(), x_hot, true).to_vector(), plain->forward(dev(), x_hot, true).to_vector())
+                << "one-hot floats in the layer that takes ids";
+            ids_layer->forward(dev(), x_ids, true);
+            ids_layer->set_label("model layer 1 (lstm)");
+            try {
+                ids_layer->backward(dev(), dy, true);
+                ADD_FAILURE() << "a gradient for token ids";
+            } catch (const Error& e) {
+                EXPECT_TRUE(contains(e.what(), "model layer 1 (lstm): its input is token ids")) << e.what();
+            }
+        }
+}
+
+// The Net hands the ids over only where the one_hot's one reader takes them: not to two readers.
+TEST_P(RecurrentLayer, NetPassesTokenIdsToTheOneHotsOnlyReader) {
+    const int64_t vocab = 5, time = 4;
+    {
+        Net net;
+        net.add("hot", {"input"}, std::make_unique<OneHot>(vocab));
+        net.add("rnn", {"hot"}, make(true, 3, 1));
+        for (uint32_t op : net.layer(1).ops_needed(true)) XYLEM_REQUIRE_OP(op);
+        net.build(dev(), {time}, 3);
+        const bool passed = dev().backend().supports(XYLEM_OP_PERMUTE) && dev().backend().supports(XYLEM_OP_SCATTER_ADD_ROWS);
+        EXPECT_EQ(contains(net.summary(), "(read as token ids)"), passed) << net.summary();
+        const Tensor& y = net.forward(dev(), upload_i32(dev(), {2, time}, {0, 1, 2, 3, 4, 4, 3, 2}), true);
+        EXPECT_EQ(y.shape(), (Shape{2, time, 3}));
+    }
+    Net net;
+    net.add("hot", {"input"}, std::make_unique<OneHot>(vocab));
+    net.add("a", {"hot"}, make(true, 3, 1));
+    net.add("b", {"hot"}, make(false, 3, 1));
+    net.add("y", {"a", "b"}, std::make_unique<Add>());
+    net.build(dev(), {time}, 3);
+    EXPECT_FALSE(contains(net.summary(), "(read as token ids)")) << net.summary();
 }
 
 }  // namespace

@@ -367,6 +367,13 @@ TEST_P(PermuteConformance, RanksTwoToFive) {
             {{2, 5, 3, 4, 6}, {2, 0, 3, 1, 4}},  // [B, T, 3, H, D] -> [3, B, H, T, D]: Q, K, V from one projection
             {{2, 3, 1, 4, 5}, {4, 3, 2, 1, 0}},
             {{7}, {0}},
+            // Y's next-to-last axis X's last (tiles on native): blocks of 2-D transposes, tile
+            // remainders on both axes (the recurrent layers' token path: [T, B, G*H] -> [T, G*H, B]).
+            {{3, 37, 70}, {0, 2, 1}},
+            {{70, 33}, {1, 0}},
+            {{4, 70, 3}, {1, 2, 0}},
+            {{2, 3, 33, 40}, {1, 0, 3, 2}},
+            {{5, 1, 3}, {2, 0, 1}},
     };
     for (const Case& c : cases) {
         const Shape ys = ops::permuted_shape(c.x, c.perm);

@@ -124,6 +124,12 @@ XYLEM_KERNEL_NO_LIBCALLS(void, transpose_rows,
         }
 }
 
+// dst[j] += src[j] for j in [j0, j1): one row's slice of columns (src and out never overlap).
+XYLEM_KERNEL(void, add_columns, (float* __restrict dst, const float* __restrict src, int64_t j0, int64_t j1),
+             (dst, src, j0, j1)) {
+    for (int64_t j = j0; j < j1; ++j) dst[j] += src[j];
+}
+
 }  // namespace
 
 void op_gather_rows(const xylem_op_desc& desc, xylem_stream_s&) {
@@ -169,11 +175,7 @@ void op_scatter_add_rows(const xylem_op_desc& desc, xylem_stream_s&) {
     const int64_t blocks = (len + kBlock - 1) / kBlock;
     split_work(blocks, split_workers(sh.n * len, kMinSplitElements, blocks), [&](int64_t lo, int64_t hi, int) {
         const int64_t j0 = lo * kBlock, j1 = std::min(hi * kBlock, len);
-        for (int64_t i = 0; i < sh.n; ++i) {
-            const float* row = s + i * len;
-            float* dst = o + ix[i] * len;
-            for (int64_t j = j0; j < j1; ++j) dst[j] += row[j];
-        }
+        for (int64_t i = 0; i < sh.n; ++i) add_columns(o + ix[i] * len, s + i * len, j0, j1);
     });
 }
 

@@ -86,9 +86,37 @@ XYLEM_KERNEL_NO_LIBCALLS(void, permute_row, (float* __restrict y, const float* _
     }
 }
 
+// Block b of a permute whose Y ends [.., I, J] with I walking X's last axis: y[i*J + j] =
+// x[i + j*stride] for i in [i0, i1), in square tiles (each tile's X rows and Y rows stay in cache,
+// where row by row each element of a Y row came from another cache line).
+XYLEM_KERNEL_NO_LIBCALLS(void, permute_tiles,
+                         (float* __restrict y, const float* __restrict x, int64_t i0, int64_t i1, int64_t cols,
+                          int64_t stride),
+                         (y, x, i0, i1, cols, stride)) {
+    constexpr int64_t kTile = 32;
+    for (int64_t jt = 0; jt < cols; jt += kTile)
+        for (int64_t it = i0; it < i1; it += kTile) {
+            const int64_t je = std::min(jt + kTile, cols), ie = std::min(it + kTile, i1);
+            for (int64_t i = it; i < ie; ++i)
+                for (int64_t j = jt; j < je; ++j) y[i * cols + j] = x[i + j * stride];
+        }
+}
+
+// X's offset of the first element of Y's block b (the blocks: Y's leading `axes` axes).
+int64_t permute_block_offset(const plugin_kit::PermuteShape& s, int64_t b, uint32_t axes) {
+    int64_t from = 0;
+    for (int64_t d = static_cast<int64_t>(axes) - 1; d >= 0; --d) {
+        from += (b % s.out_dims[d]) * s.in_strides[d];
+        b /= s.out_dims[d];
+    }
+    return from;
+}
+
 // Y[i_0, ..., i_n-1] = X at i_k on axis perm[k]: Y is written in order, row by row (its last
 // axis), each row read from X with the stride of the X axis it walks. A slice of rows finds its
-// first row's offset in X by division, then steps the index like an odometer.
+// first row's offset in X by division, then steps the index like an odometer. When Y's
+// next-to-last axis walks X's last one (a transpose of the last axes in each block: char-rnn's
+// [T, B, G*H] -> [T, G*H, B], a 2-D transpose), by tiles instead.
 void op_permute(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 1, 1, 1);
     const auto at = a.attrs<xylem_permute_attrs>();
@@ -100,10 +128,22 @@ void op_permute(const xylem_op_desc& desc, xylem_stream_s&) {
     const int64_t cols = s.out_dims[n - 1], stride = s.in_strides[n - 1], rows = s.numel / cols;
     const float* x = tx.f32();
     float* y = ty.f32();
+    const int workers = split_workers(static_cast<double>(s.numel), static_cast<double>(kMinSplitElements) / 4, rows);
+    if (n >= 2 && stride != 1 && s.in_strides[n - 2] == 1) {
+        constexpr int64_t kTileRows = 32;
+        const int64_t inner = s.out_dims[n - 2], tiles = (inner + kTileRows - 1) / kTileRows;
+        const int64_t blocks = s.numel / (inner * cols);
+        split_work(blocks * tiles, workers, [&](int64_t lo, int64_t hi, int) {
+            for (int64_t u = lo; u < hi; ++u) {
+                const int64_t b = u / tiles, i0 = (u % tiles) * kTileRows, i1 = std::min(inner, i0 + kTileRows);
+                permute_tiles(y + b * inner * cols, x + permute_block_offset(s, b, n - 2), i0, i1, cols, stride);
+            }
+        });
+        return;
+    }
     // Split from 64k elements a worker: the attention's head split, [B, T, 3, H, D] -> [3, B, H, T, D]
     // (295k elements for the character GPT), took 107 us on one thread.
-    split_work(rows, split_workers(static_cast<double>(s.numel), static_cast<double>(kMinSplitElements) / 4, rows),
-               [&](int64_t lo, int64_t hi, int) {
+    split_work(rows, workers, [&](int64_t lo, int64_t hi, int) {
                    if (lo >= hi) return;
                    int64_t idx[XYLEM_MAX_DIMS] = {};  // Y's index of row r over the leading n - 1 axes
                    int64_t from = 0;                   // X's offset of row r's first element

@@ -85,6 +85,12 @@ public:
     // Takes over a following activation layer (one fused op) when this layer and the backend
     // can; returns whether it did.
     virtual bool fuse_activation(xylem_activation, Backend&) { return false; }
+    // Reads the int32 token ids [N, ...] of a one_hot layer of `vocab` classes whose only reader it
+    // is, in place of its one-hot rows [N, ..., vocab], when this layer and the backend can; returns
+    // whether it will. One-hot rows times a weight matrix are the matrix's columns: a layer that
+    // multiplies its input by a weight can gather those columns instead (the same values) and
+    // scatter its weight gradient, where a GEMM would multiply by vocab - 1 zeros for each.
+    virtual bool take_token_ids(int64_t /*vocab*/, Backend&) { return false; }
     // The ops this layer's forward pass runs (after fusion), and with `backward` those of its
     // backward pass too: checked against the backend before any work (Net::check_ops).
     virtual std::vector<uint32_t> ops_needed(bool /*backward*/) const { return {}; }

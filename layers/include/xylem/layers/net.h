@@ -55,7 +55,8 @@ public:
     // shared parameters fit), walks the per-sample shapes through it in topological order (a
     // mismatch names the layer and both shapes), fuses each activation into the linear or conv
     // layer it reads when that layer's output has no other reader and the backend runs the fused
-    // op, and allocates and initialises the parameters on `dev` (drawn from `seed`, in
+    // op, hands a one_hot's token ids to its one reader when that reader takes them
+    // (Layer::take_token_ids), and allocates and initialises the parameters on `dev` (drawn from `seed`, in
     // topological order).
     void build(Device& dev, const Shape& input_sample, uint64_t seed);
     // Inference runs conv -> batchnorm [-> activation] as one rescaled convolution (on by
@@ -124,6 +125,7 @@ private:
         size_t owner = SIZE_MAX;          // the node whose parameters this one uses (SIZE_MAX: its own)
         size_t consumers = 0;             // readers of this node's output
         bool fused = false;               // an activation run inside the node it reads
+        bool ids_passed = false;          // a one_hot not run: its one reader takes its token ids
         // Inference only (fold_batch_norms): a conv's batch norm, and the activation reading
         // that, run inside the conv; `fold` on the conv names them.
         bool folded = false;
@@ -148,6 +150,7 @@ private:
     void bind_shared(size_t i);
     void sync_shared();
     void fuse_activations(Backend& backend);
+    void pass_token_ids(Backend& backend);
     void fold_batch_norms(const Backend& backend);
     // Adds dx to the gradient of node `to`'s output (the accumulate rule).
     void deliver(Device& dev, size_t to, const Tensor* dx);

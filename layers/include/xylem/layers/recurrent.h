@@ -61,6 +61,9 @@ public:
     std::vector<std::pair<std::string, const Tensor*>> carried_state() override;
     void restore_carried_state(const std::map<std::string, SavedTensor>& saved) override;
     std::vector<uint32_t> ops_needed(bool backward) const override;
+    // Level 0 then takes int32 token ids [B, T] too (a one_hot's, by the Net): its input
+    // projection gathers W_ih's columns and its gradient scatters into them (see forward_tokens).
+    bool take_token_ids(int64_t vocab, Backend& backend) override;
 
     int64_t hidden() const { return opt_.hidden; }
     int64_t levels() const { return opt_.layers; }
@@ -129,9 +132,18 @@ private:
     struct Workspace {
         std::vector<Level> levels;
         Tensor y, dy_t, dx;         // the output [B, T, H], dL/dy time-major, dL/dx [B, T, F]
+        // Token input (take_token_ids): the ids time-major [T*B] and the last forward read them;
+        // W_ih^T + bias [F, G*H], the gathered projections [T*B, G*H] (t, b) and, backward, the
+        // gate gradients in that layout and W_ih^T's gradient [F, G*H].
+        Tensor ids, w_cols, cols;
+        bool tokens = false;
         std::vector<float> zeros;   // the source of state resets (uploads read it asynchronously)
     };
     Workspace& workspace(Device& dev, int64_t batch, int64_t time);
+    // Level 0's Z from token ids: W_ih's columns plus the bias, gathered and laid out (t, gate unit, b).
+    void forward_tokens(Device& dev, const Tensor& ids, const Weights& w, Workspace& ws, int64_t batch, int64_t time);
+    // W_ih's gradient block [count, F] from a gate gradient [count, T*B]: its columns scattered by token.
+    void backward_tokens(Device& dev, Workspace& ws, const InputGrad& ig, Tensor& gw);
     void zero_state(Device& dev, Workspace& ws);
     Weights weights(int64_t level);
     const Tensor& index(Device& dev, int64_t a, int64_t b);
@@ -152,6 +164,7 @@ private:
     bool restore_pending_ = false;
     Device* dev_ = nullptr;      // where the state lives (reset_state zeroes it there)
     bool trained_ = false, dropped_ = false;
+    bool token_ids_ = false;     // take_token_ids accepted: level 0 may be handed int32 ids
 };
 
 // The [[model.layers]] reader lstm and gru share (lstm also reads forget_bias).
