@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "xylem/error.h"
+#include "xylem/fusion.h"
 #include "xylem/op_calls.h"
 
 namespace xylem::train {
@@ -22,12 +23,15 @@ void for_each_batch(Net& model, Device& dev, BatchSource& source, int64_t batch_
     std::vector<int64_t> order(static_cast<size_t>(source.size()));
     std::iota(order.begin(), order.end(), 0);
     source.begin_epoch(order);
+    fusion::ForwardFusion fusion(dev);  // a batch source's batches of one size share their buffers
     for (int64_t first = 0; first < source.size(); first += batch_size) {
         check_stop(stop);
         const int64_t n = std::min(batch_size, source.size() - first);
         source.stage(first, n);
         auto [x, y] = source.enqueue(first, n);
-        fn(first, n, y, model.forward(dev, x, false));
+        const Tensor* output = nullptr;
+        fusion.run([&] { output = &model.forward(dev, x, false); });
+        fn(first, n, y, *output);
     }
 }
 

@@ -419,7 +419,7 @@ struct StepState {
     Device* dev = nullptr;
     bool enabled = false, running = false;
     bool supported = false;  // the backend runs fused_elementwise
-    int warmup_left = 1;     // eager steps before the recording (first-step special cases)
+    int warmup_left = 1;     // eager steps before the recording (StepFusion's warmup_steps)
     // the recording and its plan
     bool recording = false, planned = false;
     std::vector<OpCall> recorded;
@@ -644,7 +644,8 @@ void note_host_read(StepState& s, xylem_buffer_t buffer) {
     }
 }
 
-StepFusion::StepFusion(Device& dev, bool on) : state_(std::make_unique<StepState>()) {
+StepFusion::StepFusion(Device& dev, bool on, int warmup_steps) : state_(std::make_unique<StepState>()) {
+    state_->warmup_left = warmup_steps;
     if (dev.fusion_state()) throw Error(dev.name() + ": another step fusion is attached to this device");
     state_->dev = &dev;
     state_->enabled = on;
@@ -708,6 +709,19 @@ std::string StepFusion::note() const {
         n += std::to_string(s.diverged_steps) + " step(s) issued other ops than the recorded step and ran (partly) unfused";
     }
     return n;
+}
+
+ForwardFusion::ForwardFusion(Device& dev) {
+    // No warm-up: an inference forward has no first-step special cases, and the recorded first pass
+    // lets `xylem run`'s second pass run fused. (Were the second to differ, it would run as issued.)
+    if (!dev.fusion_state()) fusion_ = std::make_unique<StepFusion>(dev, enabled(true), 0);
+}
+
+ForwardFusion::~ForwardFusion() = default;
+
+void ForwardFusion::run(const std::function<void()>& forward) {
+    if (fusion_) fusion_->run(forward);
+    else forward();
 }
 
 }  // namespace xylem::fusion

@@ -14,6 +14,7 @@
 #include "xylem/layers/elementwise.h"
 #include "xylem/layers/linear.h"
 #include "xylem/layers/loss.h"
+#include "xylem/layers/merge.h"
 #include "xylem/layers/net.h"
 #include "xylem/solvers/solver.h"
 #include "xylem/train/evaluate.h"
@@ -201,3 +202,38 @@ TEST(Fit, StoppedThenContinuedEqualsUninterrupted) {
     ASSERT_EQ(rest.epochs.size(), 2u);
     EXPECT_EQ(rest.epochs[1].train_loss, train::finished_epochs(whole_state)[1].train_loss);
 }
+
+// Inference over a batch source runs through step fusion (fusion::ForwardFusion): the first batch
+// is recorded, every later batch of that size runs the residual add and the ReLU after it as one
+// program, and the outputs are those of the forwards run as issued, bit for bit.
+TEST(Fit, InferenceBatchesRunFusedWithTheOutputsOfTheOpsAsIssued) {
+    Trainee s;
+    Net model;
+    model.add("h", {"input"}, std::make_unique<Linear>(16));
+    model.add("s", {"h", "h"}, std::make_unique<Add>());
+    model.add("r", {"s"}, std::make_unique<Activation>(XYLEM_ACT_RELU));
+    model.add("y", {"r"}, std::make_unique<Linear>(2));
+    model.build(*s.dev, {kFeatures}, 1);
+    std::vector<std::vector<float>> fused;
+    std::vector<uint64_t> launches;
+    uint64_t before = s.dev->launches();
+    train::for_each_batch(model, *s.dev, s.data, 30, [&](int64_t, int64_t, const Tensor&, const Tensor& out) {
+        launches.push_back(s.dev->launches() - before);
+        fused.push_back(out.to_vector());
+        before = s.dev->launches();
+    });
+    ASSERT_EQ(launches.size(), 7u);  // six batches of 30, then 20
+    EXPECT_EQ(launches[0], 4u) << "the recorded batch runs its 4 ops";
+    for (size_t b = 1; b < 6; ++b) EXPECT_EQ(launches[b], 3u) << "batch " << b << ": add + relu as one program";
+    EXPECT_EQ(launches[6], 4u) << "the shorter last batch issues other ops: as issued";
+    std::vector<int64_t> order(kSamples);
+    for (int64_t i = 0; i < kSamples; ++i) order[static_cast<size_t>(i)] = i;
+    s.data.begin_epoch(order);
+    for (int64_t first = 0, b = 0; first < kSamples; first += 30, ++b) {
+        const int64_t n = std::min<int64_t>(30, kSamples - first);
+        s.data.stage(first, n);
+        const train::Batch batch = s.data.enqueue(first, n);
+        EXPECT_EQ(model.forward(*s.dev, batch.x, false).to_vector(), fused[static_cast<size_t>(b)]) << "batch " << b;
+    }
+}
+

@@ -34,7 +34,8 @@ struct ProgramInfo {
 
 class StepFusion {
 public:
-    StepFusion(Device& dev, bool enabled);
+    // warmup_steps: eager steps before the recording (a training step's first-step special cases).
+    StepFusion(Device& dev, bool enabled, int warmup_steps = 1);
     ~StepFusion();
     StepFusion(const StepFusion&) = delete;
     StepFusion& operator=(const StepFusion&) = delete;
@@ -55,6 +56,24 @@ public:
 
 private:
     std::unique_ptr<StepState> state_;
+};
+
+// Step fusion over a run of inference forwards of one model (evaluate, predict, `xylem run`):
+// each forward is a step, so from the second batch of a shape on its elementwise chains run as
+// single programs (a residual add and the ReLU after it, an LSTM cell's gate arithmetic). Attached
+// for its lifetime, and only where no other fusion is attached to the device: a training run's
+// validation runs inside its fit, whose step fusion owns the device, and there the forwards run
+// as issued. Off with XYLEM_FUSION=0.
+class ForwardFusion {
+public:
+    explicit ForwardFusion(Device& dev);
+    ~ForwardFusion();
+    ForwardFusion(const ForwardFusion&) = delete;
+    ForwardFusion& operator=(const ForwardFusion&) = delete;
+    void run(const std::function<void()>& forward);
+
+private:
+    std::unique_ptr<StepFusion> fusion_;  // null: forwards run as issued
 };
 
 }  // namespace xylem::fusion
