@@ -109,7 +109,9 @@ TEST_P(GemmConformance, BiasGradTwoAndFourDims) {
     XYLEM_REQUIRE_HELPER_OP(XYLEM_OP_FILL);
     Rng rng;
     const Shape shapes[] = {{1, 7},       {7, 1},        {33, 129},    {129, 1},      {3, 600},
-                            {2, 3, 5, 7}, {1, 33, 4, 4}, {3, 1, 7, 1}, {2, 2, 70, 70}};
+                            {2, 3, 5, 7}, {1, 33, 4, 4}, {3, 1, 7, 1}, {2, 2, 70, 70},
+                            {64, 50, 8, 8},  // LeNet's conv2: channels split between threads
+                            {3, 5, 67, 67}};  // planes past one 4096-float block, with a tail
     for (const Shape& s : shapes)
         for (float beta : {0.0f, 1.0f, 0.5f}) {
             SCOPED_TRACE("dy " + to_string(s) + " beta " + std::to_string(beta));
