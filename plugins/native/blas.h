@@ -12,6 +12,7 @@ namespace xylem::native {
 
 struct Blas {
     decltype(&::cblas_sgemm) sgemm = nullptr;
+    decltype(&::cblas_sgemv) sgemv = nullptr;
     decltype(&::openblas_get_corename) corename = nullptr;
     decltype(&::openblas_get_config) config = nullptr;
     decltype(&::openblas_get_num_threads) num_threads = nullptr;
@@ -27,6 +28,12 @@ inline void cblas_sgemm_rm(bool ta, bool tb, int m, int n, int k, float alpha, c
                            int ldb, float beta, float* c, int ldc) {
     blas().sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
                  b, ldb, beta, c, ldc);
+}
+
+// cblas_sgemv, row-major: y = alpha*op(A)*x + beta*y, A [m, n] (through blas(), as above).
+inline void cblas_sgemv_rm(bool ta, int m, int n, float alpha, const float* a, int lda, const float* x, int incx,
+                           float beta, float* y) {
+    blas().sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, m, n, alpha, a, lda, x, incx, beta, y, 1);
 }
 
 }  // namespace xylem::native

@@ -19,8 +19,10 @@ XYLEM_INSTANTIATE_OVER_BACKENDS(GemmConformance);
 struct Mnk {
     int64_t m, n, k;
 };
-// Degenerate 1s, odd sizes on every side, and one blocked size.
-const Mnk kSizes[] = {{1, 1, 1}, {1, 7, 33}, {7, 1, 129}, {33, 129, 7}, {129, 33, 65}, {64, 64, 64}, {5, 3, 300}};
+// Degenerate 1s, odd sizes on every side, one blocked size, and a batch of one with B big
+// enough that native cuts its matrix-vector product between threads.
+const Mnk kSizes[] = {{1, 1, 1},  {1, 7, 33},   {7, 1, 129},  {33, 129, 7},
+                      {129, 33, 65}, {64, 64, 64}, {5, 3, 300}, {1, 1000, 600}};
 
 TEST_P(GemmConformance, EveryTransposeAndScaling) {
     XYLEM_REQUIRE_OP(XYLEM_OP_GEMM);
