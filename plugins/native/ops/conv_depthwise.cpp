@@ -134,7 +134,12 @@ ConvShape block_shape(const ConvShape& v, int64_t cb) {
 // Work per item handed to a worker (a block of channels: 16 at 7x7, 1 at 56x56): a claim and a
 // packing call cost about a microsecond.
 constexpr double kMinItemFlops = 1e5;
-constexpr double kMinSplitFlops = kConvMinSplitFlops;  // ops/conv_direct.h
+// A worker from a tenth of the other paths' kConvMinSplitFlops (ops/conv_direct.h): a depthwise
+// filter does 9 multiply-adds per output where packing and copying rows cost as much again, so
+// its FLOPs take ~10x a GEMM's time. MobileNetV2 at batch 1, two threads (xylem-bench-conv, fastest
+// of 15): 144 channels 56x56 stride 2 197 -> 110 us, 576 at 14x14 100 -> 55, 960 at 7x7 73 -> 40,
+// all three on one thread before (under 2e6 FLOPs); the model's forward 7.4 -> 6.5 ms.
+constexpr double kMinSplitFlops = kConvMinSplitFlops / 10;
 
 // Per-worker scratch: one packed block of channels, one filter's computed positions, the bias per
 // output row.
