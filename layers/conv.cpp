@@ -99,11 +99,15 @@ const Tensor& Conv2d::backward(Device& dev, const Tensor& dy, bool need_dx) {
         ops::act_bwd(dev, act, dy, y_, dz_);
         dz = &dz_;
     }
-    // Sum over N, H, W: the Flux #558 reduction. beta 1 adds to a shared parameter's gradient.
-    if (o_.bias) ops::bias_grad(dev, *dz, bias_.grad, param_grad_beta());
+    // The bias gradient, a sum over N, H, W (the Flux #558 reduction), comes out of the filter
+    // gradient's op where the backend takes it there (ABI 1.9): its kernel reads dY anyway, where a
+    // bias_grad op reads it once more (a quarter of LeNet's conv1 backward pass). beta 1 adds to a
+    // shared parameter's gradient.
     xylem_conv2d_attrs filter = attrs_;
     filter.beta = param_grad_beta();
-    ops::conv2d_bwd_filter(dev, x_, *dz, weight_.grad, filter);
+    const bool bias_inside = o_.bias && ops::conv2d_bwd_filter_takes_bias(dev.backend());
+    if (o_.bias && !bias_inside) ops::bias_grad(dev, *dz, bias_.grad, param_grad_beta());
+    ops::conv2d_bwd_filter(dev, x_, *dz, weight_.grad, filter, bias_inside ? &bias_.grad : nullptr);
     if (!need_dx) return dx_;
     ensure(dx_, x_.shape(), dev);
     ops::conv2d_bwd_data(dev, *dz, weight_.value, dx_, attrs_);

@@ -2,7 +2,8 @@
 // (examples/fashion_resnet.toml) and of LeNet at batch 64 (examples/fashion_lenet.toml): forward,
 // data gradient and filter gradient of each distinct shape, medians of `reps` timed calls (each
 // synced; XYLEM_BENCH_MIN=1: the fastest, for a busy machine), and the ResNet step's conv total
-// (each shape times its count in the model).
+// (each shape times its count in the model). "+db": what the filter gradient's op takes longer
+// when it also writes the bias gradient (ABI 1.9: the Flux #558 reduction inside the op).
 // Usage: xylem-bench-conv [backend] [reps] [filter]   (filter: run only shapes whose name holds it)
 // A/B of two native plugin builds, alternating: XYLEM_PLUGIN_PATH=DIR picks the one in DIR; one
 // core: XYLEM_NUM_THREADS=1; a level: XYLEM_NATIVE_ISA=avx2 (docs/benchmarks.md). On a machine
@@ -124,8 +125,9 @@ int main(int argc, char** argv) try {
     Device& dev = *registry.select(name)->device(0);
     std::mt19937 rng(1);
     double resnet_ms = 0;
-    std::printf("%-26s %10s %10s %10s   (us per call, %s of %d)\n", "shape", "fwd", "bwd_data", "bwd_filter",
-                use_min ? "fastest" : "median", reps);
+    const bool with_db = ops::conv2d_bwd_filter_takes_bias(dev.backend());
+    std::printf("%-26s %10s %10s %10s %10s   (us per call, %s of %d)\n", "shape", "fwd", "bwd_data", "bwd_filter",
+                with_db ? "+db" : "", use_min ? "fastest" : "median", reps);
     for (const Case& c : kCases) {
         if (!filter.empty() && std::string(c.name).find(filter) == std::string::npos) continue;
         // The inference shapes as the imported models run them: batch norm folded into a bias, the
@@ -143,7 +145,12 @@ int main(int argc, char** argv) try {
         const double d = c.data_grad ? median_us(dev, reps, [&] { ops::conv2d_bwd_data(dev, dy, w, dx, at); }) : 0.0;
         const double g =
             c.forward_only ? 0.0 : median_us(dev, reps, [&] { ops::conv2d_bwd_filter(dev, x, dy, dw, at); });
-        std::printf("%-26s %10.0f %10.0f %10.0f\n", c.name, f, d, g);
+        Tensor db(Shape{c.w[0]}, DType::F32, dev);
+        const double gb = c.forward_only || !with_db
+                              ? 0.0
+                              : median_us(dev, reps, [&] { ops::conv2d_bwd_filter(dev, x, dy, dw, at, &db); });
+        if (gb > 0) std::printf("%-26s %10.0f %10.0f %10.0f %10.0f\n", c.name, f, d, g, gb - g);
+        else std::printf("%-26s %10.0f %10.0f %10.0f\n", c.name, f, d, g);
         if (std::strncmp(c.name, "resnet", 6) == 0) resnet_ms += c.count * (f + d + g) / 1000.0;
     }
     if (filter.empty()) std::printf("resnet-20 step, convs only: %.1f ms\n", resnet_ms);

@@ -56,10 +56,20 @@ void conv2d_bwd_data(Device& dev, const Tensor& dy, const Tensor& w, Tensor& dx,
     run<2, 1>(dev, XYLEM_OP_CONV2D_BWD_DATA, {idy, iw}, {dx.write(dev)}, &a);
 }
 
-void conv2d_bwd_filter(Device& dev, const Tensor& x, const Tensor& dy, Tensor& dw, const xylem_conv2d_attrs& a) {
-    conv2d_rule(XYLEM_OP_CONV2D_BWD_FILTER, a, x, "X", dw, "dW", dy, "dY");
+bool conv2d_bwd_filter_takes_bias(const Backend& backend) { return backend.api().abi_minor >= 9; }
+
+void conv2d_bwd_filter(Device& dev, const Tensor& x, const Tensor& dy, Tensor& dw, const xylem_conv2d_attrs& a,
+                       Tensor* db) {
+    const uint32_t op = XYLEM_OP_CONV2D_BWD_FILTER;
+    conv2d_rule(op, a, x, "X", dw, "dW", dy, "dY");
     auto ix = x.read(dev), idy = dy.read(dev);
-    run<2, 1>(dev, XYLEM_OP_CONV2D_BWD_FILTER, {ix, idy}, {a.beta == 0.0f ? dw.write(dev) : dw.read_write(dev)}, &a);
+    auto out = [&](Tensor& t) { return a.beta == 0.0f ? t.write(dev) : t.read_write(dev); };
+    if (!db) return run<2, 1>(dev, op, {ix, idy}, {out(dw)}, &a);
+    if (!conv2d_bwd_filter_takes_bias(dev.backend()))
+        fail(op, "a bias gradient output needs a backend built for ABI 1.9 or later; '" + dev.backend().name() +
+                     "' was built for ABI 1." + std::to_string(dev.backend().api().abi_minor) + " (use bias_grad)");
+    expect_shape(op, *db, "db", {dw.dim(0)});
+    run<2, 2>(dev, op, {ix, idy}, {out(dw), out(*db)}, &a);
 }
 
 void pool2d_fwd(Device& dev, const Tensor& x, Tensor& y, const xylem_pool2d_attrs& a) {

@@ -246,6 +246,9 @@ void gemm_batched(xylem_stream_s& s, bool trans_a, bool trans_b, int32_t batch, 
                   const char* op);
 // y = scale*x over n elements (the beta of an accumulating op), in place when x == y
 void scale(xylem_stream_s& s, float factor, cl_mem y, int32_t y_off, int32_t n);
+// db = beta*db + dy [n, c, inner] summed over n and inner (ops/reduce.cpp: bias_grad's kernels, and
+// conv2d_bwd_filter's optional bias output).
+void bias_grad(xylem_stream_s& s, const Tensor& dy, int32_t n, int32_t c, int32_t inner, float beta, const Tensor& db);
 
 // ---- op kernels (ops/<family>.cpp); each validates its descriptor and throws OpError -------
 // Every op of ops.h: the kit's cases run this plugin on PoCL in CI, so a new op comes with its kernel.

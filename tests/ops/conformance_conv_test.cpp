@@ -42,6 +42,10 @@ const ConvCase kConvCases[] = {
     // Enough work that native's forward splits the images between threads (uneven slices).
     {{9, 20, 12, 12}, {50, 20, 5, 5}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU, 0}, true},  // LeNet's second layer
     {{13, 1, 28, 28}, {20, 1, 5, 5}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},   // ... direct kernel
+    // Native's filter gradient by positions, which also sums the bias gradient (ABI 1.9): 18 taps
+    // (whole tiles at avx512 and avx2), 9 (a rest of 3 at avx512), 7 filters (tiles of 4, 2, 1).
+    {{3, 2, 10, 10}, {7, 2, 3, 3}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
+    {{2, 1, 10, 10}, {7, 1, 3, 3}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
 };
 
 std::string describe(const ConvCase& c) {
@@ -102,6 +106,22 @@ TEST_P(ConvConformance, Conv2dBackwardFilter) {
             ops::conv2d_bwd_filter(dev(), tx, tdy, tdw, c.a);
             const auto want = ref::conv2d_bwd_filter(to_double(x), c.x, to_double(dy), c.w, beta, to_double(old), c.a);
             EXPECT_TRUE(near(tdw.to_vector(), want, tol::gemm(ys[0] * ys[2] * ys[3])));
+            if (!c.bias || !ops::conv2d_bwd_filter_takes_bias(backend())) continue;
+            // ABI 1.9: the bias gradient out of the same op, beside the same filter gradient.
+            const auto old_b = rng.uniform(c.w[0]);
+            Tensor tdb(Shape{c.w[0]}, DType::F32, dev());
+            if (beta == 0.0f) {
+                ops::fill(dev(), tdw, kNaN);
+                ops::fill(dev(), tdb, kNaN);  // nor db
+            } else {
+                tdw = upload(dev(), c.w, old);
+                tdb = upload(dev(), {c.w[0]}, old_b);
+            }
+            ops::conv2d_bwd_filter(dev(), tx, tdy, tdw, c.a, &tdb);
+            EXPECT_TRUE(near(tdw.to_vector(), want, tol::gemm(ys[0] * ys[2] * ys[3]))) << "dW beside db";
+            EXPECT_TRUE(near(tdb.to_vector(), ref::bias_grad(to_double(dy), ys, beta, to_double(old_b)),
+                             tol::reduction(ys[0] * ys[2] * ys[3])))
+                << "db";
         }
 }
 

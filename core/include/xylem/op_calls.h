@@ -76,8 +76,11 @@ Shape pool2d_output_shape(const Shape& x, const xylem_pool2d_attrs& attrs);
 void conv2d_fwd(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
                 const xylem_conv2d_attrs& attrs);
 void conv2d_bwd_data(Device& dev, const Tensor& dy, const Tensor& w, Tensor& dx, const xylem_conv2d_attrs& attrs);
-// dw = attrs.beta*dw + filter gradient
-void conv2d_bwd_filter(Device& dev, const Tensor& x, const Tensor& dy, Tensor& dw, const xylem_conv2d_attrs& attrs);
+// dw = attrs.beta*dw + filter gradient, and with db (a backend built for ABI 1.9 or later:
+// conv2d_bwd_filter_takes_bias) db = attrs.beta*db + the bias gradient, in the same op.
+void conv2d_bwd_filter(Device& dev, const Tensor& x, const Tensor& dy, Tensor& dw, const xylem_conv2d_attrs& attrs,
+                       Tensor* db = nullptr);
+bool conv2d_bwd_filter_takes_bias(const Backend& backend);
 void pool2d_fwd(Device& dev, const Tensor& x, Tensor& y, const xylem_pool2d_attrs& attrs);
 void pool2d_bwd(Device& dev, const Tensor& dy, const Tensor& x, const Tensor& y, Tensor& dx,
                 const xylem_pool2d_attrs& attrs);

@@ -95,8 +95,9 @@ extern "C" {
     X(21, CONV2D_FWD, conv2d_fwd) \
     /* conv2d_bwd_data: inputs (dY, W), outputs (dX): the input gradient.  tol 1e-5*max(1, K/32) */ \
     X(22, CONV2D_BWD_DATA, conv2d_bwd_data) \
-    /* conv2d_bwd_filter: inputs (X, dY), outputs (dW(rw)): dW = beta*dW + the filter gradient; dW not    \
-       read when beta == 0.  tol 1e-5*max(1, K/32) */ \
+    /* conv2d_bwd_filter: inputs (X, dY), outputs (dW(rw), db(rw) [K] optional from ABI 1.9): dW =        \
+       beta*dW + the filter gradient; db = beta*db + dY summed over N, OH and OW (bias_grad's, read with   \
+       dY's other pass: the Flux #558 reduction); neither read when beta == 0.  tol 1e-5*max(1, K/32) */ \
     X(23, CONV2D_BWD_FILTER, conv2d_bwd_filter) \
     /* pool2d_fwd: inputs (X), outputs (Y): max or average pooling (xylem_pool2d_window()).              \
        attrs xylem_pool2d_attrs.  tol 1e-6 */ \

@@ -248,13 +248,23 @@ void op_conv2d_bwd_data(const xylem_op_desc& desc, xylem_stream_s& s, xylem_fram
                   "cudnnConvolutionBackwardData");
 }
 
-// dW = beta*dW + grad: cuDNN's own beta (beta = 0 does not read dW).
+// dW = beta*dW + grad: cuDNN's own beta (beta = 0 does not read dW). With the optional db (ABI
+// 1.9): the bias gradient by bias_grad's kernel, on the same stream.
 void op_conv2d_bwd_filter(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s& fw) {
-    OpArgs a(desc, 2, 2, 1);
+    OpArgs a(desc, 2, 2, desc.n_outputs == 2 ? 2 : 1);
     const auto attrs = a.attrs<xylem_conv2d_attrs>();
     const Tensor tx = a.in(0, "X"), tdy = a.in(1, "dY"), tdw = a.out(0, "dW");
     const Conv v = conv_shape(a, attrs, tx, "X", tdw, "dW", tdy, "dY");
     if (overlap(tdw, tx) || overlap(tdw, tdy)) a.fail("dW overlaps X or dY");
+    if (desc.n_outputs == 2) {
+        const Tensor tdb = a.out(1, "db");
+        if (tdb.numel != v.k)
+            a.fail("db holds %lld elements for %lld filters", static_cast<long long>(tdb.numel),
+                   static_cast<long long>(v.k));
+        if (overlap(tdb, tx) || overlap(tdb, tdy) || overlap(tdb, tdw)) a.fail("db overlaps X, dY or dW");
+        kernels::bias_grad(tdy.f32(), tdb.f32(), v.n, v.k, v.oh * v.ow, attrs.beta, s.stream_);
+        a.check_launch();
+    }
     if (v.n == 0) {
         kernels::scale(tdw.f32(), tdw.numel, attrs.beta, s.stream_);
         return a.check_launch();

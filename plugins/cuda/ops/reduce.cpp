@@ -4,20 +4,12 @@
 
 namespace xylem::cuda {
 
-namespace {
-using ll = long long;
-}
-
 void op_bias_grad(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s&) {
     OpArgs a(desc, 1, 1, 1);
     const float beta = a.attrs<xylem_bias_grad_attrs>().beta;
     const Tensor tdy = a.in(0, "dy"), tdb = a.out(0, "db");
-    if (tdy.ndim < 2) a.fail("dy must be [N,C,...], got %u dims", tdy.ndim);
-    const int64_t n = tdy.dims[0], c = tdy.dims[1];
-    int64_t inner = 1;
-    for (uint32_t d = 2; d < tdy.ndim; ++d) inner *= tdy.dims[d];
-    if (tdb.numel != c) a.fail("db holds %lld elements for %lld channels", ll(tdb.numel), ll(c));
-    kernels::bias_grad(tdy.f32(), tdb.f32(), n, c, inner, beta, s.stream_);
+    const plugin_kit::BiasGradShape b = plugin_kit::bias_grad_shape(a, tdy, tdb);
+    kernels::bias_grad(tdy.f32(), tdb.f32(), b.n, b.c, b.inner, beta, s.stream_);
     a.check_launch();
 }
 

@@ -567,24 +567,39 @@ void op_conv2d_bwd_data(const xylem_op_desc& desc, xylem_stream_s& stream) {
     }
 }
 
+// With the optional db (ABI 1.9) the bias gradient too: summed inside the kernel that reads dY
+// where that kernel can (the filter gradient by positions), else by bias_grad's pass.
 void op_conv2d_bwd_filter(const xylem_op_desc& desc, xylem_stream_s& stream) {
-    OpArgs a(desc, 2, 2, 1);
+    OpArgs a(desc, 2, 2, desc.n_outputs == 2 ? 2 : 1);
     const auto attrs = a.attrs<xylem_conv2d_attrs>();
     const Tensor tx = a.in(0, "X"), tdy = a.in(1, "dY"), tdw = a.out(0, "dW");
+    const Tensor tdb = desc.n_outputs == 2 ? a.out(1, "db") : Tensor{};
     const Conv v = conv_shape(a, attrs, tx, "X", tdw, "dW", tdy, "dY");
     if (overlap(tdw, tx) || overlap(tdw, tdy)) a.fail("dW overlaps X or dY");
-    if (v.n == 0) return scale_filters(tdw.f32(), tdw.numel, attrs.beta);
+    float* db = desc.n_outputs == 2 ? tdb.f32() : nullptr;
+    if (db && tdb.numel != v.k)
+        a.fail("db holds %lld elements for %lld filters", static_cast<long long>(tdb.numel), static_cast<long long>(v.k));
+    if (db && (overlap(tdb, tx) || overlap(tdb, tdy) || overlap(tdb, tdw))) a.fail("db overlaps X, dY or dW");
+    if (v.n == 0) {
+        if (db) scale_filters(db, v.k, attrs.beta);
+        return scale_filters(tdw.f32(), tdw.numel, attrs.beta);
+    }
+    float* db_pass = db;  // still to compute by its own pass
     switch (choose_path(v)) {
     case Path::kLinear: bwd_filter_linear(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32()); break;
     case Path::kPointwise: bwd_filter_pointwise(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), stream.scratch_); break;
     case Path::kIm2col:
-        if (winograd_bwd_filter_fits(v))
+        if (winograd_bwd_filter_fits(v)) {
             winograd_bwd_filter(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), stream.scratch_);
-        else if (direct_bwd_filter_fits(v))
-            direct_bwd_filter(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), stream.scratch_);
-        else bwd_filter_im2col(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), stream.scratch_);
+        } else if (direct_bwd_filter_fits(v)) {
+            direct_bwd_filter(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), db, stream.scratch_);
+            db_pass = nullptr;
+        } else {
+            bwd_filter_im2col(v, tx.f32(), tdy.f32(), attrs.beta, tdw.f32(), stream.scratch_);
+        }
         break;
     }
+    if (db_pass) bias_grad_nc(tdy.f32(), v.n, v.k, v.oh * v.ow, attrs.beta, db_pass, stream.scratch_);
 }
 
 }  // namespace xylem::native

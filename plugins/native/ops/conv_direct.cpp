@@ -849,8 +849,10 @@ void direct_bwd_data(const ConvShape& v, const float* dy, const float* w, float*
     parallel_items(v.n, workers, [&](int i, int64_t n) { data_images(v, p, dy, dx, n, n + 1, xq[i], yq[i]); });
 }
 
-void direct_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch) {
-    if (dot_bwd_filter_fits(v)) return dot_bwd_filter(v, x, dy, beta, dw, scratch);
+void direct_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, float* db,
+                       Arena& scratch) {
+    if (dot_bwd_filter_fits(v)) return dot_bwd_filter(v, x, dy, beta, dw, db, scratch);
+    if (db) bias_grad_nc(dy, v.n, v.k, v.oh * v.ow, beta, db, scratch);
     const Layout l = make_layout(v, scratch);
     // dY transposed to [position][ldk]: the filters rounded up to whole vectors of this level.
     const int64_t P = v.oh * v.ow, ldk = round_up(v.kg, level_lanes()), m = filter_chunk(v);

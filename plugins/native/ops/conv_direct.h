@@ -67,11 +67,14 @@ void direct_filter_multiply(const float* x, const int32_t* off, int64_t taps, co
                             int64_t positions, double* acc);
 // dst[q*ldk + k] = src[k*cols + q] for k < rows, 0 for rows <= k < ldk.
 void direct_transpose(const float* src, int64_t rows, int64_t cols, int64_t ldk, float* dst);
-// dW = beta*dW + the filter gradient (beta = 0 does not read dW). direct_bwd_filter hands the
-// shapes dot_bwd_filter_fits takes to dot_bwd_filter (ops/conv_filter_dot.cpp: positions in the
-// vectors, for filters of few taps).
+// dW = beta*dW + the filter gradient (beta = 0 does not read dW), and with db (else null) db =
+// beta*db + the bias gradient. direct_bwd_filter hands the shapes dot_bwd_filter_fits takes to
+// dot_bwd_filter (ops/conv_filter_dot.cpp: positions in the vectors, for filters of few taps),
+// which sums dY's rows for db while they are in cache; the direct kernel reads dY once more for it.
 bool dot_bwd_filter_fits(const ConvShape& v);
-void dot_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch);
-void direct_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch);
+void dot_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, float* db,
+                    Arena& scratch);
+void direct_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, float* db,
+                       Arena& scratch);
 
 }  // namespace xylem::native

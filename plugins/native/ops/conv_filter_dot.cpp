@@ -54,23 +54,28 @@ __attribute__((always_inline)) inline float lanes_sum(typename S::V v) {
 }
 
 // acc[a*lda + b] += sum over images j < m and positions q < P of dy[j*ldj + a*P + q] *
-// xq[j*image + off[b] + q], for KB filters a (dY's rows from dy) and TB taps b.
-template <class S, int KB, int TB>
+// xq[j*image + off[b] + q], for KB filters a (dY's rows from dy) and TB taps b; with BIAS also
+// bacc[a] += the sum of those rows of dY (the bias gradient, from the loads the products make).
+template <class S, int KB, int TB, bool BIAS = false>
 __attribute__((always_inline)) inline void dot_tile(const float* __restrict xq, int64_t image,
                                                     const int32_t* __restrict off, const float* __restrict dy,
                                                     int64_t ldj, int64_t P, int64_t m, double* __restrict acc,
-                                                    int64_t lda) {
+                                                    int64_t lda, double* __restrict bacc = nullptr) {
     using V = typename S::V;
     using Vu = typename S::Vu;
-    V s[KB][TB];
-    for (int a = 0; a < KB; ++a)
+    V s[KB][TB], sb[KB];
+    for (int a = 0; a < KB; ++a) {
+        sb[a] = V{};
         for (int b = 0; b < TB; ++b) s[a][b] = V{};
+    }
     for (int64_t j = 0; j < m; ++j) {
         const float* d = dy + j * ldj;
         const float* x = xq + j * image;
         for (int64_t q = 0; q < P; q += S::L) {
             V dv[KB];
             for (int a = 0; a < KB; ++a) dv[a] = *reinterpret_cast<const Vu*>(d + a * P + q);
+            if constexpr (BIAS)
+                for (int a = 0; a < KB; ++a) sb[a] = sb[a] + dv[a];
             for (int b = 0; b < TB; ++b) {
                 const V xv = *reinterpret_cast<const Vu*>(x + off[b] + q);
                 for (int a = 0; a < KB; ++a) s[a][b] = S::fma(dv[a], xv, s[a][b]);
@@ -79,31 +84,60 @@ __attribute__((always_inline)) inline void dot_tile(const float* __restrict xq, 
     }
     for (int a = 0; a < KB; ++a)
         for (int b = 0; b < TB; ++b) acc[a * lda + b] += lanes_sum<S>(s[a][b]);
+    if constexpr (BIAS)
+        for (int a = 0; a < KB; ++a) bacc[a] += lanes_sum<S>(sb[a]);
 }
 
-// KB filters over every tap: tiles of TB taps, then one at a time.
+// The last r < TB taps as one tile of r (R counts up to r at compile time).
+template <class S, int KB, bool BIAS, int R = 1>
+__attribute__((always_inline)) inline void dot_rest(int64_t r, const float* xq, int64_t image, const int32_t* off,
+                                                    const float* dy, int64_t ldj, int64_t P, int64_t m, double* acc,
+                                                    int64_t lda, double* bacc) {
+    if constexpr (R < DotTiles<S>::kTaps) {
+        if (r == R) return dot_tile<S, KB, R, BIAS>(xq, image, off, dy, ldj, P, m, acc, lda, bacc);
+        dot_rest<S, KB, BIAS, R + 1>(r, xq, image, off, dy, ldj, P, m, acc, lda, bacc);
+    }
+}
+
+// KB filters over every tap: tiles of TB taps, then the rest as one tile. With bacc, one tile also
+// sums the filters' rows of dY into bacc: the rest's (free registers), or when the taps fill whole
+// tiles the last one, split into TB - 1 taps and 1. Each tap's arithmetic is the same in any tile,
+// so dW's bits do not depend on the tiling.
 template <class S, int KB>
 __attribute__((always_inline)) inline void dot_filters(const float* xq, int64_t image, const int32_t* off,
                                                        int64_t taps, const float* dy, int64_t ldj, int64_t P,
-                                                       int64_t m, double* acc) {
+                                                       int64_t m, double* acc, double* bacc) {
     constexpr int TB = DotTiles<S>::kTaps;
+    const int64_t rest = taps % TB, whole = taps - rest - (bacc && rest == 0 ? TB : 0);
     int64_t t = 0;
-    for (; t + TB <= taps; t += TB) dot_tile<S, KB, TB>(xq, image, off + t, dy, ldj, P, m, acc + t, taps);
-    for (; t < taps; ++t) dot_tile<S, KB, 1>(xq, image, off + t, dy, ldj, P, m, acc + t, taps);
+    for (; t < whole; t += TB) dot_tile<S, KB, TB>(xq, image, off + t, dy, ldj, P, m, acc + t, taps);
+    if (rest && bacc) dot_rest<S, KB, true>(rest, xq, image, off + t, dy, ldj, P, m, acc + t, taps, bacc);
+    else if (rest) dot_rest<S, KB, false>(rest, xq, image, off + t, dy, ldj, P, m, acc + t, taps, nullptr);
+    else if (bacc) {
+        if constexpr (TB > 1) {
+            dot_tile<S, KB, TB - 1, true>(xq, image, off + t, dy, ldj, P, m, acc + t, taps, bacc);
+            t += TB - 1;
+            dot_tile<S, KB, 1>(xq, image, off + t, dy, ldj, P, m, acc + t, taps);
+        } else {
+            dot_tile<S, KB, 1, true>(xq, image, off + t, dy, ldj, P, m, acc + t, taps, bacc);
+        }
+    }
 }
 
 // acc[k*taps + t] += the filter gradient of one group over m images: xq the packed images
 // (`image` floats apart, at the group's first channel), dy the group's first filter of the first
-// image (images ldj floats apart), kg filters.
+// image (images ldj floats apart), kg filters; bacc (else null) [kg] += their rows of dY summed.
 XYLEM_KERNEL_LEVELS(void, dot_group,
                     (const float* xq, int64_t image, const int32_t* off, int64_t taps, const float* dy, int64_t ldj,
-                     int64_t P, int64_t kg, int64_t m, double* acc),
-                    (xq, image, off, taps, dy, ldj, P, kg, m, acc)) {
+                     int64_t P, int64_t kg, int64_t m, double* acc, double* bacc),
+                    (xq, image, off, taps, dy, ldj, P, kg, m, acc, bacc)) {
     constexpr int KB = DotTiles<S>::kFilters;
+    auto b = [bacc](int64_t k) { return bacc ? bacc + k : nullptr; };
     int64_t k = 0;
-    for (; k + KB <= kg; k += KB) dot_filters<S, KB>(xq, image, off, taps, dy + k * P, ldj, P, m, acc + k * taps);
-    for (; k + 2 <= kg; k += 2) dot_filters<S, 2>(xq, image, off, taps, dy + k * P, ldj, P, m, acc + k * taps);
-    for (; k < kg; ++k) dot_filters<S, 1>(xq, image, off, taps, dy + k * P, ldj, P, m, acc + k * taps);
+    for (; k + KB <= kg; k += KB)
+        dot_filters<S, KB>(xq, image, off, taps, dy + k * P, ldj, P, m, acc + k * taps, b(k));
+    for (; k + 2 <= kg; k += 2) dot_filters<S, 2>(xq, image, off, taps, dy + k * P, ldj, P, m, acc + k * taps, b(k));
+    for (; k < kg; ++k) dot_filters<S, 1>(xq, image, off, taps, dy + k * P, ldj, P, m, acc + k * taps, b(k));
 }
 
 // Images per chunk: at least 1024 positions, so that each lane sums 64 products or more in float
@@ -128,7 +162,8 @@ bool dot_bwd_filter_fits(const ConvShape& v) {
            direct_unrolled_fits(v);
 }
 
-void dot_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, Arena& scratch) {
+void dot_bwd_filter(const ConvShape& v, const float* x, const float* dy, float beta, float* dw, float* db,
+                    Arena& scratch) {
     const DirectLayout l = direct_unrolled_layout(v, scratch);
     const int64_t P = v.oh * v.ow, m = dot_chunk(v);
     const int64_t size = v.g * v.kg * l.taps;  // one slice's sums: [G][kg][taps], dW's order
@@ -137,6 +172,11 @@ void dot_bwd_filter(const ConvShape& v, const float* x, const float* dy, float b
     while (slices > 1 && static_cast<double>(slices) * size * sizeof(double) > kConvMaxPartialBytes) slices /= 2;
     double* acc = scratch.alloc<double>(slices * size);
     std::fill_n(acc, slices * size, 0.0);
+    // The bias gradient: the first tile of each block of filters also sums the dY it loads, per
+    // slice, the slices added in order. Read by itself, dY took bias_grad 64 us a call on LeNet's
+    // conv1, a quarter of its backward pass.
+    double* bacc = db ? scratch.alloc<double>(slices * v.k) : nullptr;
+    if (db) std::fill_n(bacc, slices * v.k, 0.0);
     std::array<float*, kMaxSplit> xq{};
     for (int w = 0; w < slice_workers(slices); ++w) xq[w] = scratch.alloc<float>(m * l.image);
     run_slices(v.n, slices, [&](int64_t lo, int64_t hi, int w, int64_t s) {
@@ -145,13 +185,18 @@ void dot_bwd_filter(const ConvShape& v, const float* x, const float* dy, float b
             for (int64_t j = 0; j < mm; ++j) direct_pack_image(v, l, x + (n0 + j) * v.c * v.hw(), xq[w] + j * l.image);
             for (int64_t g = 0; g < v.g; ++g)
                 dot_group(xq[w] + g * v.cg * l.chan, l.image, l.off, l.taps, dy + (n0 * v.k + g * v.kg) * P, v.k * P,
-                          P, v.kg, mm, acc + s * size + g * v.kg * l.taps);
+                          P, v.kg, mm, acc + s * size + g * v.kg * l.taps, db ? bacc + s * v.k + g * v.kg : nullptr);
         }
     });
     for (int64_t i = 0; i < size; ++i) {
         double sum = acc[i];
         for (int64_t s = 1; s < slices; ++s) sum += acc[s * size + i];
         dw[i] = beta == 0.0f ? static_cast<float>(sum) : static_cast<float>(beta * dw[i] + sum);
+    }
+    for (int64_t k = 0; db && k < v.k; ++k) {
+        double sum = bacc[k];
+        for (int64_t s = 1; s < slices; ++s) sum += bacc[s * v.k + k];
+        db[k] = beta == 0.0f ? static_cast<float>(sum) : static_cast<float>(beta * db[k] + sum);
     }
 }
 

@@ -18,52 +18,44 @@ inline float blend(float beta, float db, double acc) {
 }  // namespace
 
 namespace {
-constexpr int64_t kPlaneLanes = 16;
 // One (n, c) plane added into its channel's accumulators: 16 float lanes over blocks of 4096 (as
-// lane_sum), each block's lanes added into 16 double lanes, the tail into *tail. Compiled for each
-// instruction-set level (isa.h), the same bits at every one. The lanes are summed once per
-// channel, not per plane: LeNet's [64, 50, 8, 8] gradients spent most of 67 us adding 16 lanes in
-// order for each of 3,200 planes of 64 floats.
+// lane_sum), each block's lanes added into 16 double lanes, the tail into *tail. The lanes are
+// summed once per channel, not per plane: LeNet's [64, 50, 8, 8] gradients spent most of 67 us
+// adding 16 lanes in order for each of 3,200 planes of 64 floats.
 __attribute__((always_inline)) inline void plane_lanes(const float* __restrict plane, int64_t n,
                                                       double* __restrict lanes, double* __restrict tail) {
     constexpr int64_t kBlock = 4096;
     int64_t i = 0;
-    while (n - i >= kPlaneLanes) {
-        float lane[kPlaneLanes] = {};
-        const int64_t end = i + ((n - i < kBlock ? n - i : kBlock) / kPlaneLanes) * kPlaneLanes;
-        for (; i < end; i += kPlaneLanes)
-            for (int64_t l = 0; l < kPlaneLanes; ++l) lane[l] += plane[i + l];
-        for (int64_t l = 0; l < kPlaneLanes; ++l) lanes[l] += lane[l];
+    while (n - i >= kBiasLanes) {
+        float lane[kBiasLanes] = {};
+        const int64_t end = i + ((n - i < kBlock ? n - i : kBlock) / kBiasLanes) * kBiasLanes;
+        for (; i < end; i += kBiasLanes)
+            for (int64_t l = 0; l < kBiasLanes; ++l) lane[l] += plane[i + l];
+        for (int64_t l = 0; l < kBiasLanes; ++l) lanes[l] += lane[l];
     }
     for (; i < n; ++i) *tail += plane[i];
 }
+}  // namespace
 
-// Channels [lo, hi) of dy [n, c, inner], planes in memory order; acc: kPlaneLanes + 1 per channel.
-XYLEM_KERNEL(void, channel_lanes,
+// Compiled for each instruction-set level (isa.h), the same bits at every one.
+XYLEM_KERNEL(void, bias_planes_add,
              (const float* __restrict dy, int64_t n, int64_t c, int64_t inner, int64_t lo, int64_t hi,
               double* __restrict acc),
              (dy, n, c, inner, lo, hi, acc)) {
     for (int64_t r = 0; r < n; ++r)
         for (int64_t ch = lo; ch < hi; ++ch) {
-            double* a = acc + ch * (kPlaneLanes + 1);
-            plane_lanes(dy + (r * c + ch) * inner, inner, a, a + kPlaneLanes);
+            double* a = acc + ch * kBiasAcc;
+            plane_lanes(dy + (r * c + ch) * inner, inner, a, a + kBiasLanes);
         }
 }
-}  // namespace
 
-void op_bias_grad(const xylem_op_desc& desc, xylem_stream_s& stream) {
-    OpArgs a(desc, 1, 1, 1);
-    const float beta = a.attrs<xylem_bias_grad_attrs>().beta;
-    const Tensor tdy = a.in(0, "dy"), tdb = a.out(0, "db");
-    if (tdy.ndim < 2) a.fail("dy must be [N,C,...], got %u dims", tdy.ndim);
-    const int64_t n = tdy.dims[0], c = tdy.dims[1];
-    int64_t inner = 1;
-    for (uint32_t d = 2; d < tdy.ndim; ++d) inner *= tdy.dims[d];
-    if (tdb.numel != c)
-        a.fail("db holds %lld elements for %lld channels", static_cast<long long>(tdb.numel),
-               static_cast<long long>(c));
-    const float* dy = tdy.f32();
-    float* db = tdb.f32();
+double bias_acc_total(const double* acc) {
+    double total = acc[kBiasLanes];
+    for (int64_t l = 0; l < kBiasLanes; ++l) total += acc[l];
+    return total;
+}
+
+void bias_grad_nc(const float* dy, int64_t n, int64_t c, int64_t inner, float beta, float* db, Arena& scratch) {
     if (inner == 1) {
         // [N,C]: add whole rows into a stack block of column sums, so dy is read once, in order.
         // Big ones split the columns, in blocks of 64, between threads (the character GPT's
@@ -86,21 +78,22 @@ void op_bias_grad(const xylem_op_desc& desc, xylem_stream_s& stream) {
                    });
         return;
     }
-    // [N,C,H,W...]: each (n,c) plane is contiguous; sum the planes in memory order (one
-    // sequential pass, which the prefetcher follows) into per-channel accumulators.
-    // Big ones split the channels between threads: each channel still sums in the same order.
-    // Per channel kPlaneLanes double lanes and a tail, summed in order at the end.
-    constexpr int64_t kStride = kPlaneLanes + 1;
-    double* acc = stream.scratch_.alloc<double>(c * kStride);
-    std::fill_n(acc, c * kStride, 0.0);
+    // [N,C,H,W...]: each (n,c) plane is contiguous; the planes in memory order (one sequential
+    // pass, which the prefetcher follows) into per-channel accumulators. Big ones split the
+    // channels between threads: each channel still sums in the same order.
+    double* acc = scratch.alloc<double>(c * kBiasAcc);
+    std::fill_n(acc, c * kBiasAcc, 0.0);
     split_work(c, split_workers(n * c * inner, kMinSplitElements / 4, c),
-               [&](int64_t lo, int64_t hi, int) { channel_lanes(dy, n, c, inner, lo, hi, acc); });
-    for (int64_t ch = 0; ch < c; ++ch) {
-        const double* a = acc + ch * kStride;
-        double total = a[kPlaneLanes];
-        for (int64_t l = 0; l < kPlaneLanes; ++l) total += a[l];
-        db[ch] = blend(beta, db[ch], total);
-    }
+               [&](int64_t lo, int64_t hi, int) { bias_planes_add(dy, n, c, inner, lo, hi, acc); });
+    for (int64_t ch = 0; ch < c; ++ch) db[ch] = blend(beta, db[ch], bias_acc_total(acc + ch * kBiasAcc));
+}
+
+void op_bias_grad(const xylem_op_desc& desc, xylem_stream_s& stream) {
+    OpArgs a(desc, 1, 1, 1);
+    const float beta = a.attrs<xylem_bias_grad_attrs>().beta;
+    const Tensor tdy = a.in(0, "dy"), tdb = a.out(0, "db");
+    const plugin_kit::BiasGradShape b = plugin_kit::bias_grad_shape(a, tdy, tdb);
+    bias_grad_nc(tdy.f32(), b.n, b.c, b.inner, beta, tdb.f32(), stream.scratch_);
 }
 
 void op_accuracy(const xylem_op_desc& desc, xylem_stream_s&) {

@@ -154,12 +154,21 @@ void op_conv2d_bwd_data(const xylem_op_desc& desc, xylem_stream_s& s) {
     }
 }
 
+// With the optional db (ABI 1.9): the bias gradient by bias_grad's kernels, in the same op.
 void op_conv2d_bwd_filter(const xylem_op_desc& desc, xylem_stream_s& s) {
-    OpArgs a(desc, 2, 2, 1);
+    OpArgs a(desc, 2, 2, desc.n_outputs == 2 ? 2 : 1);
     const auto at = a.attrs<xylem_conv2d_attrs>();
     const Tensor x = a.in(0, "X"), dy = a.in(1, "dY"), dw = a.out(0, "dW");
     const Conv v = conv_shape(a, at, x, "X", dw, "dW", dy, "dY");
     if (overlap(dw, x) || overlap(dw, dy)) a.fail("dW overlaps X or dY");
+    if (desc.n_outputs == 2) {
+        const Tensor db = a.out(1, "db");
+        if (db.numel != v.k) a.fail("db holds %lld elements for %lld filters", static_cast<long long>(db.numel),
+                                    static_cast<long long>(v.k));
+        if (overlap(db, x) || overlap(db, dy) || overlap(db, dw)) a.fail("db overlaps X, dY or dW");
+        bias_grad(s, dy, static_cast<int32_t>(v.n), static_cast<int32_t>(v.k), static_cast<int32_t>(v.oh * v.ow),
+                  at.beta, db);
+    }
     if (is_linear(v)) return bwd_filter_linear(s, v, x, dy, at.beta, dw);
     const Chunks ch = scratch_for(s, v);
     const int32_t P = static_cast<int32_t>(v.p()), K = static_cast<int32_t>(v.k);

@@ -9,11 +9,11 @@ void op_bias_grad(const xylem_op_desc& desc, xylem_stream_s& s) {
     OpArgs a(desc, 1, 1, 1);
     const float beta = a.attrs<xylem_bias_grad_attrs>().beta;
     const Tensor dy = a.in(0, "dy"), db = a.out(0, "db");
-    if (dy.ndim < 2) a.fail("dy must be [N,C,...], got %u dims", dy.ndim);
-    const int32_t n = static_cast<int32_t>(dy.dims[0]), c = static_cast<int32_t>(dy.dims[1]);
-    int32_t inner = 1;
-    for (uint32_t d = 2; d < dy.ndim; ++d) inner *= static_cast<int32_t>(dy.dims[d]);
-    if (db.numel != c) a.fail("db holds %d elements for %d channels", db.numel, c);
+    const plugin_kit::BiasGradShape b = plugin_kit::bias_grad_shape(a, dy, db);
+    bias_grad(s, dy, static_cast<int32_t>(b.n), static_cast<int32_t>(b.c), static_cast<int32_t>(b.inner), beta, db);
+}
+
+void bias_grad(xylem_stream_s& s, const Tensor& dy, int32_t n, int32_t c, int32_t inner, float beta, const Tensor& db) {
     if (inner == 1 && c > 0) {
         // Column sums: fixed chunks of rows (a function of the shape), then the chunks in order.
         const int32_t n_chunks = std::max<int32_t>(1, std::min<int32_t>(n, 64));

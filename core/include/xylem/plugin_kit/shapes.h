@@ -437,6 +437,21 @@ ReduceShape reduce_shape(const Args& a, const xylem_reduce_attrs& at, const T& x
 // ---- scatter_add_rows ------------------------------------------------------------------------
 // src [N, ...], idx [N], out [R, ...] with src's trailing dims: out[idx[i], ...] += src[i, ...].
 // Index values are the plugin's to check.
+// bias_grad: dy [N, C, ...] (rank >= 2) and db [C]; inner is the product of the dims after C.
+struct BiasGradShape {
+    int64_t n, c, inner;
+};
+
+template <class Args, class T>
+BiasGradShape bias_grad_shape(const Args& a, const T& dy, const T& db) {
+    using ll = long long;
+    if (dy.ndim < 2) a.fail("dy must be [N,C,...], got %u dims", dy.ndim);
+    BiasGradShape s{dy.dims[0], dy.dims[1], 1};
+    for (uint32_t d = 2; d < dy.ndim; ++d) s.inner *= dy.dims[d];
+    if (db.numel != s.c) a.fail("db holds %lld elements for %lld channels", ll(db.numel), ll(s.c));
+    return s;
+}
+
 struct ScatterRowsShape {
     int64_t n, rows, row_len;  // source rows, out's rows, elements per row (from the trailing dims)
 };
