@@ -70,7 +70,8 @@ Blas load() {
     }
     decltype(&::openblas_set_num_threads) set_threads = nullptr;
     decltype(b.sgemm) sgemm = nullptr;
-    if (!symbol(lib, "cblas_sgemm", sgemm, b) || !symbol(lib, "cblas_sgemv", b.sgemv, b) || !symbol(lib, "openblas_get_corename", b.corename, b) ||
+    if (!symbol(lib, "cblas_sgemm", sgemm, b) || !symbol(lib, "cblas_sgemv", b.sgemv, b) ||
+        !symbol(lib, "openblas_get_corename", b.corename, b) ||
         !symbol(lib, "openblas_get_config", b.config, b) ||
         !symbol(lib, "openblas_get_num_threads", b.num_threads, b) ||
         !symbol(lib, "openblas_set_num_threads", set_threads, b))

@@ -136,13 +136,8 @@ float row_max(const float* x, int64_t c);
 
 // The bias gradient (ops/reduce.cpp): db = beta*db + dy [n, c, inner] summed over n and inner,
 // beta = 0 not reading db. bias_grad's, and conv2d_bwd_filter's db where its kernel does not sum dY
-// itself. Channels [lo, hi) of n images can also be added into per-channel accumulators
-// (kBiasAcc doubles a channel, zeroed first) and totalled: the same sums, for a kernel that reads
-// dY in pieces (ops/conv_filter_dot.cpp).
+// itself.
 void bias_grad_nc(const float* dy, int64_t n, int64_t c, int64_t inner, float beta, float* db, Arena& scratch);
-constexpr int64_t kBiasLanes = 16, kBiasAcc = kBiasLanes + 1;
-void bias_planes_add(const float* dy, int64_t n, int64_t c, int64_t inner, int64_t lo, int64_t hi, double* acc);
-double bias_acc_total(const double* acc);
 double sum_exp(const float* x, int64_t c, float m, float* e);
 
 using plugin_kit::overlap;  // true when two operands share any byte

@@ -18,6 +18,9 @@ inline float blend(float beta, float db, double acc) {
 }  // namespace
 
 namespace {
+// Per channel: kBiasLanes double lanes and a tail.
+constexpr int64_t kBiasLanes = 16, kBiasAcc = kBiasLanes + 1;
+
 // One (n, c) plane added into its channel's accumulators: 16 float lanes over blocks of 4096 (as
 // lane_sum), each block's lanes added into 16 double lanes, the tail into *tail. The lanes are
 // summed once per channel, not per plane: LeNet's [64, 50, 8, 8] gradients spent most of 67 us
@@ -35,8 +38,7 @@ __attribute__((always_inline)) inline void plane_lanes(const float* __restrict p
     }
     for (; i < n; ++i) *tail += plane[i];
 }
-}  // namespace
-
+// Channels [lo, hi) of dy [n, c, inner], planes in memory order, into acc (kBiasAcc per channel).
 // Compiled for each instruction-set level (isa.h), the same bits at every one.
 XYLEM_KERNEL(void, bias_planes_add,
              (const float* __restrict dy, int64_t n, int64_t c, int64_t inner, int64_t lo, int64_t hi,
@@ -54,6 +56,7 @@ double bias_acc_total(const double* acc) {
     for (int64_t l = 0; l < kBiasLanes; ++l) total += acc[l];
     return total;
 }
+}  // namespace
 
 void bias_grad_nc(const float* dy, int64_t n, int64_t c, int64_t inner, float beta, float* db, Arena& scratch) {
     if (inner == 1) {

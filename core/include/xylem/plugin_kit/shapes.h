@@ -434,10 +434,8 @@ ReduceShape reduce_shape(const Args& a, const xylem_reduce_attrs& at, const T& x
     return r;
 }
 
-// ---- scatter_add_rows ------------------------------------------------------------------------
-// src [N, ...], idx [N], out [R, ...] with src's trailing dims: out[idx[i], ...] += src[i, ...].
-// Index values are the plugin's to check.
-// bias_grad: dy [N, C, ...] (rank >= 2) and db [C]; inner is the product of the dims after C.
+// ---- bias_grad -------------------------------------------------------------------------------
+// dy [N, C, ...] (rank >= 2) and db [C]; inner is the product of the dims after C.
 struct BiasGradShape {
     int64_t n, c, inner;
 };
@@ -452,6 +450,9 @@ BiasGradShape bias_grad_shape(const Args& a, const T& dy, const T& db) {
     return s;
 }
 
+// ---- scatter_add_rows ------------------------------------------------------------------------
+// src [N, ...], idx [N], out [R, ...] with src's trailing dims: out[idx[i], ...] += src[i, ...].
+// Index values are the plugin's to check.
 struct ScatterRowsShape {
     int64_t n, rows, row_len;  // source rows, out's rows, elements per row (from the trailing dims)
 };

@@ -56,8 +56,8 @@ public:
     // mismatch names the layer and both shapes), fuses each activation into the linear or conv
     // layer it reads when that layer's output has no other reader and the backend runs the fused
     // op, hands a one_hot's token ids to its one reader when that reader takes them
-    // (Layer::take_token_ids), and allocates and initialises the parameters on `dev` (drawn from `seed`, in
-    // topological order).
+    // (Layer::take_token_ids), and allocates and initialises the parameters on `dev` (drawn from
+    // `seed`, in topological order).
     void build(Device& dev, const Shape& input_sample, uint64_t seed);
     // Inference runs conv -> batchnorm [-> activation] as one rescaled convolution (on by
     // default; results differ from the unfolded layers by rounding only). Off: every node runs as
