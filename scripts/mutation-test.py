@@ -129,6 +129,19 @@ MUTANTS = [
      "std::min<double>(std::min<int64_t>(units, split_cpus()), work / min_per_slice);",
      ["xylem_native", "xylem-test-op-battery", "test_ops"],
      ["{build}/bin/test_ops --gtest_filter=NativeDeterminism.EveryThreadCountGivesTheSameBitsOnEachLevel"]),
+    ("token-ids-gradient-not-zeroed",
+     "lstm/gru reading token ids: W_ih's scattered gradient adds to the last step's",
+     "layers/recurrent.cpp",
+     "    ops::fill(dev, acc, 0.0f);\n    ops::scatter_add_rows(dev, rows, ws.ids, acc);",
+     "    ops::scatter_add_rows(dev, rows, ws.ids, acc);",
+     ["test_layers"], ["{build}/bin/test_layers --gtest_filter=*RecurrentLayer.TokenIds*"]),
+    ("conv-bias-inside-beta-ignored",
+     "the bias gradient inside conv2d_bwd_filter overwrites a shared bias's gradient (beta ignored)",
+     "plugins/native/ops/conv_filter_dot.cpp",
+     "db[k] = beta == 0.0f ? static_cast<float>(sum) : static_cast<float>(beta * db[k] + sum);",
+     "db[k] = static_cast<float>(sum);",
+     ["xylem_native", "xylem-conformance"],
+     ["{build}/bin/xylem-conformance --plugin {build}/plugins/libxylem_native.so --gtest_filter=*Conv2dBackwardFilter*"]),
 ]
 
 
