@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <utility>
 
 #include "fusion_internal.h"
 #include "xylem/error.h"
@@ -126,6 +127,15 @@ void Device::sync() {
         throw Error(name() + ": a host read or device sync inside a captured step cannot be recorded (it would run "
                              "once, at capture, not at every launch)");
     backend_->check(backend_->api().stream_sync(backend_->framework(), stream_), "stream sync");
+    if (deferred_error_) std::rethrow_exception(std::exchange(deferred_error_, nullptr));
+}
+
+void Device::sync_quietly() noexcept {
+    try {
+        sync();
+    } catch (...) {
+        if (!deferred_error_) deferred_error_ = std::current_exception();
+    }
 }
 
 bool Device::supports_capture() const {

@@ -63,12 +63,8 @@ struct Tensor::Storage {
     ~Storage() {
         // An asynchronous upload may still be reading `host` (a temporary uploaded and dropped
         // at once): wait for it before freeing. The device is alive: `copies` holds it.
-        if (pending_upload && host_owned) {
-            try {
-                pending_upload->sync();
-            } catch (...) {  // a failed stream has nothing left to read; a destructor must not throw
-            }
-        }
+        // A failure it reports is the next sync's to throw.
+        if (pending_upload && host_owned) pending_upload->sync_quietly();
         for (Copy& c : copies) c.dev->free(c.buffer, bytes);
         if (host_owned) std::free(host);
     }

@@ -489,6 +489,15 @@ TEST_P(RecurrentLayer, NetPassesTokenIdsToTheOneHotsOnlyReader) {
         EXPECT_EQ(contains(net.summary(), "(read as token ids)"), passed) << net.summary();
         const Tensor& y = net.forward(dev(), upload_i32(dev(), {2, time}, {0, 1, 2, 3, 4, 4, 3, 2}), true);
         EXPECT_EQ(y.shape(), (Shape{2, time, 3}));
+        // An id past the vocabulary is an error naming the lookup, as through the one_hot's own.
+        try {
+            net.forward(dev(), upload_i32(dev(), {2, time}, {0, 1, 2, 3, 4, 5, 3, 2}), true);
+            dev().sync();
+            ADD_FAILURE() << "id 5 of a vocabulary of 5 was accepted";
+        } catch (const Error& e) {
+            EXPECT_TRUE(contains(e.what(), "gather_rows")) << e.what();
+            EXPECT_TRUE(contains(e.what(), "5")) << e.what();
+        }
     }
     Net net;
     net.add("hot", {"input"}, std::make_unique<OneHot>(vocab));

@@ -82,6 +82,22 @@ TEST_P(GatherRowsConformance, IndexOutOfRange) {
     }
 }
 
+// The index list a temporary, dropped right after the op: its memory's destructor waits for the
+// upload and must not lose what that wait reports (an asynchronous backend finds the bad index
+// on the device): the next sync throws it.
+TEST_P(GatherRowsConformance, IndexOutOfRangeInATemporaryIsNotLost) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_GATHER_ROWS);
+    Tensor src = upload(dev(), {4, 3}, std::vector<float>(12, 1.0f)), out({3, 3}, DType::F32, dev());
+    const std::string msg = error_of([&] {
+        ops::gather_rows(dev(), src, upload_i32(dev(), {3}, {0, 7, 2}), out);
+        dev().sync();
+    });
+    EXPECT_TRUE(contains(msg, backend().name())) << msg;
+    EXPECT_TRUE(contains(msg, "7")) << msg;
+    ops::gather_rows(dev(), src, upload_i32(dev(), {3}, {0, 3, 2}), out);
+    EXPECT_NO_THROW(dev().sync()) << "the error was thrown once";
+}
+
 // Shape and dtype errors are caught by the core before any backend runs, naming op and shapes.
 TEST_P(GatherRowsConformance, WrongShapesAndDtypes) {
     XYLEM_REQUIRE_OP(XYLEM_OP_GATHER_ROWS);

@@ -6,6 +6,7 @@
 #include <bitset>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -106,8 +107,13 @@ public:
     // Set by fusion::StepFusion while it runs a step on this device; null otherwise.
     fusion::StepState* fusion_state() const { return fusion_; }
     void set_fusion_state(fusion::StepState* f) { fusion_ = f; }
-    // Waits for the stream. Refused while capturing: a host wait cannot be recorded.
+    // Waits for the stream. Refused while capturing: a host wait cannot be recorded. Throws what
+    // the stream reported, or what an earlier sync_quietly() caught.
     void sync();
+    // The same where nothing may be thrown (a destructor waiting for an upload of its memory): a
+    // failure the stream reports (an op's bad index found on the device) is kept and thrown by the
+    // next sync(), not lost.
+    void sync_quietly() noexcept;
 
     // True when the plugin has the ABI 1.2 capture entries (see Graph in xylem/graph.h).
     bool supports_capture() const;
@@ -140,6 +146,7 @@ private:
     xylem_stream_t stream_ = nullptr;
     CaptureLog* capture_log_ = nullptr;
     fusion::StepState* fusion_ = nullptr;
+    std::exception_ptr deferred_error_;  // caught by sync_quietly(), thrown by the next sync()
     uint64_t launches_ = 0;
     std::atomic<uint64_t> allocated_{0};
     std::once_flag capacity_once_;
