@@ -21,7 +21,8 @@
 //   - the Winograd kernels (ops/conv_winograd.cpp, 3x3 stride 1 with 8 channels or more in and
 //     out, on maps whose tiles waste little at the level, batches of 256 tiles or more): ResNet's
 //     28x28 and 14x14 and its 7x7 (whose rows of tiles carry no extra column), odd outputs,
-//     padding 0 and 2; the filter gradient by Winograd at avx2 (@isa=avx2); and the same 7x7
+//     padding 0 and 2; F(4x4) (ops/conv_winograd_f4.cpp, 64 channels or more) on rows of 7, 6 and
+//     4 tiles and one flat run, odd outputs, padding 1 and 2; the filter gradient by Winograd at avx2 (@isa=avx2); and the same 7x7
 //     shape with one image, too few tiles for Winograd (the direct kernels); single images whose
 //     forward pass is shared out by blocks of filters (groups, a block's tile remainders), or of
 //     positions (a big map with few filters, its channels packed by the workers);
@@ -131,6 +132,22 @@ const Case kCases[] = {
     {"winograd padding 2", {3, 9, 20, 21}, {12, 9, 3, 3}, {1, 1, 2, 2, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
     {"winograd padding 2, even output (rows of tiles wrap)", {4, 8, 16, 18}, {9, 8, 3, 3},
      {1, 1, 2, 2, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
+    // Winograd F(4x4, 3x3) (ops/conv_winograd_f4.cpp; 64 channels or more in and out): rows of 7
+    // tiles (vectors of 8, 4 at baseline), chunks of 2 images; rows of 6 on an odd 23x21 output
+    // with channels that are no multiple of a vector; rows of 4 (vectors of 4) in chunks of 3 and
+    // 2; padding 2 on a 12x12 output, one flat run of 3x4 tiles at avx512 (its data gradient goes
+    // to F(2x2) or the direct kernels: too many outputs dropped); an 8x8 map, one flat run of 2x3
+    // tiles at every level, chunks of 6 and 5 images.
+    {"winograd F(4x4) 64->64 28x28, 3 images", {3, 64, 28, 28}, {64, 64, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_RELU, 0},
+     true},
+    {"winograd F(4x4) 72->66 odd 23x21", {2, 72, 23, 21}, {66, 72, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0},
+     false},
+    {"winograd F(4x4) 64->64 14x14, 5 images", {5, 64, 14, 14}, {64, 64, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0},
+     true},
+    {"winograd F(4x4) padding 2, 12x12 output", {6, 64, 10, 10}, {64, 64, 3, 3}, {1, 1, 2, 2, 1, 1, 1, XYLEM_ACT_NONE, 0},
+     true},
+    {"winograd F(4x4) 8x8, 11 images (flat)", {11, 64, 8, 8}, {64, 64, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0},
+     false},
 };
 
 std::string describe(const Case& c) { return std::string(c.what) + ": x " + to_string(c.x) + " w " + to_string(c.w); }

@@ -18,14 +18,14 @@
 
 #include "simd.h"
 #include "ops/conv_direct.h"
+#include "ops/conv_winograd_f4.h"
+#include "ops/conv_winograd_kit.h"
 
 namespace xylem::native {
 
 namespace {
 
-constexpr int64_t kAlign = 16;  // tile columns per chunk are padded to this (the widest vector)
-constexpr int64_t kChunkTiles = 128;  // tiles per product at least (images per chunk follow)
-inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+using namespace winograd;
 
 // One Winograd pass: `cin` planes h x w per image, padded by (ph, pw), into `kout` planes
 // oh x ow with oh = h + 2*ph - 2 (and ow alike). The padded plane (2*th + 2 rows, 2*tw + 2
@@ -63,24 +63,6 @@ bool plan_fits(const Plan& p) {
     return p.oh >= 1 && p.ow >= 1 && 16 * std::max(p.cin, p.kout) * p.ld < INT_MAX / 2 && 4 * p.phase < INT_MAX / 2;
 }
 
-// A vector of T (a level's vector type, or float) at p, unaligned.
-template <class T, class Tu>
-__attribute__((always_inline)) inline T load(const float* p) {
-    return *reinterpret_cast<const Tu*>(p);
-}
-template <class T, class Tu>
-__attribute__((always_inline)) inline void store(float* p, T x) {
-    *reinterpret_cast<Tu*>(p) = x;
-}
-
-// 8 floats (two SSE registers at the baseline level), for the (de)interleaving copies below.
-using V8 = float __attribute__((vector_size(32)));
-using V8u = float __attribute__((vector_size(32), aligned(4), may_alias));
-using I8 = int __attribute__((vector_size(32)));
-
-using V4 = float __attribute__((vector_size(16)));
-using V4u = float __attribute__((vector_size(16), aligned(4), may_alias));
-using I4 = int __attribute__((vector_size(16)));
 
 // s0[i] = src[2i], s1[i] = src[2i + 1] for 2i (+ 1) < n: blocks of 16 floats (8 for rows of 8 to
 // 15: ResNet's 14x14 maps), the last one overlapping the one before from an even start (it
@@ -295,49 +277,14 @@ void filter_transform(const Plan& p, F filter, float* u) {
     });
 }
 
-// Per-worker buffers of the given sizes (floats), each worker's list[i][w], cut from one
-// allocation: the arena takes a bounded number of blocks per op (a cold one gives each its own).
-template <size_t N>
-void carve(Arena& scratch, int workers, const int64_t (&sizes)[N], std::array<std::array<float*, kMaxSplit>*, N> list) {
-    int64_t per = 0;
-    for (int64_t size : sizes) per += round_up(size, kAlign);
-    float* base = scratch.alloc<float>(workers * per);
-    for (int w = 0; w < workers; ++w)
-        for (size_t i = 0; i < N; ++i) {
-            (*list[i])[static_cast<size_t>(w)] = base;
-            base += round_up(sizes[i], kAlign);
-        }
-}
-
-// The pass over every image: chunks of images handed out one at a time to the workers.
+// The pass over every image (winograd::run_chunks).
 void run(const Plan& p, const float* x, const float* u, const float* b, int act, float* y, Arena& scratch) {
-    const int64_t chunks = (p.n + p.chunk - 1) / p.chunk;
-    const double flops = 2.0 * 16.0 * static_cast<double>(p.n * p.tiles) * p.cin * p.kout;
-    const int workers = split_workers(flops, kConvMinSplitFlops, chunks);
-    int32_t* off = scratch.alloc<int32_t>(p.cin);
-    for (int64_t c = 0; c < p.cin; ++c) off[c] = static_cast<int32_t>(c * p.ld);
-    std::array<float*, kMaxSplit> plane{}, rows{}, v{}, m{};
-    const int64_t sizes[4] = {4 * p.phase, 4 * (p.tiles + kAlign), 16 * p.cin * p.ld, 16 * p.kout * p.ld};
-    carve(scratch, workers, sizes, {&plane, &rows, &v, &m});
-    for (int w = 0; w < workers; ++w) {
-        std::fill_n(plane[w], 4 * p.phase, 0.0f);
-        std::fill_n(v[w], 16 * p.cin * p.ld, 0.0f);  // the columns past the tiles stay zero
-        std::fill_n(m[w], 16 * p.kout * p.ld, 0.0f);  // read past the tiles, dropped
-    }
-    const int64_t in_image = p.cin * p.h * p.w, out_image = p.kout * p.oh * p.ow;
-    parallel_items(chunks, workers, [&](int w, int64_t ch) {
-        const int64_t n0 = ch * p.chunk, n1 = std::min(p.n, n0 + p.chunk);
-        for (int64_t j = n0; j < n1; ++j) input_transform(p, x + j * in_image, (j - n0) * p.tiles, plane[w], v[w]);
-        for (int64_t xi = 0; xi < 16; ++xi)
-            direct_multiply(v[w] + xi * p.cin * p.ld, off, p.cin, u + xi * p.cin * p.kout, p.kout, p.qpad,
-                            m[w] + xi * p.kout * p.ld, p.ld);
-        for (int64_t j = n0; j < n1; ++j) {
-            float* yj = y + j * out_image;
-            output_transform(p, m[w], (j - n0) * p.tiles, rows[w], yj);
-            if (b || act != XYLEM_ACT_NONE)
-                channel_bias_activate(act, b, yj, p.oh * p.ow, yj, p.oh * p.ow, p.kout, p.oh * p.ow);
-        }
-    });
+    const Chunks c{p.n, p.cin, p.kout, p.oh, p.ow, p.cin * p.h * p.w, p.tiles, p.chunk, p.ld, p.qpad, 16,
+                   4 * p.phase, 4 * (p.tiles + kAlign)};
+    run_chunks(
+        c, x, u, b, act, y, scratch,
+        [&](const float* xj, int64_t col0, float* plane, float* v) { input_transform(p, xj, col0, plane, v); },
+        [&](const float* m, int64_t col0, float* rows, float* yj) { output_transform(p, m, col0, rows, yj); });
 }
 
 // How many more positions than the outputs' a pass may compute (4 per tile, with the column past
@@ -380,10 +327,21 @@ bool plan_takes(const Plan& p) {
            4.0 * static_cast<double>(p.tiles) <= winograd_waste_limit() * static_cast<double>(p.oh * p.ow);
 }
 
+// F(4x4) where it takes the shape and computes fewer products than F(2x2) (36 per 16 outputs
+// against 16 per 4, tiles that cross the map's edge included), else F(2x2) where it takes it.
+enum class Tiles { kNone, kF2, kF4 };
+Tiles choose_tiles(int64_t n, int64_t cin, int64_t h, int64_t w, int64_t kout, int64_t ph, int64_t pw) {
+    const Plan p2 = make_plan(n, cin, h, w, kout, ph, pw);
+    const Winograd4Plan p4 = winograd4_plan(n, cin, h, w, kout, ph, pw);
+    const bool f2 = plan_takes(p2), f4 = winograd4_takes(p4);
+    if (f4 && (!f2 || 36 * p4.tiles < 16 * p2.tiles)) return Tiles::kF4;
+    return f2 ? Tiles::kF2 : Tiles::kNone;
+}
+
 }  // namespace
 
 bool winograd_fwd_fits(const ConvShape& v) {
-    return shape_takes(v) && plan_takes(make_plan(v.n, v.c, v.h, v.w, v.k, v.ph, v.pw));
+    return shape_takes(v) && choose_tiles(v.n, v.c, v.h, v.w, v.k, v.ph, v.pw) != Tiles::kNone;
 }
 
 bool winograd_bwd_filter_fits(const ConvShape& v) {
@@ -391,11 +349,13 @@ bool winograd_bwd_filter_fits(const ConvShape& v) {
 }
 
 bool winograd_bwd_data_fits(const ConvShape& v) {
-    return shape_takes(v) && plan_takes(make_plan(v.n, v.k, v.oh, v.ow, v.c, 2 - v.ph, 2 - v.pw));
+    return shape_takes(v) && choose_tiles(v.n, v.k, v.oh, v.ow, v.c, 2 - v.ph, 2 - v.pw) != Tiles::kNone;
 }
 
 void winograd_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y,
                   Arena& scratch) {
+    if (choose_tiles(v.n, v.c, v.h, v.w, v.k, v.ph, v.pw) == Tiles::kF4)
+        return winograd4_pass(winograd4_plan(v.n, v.c, v.h, v.w, v.k, v.ph, v.pw), x, w, b, act, y, scratch);
     const Plan p = make_plan(v.n, v.c, v.h, v.w, v.k, v.ph, v.pw);
     float* u = scratch.alloc<float>(16 * p.cin * p.kout);
     filter_transform(p, [&](int64_t k, int64_t c) { return w + (k * v.c + c) * 9; }, u);
@@ -412,6 +372,9 @@ void winograd_bwd_data(const ConvShape& v, const float* dy, const float* w, floa
         for (int64_t c = 0; c < v.c; ++c)
             for (int64_t k = k0; k < std::min(v.k, k0 + kBlock); ++k)
                 for (int64_t e = 0; e < 9; ++e) flipped[(c * v.k + k) * 9 + e] = w[(k * v.c + c) * 9 + 8 - e];
+    if (choose_tiles(v.n, v.k, v.oh, v.ow, v.c, 2 - v.ph, 2 - v.pw) == Tiles::kF4)
+        return winograd4_pass(winograd4_plan(v.n, v.k, v.oh, v.ow, v.c, 2 - v.ph, 2 - v.pw), dy, flipped, nullptr,
+                              XYLEM_ACT_NONE, dx, scratch);
     float* u = scratch.alloc<float>(16 * p.cin * p.kout);
     filter_transform(p, [&](int64_t c, int64_t k) { return flipped + (c * v.k + k) * 9; }, u);
     run(p, dy, u, nullptr, XYLEM_ACT_NONE, dx, scratch);

@@ -1,0 +1,106 @@
+// What both Winograd passes share (ops/conv_winograd.cpp: F(2x2, 3x3); ops/conv_winograd_f4.cpp:
+// F(4x4, 3x3)): unaligned vector loads and stores of any width, 4-float shuffles, per-worker
+// scratch cut from one arena allocation, and the loop over chunks of images.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/conv_direct.h"
+
+namespace xylem::native::winograd {
+
+constexpr int64_t kAlign = 16;       // tile columns per chunk are padded to this (the widest vector)
+constexpr int64_t kChunkTiles = 128;  // tiles per product at least (images per chunk follow)
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// A vector of T (a level's vector type, 4 or 8 floats, or float) at p, unaligned.
+template <class T, class Tu>
+__attribute__((always_inline)) inline T load(const float* p) {
+    return *reinterpret_cast<const Tu*>(p);
+}
+template <class T, class Tu>
+__attribute__((always_inline)) inline void store(float* p, T x) {
+    *reinterpret_cast<Tu*>(p) = x;
+}
+
+// 8 and 4 floats (two SSE registers, or one, at the baseline level), for the (de)interleaving
+// copies and the narrow rows of tiles.
+using V8 = float __attribute__((vector_size(32)));
+using V8u = float __attribute__((vector_size(32), aligned(4), may_alias));
+using I8 = int __attribute__((vector_size(32)));
+using V4 = float __attribute__((vector_size(16)));
+using V4u = float __attribute__((vector_size(16), aligned(4), may_alias));
+using I4 = int __attribute__((vector_size(16)));
+
+// The 4x4 transpose of a0..a3 (rows) in place: a_m[k] becomes a_k[m].
+__attribute__((always_inline)) inline void transpose4(V4& a0, V4& a1, V4& a2, V4& a3) {
+    const V4 t0 = __builtin_shuffle(a0, a1, I4{0, 4, 1, 5}), t1 = __builtin_shuffle(a2, a3, I4{0, 4, 1, 5}),
+             t2 = __builtin_shuffle(a0, a1, I4{2, 6, 3, 7}), t3 = __builtin_shuffle(a2, a3, I4{2, 6, 3, 7});
+    a0 = __builtin_shuffle(t0, t1, I4{0, 1, 4, 5});
+    a1 = __builtin_shuffle(t0, t1, I4{2, 3, 6, 7});
+    a2 = __builtin_shuffle(t2, t3, I4{0, 1, 4, 5});
+    a3 = __builtin_shuffle(t2, t3, I4{2, 3, 6, 7});
+}
+
+// Per-worker buffers of the given sizes (floats), each worker's list[i][w], cut from one
+// allocation: the arena takes a bounded number of blocks per op (a cold one gives each its own).
+template <size_t N>
+void carve(Arena& scratch, int workers, const int64_t (&sizes)[N], std::array<std::array<float*, kMaxSplit>*, N> list) {
+    int64_t per = 0;
+    for (int64_t size : sizes) per += round_up(size, kAlign);
+    float* base = scratch.alloc<float>(workers * per);
+    for (int w = 0; w < workers; ++w)
+        for (size_t i = 0; i < N; ++i) {
+            (*list[i])[static_cast<size_t>(w)] = base;
+            base += round_up(sizes[i], kAlign);
+        }
+}
+
+// What a pass's chunk loop needs to know of its plan: `elements` products per tile (16 or 36),
+// per-worker scratch for the transforms (`plane_floats` zeroed once, `rows_floats`), and V's and
+// M's rows of ld floats (qpad of them computed).
+struct Chunks {
+    int64_t n, cin, kout, oh, ow, in_image;  // in_image: floats of one input image
+    int64_t tiles, chunk, ld, qpad, elements, plane_floats, rows_floats;
+};
+
+// The pass over every image: chunks of images handed out one at a time to the workers; each
+// chunk's images transformed into V (input(x_j, column, plane, v)), the `elements` products
+// M[xi] = U[xi] V[xi] by the direct kernels' multiply, each image transformed back
+// (output(m, column, rows, y_j)), then its bias and activation.
+template <class Input, class Output>
+void run_chunks(const Chunks& p, const float* x, const float* u, const float* b, int act, float* y, Arena& scratch,
+                const Input& input, const Output& output) {
+    const int64_t chunks = (p.n + p.chunk - 1) / p.chunk;
+    const double flops = 2.0 * static_cast<double>(p.elements * p.n * p.tiles) * p.cin * p.kout;
+    const int workers = split_workers(flops, kConvMinSplitFlops, chunks);
+    int32_t* off = scratch.alloc<int32_t>(p.cin);
+    for (int64_t c = 0; c < p.cin; ++c) off[c] = static_cast<int32_t>(c * p.ld);
+    std::array<float*, kMaxSplit> plane{}, rows{}, v{}, m{};
+    const int64_t sizes[4] = {p.plane_floats, p.rows_floats, p.elements * p.cin * p.ld, p.elements * p.kout * p.ld};
+    carve(scratch, workers, sizes, {&plane, &rows, &v, &m});
+    for (int w = 0; w < workers; ++w) {
+        std::fill_n(plane[w], p.plane_floats, 0.0f);
+        std::fill_n(v[w], p.elements * p.cin * p.ld, 0.0f);  // the columns past the tiles: finite, dropped
+        std::fill_n(m[w], p.elements * p.kout * p.ld, 0.0f);
+    }
+    const int64_t out_plane = p.oh * p.ow, out_image = p.kout * out_plane;
+    parallel_items(chunks, workers, [&](int w, int64_t ch) {
+        const int64_t n0 = ch * p.chunk, n1 = std::min(p.n, n0 + p.chunk);
+        for (int64_t j = n0; j < n1; ++j) input(x + j * p.in_image, (j - n0) * p.tiles, plane[w], v[w]);
+        for (int64_t xi = 0; xi < p.elements; ++xi)
+            direct_multiply(v[w] + xi * p.cin * p.ld, off, p.cin, u + xi * p.cin * p.kout, p.kout, p.qpad,
+                            m[w] + xi * p.kout * p.ld, p.ld);
+        for (int64_t j = n0; j < n1; ++j) {
+            float* yj = y + j * out_image;
+            output(m[w], (j - n0) * p.tiles, rows[w], yj);
+            if (b || act != XYLEM_ACT_NONE)
+                channel_bias_activate(act, b, yj, out_plane, yj, out_plane, p.kout, out_plane);
+        }
+    });
+}
+
+}  // namespace xylem::native::winograd
