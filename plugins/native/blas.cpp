@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "isa.h"
 
@@ -61,7 +62,17 @@ Blas load() {
         std::snprintf(b.pinned, sizeof b.pinned, "pinned to %s by XYLEM_NATIVE_ISA=%s", core_for(level),
                       isa_name(level));
     }
+    // One thread from the start: the plugin runs OpenBLAS on one thread anyway (set_threads below),
+    // but a library started with more creates its helper threads at load, and they spin on
+    // sched_yield for a while before sleeping. Those spins took a CPU from the first ~100 ms of
+    // work (`xylem run` of ResNet-18 at batch 1: 28 ms a pass instead of 15, the pool's helper
+    // sharing a CPU). The variable is read by the library's constructor, then put back as it was.
+    const char* threads_env = std::getenv("OPENBLAS_NUM_THREADS");
+    const std::string threads_was = threads_env ? threads_env : "";
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
     void* lib = dlopen(XYLEM_OPENBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (threads_env) setenv("OPENBLAS_NUM_THREADS", threads_was.c_str(), 1);
+    else unsetenv("OPENBLAS_NUM_THREADS");
     if (!lib) {
         const char* why = dlerror();
         std::snprintf(b.error, sizeof b.error, "cannot load OpenBLAS (%s): %s", XYLEM_OPENBLAS_SONAME,
