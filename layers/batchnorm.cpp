@@ -18,7 +18,8 @@ void BatchNorm::bind(Device& dev, const Shape& input, std::mt19937_64&) {
     channels_ = input[0];
     const Shape c{channels_};
     dev.backend().require(XYLEM_OP_FILL, label());  // initialises the parameters and statistics
-    auto make = [&](const char* name, float value, bool grad) {
+    auto make = [&](const char* name, float value, bool learned) {
+        const bool grad = learned && !inference_build();
         Param p{param_prefix() + name, Tensor(c, DType::F32, dev), grad ? Tensor(c, DType::F32, dev) : Tensor()};
         ops::fill(dev, p.value, value);
         if (grad) ops::fill(dev, p.grad, 0.0f);

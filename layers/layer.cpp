@@ -20,6 +20,7 @@ void Layer::restore_carried_state(const std::map<std::string, SavedTensor>& save
 
 Param Layer::uniform_param(Device& dev, const std::string& name, const Shape& shape, float bound,
                            std::mt19937_64& rng) const {
+    if (inference_build_) return constant_param(dev, name, shape, 0.0f);
     dev.backend().require(XYLEM_OP_FILL, label_);  // zeroes the gradient: say which layer needs it
     Param p{prefix_ + name, Tensor(shape, DType::F32, dev), Tensor(shape, DType::F32, dev)};
     std::uniform_real_distribution<float> u(-bound, bound);
@@ -31,6 +32,7 @@ Param Layer::uniform_param(Device& dev, const std::string& name, const Shape& sh
 
 Param Layer::normal_param(Device& dev, const std::string& name, const Shape& shape, float std,
                           std::mt19937_64& rng) const {
+    if (inference_build_) return constant_param(dev, name, shape, 0.0f);
     dev.backend().require(XYLEM_OP_FILL, label_);
     Param p{prefix_ + name, Tensor(shape, DType::F32, dev), Tensor(shape, DType::F32, dev)};
     std::normal_distribution<float> normal(0.0f, std);
@@ -42,9 +44,9 @@ Param Layer::normal_param(Device& dev, const std::string& name, const Shape& sha
 
 Param Layer::constant_param(Device& dev, const std::string& name, const Shape& shape, float value) const {
     dev.backend().require(XYLEM_OP_FILL, label_);
-    Param p{prefix_ + name, Tensor(shape, DType::F32, dev), Tensor(shape, DType::F32, dev)};
+    Param p{prefix_ + name, Tensor(shape, DType::F32, dev), inference_build_ ? Tensor() : Tensor(shape, DType::F32, dev)};
     ops::fill(dev, p.value, value);
-    ops::fill(dev, p.grad, 0.0f);
+    if (!inference_build_) ops::fill(dev, p.grad, 0.0f);
     return p;
 }
 

@@ -298,14 +298,16 @@ Net::Footprint Net::count_footprint() const {
     return f;
 }
 
-void Net::build(Device& dev, const Shape& input_sample, uint64_t seed) {
+void Net::build(Device& dev, const Shape& input_sample, uint64_t seed, bool training) {
     if (built_) throw Error("model is already built");
     prepare(input_sample);
+    training_ = training;
     std::mt19937_64 rng(seed);
     std::vector<Shape> shapes;
     for (size_t i = 0; i < nodes_.size(); ++i) {
         Node& n = nodes_[i];
         input_shapes(i, shapes);
+        n.layer->set_inference_build(!training);
         n.layer->bind_inputs(dev, shapes, rng);
         n.shape = n.layer->output_shape_of(shapes);
         check_param_floats(n, shapes);
@@ -446,6 +448,7 @@ void Net::deliver(Device& dev, size_t to, const Tensor* dx) {
 
 void Net::backward(Device& dev, const Tensor& dy) {
     if (!built_) throw Error("model used before build()");
+    if (!training_) throw Error("model built to run, not to train: it has no gradients (backward called)");
     sync_shared();
     std::fill(grads_.begin(), grads_.end(), nullptr);
     std::fill(arrived_.begin(), arrived_.end(), 0);

@@ -22,7 +22,7 @@ std::unique_ptr<Net> build_inference_model(const RunConfig& c, Device& dev, cons
                                            int64_t vocabulary) {
     std::unique_ptr<Net> model = build_model(c, vocabulary);
     check_memory_fits(inference_memory(*model, input_sample, batch, 0), dev, c.source, "running this model");
-    model->build(dev, input_sample, c.seed);
+    model->build(dev, input_sample, c.seed, /*training=*/false);  // every caller loads the parameters next
     return model;
 }
 

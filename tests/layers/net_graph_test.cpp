@@ -1,7 +1,8 @@
 // Net as a graph, over every available backend: parameter gradients against central differences
 // for fan-out (y = f(x) + g(x)), concat, a residual block with batch norm and tied weights; the
 // accumulate rule (a second consumer's gradient is never dropped); activation fusion only for a
-// sole reader; the backward hook and grad_ready_nodes with a shared weight; and the build-time
+// sole reader; the backward hook and grad_ready_nodes with a shared weight; a model built to run
+// (no gradients, nothing drawn); and the build-time
 // errors that name the layer (unknown input, duplicate name, cycle, unused output, add and mul shapes, a transpose's perm).
 #include <algorithm>
 #include <cmath>
@@ -389,6 +390,47 @@ TEST_P(NetGraphTest, InferenceFoldsBatchNormIntoTheConvolutionBeforeIt) {
     double moved = 0;
     for (size_t i = 0; i < unfolded.size(); ++i) moved = std::max(moved, std::fabs(double(unfolded[i]) - unfolded2[i]));
     EXPECT_GT(moved, 1e-3) << "the change did not reach the output";
+}
+
+// A model built to run (Net::build's training false): every parameter and buffer zero, no
+// gradients, nothing drawn; backward refused; with a trained model's state copied in, its outputs
+// are the trained model's to the bit.
+TEST_P(NetGraphTest, AModelBuiltToRunHasNoGradientsAndRunsLoadedValues) {
+    REQUIRE_OPS(LINEAR_OPS, XYLEM_OP_CONV2D_FWD, XYLEM_OP_CONV2D_BWD_DATA, XYLEM_OP_CONV2D_BWD_FILTER, XYLEM_OP_BATCHNORM_FWD,
+             XYLEM_OP_BATCHNORM_BWD);
+    auto make = [] {
+        auto net = std::make_unique<Net>();
+        net->add("conv", {"input"}, conv(4, 3, 1, 1));
+        net->add("bn", {"conv"}, std::make_unique<BatchNorm>());
+        net->add("relu", {"bn"}, act(XYLEM_ACT_RELU));
+        net->add("flat", {"relu"}, std::make_unique<Reshape>(Shape{-1}, "flatten"));
+        net->add("fc", {"flat"}, linear(3));
+        return net;
+    };
+    auto trained = make(), runner = make();
+    trained->build(dev(), {2, 5, 5}, 7);
+    runner->build(dev(), {2, 5, 5}, 7, /*training=*/false);
+    Tensor x = upload(dev(), {4, 2, 5, 5}, rng_.uniform(200, -1.0f, 1.0f));
+    for (int step = 0; step < 2; ++step) {  // moves the running statistics off their initial values
+        const Tensor& y = trained->forward(dev(), x, true);
+        trained->backward(dev(), upload(dev(), y.shape(), rng_.uniform(y.numel(), -1.0f, 1.0f)));
+    }
+    const std::vector<Param*> from = trained->state(), to = runner->state();
+    ASSERT_EQ(from.size(), to.size());
+    for (size_t i = 0; i < to.size(); ++i) {
+        ASSERT_EQ(to[i]->name, from[i]->name);
+        EXPECT_FALSE(to[i]->grad.defined()) << to[i]->name;
+        const std::vector<float> v = to[i]->value.to_vector();
+        const bool zero = std::all_of(v.begin(), v.end(), [](float e) { return e == 0.0f; });
+        // batch norm's scale and running variance start at 1, as in a training build
+        if (to[i]->name != "bn.weight" && to[i]->name != "bn.running_var") {
+            EXPECT_TRUE(zero) << to[i]->name;
+        }
+        set_values(to[i]->value, from[i]->value.to_vector());
+    }
+    EXPECT_EQ(runner->forward(dev(), x, false).to_vector(), trained->forward(dev(), x, false).to_vector());
+    const Tensor& y = runner->forward(dev(), x, false);
+    EXPECT_THROW(runner->backward(dev(), upload(dev(), y.shape(), std::vector<float>(y.numel(), 1.0f))), Error);
 }
 
 // Tied weights: b uses a's weight and bias. One parameter, updated once, whose gradient is the sum

@@ -57,8 +57,10 @@ public:
     // layer it reads when that layer's output has no other reader and the backend runs the fused
     // op, hands a one_hot's token ids to its one reader when that reader takes them
     // (Layer::take_token_ids), and allocates and initialises the parameters on `dev` (drawn from
-    // `seed`, in topological order).
-    void build(Device& dev, const Shape& input_sample, uint64_t seed);
+    // `seed`, in topological order). With `training` false the model is built to run only, its
+    // parameters to be loaded next: zeros, no gradients, nothing drawn (Layer::set_inference_build);
+    // backward() then refuses.
+    void build(Device& dev, const Shape& input_sample, uint64_t seed, bool training = true);
     // Inference runs conv -> batchnorm [-> activation] as one rescaled convolution (on by
     // default; results differ from the unfolded layers by rounding only). Off: every node runs as
     // written, as in training.
@@ -157,7 +159,7 @@ private:
 
     std::vector<Node> nodes_;
     std::map<std::string, size_t> index_;  // name -> node
-    bool prepared_ = false, built_ = false;
+    bool prepared_ = false, built_ = false, training_ = true;
     bool fold_batch_norms_ = true;
     bool decoding_ = false;
     Shape input_, output_;

@@ -15,8 +15,10 @@ namespace xylem::train {
 std::unique_ptr<Net> build_model(const RunConfig& config, int64_t vocabulary = 0);
 std::unique_ptr<Solver> build_solver(const RunConfig& config);
 // The model of `config`, built on `dev` to run samples of `input_sample` in batches of `batch`
-// without training (eval, predict, sample): refused before anything is allocated when its
-// parameters and a batch's outputs cannot fit on the device (memory_plan.h).
+// without training (eval, predict, sample, `xylem run`, export): refused before anything is
+// allocated when its parameters and a batch's outputs cannot fit on the device (memory_plan.h).
+// Its parameters are zeros with no gradients (Net::build's `training` false): the caller loads
+// every one of them next (a checkpoint, the ONNX initializers).
 std::unique_ptr<Net> build_inference_model(const RunConfig& config, Device& dev, const Shape& input_sample,
                                            int64_t batch, int64_t vocabulary = 0);
 
