@@ -14,8 +14,9 @@
 // (th + 1) x we with we = tw + 1, so value (r, j) of tile (a, b) sits at
 // (a + r/4)*we + b + j/4 of phase (r%4, j%4): a row of tiles reads unit-stride windows. V and M
 // hold the tiles compactly (q = a*tw + b: no computed-and-dropped column), so the transforms go
-// row of tiles by row, in vectors of 4, 8 or 16 tiles by the row's length (ResNet's 14x14 maps
-// have rows of 4 tiles, its 7x7 maps rows of 2).
+// row of tiles by row, in vectors of 4, 8 or 16 tiles by the row's length (ResNet-18's 28x28 maps
+// have rows of 7 tiles, its 14x14 maps rows of 4); where rows are too short to fill vectors, the
+// tiles go as one flat run of th*we with the extra column computed and dropped (tq = we).
 #include "ops/conv_winograd_f4.h"
 
 #include <algorithm>
