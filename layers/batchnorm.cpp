@@ -18,17 +18,15 @@ void BatchNorm::bind(Device& dev, const Shape& input, std::mt19937_64&) {
     channels_ = input[0];
     const Shape c{channels_};
     dev.backend().require(XYLEM_OP_FILL, label());  // initialises the parameters and statistics
-    auto make = [&](const char* name, float value, bool learned) {
-        const bool grad = learned && !inference_build();
-        Param p{param_prefix() + name, Tensor(c, DType::F32, dev), grad ? Tensor(c, DType::F32, dev) : Tensor()};
+    gamma_ = constant_param(dev, "weight", c, 1.0f);  // PyTorch's state_dict names
+    beta_ = constant_param(dev, "bias", c, 0.0f);
+    auto statistic = [&](const char* name, float value) {  // a buffer: no gradient
+        Param p{param_prefix() + name, Tensor(c, DType::F32, dev), Tensor()};
         ops::fill(dev, p.value, value);
-        if (grad) ops::fill(dev, p.grad, 0.0f);
         return p;
     };
-    gamma_ = make("weight", 1.0f, true);  // PyTorch's state_dict names
-    beta_ = make("bias", 0.0f, true);
-    running_mean_ = make("running_mean", 0.0f, false);
-    running_var_ = make("running_var", 1.0f, false);
+    running_mean_ = statistic("running_mean", 0.0f);
+    running_var_ = statistic("running_var", 1.0f);
     saved_mean_ = Tensor(c, DType::F32, dev);
     saved_invstd_ = Tensor(c, DType::F32, dev);
 }

@@ -234,47 +234,12 @@ XYLEM_KERNEL_LEVELS(void, grad_transform,
     }
 }
 
-// u[(xi*cin + c)*kout + k] = (G g G^T)[xi] for g = filter(k, c), 3x3 at f(k, c) (row-major).
-// Filters in blocks of kBlock along k, channel by channel inside a block: each of the 16 rows
-// written gets kBlock consecutive floats and the block's filters stay in cache between channels.
-// (Filter by filter, a 512 -> 512 filter's 4M values went to addresses 2 KB apart: a 7x7 call at
-// batch 1 took 45 ms instead of 15, one core, avx512.)
-// Blocks of kBlock filters are shared out among the workers (each writes only its own filters' U:
-// the same bits): 16 MB for a 512 -> 512 conv, which took ResNet-18's 7x7 layers at batch 16 23
-// ms a call with it on the calling thread. Within a block, channel by channel, the block's 3x3
-// filters are gathered into g[tap][filter] and transformed as loops over the filters, which the
-// compiler vectorizes (one filter at a time was 28% of that call on one core).
+// U for F(2x2): G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1] (winograd::transform_filters).
 template <class F>
 void filter_transform(const Plan& p, F filter, float* u) {
-    constexpr int64_t kBlock = 64;
-    const int64_t blocks = (p.kout + kBlock - 1) / kBlock;
-    const int workers = split_workers(16.0 * static_cast<double>(p.cin * p.kout), kMinSplitElements, blocks);
-    parallel_items(blocks, workers, [&](int, int64_t block) {
-        const int64_t k0 = block * kBlock, kn = std::min(kBlock, p.kout - k0);
-        alignas(64) float g[9][kBlock];
-        alignas(64) float t[3][kBlock];  // one row of G g
-        for (int64_t c = 0; c < p.cin; ++c) {
-            for (int64_t k = 0; k < kn; ++k) {
-                const float* f = filter(k0 + k, c);
-                for (int e = 0; e < 9; ++e) g[e][k] = f[e];
-            }
-            for (int i = 0; i < 4; ++i) {
-                for (int j = 0; j < 3; ++j)
-                    for (int64_t k = 0; k < kn; ++k) {
-                        const float a = g[j][k], b = g[3 + j][k], d = g[6 + j][k];
-                        t[j][k] = i == 0 ? a : i == 1 ? 0.5f * (a + b + d) : i == 2 ? 0.5f * (a - b + d) : d;
-                    }
-                float* row = u + (i * 4 * p.cin + c) * p.kout + k0;  // (i*4 + j)*cin + c, j = 0
-                const int64_t next = p.cin * p.kout;                  // to j + 1
-                for (int64_t k = 0; k < kn; ++k) {
-                    row[k] = t[0][k];
-                    row[next + k] = 0.5f * (t[0][k] + t[1][k] + t[2][k]);
-                    row[2 * next + k] = 0.5f * (t[0][k] - t[1][k] + t[2][k]);
-                    row[3 * next + k] = t[2][k];
-                }
-            }
-        }
-    });
+    transform_filters<4>(p.cin, p.kout, filter, [](int i, float a, float b, float d) {
+        return i == 0 ? a : i == 1 ? 0.5f * (a + b + d) : i == 2 ? 0.5f * (a - b + d) : d;
+    }, u);
 }
 
 // The pass over every image (winograd::run_chunks).

@@ -131,6 +131,16 @@ __attribute__((always_inline)) inline void at6(const V (&m)[6], V (&y)[4]) {
     y[3] = d + 8.0f * d2 + m[5];
 }
 
+// The tiles per vector both transforms take at level S: the level's own for a flat run or rows of
+// more than half of it, else 8 or 4, the widest that rows of tiles fill more than half of.
+template <class S>
+__attribute__((always_inline)) inline int tile_lanes(const Plan& p) {
+    const bool flat = p.tq == p.we;
+    if (S::L >= 16 && (flat || p.tw > 8)) return 16;
+    if (S::L >= 8 && (flat || p.tw > 4)) return 8;
+    return 4;
+}
+
 // V for one channel's tiles, row of tiles by row: out[xi*step + a*tw + b] for b < tw, in vectors
 // of VL tiles (the last of a row spills into the next row's, which it writes next; the last
 // row's into the next image's or the slack of the row).
@@ -180,9 +190,9 @@ XYLEM_KERNEL_LEVELS(void, input_transform4,
             deinterleave4(x + (c * p.h + i) * p.w, p.w, p.pw, p.we, out, y / 4 * p.we);
         }
         float* out = v + c * p.ld + col0;
-        if (S::L >= 16 && (p.tq == p.we || p.tw > 8))
-            input_tiles<typename S::V, typename S::Vu, S::L>(p, planes, out, step);
-        else if (S::L >= 8 && (p.tq == p.we || p.tw > 4)) input_tiles<V8, V8u, 8>(p, planes, out, step);
+        const int lanes = tile_lanes<S>(p);
+        if (lanes == S::L) input_tiles<typename S::V, typename S::Vu, S::L>(p, planes, out, step);
+        else if (lanes == 8) input_tiles<V8, V8u, 8>(p, planes, out, step);
         else input_tiles<V4, V4u, 4>(p, planes, out, step);
     }
 }
@@ -226,9 +236,9 @@ XYLEM_KERNEL_LEVELS(void, output_transform4,
     const int64_t step = p.kout * p.ld, rs = p.tiles + kAlign;
     for (int64_t k = 0; k < p.kout; ++k) {
         const float* mk = m + k * p.ld + col0;
-        if (S::L >= 16 && (p.tq == p.we || p.tw > 8))
-            output_tiles<typename S::V, typename S::Vu, S::L>(p, mk, step, rows, rs);
-        else if (S::L >= 8 && (p.tq == p.we || p.tw > 4)) output_tiles<V8, V8u, 8>(p, mk, step, rows, rs);
+        const int lanes = tile_lanes<S>(p);
+        if (lanes == S::L) output_tiles<typename S::V, typename S::Vu, S::L>(p, mk, step, rows, rs);
+        else if (lanes == 8) output_tiles<V8, V8u, 8>(p, mk, step, rows, rs);
         else output_tiles<V4, V4u, 4>(p, mk, step, rows, rs);
         for (int64_t a = 0; a < p.th; ++a)
             for (int64_t i = 0; i < 4 && 4 * a + i < p.oh; ++i) {
@@ -239,11 +249,11 @@ XYLEM_KERNEL_LEVELS(void, output_transform4,
     }
 }
 
-// u[(xi*cin + c)*kout + k] = (G g G^T)[xi] for g = filters[k][c] (3x3, row-major), with
+// U for F(4x4), g = filters[k][c] (winograd::transform_filters), with
 //   G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1].
-// Blocks of kBlock filters shared out among the workers, channel by channel inside a block, as
-// F(2x2)'s filter transform (ops/conv_winograd.cpp says why).
-inline float g6(int i, float a, float b, float d) {
+// (A lambda, not a function: transform_filters inlines it into its loops over the filters; as a
+// function pointer it was a call per value, 20% of ResNet-18's 256-channel 14x14 pass.)
+constexpr auto g6 = [](int i, float a, float b, float d) {
     switch (i) {
     case 0: return 0.25f * a;
     case 1: return (a + b + d) * (-1.0f / 6.0f);
@@ -252,31 +262,10 @@ inline float g6(int i, float a, float b, float d) {
     case 4: return a * (1.0f / 24.0f) - b * (1.0f / 12.0f) + d * (1.0f / 6.0f);
     default: return d;
     }
-}
+};
 
 void filter_transform4(const Plan& p, const float* filters, float* u) {
-    constexpr int64_t kBlock = 64;
-    const int64_t blocks = (p.kout + kBlock - 1) / kBlock;
-    const int workers = split_workers(36.0 * static_cast<double>(p.cin * p.kout), kMinSplitElements, blocks);
-    parallel_items(blocks, workers, [&](int, int64_t block) {
-        const int64_t k0 = block * kBlock, kn = std::min(kBlock, p.kout - k0);
-        alignas(64) float g[9][kBlock];
-        alignas(64) float t[3][kBlock];  // one row of G g
-        const int64_t next = p.cin * p.kout;  // from xi to xi + 1
-        for (int64_t c = 0; c < p.cin; ++c) {
-            for (int64_t k = 0; k < kn; ++k) {
-                const float* f = filters + ((k0 + k) * p.cin + c) * 9;
-                for (int e = 0; e < 9; ++e) g[e][k] = f[e];
-            }
-            for (int i = 0; i < 6; ++i) {
-                for (int j = 0; j < 3; ++j)
-                    for (int64_t k = 0; k < kn; ++k) t[j][k] = g6(i, g[j][k], g[3 + j][k], g[6 + j][k]);
-                float* row = u + (i * 6 * p.cin + c) * p.kout + k0;  // xi = i*6 + j, j = 0
-                for (int j = 0; j < 6; ++j)
-                    for (int64_t k = 0; k < kn; ++k) row[j * next + k] = g6(j, t[0][k], t[1][k], t[2][k]);
-            }
-        }
-    });
+    transform_filters<6>(p.cin, p.kout, [&](int64_t k, int64_t c) { return filters + (k * p.cin + c) * 9; }, g6, u);
 }
 
 // Rows of tiles shorter than a quarter of a vector, or of 2 tiles or fewer, run as one flat run of
