@@ -3,7 +3,7 @@
 //
 // XYLEM_KERNEL_LEVELS(ret, name, (params), (args)) { body } is XYLEM_KERNEL (isa.h) for a body
 // that is a template on its level's `Simd` traits (`template <class S>`): the vector width S::L
-// (16 floats at avx512, 8 at avx2, 4 at baseline), its vector registers (S::kRegisters: a kernel
+// (16 floats at avx512, 8 at avx2, 4 at baseline), its int vectors for lane masks (S::Vi), its vector registers (S::kRegisters: a kernel
 // sizes its register tiles by them), S::splat(x) and S::fma(a, b, c) = a*b + c. As with XYLEM_KERNEL the three compilations
 // are picked once per process by the level (XYLEM_NATIVE_ISA caps it). Unlike XYLEM_KERNEL's,
 // the avx512 and avx2 compilations fuse the multiply-add (one rounding), the baseline one does
@@ -28,6 +28,8 @@ struct SimdAvx512 {
     static constexpr int kRegisters = 32;
     using V = float __attribute__((vector_size(64)));
     using Vu = float __attribute__((vector_size(64), aligned(4), may_alias));
+    using Vi = int __attribute__((vector_size(64)));  // lane masks (comparisons give -1 or 0)
+    using Viu = int __attribute__((vector_size(64), aligned(4), may_alias));
     // x in every lane: a broadcast (`V{} + x` adds +0.0 lane by lane, which GCC keeps: it turns
     // -0.0 into +0.0; GCC 12 built V{x, x, ...} from a loaded x as 16 masked broadcasts).
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -50,6 +52,8 @@ struct SimdAvx2 {
     static constexpr int kRegisters = 16;
     using V = float __attribute__((vector_size(32)));
     using Vu = float __attribute__((vector_size(32), aligned(4), may_alias));
+    using Vi = int __attribute__((vector_size(32)));  // lane masks (comparisons give -1 or 0)
+    using Viu = int __attribute__((vector_size(32), aligned(4), may_alias));
 #if defined(__x86_64__) && defined(__GNUC__)
     __attribute__((target("avx2"))) static V splat(float x) { return reinterpret_cast<V>(_mm256_set1_ps(x)); }
 #else
@@ -70,6 +74,8 @@ struct SimdBaseline {
     static constexpr int kRegisters = 16;
     using V = float __attribute__((vector_size(16)));
     using Vu = float __attribute__((vector_size(16), aligned(4), may_alias));
+    using Vi = int __attribute__((vector_size(16)));  // lane masks (comparisons give -1 or 0)
+    using Viu = int __attribute__((vector_size(16), aligned(4), may_alias));
 #if defined(__x86_64__) && defined(__GNUC__)
     static V splat(float x) { return reinterpret_cast<V>(_mm_set1_ps(x)); }
 #else

@@ -17,7 +17,7 @@
 //     kernel on 7x7 maps), groups;
 //   - the depthwise forward kernel (one input channel per group): strides, dilation, several
 //     filters per channel, the activations it applies in registers and the others, blocks of
-//     channels cut unevenly;
+//     channels cut unevenly; its flat path for "same" stride-1 planes (tails, masks, its limits);
 //   - the Winograd kernels (ops/conv_winograd.cpp, 3x3 stride 1 with 8 channels or more in and
 //     out, on maps whose tiles waste little at the level, batches of 256 tiles or more): ResNet's
 //     28x28 and 14x14 and its 7x7 (whose rows of tiles carry no extra column), odd outputs,
@@ -114,6 +114,21 @@ const Case kCases[] = {
     {"depthwise 300 channels on 5x5 (blocks)", {2, 300, 5, 5}, {300, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 300, XYLEM_ACT_RELU, 0},
      true},
     {"depthwise 5x5 filters, 1 image", {1, 4, 40, 40}, {4, 1, 5, 5}, {1, 1, 2, 2, 1, 1, 4, XYLEM_ACT_RELU6, 0}, true},
+    // The flat path for "same" stride-1 planes (ops/conv_depthwise.cpp; the cases above with
+    // stride 1 take it too): a plane of exactly one avx512 vector with 3 filters per channel, 7x7
+    // planes (the last vector overlapping) with no bias and tanh as a pass, 3x1 and 1x5 kernels
+    // (dilation 3: column taps 6 apart in 20-wide rows), a 1x1 depthwise, 64x64 (its largest)
+    // beside 64x66 (the phase layout), and a 3x5 plane (under one vector: the phase layout).
+    {"depthwise flat 4x4 planes, 3 filters per channel", {2, 4, 4, 4}, {12, 1, 3, 3},
+     {1, 1, 1, 1, 1, 1, 4, XYLEM_ACT_RELU, 0}, true},
+    {"depthwise flat 7x7, tanh, no bias", {3, 40, 7, 7}, {40, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 40, XYLEM_ACT_TANH, 0}, false},
+    {"depthwise flat 3x1 kernel, 9x5", {2, 7, 9, 5}, {7, 1, 3, 1}, {1, 1, 1, 0, 1, 1, 7, XYLEM_ACT_NONE, 0}, true},
+    {"depthwise flat 1x5 kernel, dilation 3", {2, 3, 6, 20}, {3, 1, 1, 5}, {1, 1, 0, 6, 1, 3, 3, XYLEM_ACT_RELU6, 0},
+     true},
+    {"depthwise flat 1x1", {2, 5, 4, 6}, {5, 1, 1, 1}, {1, 1, 0, 0, 1, 1, 5, XYLEM_ACT_NONE, 0}, true},
+    {"depthwise flat 64x64", {1, 3, 64, 64}, {3, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 3, XYLEM_ACT_RELU6, 0}, true},
+    {"depthwise 64x66 (phase layout)", {1, 3, 64, 66}, {3, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 3, XYLEM_ACT_RELU6, 0}, true},
+    {"depthwise 3x5 plane (phase layout)", {2, 6, 3, 5}, {6, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 6, XYLEM_ACT_RELU, 0}, true},
     {"1x1 on a 4x4 plane, groups 2", {3, 6, 4, 4}, {10, 3, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, false},
     // The pointwise forward pass in tiles (ops/conv.cpp): column blocks (900 positions: 464 + 436),
     // blocks of filters through the narrow GEMM kernel on a 7x7 map (96 filters: 2 x 48), groups.
