@@ -45,6 +45,13 @@ struct SimdAvx512 {
 #else
     static V fma(V a, V b, V c) { return a * b + c; }
 #endif
+    // *p = v past the caches (p aligned to the vector): an output not read again soon costs no
+    // read of its lines first (the stores of an ordinary write fetch them). nt_fence() after.
+#if defined(__x86_64__) && defined(__GNUC__)
+    __attribute__((target("avx512f"))) static void stream(float* p, V v) { _mm512_stream_ps(p, reinterpret_cast<__m512>(v)); }
+#else
+    static void stream(float* p, V v) { *reinterpret_cast<V*>(p) = v; }
+#endif
 };
 
 struct SimdAvx2 {
@@ -67,6 +74,11 @@ struct SimdAvx2 {
 #else
     static V fma(V a, V b, V c) { return a * b + c; }
 #endif
+#if defined(__x86_64__) && defined(__GNUC__)
+    __attribute__((target("avx"))) static void stream(float* p, V v) { _mm256_stream_ps(p, reinterpret_cast<__m256>(v)); }
+#else
+    static void stream(float* p, V v) { *reinterpret_cast<V*>(p) = v; }
+#endif
 };
 
 struct SimdBaseline {
@@ -82,7 +94,20 @@ struct SimdBaseline {
     static V splat(float x) { return V{x, x, x, x}; }
 #endif
     static V fma(V a, V b, V c) { return a * b + c; }  // two roundings (-ffp-contract=off)
+#if defined(__x86_64__) && defined(__GNUC__)
+    static void stream(float* p, V v) { _mm_stream_ps(p, reinterpret_cast<__m128>(v)); }
+#else
+    static void stream(float* p, V v) { *reinterpret_cast<V*>(p) = v; }
+#endif
 };
+
+// Orders streaming stores (S::stream) before what follows: a worker's last act before the
+// pool's join, so that another thread reads what it stored.
+inline void nt_fence() {
+#if defined(__x86_64__)
+    _mm_sfence();
+#endif
+}
 
 // The avx2 compilation where the CPU has FMA, else the baseline one.
 bool cpu_has_fma();

@@ -14,7 +14,7 @@
 //   - groups, filters per group not a multiple of 16 (the filter gradient's vectors of filters:
 //     4 + 2 + 1 at avx512 for 100 filters), tap counts that leave tile remainders;
 //   - the pointwise forward pass's tiles: blocks of columns, blocks of filters (the narrow GEMM
-//     kernel on 7x7 maps), groups;
+//     kernel on 7x7 maps), groups; its direct path (few input channels), streamed outputs;
 //   - the depthwise forward kernel (one input channel per group): strides, dilation, several
 //     filters per channel, the activations it applies in registers and the others, blocks of
 //     channels cut unevenly; its flat path for "same" stride-1 planes (tails, masks, its limits);
@@ -136,6 +136,13 @@ const Case kCases[] = {
     {"1x1 on 7x7, 128 channels (narrow kernel)", {1, 128, 7, 7}, {96, 128, 1, 1},
      {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU, 0}, true},
     {"1x1 on 8x8, groups 2, 2 images", {2, 8, 8, 8}, {6, 4, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, true},
+    // The pointwise forward pass by the direct kernels (planes of whole vectors, at most 32 input
+    // channels; the 8x8 case above takes it too): filters in tiles with remainders (21: 8 + 8 + 4
+    // + 1) and sigmoid as a pass; an output of 4 MB or more (stored past the caches from each
+    // worker's block: 136 filters of 64x64 in blocks of 480 positions, the last one short), ReLU6.
+    {"1x1 direct, 21 filters, sigmoid", {3, 24, 16, 16}, {21, 24, 1, 1}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_SIGMOID, 0},
+     true},
+    {"1x1 direct, streamed output", {2, 16, 64, 64}, {136, 16, 1, 1}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU6, 0}, true},
     // Winograd F(2x2, 3x3) (ops/conv_winograd.cpp; each pass with 256 tiles or more, the data
     // gradient's too): chunks of 3 images cut by 7, odd outputs
     // (the last row and column of tiles half outside), padding 0 and 2 (the data gradient's 2

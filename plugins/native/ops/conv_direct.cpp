@@ -817,6 +817,11 @@ void direct_multiply(const float* xq, const int32_t* off, int64_t taps, const fl
     fwd_group(xq, off, taps, wt, kg, 1, kg, qpad, y, ldy);
 }
 
+void direct_multiply_rows(const float* xq, const int32_t* off, int64_t taps, const float* w, int64_t kg, int64_t qpad,
+                          float* y, int64_t ldy) {
+    fwd_group(xq, off, taps, w, 1, taps, kg, qpad, y, ldy);
+}
+
 bool direct_multiply_fma() { return level_lanes() > 4; }
 
 int64_t direct_filter_lanes() { return level_lanes(); }

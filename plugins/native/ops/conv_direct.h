@@ -56,6 +56,10 @@ void direct_bwd_data(const ConvShape& v, const float* dy, const float* w, float*
 // products use it).
 void direct_multiply(const float* xq, const int32_t* off, int64_t taps, const float* wt, int64_t kg, int64_t qpad,
                      float* y, int64_t ldy);
+// The same with the weights in a conv's own layout: filter k's weight of tap t at w[k*taps + t]
+// (ops/conv.cpp's pointwise pass, taps = input channels).
+void direct_multiply_rows(const float* xq, const int32_t* off, int64_t taps, const float* w, int64_t kg, int64_t qpad,
+                          float* y, int64_t ldy);
 // Whether direct_multiply runs with FMA at this level (avx512, avx2 on a CPU with FMA): where it
 // does, it beats OpenBLAS on a conv's small GEMMs.
 bool direct_multiply_fma();
