@@ -129,6 +129,18 @@ const Case kCases[] = {
     {"depthwise flat 64x64", {1, 3, 64, 64}, {3, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 3, XYLEM_ACT_RELU6, 0}, true},
     {"depthwise 64x66 (phase layout)", {1, 3, 64, 66}, {3, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 3, XYLEM_ACT_RELU6, 0}, true},
     {"depthwise 3x5 plane (phase layout)", {2, 6, 3, 5}, {6, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 6, XYLEM_ACT_RELU, 0}, true},
+    // Its stride-2 form (four phase planes of the output's size): 14x14 -> 7x7, 32x32 -> 16x16 with
+    // 2 filters per channel, 5x5 filters with padding 2, dilation 2; an odd 13x13 map stays on the
+    // phase layout (its input is not twice the output).
+    {"depthwise flat stride 2, 14x14 -> 7x7", {2, 8, 14, 14}, {8, 1, 3, 3}, {2, 2, 1, 1, 1, 1, 8, XYLEM_ACT_RELU6, 0},
+     true},
+    {"depthwise flat stride 2, 2 filters per channel", {1, 4, 32, 32}, {8, 1, 3, 3},
+     {2, 2, 1, 1, 1, 1, 4, XYLEM_ACT_NONE, 0}, true},
+    {"depthwise flat stride 2, 5x5 padding 2", {2, 3, 20, 20}, {3, 1, 5, 5}, {2, 2, 2, 2, 1, 1, 3, XYLEM_ACT_RELU, 0},
+     false},
+    {"depthwise flat stride 2, dilation 2", {2, 3, 16, 16}, {3, 1, 3, 3}, {2, 2, 2, 2, 2, 2, 3, XYLEM_ACT_TANH, 0}, true},
+    {"depthwise stride 2 on 13x13 (phase layout)", {2, 5, 13, 13}, {5, 1, 3, 3}, {2, 2, 1, 1, 1, 1, 5, XYLEM_ACT_RELU, 0},
+     true},
     {"1x1 on a 4x4 plane, groups 2", {3, 6, 4, 4}, {10, 3, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, false},
     // The pointwise forward pass in tiles (ops/conv.cpp): column blocks (900 positions: 464 + 436),
     // blocks of filters through the narrow GEMM kernel on a 7x7 map (96 filters: 2 x 48), groups.

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 
 #include "simd.h"
@@ -129,7 +130,7 @@ XYLEM_KERNEL_LEVELS(void, dw_filter,
     for (int64_t oh = 0; oh < v.oh; ++oh) copy_row(yk + oh * v.ow, yq + oh * l.wq, v.ow);
 }
 
-// ---- "same" planes, stride 1: one flat run per plane ------------------------------------------
+// ---- flat planes: stride 1 "same" convolutions, and stride 2 onto half-size planes ------------
 //
 // Where the output plane has the input plane's size (stride 1, padding (R-1)*dh/2 rows and
 // (S-1)*dw/2 columns on each side: MobileNet's 3x3s with padding 1), output q = oh*W + ow reads
@@ -142,16 +143,25 @@ XYLEM_KERNEL_LEVELS(void, dw_filter,
 // channel; its packing alone, row by row, ~40%). A plane's last partial vector is computed as the
 // vector ending at its last output, over outputs already written (the same values).
 //
+// Stride 2 where the input is exactly twice the output each way (MobileNetV2's 3x3 padding 1 on
+// even maps: 112 -> 56, ..., 14 -> 7): the input is split into its four phase planes (rows and
+// columns even or odd), each the output's size, and tap (r, s) reads phase ((r*dh - ph) mod 2,
+// (s*dw - pw) mod 2) at a whole-row and whole-column shift of the output position: the same flat
+// runs, masks and zeros between the planes.
+//
 // Each output is its taps' multiply-adds in tap order from zero with zeros for the padding, as
 // in the phase layout: the same bits.
 
-// The offsets and masks of one call, in scratch.
+// The layout, offsets and masks of one call, in scratch.
 struct FlatPlane {
-    int64_t plane = 0;            // H*W: positions per plane, in and out
-    int64_t front = 0;            // zeros before the plane's copy (and after it): ph*W + pw
+    int64_t stride = 1;           // 1, or 2: four phase planes
+    int64_t plane = 0;            // OH*OW: positions per output plane, and per phase plane
+    int64_t gap = 0;              // zeros before each phase plane and after the last: the largest |shift|
+    int64_t pitch = 0;            // floats from one phase plane to the next: plane + gap
+    int64_t buffer = 0;           // a worker's buffer: gap + phases * pitch
     int64_t taps = 0;
-    int32_t* off = nullptr;       // [taps]: each tap's offset from the output position
-    int32_t* mask_row = nullptr;  // [taps]: the tap's row of `masks`, -1 for a column offset of 0
+    int32_t* off = nullptr;       // [taps]: each tap's offset from the output position (from phase 0)
+    int32_t* mask_row = nullptr;  // [taps]: the tap's row of `masks`, -1 for a column shift of 0
     int32_t* masks = nullptr;     // [S][plane]: -1 where the column tap stays in the row, else 0
 };
 
@@ -160,30 +170,71 @@ struct FlatPlane {
 // at 112x112, one thread: 257 against 213 us; 144 at 56x56, batch 16: 3250 against 5500).
 constexpr int64_t kFlatMinPlane = 16, kFlatMaxPlane = 64 * 64;
 
+inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
 bool flat_fits(const ConvShape& v) {
-    const int64_t plane = v.h * v.w;
-    return v.cg == 1 && v.sh == 1 && v.sw == 1 && 2 * v.ph == v.dh * (v.r - 1) && 2 * v.pw == v.dw * (v.s - 1) &&
-           v.oh == v.h && v.ow == v.w && plane >= kFlatMinPlane && plane <= kFlatMaxPlane && plane + 2 * (v.ph * v.w + v.pw) < INT_MAX / 2;
+    const int64_t st = v.sh, plane = v.oh * v.ow;
+    if (v.cg != 1 || (st != 1 && st != 2) || v.sw != st || v.h != st * v.oh || v.w != st * v.ow) return false;
+    if (plane < kFlatMinPlane || plane > kFlatMaxPlane) return false;
+    // Offsets within int32: shifts of at most (R*dh + ph) / st rows and as many columns.
+    const int64_t reach = (std::max(v.r * v.dh, v.s * v.dw) + std::max(v.ph, v.pw)) / st + 1;
+    return (reach * (v.ow + 1) + plane) * 5 < INT_MAX / 2;
+}
+
+// Tap (r, s)'s phase plane (row phase a, column phase b) and shifts (rows di, columns dj) for
+// the input row st*oh + r*dh - ph = st*(oh + di) + a, and likewise for columns.
+struct FlatTap {
+    int64_t phase = 0, di = 0, dj = 0;
+};
+FlatTap flat_tap(const ConvShape& v, int64_t r, int64_t s) {
+    const int64_t st = v.sh, rr = r * v.dh - v.ph, cc = s * v.dw - v.pw;
+    FlatTap t;
+    t.di = floor_div(rr, st), t.dj = floor_div(cc, st);
+    t.phase = (rr - t.di * st) * st + (cc - t.dj * st);
+    return t;
 }
 
 FlatPlane flat_plane(const ConvShape& v, Arena& scratch) {
     FlatPlane f;
-    f.plane = v.h * v.w, f.front = v.ph * v.w + v.pw, f.taps = v.r * v.s;
+    f.stride = v.sh, f.plane = v.oh * v.ow, f.taps = v.r * v.s;
+    for (int64_t r = 0; r < v.r; ++r)
+        for (int64_t s = 0; s < v.s; ++s) {
+            const FlatTap t = flat_tap(v, r, s);
+            f.gap = std::max(f.gap, std::abs(t.di * v.ow + t.dj));
+        }
+    f.pitch = f.plane + f.gap, f.buffer = f.gap + f.stride * f.stride * f.pitch;
     f.off = scratch.alloc<int32_t>(f.taps);
     f.mask_row = scratch.alloc<int32_t>(f.taps);
     f.masks = scratch.alloc<int32_t>(v.s * f.plane);
     for (int64_t s = 0; s < v.s; ++s) {
-        const int64_t dc = s * v.dw - v.pw;
+        const int64_t dj = flat_tap(v, 0, s).dj;
         for (int64_t q = 0; q < f.plane; ++q) {
-            const int64_t col = q % v.w + dc;
-            f.masks[s * f.plane + q] = col >= 0 && col < v.w ? -1 : 0;
+            const int64_t col = q % v.ow + dj;
+            f.masks[s * f.plane + q] = col >= 0 && col < v.ow ? -1 : 0;
         }
         for (int64_t r = 0; r < v.r; ++r) {
-            f.off[r * v.s + s] = static_cast<int32_t>((r * v.dh - v.ph) * v.w + dc);
-            f.mask_row[r * v.s + s] = dc == 0 ? -1 : static_cast<int32_t>(s * f.plane);
+            const FlatTap t = flat_tap(v, r, s);
+            f.off[r * v.s + s] = static_cast<int32_t>(t.phase * f.pitch + t.di * v.ow + t.dj);
+            f.mask_row[r * v.s + s] = t.dj == 0 ? -1 : static_cast<int32_t>(s * f.plane);
         }
     }
     return f;
+}
+
+// The phase planes of one input plane x [2*OH][2*OW] at xq (phase a*2 + b at a * 2 * pitch +
+// b * pitch: rows of parity a, columns of parity b).
+XYLEM_KERNEL_NO_LIBCALLS(void, flat_split_phases,
+                         (const float* __restrict x, int64_t oh, int64_t ow, int64_t pitch, float* __restrict xq),
+                         (x, oh, ow, pitch, xq)) {
+    for (int64_t ih = 0; ih < 2 * oh; ++ih) {
+        const float* row = x + ih * 2 * ow;
+        float* even = xq + (ih & 1) * 2 * pitch + (ih >> 1) * ow;
+        float* odd = even + pitch;
+        for (int64_t j = 0; j < ow; ++j) {
+            even[j] = row[2 * j];
+            odd[j] = row[2 * j + 1];
+        }
+    }
 }
 
 // y[q] = act(bias + sum over taps t of w[t] * x[q + off[t]]) for NV vectors of positions, the
@@ -234,7 +285,7 @@ __attribute__((always_inline)) inline void flat_positions(const float* x, const 
     }
 }
 
-// One filter over one plane: x at the plane's copy (zeros f.front before and after), y at the
+// One filter over one plane: x at its copy or its first phase plane (zeros around), y at the
 // filter's output plane. Other activations: computed without, then a channel_bias_activate pass.
 XYLEM_KERNEL_LEVELS(void, flat_filter, (const FlatPlane& f, const float* x, const float* w, const float* b, int act,
                                         float* y),
@@ -289,25 +340,28 @@ void dw_block(const ConvShape& v, const DirectLayout& l, const float* x, const f
 }
 
 // The flat path's pass: items of cb channels of one image; each worker's buffer holds one
-// plane's copy between f.front zeros on each side (zeroed once: only the copy is rewritten).
+// plane's copy (stride 1) or its four phase planes (stride 2) between zeros (zeroed once: only
+// the planes are rewritten).
 void flat_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y, int64_t cb,
               double per_channel, Arena& scratch) {
     const FlatPlane f = flat_plane(v, scratch);
-    const int64_t blocks = (v.c + cb - 1) / cb, items = v.n * blocks, P = f.plane;
+    const int64_t blocks = (v.c + cb - 1) / cb, items = v.n * blocks, in_plane = v.h * v.w, P = f.plane;
     const int workers = split_workers(per_channel * static_cast<double>(v.n * v.c), kMinSplitFlops, items);
     std::array<float*, kMaxSplit> buf{};
     for (int wk = 0; wk < workers; ++wk) {  // before the workers start: the arena has no lock
-        buf[wk] = scratch.alloc<float>(P + 2 * f.front);
-        std::fill_n(buf[wk], P + 2 * f.front, 0.0f);
+        buf[wk] = scratch.alloc<float>(f.buffer);
+        std::fill_n(buf[wk], f.buffer, 0.0f);
     }
     parallel_items(items, workers, [&](int wk, int64_t item) {
         const int64_t n = item / blocks, c0 = item % blocks * cb, c1 = std::min(v.c, c0 + cb);
-        float* plane = buf[wk] + f.front;
+        float* xq = buf[wk] + f.gap;  // phase 0
         for (int64_t c = c0; c < c1; ++c) {
-            std::memcpy(plane, x + (n * v.c + c) * P, static_cast<size_t>(P) * sizeof(float));
+            const float* in = x + (n * v.c + c) * in_plane;
+            if (f.stride == 1) std::memcpy(xq, in, static_cast<size_t>(in_plane) * sizeof(float));
+            else flat_split_phases(in, v.oh, v.ow, f.pitch, xq);
             for (int64_t k = 0; k < v.kg; ++k) {
                 const int64_t filter = c * v.kg + k;
-                flat_filter(f, plane, w + filter * f.taps, b ? b + filter : nullptr, act, y + (n * v.k + filter) * P);
+                flat_filter(f, xq, w + filter * f.taps, b ? b + filter : nullptr, act, y + (n * v.k + filter) * P);
             }
         }
     });
