@@ -7,6 +7,7 @@
 // What each case reaches (the reason it is here):
 //   - ResNet-20's shapes with batches that are not a multiple of the filter gradient's chunk
 //     (ceil(256 / positions) images) or of its image slices, and a single image;
+//   - the forward pass by blocks of output rows (an image's positions past 64K floats);
 //   - stride 2 (phase planes; the data gradient in four phases), 1x1 stride 2 (one phase kept;
 //     three quarters of dX zero), stride 3 with a 2x2 kernel (two of three phases per axis;
 //     five of nine data-gradient phases without a tap), dilation 2 with stride 2 (one phase),
@@ -140,6 +141,13 @@ const Case kCases[] = {
      false},
     {"depthwise flat stride 2, dilation 2", {2, 3, 16, 16}, {3, 1, 3, 3}, {2, 2, 2, 2, 2, 2, 3, XYLEM_ACT_TANH, 0}, true},
     {"depthwise stride 2 on 13x13 (phase layout)", {2, 5, 13, 13}, {5, 1, 3, 3}, {2, 2, 1, 1, 1, 1, 5, XYLEM_ACT_RELU, 0},
+     true},
+    // The direct forward pass by blocks of output rows (an image's computed positions past 64K
+    // floats): 24 filters on 64x64 (blocks of 41 and 23 rows), a stride-2 stem-like conv whose
+    // blocks start mid-vector (65-wide phase rows: 31, 31 and 3 rows).
+    {"direct forward in row blocks, 64x64", {2, 3, 64, 64}, {24, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_RELU6, 0},
+     false},
+    {"direct forward in row blocks, stride 2", {2, 3, 130, 127}, {32, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1, XYLEM_ACT_TANH, 0},
      true},
     {"1x1 on a 4x4 plane, groups 2", {3, 6, 4, 4}, {10, 3, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, false},
     // The pointwise forward pass in tiles (ops/conv.cpp): column blocks (900 positions: 464 + 436),
