@@ -12,6 +12,7 @@ namespace xylem::native {
 namespace {
 constexpr size_t kAlign = 64;
 constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kPage = 4096;  // the smallest page: touching one byte of each faults the block in
 
 // Blocks of 2 MB or more are 2 MB-aligned and asked for transparent huge pages: the scratch
 // kernels write rows far apart (Winograd's 16 or 36 rows of V per tile, im2col's columns), which
@@ -19,7 +20,7 @@ constexpr size_t kHugePage = size_t{2} << 20;
 // step 3-5%: docs/benchmarks.md). The arena keeps its block, so the pages are faulted in once.
 // Tensors (memory.cpp) stay on ordinary pages: on huge pages ResNet-20's evaluation at batch
 // 1000 ran 18% slower (the first touch of each new 2 MB page, zeroed and compacted, is the
-// likely cost; not examined further).
+// likely cost; not examined further). The arena's block is faulted in when it is made (reset).
 void* aligned_block(size_t bytes) {
     void* p = nullptr;
     if (bytes >= kHugePage) {
@@ -66,6 +67,11 @@ void Arena::reset() {
         used_ = 0;
         block_ = static_cast<char*>(aligned_block(need));
         size_ = need;
+        // Every page faulted in now: an op that reaches deeper into the block than the ops so far
+        // would otherwise fault (and, on huge pages, zero or compact 2 MB) in the middle of a later
+        // pass. MobileNetV2 at batch 1 (`xylem run`): its second pass took 13-14 ms instead of
+        // 7.5-8 in one run of two or three; touched here, every run took 7.2-8.3.
+        for (size_t i = 0; i < need; i += kPage) block_[i] = 0;
     }
     used_ = 0;
 }
