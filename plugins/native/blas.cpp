@@ -55,9 +55,11 @@ Blas load() {
     // cap's; one at or below it is kept (OPENBLAS_CORETYPE may be set for a reason: some OpenBLAS
     // builds misdetect some CPUs). Set before the library's constructor reads it.
     const char* user = std::getenv("OPENBLAS_CORETYPE");
+    const std::string core_was = user ? user : "";
     const Isa level = isa();
     const bool capped = level < cpu_isa();
-    if (capped && !(user && *user && core_level(user) <= level)) {
+    const bool pin = capped && !(user && *user && core_level(user) <= level);
+    if (pin) {
         setenv("OPENBLAS_CORETYPE", core_for(level), 1);
         std::snprintf(b.pinned, sizeof b.pinned, "pinned to %s by XYLEM_NATIVE_ISA=%s", core_for(level),
                       isa_name(level));
@@ -66,13 +68,16 @@ Blas load() {
     // but a library started with more creates its helper threads at load, and they spin on
     // sched_yield for a while before sleeping. Those spins took a CPU from the first ~100 ms of
     // work (`xylem run` of ResNet-18 at batch 1: 28 ms a pass instead of 15, the pool's helper
-    // sharing a CPU). The variable is read by the library's constructor, then put back as it was.
+    // sharing a CPU). Both variables are read by the library's constructor, then put back as they
+    // were: the process's other libraries and its children see the user's environment.
     const char* threads_env = std::getenv("OPENBLAS_NUM_THREADS");
     const std::string threads_was = threads_env ? threads_env : "";
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     void* lib = dlopen(XYLEM_OPENBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
     if (threads_env) setenv("OPENBLAS_NUM_THREADS", threads_was.c_str(), 1);
     else unsetenv("OPENBLAS_NUM_THREADS");
+    if (pin && user) setenv("OPENBLAS_CORETYPE", core_was.c_str(), 1);
+    else if (pin) unsetenv("OPENBLAS_CORETYPE");
     if (!lib) {
         const char* why = dlerror();
         std::snprintf(b.error, sizeof b.error, "cannot load OpenBLAS (%s): %s", XYLEM_OPENBLAS_SONAME,

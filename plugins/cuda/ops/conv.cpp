@@ -258,10 +258,7 @@ void op_conv2d_bwd_filter(const xylem_op_desc& desc, xylem_stream_s& s, xylem_fr
     if (overlap(tdw, tx) || overlap(tdw, tdy)) a.fail("dW overlaps X or dY");
     if (desc.n_outputs == 2) {
         const Tensor tdb = a.out(1, "db");
-        if (tdb.numel != v.k)
-            a.fail("db holds %lld elements for %lld filters", static_cast<long long>(tdb.numel),
-                   static_cast<long long>(v.k));
-        if (overlap(tdb, tx) || overlap(tdb, tdy) || overlap(tdb, tdw)) a.fail("db overlaps X, dY or dW");
+        plugin_kit::conv2d_db_check(a, v, tdb, tx, tdy, tdw, [](const Tensor& p, const Tensor& q) { return overlap(p, q); });
         kernels::bias_grad(tdy.f32(), tdb.f32(), v.n, v.k, v.oh * v.ow, attrs.beta, s.stream_);
         a.check_launch();
     }

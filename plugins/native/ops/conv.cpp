@@ -643,10 +643,7 @@ void op_conv2d_bwd_filter(const xylem_op_desc& desc, xylem_stream_s& stream) {
     const Conv v = conv_shape(a, attrs, tx, "X", tdw, "dW", tdy, "dY");
     if (overlap(tdw, tx) || overlap(tdw, tdy)) a.fail("dW overlaps X or dY");
     float* db = desc.n_outputs == 2 ? tdb.f32() : nullptr;
-    if (db && tdb.numel != v.k)
-        a.fail("db holds %lld elements for %lld filters", static_cast<long long>(tdb.numel),
-               static_cast<long long>(v.k));
-    if (db && (overlap(tdb, tx) || overlap(tdb, tdy) || overlap(tdb, tdw))) a.fail("db overlaps X, dY or dW");
+    if (db) plugin_kit::conv2d_db_check(a, v, tdb, tx, tdy, tdw, [](const Tensor& p, const Tensor& q) { return overlap(p, q); });
     if (v.n == 0) {
         if (db) scale_filters(db, v.k, attrs.beta);
         return scale_filters(tdw.f32(), tdw.numel, attrs.beta);

@@ -163,9 +163,7 @@ void op_conv2d_bwd_filter(const xylem_op_desc& desc, xylem_stream_s& s) {
     if (overlap(dw, x) || overlap(dw, dy)) a.fail("dW overlaps X or dY");
     if (desc.n_outputs == 2) {
         const Tensor db = a.out(1, "db");
-        if (db.numel != v.k) a.fail("db holds %lld elements for %lld filters", static_cast<long long>(db.numel),
-                                    static_cast<long long>(v.k));
-        if (overlap(db, x) || overlap(db, dy) || overlap(db, dw)) a.fail("db overlaps X, dY or dW");
+        plugin_kit::conv2d_db_check(a, v, db, x, dy, dw, [](const Tensor& p, const Tensor& q) { return overlap(p, q); });
         bias_grad(s, dy, static_cast<int32_t>(v.n), static_cast<int32_t>(v.k), static_cast<int32_t>(v.oh * v.ow),
                   at.beta, db);
     }

@@ -89,6 +89,16 @@ Conv2dShape conv2d_shape(const Args& a, const xylem_conv2d_attrs& at, const T& x
     return v;
 }
 
+// conv2d_bwd_filter's optional second output db (ABI 1.9): one value per filter of v, and no
+// overlap with X, dY or dW. `overlap(p, q)` is the plugin's own test of two of its tensors.
+template <class Args, class T, class Overlap>
+void conv2d_db_check(const Args& a, const Conv2dShape& v, const T& db, const T& x, const T& dy, const T& dw,
+                     const Overlap& overlap) {
+    using ll = long long;
+    if (static_cast<int64_t>(db.numel) != v.k) a.fail("db holds %lld elements for %lld filters", ll(db.numel), ll(v.k));
+    if (overlap(db, x) || overlap(db, dy) || overlap(db, dw)) a.fail("db overlaps X, dY or dW");
+}
+
 // MXNet #2011: a convolution whose kernel covers its unpadded input is a Linear layer, and a 1x1
 // convolution with stride 1 and no padding is one GEMM per image. Every plugin asks this once and
 // runs the first two cases through its GEMM (a plugin may still prefer its general path for a
