@@ -141,6 +141,10 @@ const PoolCase kPoolCases[] = {
     {{1, 2, 7, 9}, {XYLEM_POOL_AVG, 3, 3, 2, 2, 1, 1, 1}},   // padding counted
     {{1, 2, 7, 9}, {XYLEM_POOL_AVG, 3, 3, 2, 2, 1, 1, 0}},   // padding not counted
     {{2, 1, 5, 5}, {XYLEM_POOL_AVG, 3, 3, 1, 1, 1, 1, 0}},
+    // Rows of 35 and 40 windows: whole vectors of outputs and a remainder at every vector width
+    // (ResNet's 3x3 stride-2 max pool; a stride-1 average).
+    {{2, 3, 11, 70}, {XYLEM_POOL_MAX, 3, 3, 2, 2, 1, 1, 1}},
+    {{1, 2, 6, 40}, {XYLEM_POOL_AVG, 3, 3, 1, 1, 1, 1, 0}},
     // global_avgpool's window, the whole plane (the native plugin's own path): 7x7, and 21 values
     // a plane (a lane remainder); the max over the whole plane too.
     {{3, 5, 7, 7}, {XYLEM_POOL_AVG, 7, 7, 7, 7, 0, 0, 1}},
