@@ -262,5 +262,23 @@ TEST_F(NativeConvPaths, FilterGradientMatchesFloat64) {
         }
 }
 
+// The pointwise direct path streams an output of 4 MB or more past the caches, which needs Y at a
+// cache line: into a view 8 floats into its storage (a row view, reshaped) it must store as usual.
+TEST_F(NativeConvPaths, StreamedPointwiseOutputIntoAnUnalignedView) {
+    std::mt19937 rng(4);
+    const Shape xs{2, 16, 64, 64}, ws{136, 16, 1, 1};
+    const xylem_conv2d_attrs a{1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU, 0};
+    const Shape ys = ops::conv2d_output_shape(xs, ws, a);
+    const auto x = uniform(rng, numel(xs)), w = uniform(rng, numel(ws)), b = uniform(rng, ws[0]);
+    Tensor tx = upload(dev(), xs, x), tw = upload(dev(), ws, w), tb = upload(dev(), {ws[0]}, b);
+    Tensor storage = upload(dev(), {numel(ys) + 8}, std::vector<float>(static_cast<size_t>(numel(ys) + 8), NAN));
+    Tensor ty = storage.rows(8, numel(ys)).reshaped(ys);
+    ops::conv2d_fwd(dev(), tx, tw, &tb, ty, a);
+    const auto want = ref::conv2d_fwd(to_double(x), xs, to_double(w), ws, to_double(b), a);
+    EXPECT_TRUE(near(ty.to_vector(), want, tol::gemm(ws[1] + 1)));
+    const auto all = storage.to_vector();
+    for (int e = 0; e < 8; ++e) EXPECT_TRUE(std::isnan(all[static_cast<size_t>(e)])) << "element " << e << " before the view";
+}
+
 }  // namespace
 }  // namespace xylem::test

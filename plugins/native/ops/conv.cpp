@@ -375,7 +375,10 @@ void fwd_pointwise_direct(const Conv& v, const float* x, const float* w, const f
     int32_t* off = scratch.alloc<int32_t>(v.cg);
     for (int64_t c = 0; c < v.cg; ++c) off[c] = static_cast<int32_t>(c * hw);
     const int workers = split_workers(fwd_flops(v), kMinSplitFlops, v.n * per_image);
-    const bool nt = static_cast<double>(v.n * v.k * hw) * sizeof(float) >= kStreamMinBytes;
+    // Streaming stores need aligned vectors: Y at a cache line (a view into a bigger tensor may
+    // not be) and rows of whole vectors (hw is a multiple of 16).
+    const bool nt = static_cast<double>(v.n * v.k * hw) * sizeof(float) >= kStreamMinBytes &&
+                    reinterpret_cast<uintptr_t>(y) % 64 == 0;
     std::array<float*, kMaxSplit> tmp{};
     if (nt)  // before the workers start: the arena has no lock
         for (int wk = 0; wk < workers; ++wk) tmp[wk] = scratch.alloc<float>(v.kg * block);
