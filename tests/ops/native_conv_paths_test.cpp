@@ -149,6 +149,8 @@ const Case kCases[] = {
      false},
     {"direct forward in row blocks, stride 2", {2, 3, 130, 127}, {32, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1, XYLEM_ACT_TANH, 0},
      true},
+    {"direct forward in row blocks, groups 2", {2, 4, 64, 64}, {32, 2, 3, 3}, {1, 1, 1, 1, 1, 1, 2, XYLEM_ACT_NONE, 0},
+     true},
     {"1x1 on a 4x4 plane, groups 2", {3, 6, 4, 4}, {10, 3, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, false},
     // The pointwise forward pass in tiles (ops/conv.cpp): column blocks (900 positions: 464 + 436),
     // blocks of filters through the narrow GEMM kernel on a 7x7 map (96 filters: 2 x 48), groups.
