@@ -118,8 +118,10 @@ const Case kCases[] = {
     // The flat path for "same" stride-1 planes (ops/conv_depthwise.cpp; the cases above with
     // stride 1 take it too): a plane of exactly one avx512 vector with 3 filters per channel, 7x7
     // planes (the last vector overlapping) with no bias and tanh as a pass, 3x1 and 1x5 kernels
-    // (dilation 3: column taps 6 apart in 20-wide rows), a 1x1 depthwise, 64x64 (its largest)
-    // beside 64x66 (the phase layout), and a 3x5 plane (under one vector: the phase layout).
+    // (dilation 3: column taps 6 apart in 20-wide rows), a 1x1 depthwise, rows of whole vectors
+    // (64 and 66 wide: the last vector overlapping; 112x112, past 4096 positions), 12-wide rows
+    // (by position at avx512, by rows at avx2 and baseline; past 4096 positions the phase layout),
+    // and a 3x5 plane (under one vector: the phase layout).
     {"depthwise flat 4x4 planes, 3 filters per channel", {2, 4, 4, 4}, {12, 1, 3, 3},
      {1, 1, 1, 1, 1, 1, 4, XYLEM_ACT_RELU, 0}, true},
     {"depthwise flat 7x7, tanh, no bias", {3, 40, 7, 7}, {40, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 40, XYLEM_ACT_TANH, 0}, false},
@@ -128,7 +130,10 @@ const Case kCases[] = {
      true},
     {"depthwise flat 1x1", {2, 5, 4, 6}, {5, 1, 1, 1}, {1, 1, 0, 0, 1, 1, 5, XYLEM_ACT_NONE, 0}, true},
     {"depthwise flat 64x64", {1, 3, 64, 64}, {3, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 3, XYLEM_ACT_RELU6, 0}, true},
-    {"depthwise 64x66 (phase layout)", {1, 3, 64, 66}, {3, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 3, XYLEM_ACT_RELU6, 0}, true},
+    {"depthwise flat 64x66", {1, 3, 64, 66}, {3, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 3, XYLEM_ACT_RELU6, 0}, true},
+    {"depthwise flat 112x112", {1, 2, 112, 112}, {2, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 2, XYLEM_ACT_RELU6, 0}, true},
+    {"depthwise flat 100x12", {2, 3, 100, 12}, {3, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 3, XYLEM_ACT_RELU, 0}, true},
+    {"depthwise 400x12 (phase layout)", {1, 2, 400, 12}, {2, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 2, XYLEM_ACT_NONE, 0}, false},
     {"depthwise 3x5 plane (phase layout)", {2, 6, 3, 5}, {6, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 6, XYLEM_ACT_RELU, 0}, true},
     // Its stride-2 form (four phase planes of the output's size): 14x14 -> 7x7, 32x32 -> 16x16 with
     // 2 filters per channel, 5x5 filters with padding 2, dilation 2; an odd 13x13 map stays on the

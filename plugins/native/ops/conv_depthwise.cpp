@@ -161,21 +161,27 @@ struct FlatPlane {
     int64_t buffer = 0;           // a worker's buffer: gap + phases * pitch
     int64_t taps = 0;
     int32_t* off = nullptr;       // [taps]: each tap's offset from the output position (from phase 0)
-    int32_t* mask_row = nullptr;  // [taps]: the tap's row of `masks`, -1 for a column shift of 0
-    int32_t* masks = nullptr;     // [S][plane]: -1 where the column tap stays in the row, else 0
+    int64_t ow = 0;               // positions per output row
+    int64_t dj_lo = 0, dj_hi = 0; // the column taps' shifts, lowest and highest
+    int32_t* mask_row = nullptr;  // [taps]: the tap's column tap s, times plane (`masks`) or ow (`col_masks`); -1 for a shift of 0
+    // -1 where column tap s stays in the row, else 0: [S][plane] by position, for rows narrower
+    // than the widest vector (null otherwise), and [S][OW] by column, for rows of whole vectors.
+    int32_t* masks = nullptr;
+    int32_t* col_masks = nullptr;
 };
 
-// The widest vector: a plane must hold one. Up to 64x64: past that the masks (S planes of
-// ints, read with every plane) leave L2 and the row-by-row phase layout is faster (32 channels
-// at 112x112, one thread: 257 against 213 us; 144 at 56x56, batch 16: 3250 against 5500).
-constexpr int64_t kFlatMinPlane = 16, kFlatMaxPlane = 64 * 64;
+// The widest vector: a plane must hold one. Rows narrower than that (14x14 at avx512) take
+// vectors that run on into the next row, masked by position ([S][plane] ints, read with every
+// plane: such planes stay within 4096 positions, whose masks fit L1 and L2); rows of whole
+// vectors are computed row by row with masks by column, for planes of any size.
+constexpr int64_t kFlatMinPlane = 16, kFlatMaxPositionMasked = 64 * 64;
 
 inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 bool flat_fits(const ConvShape& v) {
     const int64_t st = v.sh, plane = v.oh * v.ow;
     if (v.cg != 1 || (st != 1 && st != 2) || v.sw != st || v.h != st * v.oh || v.w != st * v.ow) return false;
-    if (plane < kFlatMinPlane || plane > kFlatMaxPlane) return false;
+    if (plane < kFlatMinPlane || (v.ow < kFlatMinPlane && plane > kFlatMaxPositionMasked)) return false;
     // Offsets within int32: shifts of at most (R*dh + ph) / st rows and as many columns.
     const int64_t reach = (std::max(v.r * v.dh, v.s * v.dw) + std::max(v.ph, v.pw)) / st + 1;
     return (reach * (v.ow + 1) + plane) * 5 < INT_MAX / 2;
@@ -203,19 +209,23 @@ FlatPlane flat_plane(const ConvShape& v, Arena& scratch) {
             f.gap = std::max(f.gap, std::abs(t.di * v.ow + t.dj));
         }
     f.pitch = f.plane + f.gap, f.buffer = f.gap + f.stride * f.stride * f.pitch;
+    f.ow = v.ow;
     f.off = scratch.alloc<int32_t>(f.taps);
     f.mask_row = scratch.alloc<int32_t>(f.taps);
-    f.masks = scratch.alloc<int32_t>(v.s * f.plane);
+    // Position masks where a level's vector may be wider than a row; column masks always.
+    const bool by_position = v.ow < kFlatMinPlane;
+    if (by_position) f.masks = scratch.alloc<int32_t>(v.s * f.plane);
+    f.col_masks = scratch.alloc<int32_t>(v.s * v.ow);
     for (int64_t s = 0; s < v.s; ++s) {
         const int64_t dj = flat_tap(v, 0, s).dj;
-        for (int64_t q = 0; q < f.plane; ++q) {
-            const int64_t col = q % v.ow + dj;
-            f.masks[s * f.plane + q] = col >= 0 && col < v.ow ? -1 : 0;
-        }
+        f.dj_lo = std::min(f.dj_lo, dj), f.dj_hi = std::max(f.dj_hi, dj);
+        for (int64_t j = 0; j < v.ow; ++j) f.col_masks[s * v.ow + j] = j + dj >= 0 && j + dj < v.ow ? -1 : 0;
+        if (by_position)
+            for (int64_t q = 0; q < f.plane; ++q) f.masks[s * f.plane + q] = f.col_masks[s * v.ow + q % v.ow];
         for (int64_t r = 0; r < v.r; ++r) {
             const FlatTap t = flat_tap(v, r, s);
             f.off[r * v.s + s] = static_cast<int32_t>(t.phase * f.pitch + t.di * v.ow + t.dj);
-            f.mask_row[r * v.s + s] = t.dj == 0 ? -1 : static_cast<int32_t>(s * f.plane);
+            f.mask_row[r * v.s + s] = t.dj == 0 ? -1 : static_cast<int32_t>(s);  // times plane or ow where used
         }
     }
     return f;
@@ -237,12 +247,16 @@ XYLEM_KERNEL_NO_LIBCALLS(void, flat_split_phases,
     }
 }
 
-// y[q] = act(bias + sum over taps t of w[t] * x[q + off[t]]) for NV vectors of positions, the
-// lanes of a masked tap that leave the row read as zero.
+// y[q] = act(bias + sum over taps t of w[t] * x[q + off[t]]) for NV vectors of positions
+// `step` apart (consecutive vectors, or the same columns of consecutive rows), the lanes of a
+// masked tap that leave the row read as zero: tap t's mask at masks + mask_row[t] * mrow, the
+// vectors' masks `mstep` apart (0: one mask for all, the same columns). masks null: no tap
+// leaves the row (vectors inside their rows).
 template <class S, int NV, Act A>
 __attribute__((always_inline)) inline void flat_tile(const float* __restrict x, const FlatPlane& f,
-                                                     const int32_t* __restrict masks, const float* __restrict w,
-                                                     typename S::V bias, float* __restrict y) {
+                                                     const int32_t* __restrict masks, int64_t mrow, int64_t mstep,
+                                                     int64_t step, const float* __restrict w, typename S::V bias,
+                                                     float* __restrict y) {
     using V = typename S::V;
     using Vu = typename S::Vu;
     using Vi = typename S::Vi;
@@ -252,37 +266,67 @@ __attribute__((always_inline)) inline void flat_tile(const float* __restrict x, 
     for (int64_t t = 0; t < f.taps; ++t) {
         const float* xt = x + f.off[t];
         const V wv = S::splat(w[t]);
-        if (f.mask_row[t] < 0) {
-            for (int b = 0; b < NV; ++b) acc[b] = S::fma(wv, *reinterpret_cast<const Vu*>(xt + b * S::L), acc[b]);
+        if (!masks || f.mask_row[t] < 0) {
+            for (int b = 0; b < NV; ++b) acc[b] = S::fma(wv, *reinterpret_cast<const Vu*>(xt + b * step), acc[b]);
         } else {
-            const int32_t* m = masks + f.mask_row[t];
+            const int32_t* m = masks + f.mask_row[t] * mrow;
             for (int b = 0; b < NV; ++b) {
-                const Vi keep = *reinterpret_cast<const Viu*>(m + b * S::L);
-                const V xv = *reinterpret_cast<const Vu*>(xt + b * S::L);
+                const Vi keep = *reinterpret_cast<const Viu*>(m + b * mstep);
+                const V xv = *reinterpret_cast<const Vu*>(xt + b * step);
                 acc[b] = S::fma(wv, keep != Vi{} ? xv : V{}, acc[b]);
             }
         }
     }
-    for (int b = 0; b < NV; ++b) *reinterpret_cast<Vu*>(y + b * S::L) = finish<S, A>(acc[b], bias);
+    for (int b = 0; b < NV; ++b) *reinterpret_cast<Vu*>(y + b * step) = finish<S, A>(acc[b], bias);
+}
+
+// Rows narrower than a vector: the plane as one run of vectors, masked by position.
+template <class S, Act A>
+__attribute__((always_inline)) inline void flat_run(const float* x, const FlatPlane& f, const float* w,
+                                                    typename S::V bv, float* y) {
+    constexpr int NV = DwTiles<S>::kVectors;
+    constexpr int64_t L = S::L;
+    const int64_t P = f.plane;
+    int64_t q = 0;
+    for (; q + NV * L <= P; q += NV * L) flat_tile<S, NV, A>(x + q, f, f.masks + q, P, L, L, w, bv, y + q);
+    for (; q + NV / 2 * L <= P; q += NV / 2 * L) flat_tile<S, NV / 2, A>(x + q, f, f.masks + q, P, L, L, w, bv, y + q);
+    if constexpr (NV >= 8)
+        for (; q + NV / 4 * L <= P; q += NV / 4 * L) flat_tile<S, NV / 4, A>(x + q, f, f.masks + q, P, L, L, w, bv, y + q);
+    for (; q + L <= P; q += L) flat_tile<S, 1, A>(x + q, f, f.masks + q, P, L, L, w, bv, y + q);
+    if (q < P) {  // the last vector, ending at the plane's end (plane >= L)
+        q = P - L;
+        flat_tile<S, 1, A>(x + q, f, f.masks + q, P, L, L, w, bv, y + q);
+    }
+}
+
+// Rows of whole vectors: each vector column (the last one ending at the row's end, over outputs
+// already written) down the rows in tiles of NV rows, masked by column where a tap can leave the row.
+template <class S, Act A>
+__attribute__((always_inline)) inline void flat_rows(const float* x, const FlatPlane& f, const float* w,
+                                                     typename S::V bv, float* y) {
+    constexpr int NV = DwTiles<S>::kVectors;
+    constexpr int64_t L = S::L;
+    const int64_t ow = f.ow, rows = f.plane / ow;
+    for (int64_t j = 0; j < ow; j += L) {
+        const int64_t j0 = std::min(j, ow - L);
+        const int32_t* m = j0 + f.dj_lo < 0 || j0 + L - 1 + f.dj_hi >= ow ? f.col_masks + j0 : nullptr;
+        int64_t r = 0;
+        for (; r + NV <= rows; r += NV) flat_tile<S, NV, A>(x + r * ow + j0, f, m, ow, 0, ow, w, bv, y + r * ow + j0);
+        for (; r + NV / 2 <= rows; r += NV / 2)
+            flat_tile<S, NV / 2, A>(x + r * ow + j0, f, m, ow, 0, ow, w, bv, y + r * ow + j0);
+        if constexpr (NV >= 8)
+            for (; r + NV / 4 <= rows; r += NV / 4)
+                flat_tile<S, NV / 4, A>(x + r * ow + j0, f, m, ow, 0, ow, w, bv, y + r * ow + j0);
+        for (; r < rows; ++r) flat_tile<S, 1, A>(x + r * ow + j0, f, m, ow, 0, ow, w, bv, y + r * ow + j0);
+    }
 }
 
 template <class S, Act A>
 __attribute__((always_inline)) inline void flat_positions(const float* x, const FlatPlane& f, const float* w,
                                                           float bias, float* y) {
-    constexpr int NV = DwTiles<S>::kVectors;
-    constexpr int64_t L = S::L;
     const typename S::V bv = S::splat(bias);
-    int64_t q = 0;
-    for (; q + NV * L <= f.plane; q += NV * L) flat_tile<S, NV, A>(x + q, f, f.masks + q, w, bv, y + q);
-    for (; q + NV / 2 * L <= f.plane; q += NV / 2 * L) flat_tile<S, NV / 2, A>(x + q, f, f.masks + q, w, bv, y + q);
-    if constexpr (NV >= 8)
-        for (; q + NV / 4 * L <= f.plane; q += NV / 4 * L)
-            flat_tile<S, NV / 4, A>(x + q, f, f.masks + q, w, bv, y + q);
-    for (; q + L <= f.plane; q += L) flat_tile<S, 1, A>(x + q, f, f.masks + q, w, bv, y + q);
-    if (q < f.plane) {  // the last vector, ending at the plane's end (plane >= L)
-        q = f.plane - L;
-        flat_tile<S, 1, A>(x + q, f, f.masks + q, w, bv, y + q);
-    }
+    if (f.ow >= S::L) flat_rows<S, A>(x, f, w, bv, y);
+    else flat_run<S, A>(x, f, w, bv, y);
 }
 
 // One filter over one plane: x at its copy or its first phase plane (zeros around), y at the
