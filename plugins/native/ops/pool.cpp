@@ -122,10 +122,11 @@ void fwd_2x2(const Pool& p, const float* x, float* y) {
 inline float window_value(const Pool& p, const Windows& win, const float* plane, int64_t i, int64_t j) {
     const size_t r = static_cast<size_t>(i), c = static_cast<size_t>(j);
     const int64_t hs = win.rows.lo[r], he = win.rows.hi[r], ws = win.cols.lo[c], we = win.cols.hi[c];
-    if (p.max) {  // take()'s selects, as inner_row: a branch per element mispredicted on real data
+    if (p.max) {
         float m = plane[hs * p.w + ws];
         for (int64_t ih = hs; ih < he; ++ih)
-            for (int64_t iw = ws; iw < we; ++iw) m = take(plane[ih * p.w + iw], m);
+            for (int64_t iw = ws; iw < we; ++iw)
+                if (wins(plane[ih * p.w + iw], m)) m = plane[ih * p.w + iw];
         return m;
     }
     float sum = 0.0f;
@@ -146,7 +147,7 @@ void inner_columns(const Pool& p, int64_t& lo, int64_t& hi) {
 // which NaN's bits a window with several gives): vector loads across the row instead of a branch
 // per element. SW: the column stride when it is 1 or 2 (ResNet's 3x3 stride-2 pool), else 0.
 template <int SW>
-__attribute__((always_inline)) inline void inner_row(const Pool& p, const float* plane, int64_t hs, int64_t he, int64_t lo, int64_t hi, float count,
+void inner_row(const Pool& p, const float* plane, int64_t hs, int64_t he, int64_t lo, int64_t hi, float count,
                float* out) {
     const int64_t sw = SW ? SW : p.sw;
     for (int64_t ih = hs; ih < he; ++ih)
@@ -169,16 +170,6 @@ __attribute__((always_inline)) inline void inner_row(const Pool& p, const float*
         for (int64_t j = lo; j < hi; ++j) out[j] /= count;
 }
 
-// inner_row compiled per instruction-set level: ResNet-18's 3x3 stride-2 max pool ran its SSE
-// compilation (4 outputs a vector).
-XYLEM_KERNEL(void, pool_inner_row,
-             (const Pool& p, const float* plane, int64_t hs, int64_t he, int64_t lo, int64_t hi, float count, float* out),
-             (p, plane, hs, he, lo, hi, count, out)) {
-    if (p.sw == 1) inner_row<1>(p, plane, hs, he, lo, hi, count, out);
-    else if (p.sw == 2) inner_row<2>(p, plane, hs, he, lo, hi, count, out);
-    else inner_row<0>(p, plane, hs, he, lo, hi, count, out);
-}
-
 void fwd_general(const Pool& p, const float* x, float* y) {
     const Windows win(p);
     int64_t lo, hi;
@@ -194,7 +185,9 @@ void fwd_general(const Pool& p, const float* x, float* y) {
             // Inner columns all count the kernel's width (clipped or not, by count_include_pad alike).
             const float count = static_cast<float>(win.rows.count[r] * win.cols.count[static_cast<size_t>(lo)]);
             const int64_t hs = win.rows.lo[r], he = win.rows.hi[r];
-            pool_inner_row(p, plane, hs, he, lo, hi, count, out);
+            if (p.sw == 1) inner_row<1>(p, plane, hs, he, lo, hi, count, out);
+            else if (p.sw == 2) inner_row<2>(p, plane, hs, he, lo, hi, count, out);
+            else inner_row<0>(p, plane, hs, he, lo, hi, count, out);
         }
     }
 }
