@@ -163,17 +163,21 @@ struct FlatPlane {
     int32_t* off = nullptr;       // [taps]: each tap's offset from the output position (from phase 0)
     int64_t ow = 0;               // positions per output row
     int64_t dj_lo = 0, dj_hi = 0; // the column taps' shifts, lowest and highest
-    int32_t* mask_row = nullptr;  // [taps]: the tap's column tap s, times plane (`masks`) or ow (`col_masks`); -1 for a shift of 0
-    // -1 where column tap s stays in the row, else 0: [S][plane] by position, for rows narrower
-    // than the widest vector (null otherwise), and [S][OW] by column, for rows of whole vectors.
+    // [taps]: the tap's mask row in `masks` (s * plane) and in `col_masks` (s * OW); -1 for a
+    // column shift of 0 (the tap never leaves the row).
+    int32_t* mask_pos = nullptr;
+    int32_t* mask_col = nullptr;
+    // -1 where column tap s stays in the row, else 0: [S][plane] by position, for planes of up to
+    // kFlatMaxPositionMasked positions (null past that), and [S][OW] by column.
     int32_t* masks = nullptr;
     int32_t* col_masks = nullptr;
 };
 
-// The widest vector: a plane must hold one. Rows narrower than that (14x14 at avx512) take
-// vectors that run on into the next row, masked by position ([S][plane] ints, read with every
-// plane: such planes stay within 4096 positions, whose masks fit L1 and L2); rows of whole
-// vectors are computed row by row with masks by column, for planes of any size.
+// The widest vector: a plane must hold one. Up to 4096 positions the plane is one run of
+// vectors that go on into the next row, masked by position ([S][plane] ints, read with every
+// plane, still in L1 or L2), unless its rows are whole vectors; past that, or with rows of whole
+// vectors, it goes row by row with masks by column, which needs rows of a vector at least (and
+// computes a vector column twice where a row is no multiple of it: 28 and 56 stay runs).
 constexpr int64_t kFlatMinPlane = 16, kFlatMaxPositionMasked = 64 * 64;
 
 inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -211,9 +215,9 @@ FlatPlane flat_plane(const ConvShape& v, Arena& scratch) {
     f.pitch = f.plane + f.gap, f.buffer = f.gap + f.stride * f.stride * f.pitch;
     f.ow = v.ow;
     f.off = scratch.alloc<int32_t>(f.taps);
-    f.mask_row = scratch.alloc<int32_t>(f.taps);
-    // Position masks where a level's vector may be wider than a row; column masks always.
-    const bool by_position = v.ow < kFlatMinPlane;
+    const bool by_position = f.plane <= kFlatMaxPositionMasked;
+    f.mask_pos = scratch.alloc<int32_t>(f.taps);
+    f.mask_col = scratch.alloc<int32_t>(f.taps);
     if (by_position) f.masks = scratch.alloc<int32_t>(v.s * f.plane);
     f.col_masks = scratch.alloc<int32_t>(v.s * v.ow);
     for (int64_t s = 0; s < v.s; ++s) {
@@ -225,7 +229,8 @@ FlatPlane flat_plane(const ConvShape& v, Arena& scratch) {
         for (int64_t r = 0; r < v.r; ++r) {
             const FlatTap t = flat_tap(v, r, s);
             f.off[r * v.s + s] = static_cast<int32_t>(t.phase * f.pitch + t.di * v.ow + t.dj);
-            f.mask_row[r * v.s + s] = t.dj == 0 ? -1 : static_cast<int32_t>(s);  // times plane or ow where used
+            f.mask_pos[r * v.s + s] = t.dj == 0 ? -1 : static_cast<int32_t>(s * f.plane);
+            f.mask_col[r * v.s + s] = t.dj == 0 ? -1 : static_cast<int32_t>(s * v.ow);
         }
     }
     return f;
@@ -247,16 +252,18 @@ XYLEM_KERNEL_NO_LIBCALLS(void, flat_split_phases,
     }
 }
 
-// y[q] = act(bias + sum over taps t of w[t] * x[q + off[t]]) for NV vectors of positions
-// `step` apart (consecutive vectors, or the same columns of consecutive rows), the lanes of a
-// masked tap that leave the row read as zero: tap t's mask at masks + mask_row[t] * mrow, the
-// vectors' masks `mstep` apart (0: one mask for all, the same columns). masks null: no tap
-// leaves the row (vectors inside their rows).
-template <class S, int NV, Act A>
+// y[q] = act(bias + sum over taps t of w[t] * x[q + off[t]]) for NV vectors of positions, the
+// lanes of a masked tap that leave the row read as zero. A run (Rows false): consecutive
+// vectors, tap t's masks at masks + mask_pos[t], by position. Rows: the same columns of NV
+// consecutive rows (`row_step` apart), one mask for all at masks + mask_col[t]; masks null: the
+// columns are inside their rows for every tap.
+template <class S, int NV, Act A, bool Rows>
 __attribute__((always_inline)) inline void flat_tile(const float* __restrict x, const FlatPlane& f,
-                                                     const int32_t* __restrict masks, int64_t mrow, int64_t mstep,
-                                                     int64_t step, const float* __restrict w, typename S::V bias,
+                                                     const int32_t* __restrict masks, int64_t row_step,
+                                                     const float* __restrict w, typename S::V bias,
                                                      float* __restrict y) {
+    const int64_t step = Rows ? row_step : S::L, mstep = Rows ? 0 : S::L;
+    const int32_t* __restrict mask_of = Rows ? f.mask_col : f.mask_pos;
     using V = typename S::V;
     using Vu = typename S::Vu;
     using Vi = typename S::Vi;
@@ -266,10 +273,10 @@ __attribute__((always_inline)) inline void flat_tile(const float* __restrict x, 
     for (int64_t t = 0; t < f.taps; ++t) {
         const float* xt = x + f.off[t];
         const V wv = S::splat(w[t]);
-        if (!masks || f.mask_row[t] < 0) {
+        if ((Rows && !masks) || mask_of[t] < 0) {
             for (int b = 0; b < NV; ++b) acc[b] = S::fma(wv, *reinterpret_cast<const Vu*>(xt + b * step), acc[b]);
         } else {
-            const int32_t* m = masks + f.mask_row[t] * mrow;
+            const int32_t* m = masks + mask_of[t];
             for (int b = 0; b < NV; ++b) {
                 const Vi keep = *reinterpret_cast<const Viu*>(m + b * mstep);
                 const V xv = *reinterpret_cast<const Vu*>(xt + b * step);
@@ -288,14 +295,14 @@ __attribute__((always_inline)) inline void flat_run(const float* x, const FlatPl
     constexpr int64_t L = S::L;
     const int64_t P = f.plane;
     int64_t q = 0;
-    for (; q + NV * L <= P; q += NV * L) flat_tile<S, NV, A>(x + q, f, f.masks + q, P, L, L, w, bv, y + q);
-    for (; q + NV / 2 * L <= P; q += NV / 2 * L) flat_tile<S, NV / 2, A>(x + q, f, f.masks + q, P, L, L, w, bv, y + q);
+    for (; q + NV * L <= P; q += NV * L) flat_tile<S, NV, A, false>(x + q, f, f.masks + q, 0, w, bv, y + q);
+    for (; q + NV / 2 * L <= P; q += NV / 2 * L) flat_tile<S, NV / 2, A, false>(x + q, f, f.masks + q, 0, w, bv, y + q);
     if constexpr (NV >= 8)
-        for (; q + NV / 4 * L <= P; q += NV / 4 * L) flat_tile<S, NV / 4, A>(x + q, f, f.masks + q, P, L, L, w, bv, y + q);
-    for (; q + L <= P; q += L) flat_tile<S, 1, A>(x + q, f, f.masks + q, P, L, L, w, bv, y + q);
+        for (; q + NV / 4 * L <= P; q += NV / 4 * L) flat_tile<S, NV / 4, A, false>(x + q, f, f.masks + q, 0, w, bv, y + q);
+    for (; q + L <= P; q += L) flat_tile<S, 1, A, false>(x + q, f, f.masks + q, 0, w, bv, y + q);
     if (q < P) {  // the last vector, ending at the plane's end (plane >= L)
         q = P - L;
-        flat_tile<S, 1, A>(x + q, f, f.masks + q, P, L, L, w, bv, y + q);
+        flat_tile<S, 1, A, false>(x + q, f, f.masks + q, 0, w, bv, y + q);
     }
 }
 
@@ -311,13 +318,13 @@ __attribute__((always_inline)) inline void flat_rows(const float* x, const FlatP
         const int64_t j0 = std::min(j, ow - L);
         const int32_t* m = j0 + f.dj_lo < 0 || j0 + L - 1 + f.dj_hi >= ow ? f.col_masks + j0 : nullptr;
         int64_t r = 0;
-        for (; r + NV <= rows; r += NV) flat_tile<S, NV, A>(x + r * ow + j0, f, m, ow, 0, ow, w, bv, y + r * ow + j0);
+        for (; r + NV <= rows; r += NV) flat_tile<S, NV, A, true>(x + r * ow + j0, f, m, ow, w, bv, y + r * ow + j0);
         for (; r + NV / 2 <= rows; r += NV / 2)
-            flat_tile<S, NV / 2, A>(x + r * ow + j0, f, m, ow, 0, ow, w, bv, y + r * ow + j0);
+            flat_tile<S, NV / 2, A, true>(x + r * ow + j0, f, m, ow, w, bv, y + r * ow + j0);
         if constexpr (NV >= 8)
             for (; r + NV / 4 <= rows; r += NV / 4)
-                flat_tile<S, NV / 4, A>(x + r * ow + j0, f, m, ow, 0, ow, w, bv, y + r * ow + j0);
-        for (; r < rows; ++r) flat_tile<S, 1, A>(x + r * ow + j0, f, m, ow, 0, ow, w, bv, y + r * ow + j0);
+                flat_tile<S, NV / 4, A, true>(x + r * ow + j0, f, m, ow, w, bv, y + r * ow + j0);
+        for (; r < rows; ++r) flat_tile<S, 1, A, true>(x + r * ow + j0, f, m, ow, w, bv, y + r * ow + j0);
     }
 }
 
@@ -325,7 +332,7 @@ template <class S, Act A>
 __attribute__((always_inline)) inline void flat_positions(const float* x, const FlatPlane& f, const float* w,
                                                           float bias, float* y) {
     const typename S::V bv = S::splat(bias);
-    if (f.ow >= S::L) flat_rows<S, A>(x, f, w, bv, y);
+    if (f.ow >= S::L && (f.ow % S::L == 0 || !f.masks)) flat_rows<S, A>(x, f, w, bv, y);
     else flat_run<S, A>(x, f, w, bv, y);
 }
 
