@@ -12,8 +12,9 @@
 // shared out among the workers. (MobileNetV2's 32-channel 112x112 depthwise 3x3 at batch 1, two
 // threads: 385 -> 95 us; 144 channels 56x56 stride 2: 262 -> 202 us; 960 channels 7x7: 83 -> 75.)
 //
-// "Same" stride-1 planes up to 64x64 (most of MobileNetV2's) take a faster flat path instead
-// (below: one copy of each plane, masks for the columns, outputs written in place).
+// "Same" stride-1 planes and stride 2 onto half-size planes (all of MobileNetV2's) take a
+// faster flat path instead (below: one copy of each plane, masks for the columns that leave a
+// row, outputs written in place).
 //
 // Each output is its taps' multiply-adds in tap order from zero, as in the direct kernels: the
 // same bits as they gave, whatever the thread count or the cut.
@@ -137,11 +138,12 @@ XYLEM_KERNEL_LEVELS(void, dw_filter,
 // input q + (r*dh - ph)*W + (s*dw - pw) for tap (r, s): one offset per tap over the whole plane
 // taken as one flat run. The plane is copied (one memcpy) between zeros that stand for the rows
 // above and below it; a column tap that crosses a row's end reads the neighbouring row, so its
-// lanes there are masked to zero (a mask per column tap and position, made once per call). The
-// outputs are computed where they belong in Y: no packing row by row, no positions past each row
-// computed and dropped, no compaction (the phase layout's three passes cost ~450 cycles per 14x14
-// channel; its packing alone, row by row, ~40%). A plane's last partial vector is computed as the
-// vector ending at its last output, over outputs already written (the same values).
+// lanes there are masked to zero (masks per column tap, by position or by column, made once per
+// call). The outputs are computed where they belong in Y: no packing row by row, no positions
+// past each row computed and dropped, no compaction (the phase layout's three passes cost ~450
+// cycles per 14x14 channel; its packing alone, row by row, ~40%). A plane's (or row's) last
+// partial vector is computed as the vector ending at its end, over outputs already written (the
+// same values).
 //
 // Stride 2 where the input is exactly twice the output each way (MobileNetV2's 3x3 padding 1 on
 // even maps: 112 -> 56, ..., 14 -> 7): the input is split into its four phase planes (rows and
@@ -287,7 +289,8 @@ __attribute__((always_inline)) inline void flat_tile(const float* __restrict x, 
     for (int b = 0; b < NV; ++b) *reinterpret_cast<Vu*>(y + b * step) = finish<S, A>(acc[b], bias);
 }
 
-// Rows narrower than a vector: the plane as one run of vectors, masked by position.
+// The plane as one run of vectors, masked by position (rows narrower than a vector, or no
+// multiple of it).
 template <class S, Act A>
 __attribute__((always_inline)) inline void flat_run(const float* x, const FlatPlane& f, const float* w,
                                                     typename S::V bv, float* y) {
