@@ -36,6 +36,7 @@
 //   - the fallbacks to im2col: a data gradient whose phases would compute more than 1.5x
 //     im2col's multiply-adds (LeNet's 5x5 with no padding: 3x), and a strided 1x1 conv whose
 //     output plane fills less than 1/1.2 of its vectors (7x7: 49 positions in 64).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -267,6 +268,76 @@ TEST_F(NativeConvPaths, FilterGradientMatchesFloat64) {
             const auto want = ref::conv2d_bwd_filter(to_double(x), c.x, to_double(dy), c.w, beta, to_double(old), c.a);
             EXPECT_TRUE(near(tdw.to_vector(), want, tol::gemm(ys[0] * ys[2] * ys[3])));
         }
+}
+
+// Depthwise convolutions of random shapes (kernels 1-5 wide, strides 1-2, dilations 1-2,
+// padding that often makes the flat path's "same" or half-size planes and often does not, 1-2
+// filters per channel, planes from 1x1 to 40x40, every activation the kernel applies itself and
+// one it leaves to a pass, with and without bias) against the float64 reference: whichever of
+// the depthwise paths each shape takes.
+TEST_F(NativeConvPaths, RandomDepthwiseShapesMatchFloat64) {
+    std::mt19937 rng(5);
+    auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    const int acts[] = {XYLEM_ACT_NONE, XYLEM_ACT_RELU, XYLEM_ACT_RELU6, XYLEM_ACT_TANH};
+    for (int trial = 0; trial < 300; ++trial) {
+        const int r = pick(1, 5), s = pick(1, 5), st = pick(1, 2), dh = pick(1, 2), dw = pick(1, 2);
+        const int c = pick(1, 12), kg = pick(1, 2), n = pick(1, 3);
+        // "same" padding where the reach is even, half of it or random otherwise.
+        const int ph = pick(0, 1) ? dh * (r - 1) / 2 : pick(0, 2), pw = pick(0, 1) ? dw * (s - 1) / 2 : pick(0, 2);
+        int h = st == 2 && pick(0, 1) ? 2 * pick(1, 20) : pick(1, 40), w = st == 2 && pick(0, 1) ? 2 * pick(1, 20) : pick(1, 40);
+        h = std::max(h, dh * (r - 1) + 1 - 2 * ph), w = std::max(w, dw * (s - 1) + 1 - 2 * pw);
+        const xylem_conv2d_attrs a{st, st, ph, pw, dh, dw, c, acts[pick(0, 3)], 0};
+        const Shape xs{n, c, h, w}, ws{c * kg, 1, r, s};
+        const bool bias = pick(0, 1);
+        SCOPED_TRACE("trial " + std::to_string(trial) + ": x " + to_string(xs) + " w " + to_string(ws) + " stride " +
+                     std::to_string(st) + " pad " + std::to_string(ph) + "x" + std::to_string(pw) + " dilation " +
+                     std::to_string(dh) + "x" + std::to_string(dw) + " act " + std::to_string(a.activation));
+        const Shape ys = ops::conv2d_output_shape(xs, ws, a);
+        auto x = uniform(rng, numel(xs));
+        if (a.activation == XYLEM_ACT_RELU6)
+            for (float& e : x) e *= 4.0f;
+        const auto wv = uniform(rng, numel(ws)), b = uniform(rng, ws[0]);
+        Tensor tx = upload(dev(), xs, x), tw = upload(dev(), ws, wv), tb = upload(dev(), {ws[0]}, b);
+        Tensor ty = upload(dev(), ys, std::vector<float>(static_cast<size_t>(numel(ys)), NAN));
+        ops::conv2d_fwd(dev(), tx, tw, bias ? &tb : nullptr, ty, a);
+        const auto want = ref::conv2d_fwd(to_double(x), xs, to_double(wv), ws, bias ? to_double(b) : ref::Vec{}, a);
+        ASSERT_TRUE(near(ty.to_vector(), want, tol::gemm(r * s + 1)));
+    }
+}
+
+// Convolutions of random shapes against the float64 reference, forward: groups, 1x1 kernels
+// (the pointwise paths, direct ones among them), strides, dilations, padding, maps large enough
+// for the direct forward pass's blocks of rows (filters x computed positions past 64K floats),
+// every activation the kernels apply or leave to a pass: whichever path each shape takes.
+TEST_F(NativeConvPaths, RandomConvShapesMatchFloat64) {
+    std::mt19937 rng(6);
+    auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    const int acts[] = {XYLEM_ACT_NONE, XYLEM_ACT_RELU, XYLEM_ACT_RELU6, XYLEM_ACT_SIGMOID};
+    for (int trial = 0; trial < 200; ++trial) {
+        const int g = pick(1, 3), cg = pick(1, 6), kg = pick(1, 24), n = pick(1, 3);
+        const int r = pick(0, 2) ? pick(1, 3) * 2 - 1 : pick(1, 4), s = pick(0, 2) ? r : pick(1, 4);
+        const int st = pick(1, 2), dh = pick(0, 3) ? 1 : 2, dw = pick(0, 3) ? 1 : 2;
+        const int ph = pick(0, 2), pw = pick(0, 2);
+        int h = pick(1, 3) == 1 ? pick(40, 72) : pick(1, 24), w = pick(1, 3) == 1 ? pick(40, 72) : pick(1, 24);
+        h = std::max(h, dh * (r - 1) + 1 - 2 * ph), w = std::max(w, dw * (s - 1) + 1 - 2 * pw);
+        const xylem_conv2d_attrs a{st, st, ph, pw, dh, dw, g, acts[pick(0, 3)], 0};
+        const Shape xs{n, g * cg, h, w}, ws{g * kg, cg, r, s};
+        const bool bias = pick(0, 1);
+        SCOPED_TRACE("trial " + std::to_string(trial) + ": x " + to_string(xs) + " w " + to_string(ws) + " groups " +
+                     std::to_string(g) + " stride " + std::to_string(st) + " pad " + std::to_string(ph) + "x" +
+                     std::to_string(pw) + " dilation " + std::to_string(dh) + "x" + std::to_string(dw) + " act " +
+                     std::to_string(a.activation));
+        const Shape ys = ops::conv2d_output_shape(xs, ws, a);
+        auto x = uniform(rng, numel(xs));
+        if (a.activation == XYLEM_ACT_RELU6)
+            for (float& e : x) e *= 4.0f;
+        const auto wv = uniform(rng, numel(ws)), b = uniform(rng, ws[0]);
+        Tensor tx = upload(dev(), xs, x), tw = upload(dev(), ws, wv), tb = upload(dev(), {ws[0]}, b);
+        Tensor ty = upload(dev(), ys, std::vector<float>(static_cast<size_t>(numel(ys)), NAN));
+        ops::conv2d_fwd(dev(), tx, tw, bias ? &tb : nullptr, ty, a);
+        const auto want = ref::conv2d_fwd(to_double(x), xs, to_double(wv), ws, bias ? to_double(b) : ref::Vec{}, a);
+        ASSERT_TRUE(near(ty.to_vector(), want, tol::gemm(cg * r * s + 1)));
+    }
 }
 
 // The pointwise direct path streams an output of 4 MB or more past the caches, which needs Y at a
