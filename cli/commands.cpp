@@ -189,7 +189,12 @@ void parse_flags(Args& a, int argc, char** argv) {
         else if (f == "--backend") a.backend = value();
         else if (f == "--out") a.out = value();
         else if (f == "--init") a.init = value();
-        else if (f == "--input") a.input = value();
+        else if (f == "--input") {
+            a.inputs.push_back(value());
+            if (a.inputs.size() > 1 && a.command != "run")
+                throw UsageError{"--input is given twice; " + a.command + " reads one input file", a.command};
+            a.input = a.inputs[0];
+        }
         else if (f == "--plugin-path") a.plugin_dirs.push_back(value());
         else if (f == "--epochs") a.epochs = parse_int<int>(f, value(), ranges::epochs);
         else if (f == "--batch-size") a.batch_size = parse_int<int>(f, value(), ranges::batch_size);

@@ -19,6 +19,7 @@ struct Args {
     std::vector<std::string> operands;  // words that are not flags: plot's RUN_DIR, help's COMMAND
     bool help = false;                  // COMMAND --help (or -h)
     std::string config, checkpoint, backend, out, input;
+    std::vector<std::string> inputs;  // every --input, in order (`run` takes one per model input; `input` is the first)
     std::string init;  // train --init FILE: train.init
     std::vector<std::string> plugin_dirs;
     std::optional<int> epochs, batch_size, top;  // set: the flag was given (and is in its range)

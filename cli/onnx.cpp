@@ -46,12 +46,48 @@ std::string file_stem(const std::string& name) {
     return s.empty() ? "output" : s;
 }
 
+std::string io_text(const std::vector<onnx_import::ModelIO>& v, const char* one, const char* several) {
+    std::string s = v.size() == 1 ? one : several;
+    for (size_t k = 0; k < v.size(); ++k) s += (k ? ", '" : " '") + v[k].name + "' " + to_string(v[k].sample);
+    return s;
+}
+
 void print_notes(const onnx_import::Imported& m) {
-    std::printf("%s: ONNX opset %lld%s, %zu layers, %zu tensors; input '%s' %s, output '%s' %s per sample\n",
-                m.source.c_str(), static_cast<long long>(m.opset),
-                m.producer.empty() ? "" : (" from " + m.producer).c_str(), m.layers.size(), m.params.size(),
-                m.input_name.c_str(), to_string(m.input_sample).c_str(), m.output_name.c_str(),
-                to_string(m.output_sample).c_str());
+    std::printf("%s: ONNX opset %lld%s, %zu layers, %zu tensors; %s; %s per sample\n", m.source.c_str(),
+                static_cast<long long>(m.opset), m.producer.empty() ? "" : (" from " + m.producer).c_str(),
+                m.layers.size(), m.params.size(), io_text(m.inputs, "input", "inputs").c_str(),
+                io_text(m.outputs, "output", "outputs").c_str());
+}
+
+// The --input files, one per graph input in order, each checked against its input before
+// anything is built: shape, element type, and one batch for all.
+std::vector<npy::Array> read_inputs(const Args& a, const onnx_import::Imported& m) {
+    if (a.inputs.size() != m.inputs.size()) {
+        std::string names;
+        for (const auto& in : m.inputs) names += (names.empty() ? "'" : ", '") + in.name + "'";
+        throw UsageError{"the model takes " + std::to_string(m.inputs.size()) + " input(s) (" + names + ", in this order), " +
+                             std::to_string(a.inputs.size()) + " --input file(s) given",
+                         "run"};
+    }
+    std::vector<npy::Array> xs;
+    for (size_t k = 0; k < m.inputs.size(); ++k) {
+        const onnx_import::ModelIO& in = m.inputs[k];
+        const std::string& file = a.inputs[k];
+        npy::Array x = npy::read(file);
+        if (x.shape.size() != in.sample.size() + 1 || !std::equal(in.sample.begin(), in.sample.end(), x.shape.begin() + 1) ||
+            x.shape[0] < 1)
+            throw Error(file + ": array of shape " + to_string(x.shape) + " does not fit the model's input '" + in.name +
+                        "', [N, " + to_string(in.sample).substr(1) + " with N >= 1");
+        if (x.integer != in.tokens)
+            throw Error(file + ": the model's input '" + in.name + "' takes " +
+                        (in.tokens ? "integer token ids ('<i8' or '<i4')" : "float32 ('<f4')") + ", the file holds " +
+                        (x.integer ? "integers" : "float32"));
+        if (k > 0 && x.shape[0] != xs[0].shape[0])
+            throw Error(file + ": " + std::to_string(x.shape[0]) + " samples, " + a.inputs[0] + " holds " +
+                        std::to_string(xs[0].shape[0]) + " (every input holds the same samples)");
+        xs.push_back(std::move(x));
+    }
+    return xs;
 }
 #endif
 
@@ -59,7 +95,7 @@ void print_notes(const onnx_import::Imported& m) {
 
 int run_onnx_run(const Args& a) {
     const std::string& path = model_operand(a);
-    if (a.input.empty()) throw UsageError{"run needs --input FILE.npy", "run"};
+    if (a.inputs.empty()) throw UsageError{"run needs --input FILE.npy (one per model input)", "run"};
 #ifndef XYLEM_HAVE_ONNX
     (void)path;
     throw Error(
@@ -69,45 +105,43 @@ int run_onnx_run(const Args& a) {
     auto t0 = Clock::now();
     const onnx_import::Imported m = onnx_import::import_file(path);
     const double import_s = seconds_since(t0);
-    const npy::Array x = npy::read(a.input);
-    const Shape want_sample = m.input_sample;
-    if (x.shape.size() != want_sample.size() + 1 ||
-        !std::equal(want_sample.begin(), want_sample.end(), x.shape.begin() + 1) || x.shape[0] < 1)
-        throw Error(a.input + ": array of shape " + to_string(x.shape) + " does not fit the model's input '" +
-                    m.input_name + "', [N, " + to_string(want_sample).substr(1) + " with N >= 1");
+    const std::vector<npy::Array> xs = read_inputs(a, m);
+    std::vector<Shape> samples;
+    for (const auto& in : m.inputs) samples.push_back(in.sample);
     RunConfig c = onnx_import::run_config(m);
     Registry registry;
     const BackendChoice choice = choose_backend(registry, c, a);
     auto dev = choice.backend->device(choice.device);
     t0 = Clock::now();
-    auto model = train::build_inference_model(c, *dev, want_sample, x.shape[0]);
+    auto model = train::build_inference_model(c, *dev, samples, xs[0].shape[0]);
     onnx_import::load_parameters(*model, m);
-    if (x.integer != m.input_tokens)
-        throw Error(a.input + ": the model's input '" + m.input_name + "' takes " +
-                    (m.input_tokens ? "integer token ids ('<i8' or '<i4')" : "float32 ('<f4')") + ", the file holds " +
-                    (x.integer ? "integers" : "float32"));
-    Tensor in(x.shape, x.integer ? DType::I32 : DType::F32, *dev);
-    in.upload_from(*dev,
-                   x.integer ? static_cast<const void*>(x.tokens.data()) : static_cast<const void*>(x.values.data()));
+    std::vector<Tensor> ins;
+    std::vector<const Tensor*> in_ptrs;
+    for (const npy::Array& x : xs) {
+        ins.emplace_back(x.shape, x.integer ? DType::I32 : DType::F32, *dev);
+        ins.back().upload_from(*dev, x.integer ? static_cast<const void*>(x.tokens.data())
+                                               : static_cast<const void*>(x.values.data()));
+    }
+    for (const Tensor& t : ins) in_ptrs.push_back(&t);
     dev->sync();
     const double build_s = seconds_since(t0);
-    t0 = Clock::now();
-    // An ONNX model is a function of its input: recurrent layers start each pass from zeros (the
+    // An ONNX model is a function of its inputs: recurrent layers start each pass from zeros (the
     // initial states the importer takes), not from the state the last pass left.
     // The first pass is recorded for step fusion, the second runs the fused plan.
     fusion::ForwardFusion fusion(*dev);
-    const Tensor* y = nullptr;
-    model->reset_state();
-    fusion.run([&] { y = &model->forward(*dev, in, false); });
-    y->download();
+    auto pass = [&] {
+        model->reset_state();
+        fusion.run([&] { model->forward(*dev, in_ptrs, false); });
+        for (size_t k = 0; k < model->output_count(); ++k) model->output(k).download();
+    };
+    t0 = Clock::now();
+    pass();
     const double first_s = seconds_since(t0);
     // --profile times the second pass, the steady state (the first pays for first-touch pages,
     // scratch growth and the backend's kernel builds).
     profiler::enable(a.profile);
     t0 = Clock::now();
-    model->reset_state();
-    fusion.run([&] { y = &model->forward(*dev, in, false); });
-    y->download();
+    pass();
     const double second_s = seconds_since(t0);
     profiler::enable(false);
     print_notes(m);
@@ -115,10 +149,21 @@ int run_onnx_run(const Args& a) {
     std::error_code ec;
     fs::create_directories(out, ec);
     if (ec) throw Error(out.string() + ": cannot create the output folder: " + ec.message());
-    const fs::path file = out / (file_stem(m.output_name) + ".npy");
-    npy::write(file.string(), y->shape(), y->to_vector().data());
-    std::printf("input '%s' %s from %s\n", m.input_name.c_str(), to_string(x.shape).c_str(), a.input.c_str());
-    std::printf("output '%s' %s -> %s\n", m.output_name.c_str(), to_string(y->shape()).c_str(), file.string().c_str());
+    for (size_t k = 0; k < m.inputs.size(); ++k)
+        std::printf("input '%s' %s from %s\n", m.inputs[k].name.c_str(), to_string(xs[k].shape).c_str(),
+                    a.inputs[k].c_str());
+    std::vector<fs::path> files;
+    for (size_t k = 0; k < m.outputs.size(); ++k) {
+        // Two output names may clean to one file name: the later gets its place appended.
+        fs::path file = out / (file_stem(m.outputs[k].name) + ".npy");
+        for (size_t r = k; std::find(files.begin(), files.end(), file) != files.end(); ++r)
+            file = out / (file_stem(m.outputs[k].name) + "_" + std::to_string(r) + ".npy");
+        files.push_back(file);
+        const Tensor& y = model->output(k);
+        npy::write(file.string(), y.shape(), y.to_vector().data());
+        std::printf("output '%s' %s -> %s\n", m.outputs[k].name.c_str(), to_string(y.shape()).c_str(),
+                    file.string().c_str());
+    }
     std::printf("backend %s: import %.3f s, build %.3f s, forward %.6f s (first), %.6f s (second)\n",
                 choice.backend->name().c_str(), import_s, build_s, first_s, second_s);
     if (a.profile) profiler::print(std::cout);
@@ -144,7 +189,9 @@ int run_import(const Args& a) {
     if (native.backend.empty()) native.backend = "native";
     const BackendChoice choice = choose_backend(registry, c, native);
     auto dev = choice.backend->device(choice.device);
-    auto model = train::build_inference_model(c, *dev, m.input_sample, 1);
+    std::vector<Shape> samples;
+    for (const auto& in : m.inputs) samples.push_back(in.sample);
+    auto model = train::build_inference_model(c, *dev, samples, 1);
     onnx_import::load_parameters(*model, m);
     const fs::path out(a.out);
     std::error_code ec;
@@ -162,6 +209,11 @@ int run_import(const Args& a) {
     print_notes(m);
     for (const std::string& note : m.notes) std::printf("  %s\n", note.c_str());
     std::printf("config: %s\ncheckpoint: %s\n", config.string().c_str(), checkpoint.string().c_str());
+    if (m.inputs.size() > 1) {  // the data-fed commands feed one input (Net::build says so too)
+        std::printf("the model takes %zu inputs: run it with xylem run %s --input A.npy --input B.npy ... (eval, predict and "
+                    "train feed one input)\n", m.inputs.size(), path.c_str());
+        return 0;
+    }
     std::printf("try: xylem eval --config %s --checkpoint %s\n", config.string().c_str(), checkpoint.string().c_str());
     std::printf("fine-tune: xylem train --config %s --init %s\n", config.string().c_str(), checkpoint.string().c_str());
     return 0;

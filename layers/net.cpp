@@ -35,8 +35,43 @@ std::string joined(const std::vector<std::string>& names) {
 
 }  // namespace
 
+void Net::set_inputs(std::vector<std::string> names) {
+    if (prepared_) throw Error("model inputs set after the model was planned or built");
+    if (names.empty()) throw Error("model inputs: none named (a model reads at least one input)");
+    if (names.size() > kMaxInputs)
+        throw Error("model inputs: " + std::to_string(names.size()) + " named, at most " + std::to_string(kMaxInputs));
+    for (size_t k = 0; k < names.size(); ++k) {
+        if (names[k].empty()) throw Error("model input " + std::to_string(k) + ": its name is empty");
+        for (size_t m = 0; m < k; ++m)
+            if (names[m] == names[k]) throw Error("model inputs: '" + names[k] + "' is named twice");
+        if (find(names[k]) != nodes_.size())
+            throw Error("model input '" + names[k] + "': the name is taken by " + nodes_[find(names[k])].layer->label());
+    }
+    input_names_ = std::move(names);
+}
+
+void Net::set_outputs(std::vector<std::string> names) {
+    if (prepared_) throw Error("model outputs set after the model was planned or built");
+    if (names.empty()) throw Error("model outputs: none named (a model gives at least one output)");
+    for (size_t k = 0; k < names.size(); ++k)
+        for (size_t m = 0; m < k; ++m)
+            if (names[m] == names[k]) throw Error("model outputs: '" + names[k] + "' is named twice");
+    output_names_ = std::move(names);
+}
+
+std::vector<std::string> Net::output_names() const {
+    if (!output_names_.empty()) return output_names_;
+    return nodes_.empty() ? std::vector<std::string>{} : std::vector<std::string>{nodes_[output_nodes_.empty() ? nodes_.size() - 1 : output_nodes_[0]].name};
+}
+
+size_t Net::input_index(const std::string& name) const {
+    for (size_t k = 0; k < input_names_.size(); ++k)
+        if (input_names_[k] == name) return k;
+    return kMaxInputs;
+}
+
 void Net::add(std::unique_ptr<Layer> layer) {
-    std::vector<std::string> inputs{nodes_.empty() ? std::string(kInput) : nodes_.back().name};
+    std::vector<std::string> inputs{nodes_.empty() ? input_names_[0] : nodes_.back().name};
     add(std::to_string(nodes_.size()), std::move(inputs), std::move(layer));
 }
 
@@ -46,8 +81,8 @@ void Net::add(const std::string& name, std::vector<std::string> inputs, std::uni
     const std::string label = node_label(name, layer->kind());
     if (built_) throw Error(label + ": the model is already built; add every layer before build()");
     if (name.empty()) throw Error("model layer " + std::to_string(nodes_.size()) + " (" + layer->kind() + "): its name is empty");
-    if (name == kInput)
-        throw Error(label + ": the name '" + std::string(kInput) + "' is reserved for the model's input");
+    if (name == kInput || input_index(name) != kMaxInputs)
+        throw Error(label + ": the name '" + name + "' is reserved for the model's input");
     if (find(name) != nodes_.size())
         throw Error(label + ": the name '" + name + "' is taken by " + nodes_[find(name)].layer->label() +
                     " (every layer needs a name of its own)");
@@ -77,14 +112,15 @@ void Net::resolve_inputs() {
             throw Error(n.layer->label() + ": takes " + (want ? std::to_string(want) : std::string("two or more")) +
                         " input(s), `inputs` names " + std::to_string(n.inputs.size()) + " (" + joined(n.inputs) + ")");
         for (const std::string& in : n.inputs) {
-            if (in == kInput) {
-                n.from.push_back(kModelInput);
+            if (const size_t k = input_index(in); k != kMaxInputs) {
+                n.from.push_back(model_input(k));
                 continue;
             }
             const size_t j = find(in);
             if (j == nodes_.size())
-                throw Error(n.layer->label() + ": input '" + in + "' names no layer of the model (and is not '" +
-                            std::string(kInput) + "', the model's input)");
+                throw Error(n.layer->label() + ": input '" + in + "' names no layer of the model (and is not " +
+                            (input_names_.size() == 1 ? "'" + input_names_[0] + "', the model's input)"
+                                                      : "one of the model's inputs: " + joined(input_names_) + ")"));
             if (j == static_cast<size_t>(&n - nodes_.data())) throw Error(n.layer->label() + ": reads its own output (a cycle)");
             n.from.push_back(j);
         }
@@ -99,7 +135,7 @@ void Net::order_topologically() {
     std::vector<std::vector<size_t>> readers(count);
     for (size_t i = 0; i < count; ++i)
         for (size_t j : nodes_[i].from)
-            if (j != kModelInput) {
+            if (!is_model_input(j)) {
                 ++waiting[i];
                 readers[j].push_back(i);
             }
@@ -116,7 +152,7 @@ void Net::order_topologically() {
             while (std::find(path.begin(), path.end(), at) == path.end()) {
                 path.push_back(at);
                 for (size_t j : nodes_[at].from)
-                    if (j != kModelInput && !done[j]) {
+                    if (!is_model_input(j) && !done[j]) {
                         at = j;
                         break;
                     }
@@ -142,16 +178,30 @@ void Net::order_topologically() {
     for (size_t k = 0; k < count; ++k) index_.emplace(nodes_[k].name, k);
     for (Node& n : nodes_)
         for (size_t& j : n.from)
-            if (j != kModelInput) j = position[j];
-    output_node_ = position[count - 1];  // the last node added is the model's output
+            if (!is_model_input(j)) j = position[j];
+    output_nodes_.clear();
+    if (output_names_.empty()) {
+        output_nodes_.push_back(position[count - 1]);  // the last node added is the model's output
+    } else {
+        for (const std::string& o : output_names_) {
+            const size_t j = find(o);
+            if (j == nodes_.size())
+                throw Error("model output '" + o + "' names no layer of the model" +
+                            (input_index(o) != kMaxInputs ? " (it is a model input: an output needs a layer to run)" : ""));
+            output_nodes_.push_back(j);
+        }
+    }
+    for (size_t j : output_nodes_) nodes_[j].is_output = true;
 }
 
 void Net::check_outputs_used() const {
     for (size_t i = 0; i < nodes_.size(); ++i)
-        if (i != output_node_ && nodes_[i].consumers == 0)
-            throw Error(nodes_[i].layer->label() + ": its output is read by no layer (only the last layer, " +
-                        nodes_[output_node_].layer->label() + ", gives the model's output; name '" + nodes_[i].name +
-                        "' in a later layer's inputs or remove it)");
+        if (!nodes_[i].is_output && nodes_[i].consumers == 0)
+            throw Error(nodes_[i].layer->label() + ": its output is read by no layer (" +
+                        (output_names_.empty() ? "only the last layer, " + nodes_[output_nodes_[0]].layer->label() +
+                                                     ", gives the model's output"
+                                               : "the model's outputs are " + joined(output_names_)) +
+                        "; name '" + nodes_[i].name + "' in a later layer's inputs or remove it)");
 }
 
 // A node sharing another's parameters: same type, same parameter shapes, and a layer that can
@@ -188,11 +238,11 @@ void Net::sync_shared() {
 void Net::fuse_activations(Backend& backend) {
     for (Node& n : nodes_) {
         auto* act = dynamic_cast<Activation*>(n.layer.get());
-        if (!act || n.from[0] == kModelInput) continue;
+        if (!act || is_model_input(n.from[0])) continue;
         Node& p = nodes_[n.from[0]];
         // Valid only when the activation is the producer's one reader: any other reader needs the
         // value before the activation.
-        if (p.fused || p.consumers != 1 || n.from[0] == output_node_ || p.owner != SIZE_MAX) continue;
+        if (p.fused || p.consumers != 1 || p.is_output || p.owner != SIZE_MAX) continue;
         n.fused = p.layer->fuse_activation(act->activation(), backend);
     }
 }
@@ -204,7 +254,7 @@ void Net::pass_token_ids(Backend& backend) {
     for (size_t i = 0; i < nodes_.size(); ++i) {
         Node& n = nodes_[i];
         const auto* one_hot = dynamic_cast<const OneHot*>(n.layer.get());
-        if (!one_hot || n.consumers != 1 || i == output_node_) continue;
+        if (!one_hot || n.consumers != 1 || n.is_output) continue;
         for (size_t j = i + 1; j < nodes_.size(); ++j) {
             Node& reader = nodes_[j];
             if (std::find(reader.from.begin(), reader.from.end(), i) == reader.from.end()) continue;
@@ -222,10 +272,10 @@ void Net::pass_token_ids(Backend& backend) {
 void Net::fold_batch_norms(const Backend& backend) {
     for (size_t i = 0; i < nodes_.size(); ++i) {
         Node& bn = nodes_[i];
-        if (!dynamic_cast<BatchNorm*>(bn.layer.get()) || bn.from[0] == kModelInput) continue;
+        if (!dynamic_cast<BatchNorm*>(bn.layer.get()) || is_model_input(bn.from[0])) continue;
         Node& conv = nodes_[bn.from[0]];
         auto* c = dynamic_cast<Conv2d*>(conv.layer.get());
-        if (!c || c->has_fused_activation() || conv.consumers != 1 || bn.from[0] == output_node_ || conv.fused) continue;
+        if (!c || c->has_fused_activation() || conv.consumers != 1 || conv.is_output || conv.fused) continue;
         conv.fold_bn = i;
         bn.folded = true;
         for (size_t j = i + 1; j < nodes_.size(); ++j) {
@@ -233,7 +283,7 @@ void Net::fold_batch_norms(const Backend& backend) {
             if (a.from.size() != 1 || a.from[0] != i) continue;
             auto* act = dynamic_cast<Activation*>(a.layer.get());
             // Only what conv2d_fwd runs as its epilogue (a GELU after a batch norm stays a layer).
-            if (bn.consumers == 1 && i != output_node_ && !a.fused && act && fusable_activation(act->activation(), backend)) {
+            if (bn.consumers == 1 && !bn.is_output && !a.fused && act && fusable_activation(act->activation(), backend)) {
                 conv.fold_act = j;
                 a.folded = true;
             }
@@ -242,20 +292,35 @@ void Net::fold_batch_norms(const Backend& backend) {
     }
 }
 
-void Net::prepare(const Shape& input_sample) {
+std::string Net::inputs_given(size_t given) const {
+    std::string s = "model takes " + std::to_string(input_names_.size()) + " input(s) (" + joined(input_names_) +
+                    "), given " + std::to_string(given);
+    if (given == 1)  // the data-fed commands and Model.fit feed one
+        s += ": xylem's datasets feed models of one input (run this one with `xylem run MODEL --input A --input B`, "
+             "or from Python with one array per input)";
+    return s;
+}
+
+void Net::prepare(std::span<const Shape> input_samples) {
     if (prepared_) {
-        if (input_ != input_sample)
-            throw Error("model was planned for samples of shape " + to_string(input_) + ", not " + to_string(input_sample));
+        if (!std::equal(inputs_.begin(), inputs_.end(), input_samples.begin(), input_samples.end())) {
+            std::string planned, given;
+            for (const Shape& s : inputs_) planned += (planned.empty() ? "" : ", ") + to_string(s);
+            for (const Shape& s : input_samples) given += (given.empty() ? "" : ", ") + to_string(s);
+            throw Error("model was planned for samples of shape " + planned + ", not " + given);
+        }
         return;
     }
     if (nodes_.empty()) throw Error("model has no layers");
+    if (input_samples.size() != input_names_.size())
+        throw Error(inputs_given(input_samples.size()));
     resolve_inputs();
     order_topologically();
     for (Node& n : nodes_)
         for (size_t j : n.from)
-            if (j != kModelInput) ++nodes_[j].consumers;
+            if (!is_model_input(j)) ++nodes_[j].consumers;
     check_outputs_used();
-    input_ = input_sample;
+    inputs_.assign(input_samples.begin(), input_samples.end());
     std::vector<Shape> shapes;
     for (size_t i = 0; i < nodes_.size(); ++i) {
         Node& n = nodes_[i];
@@ -267,14 +332,16 @@ void Net::prepare(const Shape& input_sample) {
 
 const std::vector<Shape>& Net::input_shapes(size_t i, std::vector<Shape>& shapes) const {
     shapes.clear();
-    for (size_t j : nodes_[i].from) shapes.push_back(j == kModelInput ? input_ : nodes_[j].shape);
+    for (size_t j : nodes_[i].from) shapes.push_back(is_model_input(j) ? inputs_[j - kFirstModelInput] : nodes_[j].shape);
     return shapes;
 }
 
-Net::Footprint Net::footprint(const Shape& input_sample) {
-    prepare(input_sample);
+Net::Footprint Net::footprint(std::span<const Shape> input_samples) {
+    prepare(input_samples);
     return count_footprint();
 }
+
+Net::Footprint Net::footprint(const Shape& input_sample) { return footprint(std::span<const Shape>(&input_sample, 1)); }
 
 Net::Footprint Net::count_footprint() const {
     Footprint f;
@@ -290,7 +357,7 @@ Net::Footprint Net::count_footprint() const {
         }
         needs_grad[i] = p.trainable > 0;
         for (size_t j : n.from)
-            if (j != kModelInput && needs_grad[j]) needs_grad[i] = true;
+            if (!is_model_input(j) && needs_grad[j]) needs_grad[i] = true;
         if (n.fused || n.ids_passed) continue;  // runs in its producer's output, or not at all (known once built)
         f.outputs_per_sample += numel(n.shape);
         if (needs_grad[i]) f.output_grads_per_sample += numel(n.shape);
@@ -299,8 +366,12 @@ Net::Footprint Net::count_footprint() const {
 }
 
 void Net::build(Device& dev, const Shape& input_sample, uint64_t seed, bool training) {
+    build(dev, std::span<const Shape>(&input_sample, 1), seed, training);
+}
+
+void Net::build(Device& dev, std::span<const Shape> input_samples, uint64_t seed, bool training) {
     if (built_) throw Error("model is already built");
-    prepare(input_sample);
+    prepare(input_samples);
     training_ = training;
     std::mt19937_64 rng(seed);
     std::vector<Shape> shapes;
@@ -328,7 +399,7 @@ void Net::build(Device& dev, const Shape& input_sample, uint64_t seed, bool trai
         }
         n.needs_grad = n.writes_grads;
         for (size_t j : n.from)
-            if (j != kModelInput && nodes_[j].needs_grad) n.needs_grad = true;
+            if (!is_model_input(j) && nodes_[j].needs_grad) n.needs_grad = true;
     }
     // The first node backward reaches (the highest index) writes a shared gradient; the rest add.
     std::vector<bool> written(nodes_.size(), false);
@@ -340,21 +411,24 @@ void Net::build(Device& dev, const Shape& input_sample, uint64_t seed, bool trai
         written[group] = true;
     }
     sync_shared();
-    DType in_type = DType::F32;
-    bool seen = false;
+    std::vector<DType> in_type(input_names_.size(), DType::F32);
+    std::vector<bool> seen(input_names_.size(), false);
     for (const Node& n : nodes_)
         for (size_t j : n.from)
-            if (j == kModelInput) {
-                if (seen && n.layer->input_dtype() != in_type)
-                    throw Error(n.layer->label() + ": reads the model input as " + dtype_name(n.layer->input_dtype()) +
-                                " values, another layer reads it as " + dtype_name(in_type));
-                in_type = n.layer->input_dtype();
-                seen = true;
+            if (is_model_input(j)) {
+                const size_t k = j - kFirstModelInput;
+                if (seen[k] && n.layer->input_dtype() != in_type[k])
+                    throw Error(n.layer->label() + ": reads the model input '" + input_names_[k] + "' as " +
+                                dtype_name(n.layer->input_dtype()) + " values, another layer reads it as " +
+                                dtype_name(in_type[k]));
+                in_type[k] = n.layer->input_dtype();
+                seen[k] = true;
             }
     fuse_activations(dev.backend());
     pass_token_ids(dev.backend());
     fold_batch_norms(dev.backend());
-    output_ = nodes_[output_node_].shape;
+    output_shapes_.clear();
+    for (size_t j : output_nodes_) output_shapes_.push_back(nodes_[j].shape);
     for (Node& n : nodes_) {
         n.forward_scope = n.layer->label() + " forward";
         n.backward_scope = n.layer->label() + " backward";
@@ -367,12 +441,15 @@ void Net::build(Device& dev, const Shape& input_sample, uint64_t seed, bool trai
     check_ops(dev.backend(), false);  // inference needs the forward ops; train() checks backward too
 }
 
-DType Net::input_dtype() const {
+DType Net::input_dtype(size_t k) const {
     if (nodes_.empty()) throw Error("model has no layers");
-    for (const Node& n : nodes_)
-        for (size_t j : n.from)
-            if (j == kModelInput) return n.layer->input_dtype();
-    return nodes_.front().layer->input_dtype();  // before build(): the first layer added reads the input
+    if (k >= input_names_.size())
+        throw Error("model input " + std::to_string(k) + ": the model has " + std::to_string(input_names_.size()));
+    for (const Node& n : nodes_) {
+        for (size_t m = 0; m < n.inputs.size(); ++m)  // by name: before build() `from` is not resolved
+            if (n.inputs[m] == input_names_[k]) return n.layer->input_dtype();
+    }
+    return DType::F32;  // an input no layer reads
 }
 
 void Net::check_ops(Backend& backend, bool backward) const {
@@ -389,20 +466,37 @@ void Net::check_ops(Backend& backend, bool backward) const {
 
 const Tensor& Net::forward(Device& dev, const Tensor& x, bool train) {
     if (!built_) throw Error("model used before build()");
-    Shape sample(x.shape().begin() + (x.shape().empty() ? 0 : 1), x.shape().end());
-    // Decoding feeds a sequence's steps a few at a time: its time axis (the first per sample) may
-    // differ from the one the model was built for (the layers with a context limit check it).
-    if (decoding_ && !sample.empty() && sample.size() == input_.size() &&
-        std::equal(sample.begin() + 1, sample.end(), input_.begin() + 1))
-        sample = input_;
-    if (x.shape().empty() || sample != input_)
-        throw Error("model input: got batch shape " + to_string(x.shape()) + ", expected [N" +
-                    (input_.empty() ? "" : ", ") + to_string(input_).substr(1));
-    if (x.dtype() != input_dtype())
-        for (const Node& n : nodes_)
-            if (std::find(n.from.begin(), n.from.end(), kModelInput) != n.from.end())
-                throw Error("model input: got " + std::string(dtype_name(x.dtype())) + " values, " + n.layer->label() +
-                            " takes " + dtype_name(input_dtype()));
+    model_xs_.assign(1, &x);
+    return forward(dev, model_xs_, train);
+}
+
+const Tensor& Net::forward(Device& dev, const std::vector<const Tensor*>& xs, bool train) {
+    if (!built_) throw Error("model used before build()");
+    if (xs.size() != input_names_.size()) throw Error(inputs_given(xs.size()));
+    for (size_t k = 0; k < xs.size(); ++k) {
+        // "model input" for a model of one input (as always), "model input 'mask'" for several.
+        const std::string what = "model input" + (xs.size() == 1 ? std::string() : " '" + input_names_[k] + "'");
+        if (!xs[k] || !xs[k]->defined()) throw Error(what + ": no tensor given");
+        const Tensor& x = *xs[k];
+        const Shape& want = inputs_[k];
+        Shape sample(x.shape().begin() + (x.shape().empty() ? 0 : 1), x.shape().end());
+        // Decoding feeds a sequence's steps a few at a time: its time axis (the first per sample)
+        // may differ from the one the model was built for (the layers with a context limit check it).
+        if (decoding_ && !sample.empty() && sample.size() == want.size() &&
+            std::equal(sample.begin() + 1, sample.end(), want.begin() + 1))
+            sample = want;
+        if (x.shape().empty() || sample != want)
+            throw Error(what + ": got batch shape " + to_string(x.shape()) + ", expected [N" + (want.empty() ? "" : ", ") +
+                        to_string(want).substr(1));
+        if (k > 0 && x.shape()[0] != xs[0]->shape()[0])
+            throw Error(what + ": batch of " + std::to_string(x.shape()[0]) + ", input '" + input_names_[0] + "' has " +
+                        std::to_string(xs[0]->shape()[0]) + " (every input holds the same samples)");
+        if (x.dtype() != input_dtype(k))
+            for (const Node& n : nodes_)
+                if (std::find(n.from.begin(), n.from.end(), model_input(k)) != n.from.end())
+                    throw Error(what + ": got " + std::string(dtype_name(x.dtype())) + " values, " + n.layer->label() +
+                                " takes " + dtype_name(input_dtype(k)));
+    }
     sync_shared();
     for (size_t i = 0; i < nodes_.size(); ++i) {
         Node& n = nodes_[i];
@@ -412,11 +506,11 @@ const Tensor& Net::forward(Device& dev, const Tensor& x, bool train) {
             continue;
         }
         if (n.ids_passed) {  // its reader takes the ids themselves
-            outputs_[i] = n.from[0] == kModelInput ? &x : outputs_[n.from[0]];
+            outputs_[i] = is_model_input(n.from[0]) ? xs[n.from[0] - kFirstModelInput] : outputs_[n.from[0]];
             continue;
         }
         xs_.clear();
-        for (size_t j : n.from) xs_.push_back(j == kModelInput ? &x : outputs_[j]);
+        for (size_t j : n.from) xs_.push_back(is_model_input(j) ? xs[j - kFirstModelInput] : outputs_[j]);
         profiler::Scope scope(&n.forward_scope);
         if (n.fold_bn != SIZE_MAX && fold) {
             const auto act = n.fold_act == SIZE_MAX ? XYLEM_ACT_NONE
@@ -427,12 +521,20 @@ const Tensor& Net::forward(Device& dev, const Tensor& x, bool train) {
         }
         outputs_[i] = &n.layer->forward_inputs(dev, xs_, train);
     }
-    return *outputs_[output_node_];
+    return *outputs_[output_nodes_[0]];
+}
+
+const Tensor& Net::output(size_t k) const {
+    if (!built_) throw Error("model used before build()");
+    if (k >= output_nodes_.size())
+        throw Error("model output " + std::to_string(k) + ": the model has " + std::to_string(output_nodes_.size()));
+    if (!outputs_[output_nodes_[k]]) throw Error("model output read before forward()");
+    return *outputs_[output_nodes_[k]];
 }
 
 void Net::deliver(Device& dev, size_t to, const Tensor* dx) {
-    if (to == kModelInput || !nodes_[to].needs_grad) return;
-    if (nodes_[to].consumers == 1) {
+    if (is_model_input(to) || !nodes_[to].needs_grad) return;
+    if (grad_sources(to) == 1) {
         grads_[to] = dx;
         return;
     }
@@ -447,23 +549,46 @@ void Net::deliver(Device& dev, size_t to, const Tensor* dx) {
 }
 
 void Net::backward(Device& dev, const Tensor& dy) {
+    if (built_ && output_nodes_.size() != 1)
+        throw Error("model has " + std::to_string(output_nodes_.size()) + " outputs (" + joined(output_names()) +
+                    "): backward takes a gradient for each (training fits models of one output)");
+    dys_.assign(1, &dy);
+    backward(dev, dys_);
+}
+
+void Net::backward(Device& dev, const std::vector<const Tensor*>& dys) {
     if (!built_) throw Error("model used before build()");
     if (!training_) throw Error("model built to run, not to train: it has no gradients (backward called)");
+    if (dys.size() != output_nodes_.size())
+        throw Error("model has " + std::to_string(output_nodes_.size()) + " output(s), backward given " +
+                    std::to_string(dys.size()) + " gradients");
     sync_shared();
     std::fill(grads_.begin(), grads_.end(), nullptr);
     std::fill(arrived_.begin(), arrived_.end(), 0);
-    grads_[output_node_] = &dy;
+    for (size_t k = 0; k < dys.size(); ++k) {
+        const Node& o = nodes_[output_nodes_[k]];
+        if (!dys[k]) continue;
+        if (dys[k]->shape().empty() || Shape(dys[k]->shape().begin() + 1, dys[k]->shape().end()) != o.shape)
+            throw Error("model output '" + o.name + "': gradient of shape " + to_string(dys[k]->shape()) +
+                        ", the output is [N, " + to_string(o.shape).substr(1));
+        deliver(dev, output_nodes_[k], dys[k]);
+    }
     for (size_t i = nodes_.size(); i-- > 0;) {
         Node& n = nodes_[i];
         if (!n.needs_grad) continue;
         const Tensor* g = grads_[i];
-        if (!g) throw Error(n.layer->label() + ": no gradient reached its output");  // unreachable: every output is read
+        // Every node's output is read by another node or is an output: only an output's missing
+        // gradient (null in dys) leaves one without, and its parameters would keep stale
+        // gradients. (Where others reach it, a null dy is a zero gradient: the sum is right.)
+        if (!g)
+            throw Error(n.layer->label() + ": no gradient reached its output (backward needs a gradient for model output" +
+                        (n.is_output ? " '" + n.name + "')" : "s that depend on it)"));
         if (n.fused) {  // the activation's gradient goes to the node that ran it
             deliver(dev, n.from[0], g);
             continue;
         }
         need_dx_.clear();
-        for (size_t j : n.from) need_dx_.push_back(j != kModelInput && nodes_[j].needs_grad);
+        for (size_t j : n.from) need_dx_.push_back(!is_model_input(j) && nodes_[j].needs_grad);
         dxs_.clear();
         {
             profiler::Scope scope(&n.backward_scope);
@@ -558,6 +683,12 @@ std::string Net::summary() const {
             s += "  " + (c + 1 == kCols ? pad + r[c] : r[c] + pad);  // the counts right-aligned
         }
         s += "\n";
+    }
+    if (input_names_.size() > 1 || output_names_.size() > 1) {  // a chain's one input and output go without saying
+        s += "  model inputs: ";
+        for (size_t k = 0; k < input_names_.size(); ++k)
+            s += (k ? ", " : "") + input_names_[k] + (k < inputs_.size() ? " " + to_string(inputs_[k]) : "");
+        s += "; outputs: " + joined(output_names()) + "\n";
     }
     const double f32 = 4.0;
     s += "  parameters: " + grouped(trainable) + " trainable (" + bytes_text(f32 * static_cast<double>(trainable)) +

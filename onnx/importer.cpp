@@ -345,17 +345,28 @@ void Importer::check_structure() {
             ++readers_[in];
         }
     }
-    if (g_.output_size() != 1)
-        throw Error(source_ + ": the graph has " + std::to_string(g_.output_size()) +
-                    " outputs; xylem models have one (the last layer's)");
-    const std::string& out = g_.output(0).name();
-    out_.output_name = out;
-    ++readers_[out];
-    if (!producer_.count(out)) throw Error(source_ + ": the graph's output '" + out + "' is not written by any node");
-    // The nodes the output needs, in topological order (Kahn over the live subgraph; what is left
+    if (g_.output_size() == 0) throw Error(source_ + ": the graph has no outputs");
+    if (g_.output_size() > static_cast<int>(Net::kMaxInputs))
+        throw Error(source_ + ": the graph has " + std::to_string(g_.output_size()) + " outputs; xylem takes at most " +
+                    std::to_string(Net::kMaxInputs));
+    std::vector<int> stack;
+    for (const auto& o : g_.output()) {
+        const std::string& out = o.name();
+        for (const ModelIO& seen : out_.outputs)
+            if (seen.name == out) throw Error(source_ + ": the graph lists output '" + out + "' twice");
+        out_.outputs.push_back(ModelIO{out, "", {}, false});
+        ++readers_[out];
+        if (!producer_.count(out)) {
+            if (inputs.count(out) || initializers_.count(out))
+                throw Error(source_ + ": the graph's output '" + out + "' is " +
+                            (initializers_.count(out) ? "a constant" : "a graph input") + ": there is no layer to run");
+            throw Error(source_ + ": the graph's output '" + out + "' is not written by any node");
+        }
+        stack.push_back(producer_.at(out));
+    }
+    // The nodes the outputs need, in topological order (Kahn over the live subgraph; what is left
     // over lies on a cycle).
     std::vector<bool> live(static_cast<size_t>(g_.node_size()), false);
-    std::vector<int> stack{producer_.at(out)};
     while (!stack.empty()) {
         const int i = stack.back();
         stack.pop_back();
@@ -405,25 +416,54 @@ void Importer::decode_initializers() {
     }
 }
 
-void Importer::read_input() {
-    const onnx::ValueInfoProto* input = nullptr;
-    int count = 0;
-    for (const auto& in : g_.input()) {
-        if (initializers_.count(in.name())) continue;  // an initializer listed as an input (IR < 4 style)
-        ++count;
-        input = &in;
+bool Importer::is_model_input(const std::string& node) const {
+    for (const ModelIO& in : out_.inputs)
+        if (in.node == node) return true;
+    return false;
+}
+
+bool Importer::is_token_input(const std::string& node) const {
+    for (const ModelIO& in : out_.inputs)
+        if (in.node == node) return in.tokens;
+    return false;
+}
+
+void Importer::read_inputs() {
+    std::vector<const onnx::ValueInfoProto*> inputs;
+    for (const auto& in : g_.input())
+        if (!initializers_.count(in.name())) inputs.push_back(&in);  // else an initializer listed as an input (IR < 4 style)
+    if (inputs.empty()) throw Error(source_ + ": the graph has no inputs besides its initializers");
+    if (inputs.size() > Net::kMaxInputs)
+        throw Error(source_ + ": the graph has " + std::to_string(inputs.size()) + " inputs; xylem takes at most " +
+                    std::to_string(Net::kMaxInputs));
+    for (size_t k = 0; k < inputs.size(); ++k) {
+        for (size_t m = 0; m < k; ++m)
+            if (inputs[m]->name() == inputs[k]->name())
+                throw Error(source_ + ": the graph lists input '" + inputs[k]->name() + "' twice");
+        // One input is "input", as in every config; several keep their names (as layer names are
+        // cleaned), reserved before any layer is named.
+        std::string node = Net::kInput;
+        if (inputs.size() > 1) {
+            const std::string base = clean_name(inputs[k]->name()).empty() ? "input_" + std::to_string(k)
+                                                                            : clean_name(inputs[k]->name());
+            node = base == Net::kInput ? base + "_" : base;
+            for (int r = 2; names_.count(node); ++r) node = base + "_" + std::to_string(r);
+            names_.insert(node);
+        }
+        read_input(*inputs[k], node, k == 0);
     }
-    if (count != 1)
-        throw Error(source_ + ": the graph has " + std::to_string(count) +
-                    " inputs besides its initializers; xylem models take one");
-    out_.input_name = input->name();
+}
+
+void Importer::read_input(const onnx::ValueInfoProto& in, const std::string& node, bool first) {
+    const onnx::ValueInfoProto* input = &in;
+    ModelIO io{input->name(), node, {}, false};
     const auto& type = input->type();
     if (!type.has_tensor_type()) throw Error(source_ + ": input '" + input->name() + "' is not a tensor");
     const int elem = type.tensor_type().elem_type();
     if (elem != onnx::TensorProto::FLOAT && elem != onnx::TensorProto::INT64 && elem != onnx::TensorProto::INT32)
         throw Error(source_ + ": input '" + input->name() + "' has element type " + std::to_string(elem) +
                     "; xylem imports float32 inputs, or int64/int32 token ids an embedding (Gather) reads");
-    out_.input_tokens = elem != onnx::TensorProto::FLOAT;
+    io.tokens = elem != onnx::TensorProto::FLOAT;
     if (!type.tensor_type().has_shape())
         throw Error(source_ + ": input '" + input->name() + "' has no shape (xylem needs static shapes)");
     const auto& dims = type.tensor_type().shape().dim();
@@ -431,14 +471,22 @@ void Importer::read_input() {
         throw Error(source_ + ": input '" + input->name() + "' has rank " + std::to_string(dims.size()) +
                     "; xylem needs [batch, ...] (rank 2 or more)");
     Value v;
-    v.node = Net::kInput;
+    v.node = node;
     for (int k = 0; k < dims.size(); ++k) {
         const auto& d = dims[k];
         if (k == 0) {
-            out_.batch = d.has_dim_value() ? d.dim_value() : 0;
-            if (out_.batch < 0 || out_.batch > kMaxDim)
-                throw Error(source_ + ": input batch size " + std::to_string(out_.batch) + " is out of range");
-            v.shape.push_back(out_.batch > 0 ? out_.batch : kBatchMark);
+            const int64_t batch = d.has_dim_value() ? d.dim_value() : 0;
+            if (batch < 0 || batch > kMaxDim)
+                throw Error(source_ + ": input '" + input->name() + "' batch size " + std::to_string(batch) +
+                            " is out of range");
+            if (first) out_.batch = batch;
+            else if (batch != out_.batch)  // every input holds the same samples
+                throw Error(source_ + ": input '" + input->name() + "' has batch " +
+                            (batch ? std::to_string(batch) : "'" + d.dim_param() + "'") + ", input '" +
+                            out_.inputs[0].name + "' " +
+                            (out_.batch ? std::to_string(out_.batch) : std::string("a symbolic one")) +
+                            " (xylem feeds every input the same batch)");
+            v.shape.push_back(batch > 0 ? batch : kBatchMark);
             continue;
         }
         if (!d.has_dim_value())
@@ -448,13 +496,14 @@ void Importer::read_input() {
             throw Error(source_ + ": input '" + input->name() + "' axis " + std::to_string(k) + " is " +
                         std::to_string(d.dim_value()) + ", out of range [1, 2^31 - 1]");
         v.shape.push_back(d.dim_value());
-        out_.input_sample.push_back(d.dim_value());
+        io.sample.push_back(d.dim_value());
     }
     int64_t n = 1;
-    for (int64_t d : out_.input_sample)
+    for (int64_t d : io.sample)
         if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements)
             throw Error(source_ + ": input '" + input->name() + "' has more than 2^31 - 1 elements per sample");
     values_[input->name()] = std::move(v);
+    out_.inputs.push_back(std::move(io));
 }
 
 const HostTensor& Importer::constant(const onnx::NodeProto& n, size_t input, const char* what) const {
@@ -545,7 +594,7 @@ std::string Importer::use(const std::string& tensor, const onnx::NodeProto& read
     if (!v.pending.kind.empty())
         refuse(reader, "reads '" + tensor + "', a step inside a " + v.pending.kind.substr(0, v.pending.kind.find('.')) +
                            " pattern xylem imports whole only (docs/onnx.md, \"Patterns\")");
-    if (v.node == Net::kInput && out_.input_tokens && reader.op_type() != "Gather")
+    if (is_token_input(v.node) && reader.op_type() != "Gather")
         refuse(reader, "reads the model's integer input; xylem reads token ids through an embedding (Gather) only");
     if (v.zeros)
         refuse(reader,
@@ -570,6 +619,23 @@ std::string Importer::use(const std::string& tensor, const onnx::NodeProto& read
     return name;
 }
 
+// The xylem node that gives graph output `output`, its value checked: a layer's output of [batch, ...].
+std::string Importer::output_node(const std::string& output) {
+    const std::string what = source_ + ": the graph's output '" + output + "'";
+    const Value& y = value(output);
+    if (y.is_const) throw Error(what + " is a constant");
+    if (is_model_input(y.node) && y.pending.kind.empty())
+        throw Error(what + " is a graph input: there is no layer to run");
+    if (y.pad) throw Error(what + " is a Pad's; xylem folds a Pad only into the layer reading it");
+    const bool materializable = y.pending.kind == "gelu.half" || y.pending.kind == "gelu.scaled";
+    if (!y.pending.kind.empty() && !materializable)
+        throw Error(what + " is a step inside a pattern xylem imports whole only");
+    if (y.zeros || y.layout != Value::kBatchMajor)
+        throw Error(what + " is time-major or zeros of the batch's shape; xylem's outputs are [batch, ...]");
+    if (y.squeezed || materializable) return use(output, g_.node(producer_.at(output)));
+    return y.node;
+}
+
 Imported Importer::run() {
     out_.source = source_;
     out_.producer = m_.producer_name() + (m_.producer_version().empty() ? "" : " " + m_.producer_version());
@@ -578,39 +644,31 @@ Imported Importer::run() {
     check_ops();
     check_structure();
     decode_initializers();
-    read_input();
+    read_inputs();
     for (int i : order_) {
         current_ = i;
         visit(g_.node(i));
     }
-    // The output.
-    const Value& y = value(out_.output_name);
-    if (y.is_const) throw Error(source_ + ": the graph's output '" + out_.output_name + "' is a constant");
-    if (y.node == Net::kInput && y.pending.kind.empty())
-        throw Error(source_ + ": the graph's output is its input: there is no layer to run");
-    if (y.pad)
-        throw Error(source_ + ": the graph's output is a Pad's; xylem folds a Pad only into the layer reading it");
-    const bool materializable = y.pending.kind == "gelu.half" || y.pending.kind == "gelu.scaled";
-    if (!y.pending.kind.empty() && !materializable)
-        throw Error(source_ + ": the graph's output is a step inside a pattern xylem imports whole only");
-    if (y.zeros || y.layout != Value::kBatchMajor)
-        throw Error(source_ +
-                    ": the graph's output is time-major or zeros of the batch's shape; xylem's output is [batch, ...]");
-    std::string last = y.node;
-    if (y.squeezed || materializable) {
-        last = use(out_.output_name, g_.node(producer_.at(out_.output_name)));
+    for (ModelIO& o : out_.outputs) {
+        o.node = output_node(o.name);
+        o.sample.assign(layer_shapes_.at(o.node).begin() + 1, layer_shapes_.at(o.node).end());
+        for (const ModelIO& other : out_.outputs)
+            if (&other != &o && other.node == o.node)
+                throw Error(source_ + ": the graph's outputs '" + other.name + "' and '" + o.name +
+                            "' are one tensor in xylem's model (an Identity between them?); xylem gives each output once");
     }
-    out_.output_sample.assign(layer_shapes_.at(last).begin() + 1, layer_shapes_.at(last).end());
-    // Only the layers the output needs (a layer read only by a folded Shape is dropped), with
-    // the output's last: the Net's output is its last node.
+    // Only the layers the outputs need (a layer read only by a folded Shape is dropped). One
+    // output is the last layer, as in every config; several are listed in [model] outputs.
+    const std::string last = out_.outputs.back().node;
     std::map<std::string, const LayerOut*> by_name;
     for (const LayerOut& l : layers_) by_name[l.name] = &l;
     std::set<std::string> needed;
-    std::vector<std::string> stack{last};
+    std::vector<std::string> stack;
+    for (const ModelIO& o : out_.outputs) stack.push_back(o.node);
     while (!stack.empty()) {
         const std::string s = stack.back();
         stack.pop_back();
-        if (s == Net::kInput || !needed.insert(s).second) continue;
+        if (is_model_input(s) || !needed.insert(s).second) continue;
         for (const auto& in : by_name.at(s)->inputs) stack.push_back(in);
     }
     std::vector<const LayerOut*> kept;
@@ -622,6 +680,18 @@ Imported Importer::run() {
         it = needed.count(owner) ? std::next(it) : out_.params.erase(it);
     }
     std::ostringstream t;
+    if (out_.inputs.size() > 1 || out_.outputs.size() > 1) {
+        auto list = [&t](const std::vector<ModelIO>& v) {
+            t << "[";
+            for (size_t k = 0; k < v.size(); ++k) t << (k ? ", " : "") << toml_string(v[k].node);
+            t << "]\n";
+        };
+        t << "[model]\ninputs = ";
+        list(out_.inputs);
+        t << "outputs = ";
+        list(out_.outputs);
+        t << "\n";
+    }
     for (const LayerOut* l : kept) {
         t << "[[model.layers]]\ntype = " << toml_string(l->type) << "\nname = " << toml_string(l->name)
           << "\ninputs = [";

@@ -45,7 +45,7 @@ struct Pending {
 struct Value {
     bool is_const = false;
     HostTensor c;
-    std::string node;            // the xylem node that produces it (Net::kInput for the model's input)
+    std::string node;            // the xylem node that produces it (or the model input's name)
     std::vector<int64_t> shape;  // ONNX's full shape; shape[0] is the batch
     bool squeezed = false;       // global_avgpool's [N, C] standing for ONNX's [N, C, 1, 1]
     int64_t pad = 0;             // a zero Pad of H and W still to fold into the Conv or AveragePool reading it
@@ -131,7 +131,12 @@ private:
     void check_ops() const;
     void check_structure();
     void decode_initializers();
-    void read_input();
+    void read_inputs();
+    void read_input(const onnx::ValueInfoProto& in, const std::string& node, bool first);
+    // The xylem name of a model input (Imported::inputs' node), and whether it holds token ids.
+    bool is_model_input(const std::string& node) const;
+    bool is_token_input(const std::string& node) const;
+    std::string output_node(const std::string& output);  // run(): the node giving graph output `output`
     // The walk.
     void visit(const onnx::NodeProto& n);
     void fold(const onnx::NodeProto& n);

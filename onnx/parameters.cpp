@@ -14,14 +14,24 @@ std::string one_line(std::string s) {
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
     return s;
 }
+// "# Input 'x': [3, 224, 224] per sample." (several: "# Input 'ids' (model input 'ids'): ...").
+std::string io_lines(const std::vector<ModelIO>& v, const char* what) {
+    std::string s;
+    for (const ModelIO& io : v) {
+        s += std::string("# ") + what + " '" + one_line(io.name) + "'";
+        if (v.size() > 1) s += " (xylem: '" + io.node + "')";
+        s += ": " + to_string(io.sample) + " per sample" + (io.tokens ? ", token ids" : "") + ".\n";
+    }
+    return s;
+}
+
 }  // namespace
 
 std::string config_text(const Imported& m) {
     std::ostringstream t;
     t << "# Imported by `xylem import` from " << one_line(m.source) << " (ONNX opset " << m.opset
       << (m.producer.empty() ? "" : ", made by " + one_line(m.producer)) << ").\n"
-      << "# Input '" << one_line(m.input_name) << "': " << to_string(m.input_sample) << " per sample; output '" << one_line(m.output_name)
-      << "': " << to_string(m.output_sample) << " per sample.\n"
+      << io_lines(m.inputs, "Input") << io_lines(m.outputs, "Output")
       << "# The weights are in the safetensors file written beside this config. [data], [loss], [solver] and\n"
       << "# [train] are defaults: edit them before fine-tuning with xylem train (docs/onnx.md).\n"
       << "backend = \"auto\"\n\n[data]\ndir = \"/usr/share/datasets/fashion-mnist\"\n\n"

@@ -294,7 +294,7 @@ bool Importer::embedding_step(const onnx::NodeProto& n) {
                           "; an embedding looks up rows (axis 0)");
         if (!table.is_float || table.dims.size() != 2)
             refuse(n, "its table " + shape_text(table.dims) + " is not a 2-D float constant [vocab, dim]");
-        if (ids.node != Net::kInput || !out_.input_tokens)
+        if (!is_token_input(ids.node))
             refuse(n, "looks up rows by indices the model computes; xylem's embedding reads the model's integer input");
         const std::string name = layer_name(n, n.input(0));
         param(name, "weight", table.dims, table.f);
@@ -302,7 +302,7 @@ bool Importer::embedding_step(const onnx::NodeProto& n) {
         shape.push_back(table.dims[1]);
         LayerOut l{"embedding",
                    name,
-                   {Net::kInput},
+                   {ids.node},
                    {{"vocab", std::to_string(table.dims[0])}, {"dim", std::to_string(table.dims[1])}}};
         emit(std::move(l), n, shape, n.output(0));
         return true;

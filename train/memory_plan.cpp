@@ -7,8 +7,7 @@
 namespace xylem::train {
 namespace {
 
-MemoryPlan common(Net& model, const Shape& input_sample, int64_t batch, uint64_t resident, bool training) {
-    const Net::Footprint f = model.footprint(input_sample);
+MemoryPlan common(const Net::Footprint& f, int64_t batch, uint64_t resident, bool training) {
     const uint64_t b = static_cast<uint64_t>(batch), f32 = sizeof(float);
     MemoryPlan m;
     m.trainable = static_cast<uint64_t>(f.trainable) * f32;
@@ -26,7 +25,7 @@ std::string part(const char* name, uint64_t bytes) { return std::string(name) + 
 
 MemoryPlan training_memory(Net& model, const Shape& input_sample, const Solver& solver, int64_t batch,
                            uint64_t resident_data_bytes) {
-    MemoryPlan m = common(model, input_sample, batch, resident_data_bytes, true);
+    MemoryPlan m = common(model.footprint(input_sample), batch, resident_data_bytes, true);
     const size_t per = solver.state_tensors_per_param();
     m.solver_state = m.trainable * per;
     m.solver = solver.kind() + ", " + std::to_string(per) + (per == 1 ? " tensor" : " tensors") + " per parameter";
@@ -34,7 +33,12 @@ MemoryPlan training_memory(Net& model, const Shape& input_sample, const Solver& 
 }
 
 MemoryPlan inference_memory(Net& model, const Shape& input_sample, int64_t batch, uint64_t resident_data_bytes) {
-    return common(model, input_sample, batch, resident_data_bytes, false);
+    return inference_memory(model, std::span<const Shape>(&input_sample, 1), batch, resident_data_bytes);
+}
+
+MemoryPlan inference_memory(Net& model, std::span<const Shape> input_samples, int64_t batch,
+                            uint64_t resident_data_bytes) {
+    return common(model.footprint(input_samples), batch, resident_data_bytes, false);
 }
 
 std::string MemoryPlan::breakdown() const {

@@ -10,6 +10,8 @@ namespace xylem::train {
 std::unique_ptr<Net> build_model(const RunConfig& c, int64_t vocabulary) {
     if (c.layers.empty()) throw Error(c.source + ": the model has no layers ([[model.layers]])");
     auto model = std::make_unique<Net>();
+    if (!c.model_inputs.empty()) model->set_inputs(c.model_inputs);
+    if (!c.model_outputs.empty()) model->set_outputs(c.model_outputs);
     LayerContext context(c.source, c.seed, vocabulary);
     for (const LayerSpec& l : c.layers) {
         if (l.name.empty()) model->add(build_layer(l, context));  // a spec made in code: the next link of a chain
@@ -18,12 +20,17 @@ std::unique_ptr<Net> build_model(const RunConfig& c, int64_t vocabulary) {
     return model;
 }
 
+std::unique_ptr<Net> build_inference_model(const RunConfig& c, Device& dev, std::span<const Shape> input_samples,
+                                           int64_t batch, int64_t vocabulary) {
+    std::unique_ptr<Net> model = build_model(c, vocabulary);
+    check_memory_fits(inference_memory(*model, input_samples, batch, 0), dev, c.source, "running this model");
+    model->build(dev, input_samples, c.seed, /*training=*/false);  // every caller loads the parameters next
+    return model;
+}
+
 std::unique_ptr<Net> build_inference_model(const RunConfig& c, Device& dev, const Shape& input_sample, int64_t batch,
                                            int64_t vocabulary) {
-    std::unique_ptr<Net> model = build_model(c, vocabulary);
-    check_memory_fits(inference_memory(*model, input_sample, batch, 0), dev, c.source, "running this model");
-    model->build(dev, input_sample, c.seed, /*training=*/false);  // every caller loads the parameters next
-    return model;
+    return build_inference_model(c, dev, std::span<const Shape>(&input_sample, 1), batch, vocabulary);
 }
 
 std::unique_ptr<Solver> build_solver(const RunConfig& c) {

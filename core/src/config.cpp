@@ -127,7 +127,7 @@ RunConfig parse_config(const std::string& text, const std::string& source) {
     if (top.node("model")) {
         if (!layer_table_parser)
             top.sub("model").fail("layers", "cannot be read by this program: it does not link the layer registry (xylem_layers)");
-        c.layers = parse_model(top.sub("model"), layer_table_parser);
+        parse_model(top.sub("model"), layer_table_parser, c);
     }
 
     Section loss = top.sub("loss");

@@ -16,8 +16,14 @@
 // a block instantiated without a count is one module, "shortcut.", as in layer2.0.shortcut.0.weight.
 // A string "$arg" anywhere in a block's layer is replaced by that argument's value. A layer with
 // enabled = false is left out and its name stands for its input (an identity shortcut).
+//
+// A model of several inputs names them, and may name several outputs (an imported ONNX graph):
+//   [model]
+//   inputs = ["tokens", "mask"]     # fed in this order; the first layer reads the first by default
+//   outputs = ["logits", "pooled"]  # layers whose outputs the model gives (default: the last layer)
 #include "model_config.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 
@@ -36,7 +42,7 @@ class Expander {
 public:
     Expander(const Section& model, LayerTableParser parse) : model_(model), parse_(parse) {}
 
-    std::vector<LayerSpec> run();
+    void run(RunConfig& c);
 
 private:
     struct Scope {
@@ -62,6 +68,7 @@ private:
     std::vector<std::string> stack_;       // the blocks being expanded, outermost first
     int64_t instances_ = 0;
     std::deque<toml::table> keep_;  // substituted tables (Sections point into them: a deque never moves them)
+    std::vector<std::string> model_inputs_{"input"};
 };
 
 const toml::node& Expander::argument(const std::string& ref, const Scope& scope, const std::string& path) const {
@@ -119,6 +126,8 @@ std::string Expander::expand(const toml::array& layers, const std::string& path,
         sections[j].get("name", name);
         if (name.empty() || name == "input" || name.find('.') != std::string::npos)
             sections[j].fail("name", "must be a non-empty name without dots, other than 'input' (got '" + name + "')");
+        if (scope.block.empty() && std::find(model_inputs_.begin(), model_inputs_.end(), name) != model_inputs_.end())
+            sections[j].fail("name", "is '" + name + "', which names a model input (model.inputs)");
         if (!local.emplace(name, scope.prefix + name).second)
             sections[j].fail("name", "is '" + name + "', which another layer of " +
                                          (scope.block.empty() ? std::string("the model") : "block '" + scope.block + "'") + " has");
@@ -239,22 +248,49 @@ void Expander::instantiate(const Section& s, const std::string& global, const st
     out = current;
 }
 
-std::vector<LayerSpec> Expander::run() {
-    model_.allow({"layers", "blocks"});
+void Expander::run(RunConfig& c) {
+    model_.allow({"layers", "blocks", "inputs", "outputs"});
+    c.model_inputs.clear();
+    c.model_outputs.clear();
+    if (model_.has("inputs")) {
+        model_.get_list("inputs", c.model_inputs);
+        if (c.model_inputs.empty() || c.model_inputs.size() > 256)
+            model_.fail("inputs", "must name 1 to 256 model inputs (got " + std::to_string(c.model_inputs.size()) + ")");
+        for (size_t k = 0; k < c.model_inputs.size(); ++k) {
+            const std::string& n = c.model_inputs[k];
+            if (n.empty() || n.find('.') != std::string::npos || n[0] == '$')
+                model_.fail("inputs", "holds '" + n + "'; an input's name is non-empty, without dots or a leading '$'");
+            if (std::find(c.model_inputs.begin(), c.model_inputs.begin() + static_cast<std::ptrdiff_t>(k), n) !=
+                c.model_inputs.begin() + static_cast<std::ptrdiff_t>(k))
+                model_.fail("inputs", "names '" + n + "' twice");
+        }
+        model_inputs_ = c.model_inputs;
+    }
+    if (model_.has("outputs")) {
+        model_.get_list("outputs", c.model_outputs);
+        if (c.model_outputs.empty()) model_.fail("outputs", "must name at least one layer");
+        for (size_t k = 0; k < c.model_outputs.size(); ++k)
+            if (std::find(c.model_outputs.begin(), c.model_outputs.begin() + static_cast<std::ptrdiff_t>(k),
+                          c.model_outputs[k]) != c.model_outputs.begin() + static_cast<std::ptrdiff_t>(k))
+                model_.fail("outputs", "names '" + c.model_outputs[k] + "' twice");
+    }
     const Section blocks = model_.sub("blocks");  // checks that it is a table
     for (auto&& [k, v] : blocks.table())
         if (!v.is_table()) blocks.fail(std::string(k.str()), "must be a table (args and layers)");
     const toml::node* n = model_.node("layers");
-    if (!n) return {};
+    if (!n) {
+        c.layers.clear();
+        return;
+    }
     if (!n->is_array_of_tables()) model_.fail("layers", "must be an array of tables ([[model.layers]])");
-    expand(*n->as_array(), model_.key_path("layers"), Scope{"", "input", nullptr, ""});
-    return std::move(specs_);
+    expand(*n->as_array(), model_.key_path("layers"), Scope{"", model_inputs_[0], nullptr, ""});
+    c.layers = std::move(specs_);
 }
 
 }  // namespace
 
-std::vector<LayerSpec> parse_model(const Section& model, LayerTableParser parse_layer_table) {
-    return Expander(model, parse_layer_table).run();
+void parse_model(const Section& model, LayerTableParser parse_layer_table, RunConfig& c) {
+    Expander(model, parse_layer_table).run(c);
 }
 
 }  // namespace xylem

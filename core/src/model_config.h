@@ -8,6 +8,7 @@
 
 namespace xylem {
 
-std::vector<LayerSpec> parse_model(const Section& model, LayerTableParser parse_layer_table);
+// Fills c.layers, c.model_inputs and c.model_outputs.
+void parse_model(const Section& model, LayerTableParser parse_layer_table, RunConfig& c);
 
 }  // namespace xylem

@@ -399,7 +399,7 @@ std::unique_ptr<Model> from_onnx(const std::string& path, const std::string& bac
     // The importer's model graph and parameters (an unsupported op or a malformed file: ValueError).
     const onnx_import::Imported imported = value_errors([&] { return onnx_import::import_file(path); });
     auto m = std::make_unique<Model>(onnx_import::run_config(imported), backend, plugin_path);
-    m->ensure_built(imported.input_sample);
+    m->ensure_built(imported.inputs[0].sample);
     onnx_import::load_parameters(m->net(), imported);
     return m;
 #else

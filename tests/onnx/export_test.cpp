@@ -145,7 +145,7 @@ void expect_structure(const Exported& e, const Shape& sample, bool tokens, const
 void expect_round_trip(const Exported& e, const Shape& sample, Device& dev, int64_t vocab = 0) {
     const onnx_import::Imported im = onnx_import::import_bytes(e.bytes, "exported.onnx", "");
     const RunConfig rc = onnx_import::run_config(im);
-    auto back = build(rc, dev, im.input_sample, vocab);
+    auto back = build(rc, dev, im.inputs[0].sample, vocab);
     onnx_import::load_parameters(*back, im);
     std::mt19937_64 rng(test_seed() + 1);
     const Shape shape = batched(3, sample);

@@ -35,7 +35,7 @@ TEST_P(OnnxFineTune, AnImportedConvBatchNormModelTrainsFromItsInitializers) {
     Net net;
     LayerContext context(m.source, 1);
     for (const LayerSpec& l : m.layers) net.add(l.name, l.inputs, build_layer(l, context), l.shares);
-    net.build(*dev, m.input_sample, 1);
+    net.build(*dev, m.inputs[0].sample, 1);
     onnx_import::load_parameters(net, m);
     std::map<std::string, std::vector<float>> before;
     for (Param* p : net.state()) before[p->name] = p->value.to_vector();

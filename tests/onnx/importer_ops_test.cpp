@@ -64,7 +64,7 @@ TEST(OnnxImport, AnLstmBecomesXylemsWithItsGatesReordered) {
     const onnx_import::Imported m = import_bytes(bytes_of(lstm_model()), "m", "");
     ASSERT_EQ(m.layers.size(), 1u);
     EXPECT_EQ(m.layers[0].type, "lstm");
-    EXPECT_EQ(m.output_sample, (Shape{5, 4}));
+    EXPECT_EQ(m.outputs[0].sample, (Shape{5, 4}));
     // W's ONNX blocks i, o, f, c (rows 0-3, 4-7, 8-11, 12-15 of 3 values) -> xylem's i, f, g, o.
     const auto& w = m.params.at("lstm_LSTM.weight_ih_l0").values;
     EXPECT_EQ(w[0], 0.f);        // i: ONNX row 0
@@ -127,9 +127,9 @@ TEST(OnnxImport, HostileLstmsAndSequenceOpsNameTheNode) {
     // Reshape of the data (Importer::reshape_dims after the batch rule): 0 copies, one -1 inferred,
     // the batch kept or inferred, every refusal named.
     const onnx_import::Imported r0 = import_bytes(bytes_of(one_node("Reshape", {-1, 6, 2}, {ints("sh", {0, -1})})), "m", "");
-    EXPECT_EQ(r0.output_sample, (Shape{12}));
+    EXPECT_EQ(r0.outputs[0].sample, (Shape{12}));
     const onnx_import::Imported r1 = import_bytes(bytes_of(one_node("Reshape", {-1, 6, 2}, {ints("sh", {-1, 6, 0})})), "m", "");
-    EXPECT_EQ(r1.output_sample, (Shape{6, 2}));  // the batch inferred, the 0 copying axis 2
+    EXPECT_EQ(r1.outputs[0].sample, (Shape{6, 2}));  // the batch inferred, the 0 copying axis 2
     EXPECT_HAS(error_of(bytes_of(one_node("Reshape", {-1, 6, 2}, {ints("sh", {0, 5, -1})}))), "cannot infer the -1 of shape [0, 5, -1]");
     EXPECT_HAS(error_of(bytes_of(one_node("Reshape", {-1, 6, 2}, {ints("sh", {0, -1, -1})}))), "has two -1");
     EXPECT_HAS(error_of(bytes_of(one_node("Reshape", {-1, 6, 2}, {ints("sh", {-1, 4, -1})}))), "has two -1");
@@ -143,7 +143,7 @@ TEST(OnnxImport, HostileLstmsAndSequenceOpsNameTheNode) {
     EXPECT_HAS(error_of(bytes_of(s)), "Slice node '/Slice': step 2");
     const onnx_import::Imported ok = import_bytes(bytes_of(one_node("Slice", {-1, 6, 2}, {ints("st", {-1}), ints("en", {INT64_MAX}), ints("ax", {1})})), "m", "");
     EXPECT_HAS(ok.layers_toml, "type = \"slice\"");
-    EXPECT_EQ(ok.output_sample, (Shape{1, 2}));
+    EXPECT_EQ(ok.outputs[0].sample, (Shape{1, 2}));
     EXPECT_HAS(error_of(bytes_of(one_node("Slice", {-1, 6, 2}, {ints("st", {0}), ints("en", {1}), ints("ax", {0})}))), "slices the batch axis");
     onnx::ModelProto gaps = one_node("Gather", {-1, 6, 2}, {ints("i", {0, 2})});
     int_attr(gaps.mutable_graph()->mutable_node(0), "axis", 1);
@@ -152,7 +152,7 @@ TEST(OnnxImport, HostileLstmsAndSequenceOpsNameTheNode) {
     onnx::ModelProto gather = one_node("Gather", {-1, 6, 2}, {ints("i", {-1}, true)});
     int_attr(gather.mutable_graph()->mutable_node(0), "axis", 1);
     const onnx_import::Imported last = import_bytes(bytes_of(gather), "m", "");
-    EXPECT_EQ(last.output_sample, (Shape{2}));  // y[:, -1]: slice then reshape
+    EXPECT_EQ(last.outputs[0].sample, (Shape{2}));  // y[:, -1]: slice then reshape
     onnx::ModelProto huge;
     huge.add_opset_import()->set_version(17);
     auto* g = huge.mutable_graph();
@@ -260,7 +260,7 @@ TEST(OnnxImport, EmbeddingsAndHostileSplitsAndMasks) {
     ASSERT_EQ(m.layers.size(), 2u);
     EXPECT_EQ(m.layers[0].type, "embedding");
     EXPECT_EQ(m.layers[1].type, "position_embedding");
-    EXPECT_TRUE(m.input_tokens);
+    EXPECT_TRUE(m.inputs[0].tokens);
     *g->mutable_initializer(1) = floats("pos", {5, 4});  // not [T, C]
     EXPECT_HAS(error_of(bytes_of(e)), "Add node '/Add': adds a constant [5, 4] that is not one value or the trailing axes");
     onnx::ModelProto f = one_node("Gather", {-1, 6}, {});
@@ -308,7 +308,7 @@ TEST(OnnxImport, AddOfTwoComputedTensorsBroadcastsOnlyATrailingPart) {
     const onnx_import::Imported ok = import_bytes(bytes_of(model({0, 1, 4})), "m", "");
     EXPECT_HAS(ok.layers_toml, "shape = [4]");  // the reshape dropping the 1
     EXPECT_EQ(ok.layers.back().type, "add");
-    EXPECT_EQ(ok.output_sample, (Shape{3, 4}));
+    EXPECT_EQ(ok.outputs[0].sample, (Shape{3, 4}));
     EXPECT_HAS(error_of(bytes_of(model({0, 4}))), "Add node '/add': adds [N, 3, 4] and [N, 4]");
 }
 
@@ -326,7 +326,7 @@ TEST(OnnxImport, SubOfTwoComputedTensorsBecomesSub) {
     const onnx_import::Imported ok = import_bytes(model(false), "m", "");
     EXPECT_EQ(ok.layers.back().type, "sub");
     EXPECT_EQ(ok.layers.back().inputs.at(0), "input");
-    EXPECT_EQ(ok.output_sample, (Shape{3, 4}));
+    EXPECT_EQ(ok.outputs[0].sample, (Shape{3, 4}));
     EXPECT_HAS(error_of(model(true)), "Sub node '/sub': subtracts [N, 3, 4] from the smaller [N, 1, 4]");
 }
 
@@ -358,12 +358,12 @@ TEST(OnnxImport, MulOfTwoComputedTensorsBecomesMul) {
     };
     const onnx_import::Imported silu = import_bytes(model("same", false), "m", "");
     EXPECT_EQ(silu.layers.back().type, "mul");
-    EXPECT_EQ(silu.output_sample, (Shape{3, 4, 5}));
+    EXPECT_EQ(silu.outputs[0].sample, (Shape{3, 4, 5}));
     for (bool first : {false, true}) {
         const onnx_import::Imported se = import_bytes(model("channel", first), "m", "");
         EXPECT_EQ(se.layers.back().type, "mul");
         EXPECT_EQ(se.layers.back().inputs.at(0), "input") << "the map goes first";
-        EXPECT_EQ(se.output_sample, (Shape{3, 4, 5}));
+        EXPECT_EQ(se.outputs[0].sample, (Shape{3, 4, 5}));
     }
     const std::string e = error_of(model("row", false));
     EXPECT_HAS(e, "Mul node '/mul': multiplies [N, 3, 4, 5] by [N, 3, 1, 5]");
@@ -420,7 +420,7 @@ TEST(OnnxImport, ATransposeKeepingTheBatchFirstBecomesTranspose) {
     ASSERT_EQ(t.layers.size(), 1u);
     EXPECT_EQ(t.layers[0].type, "transpose");
     EXPECT_HAS(t.layers_toml, "perm = [1, 0, 2, 3]");
-    EXPECT_EQ(t.output_sample, (Shape{3, 2, 4, 4}));
+    EXPECT_EQ(t.outputs[0].sample, (Shape{3, 2, 4, 4}));
     EXPECT_HAS(error_of(model({1, 0, 2, 3, 4})), "Transpose node '/shuffle/Transpose': perm [1, 0, 2, 3, 4]");
     EXPECT_HAS(error_of(model({0, 2, 2, 3, 4})), "is not a permutation of the axes of [N, 2, 3, 4, 4]");
 }
@@ -438,7 +438,7 @@ TEST(OnnxImport, TorchsAttentionBecomesOneLayerAndBentFormsAreRefused) {
     int attention = 0;
     for (const auto& l : m.layers) attention += l.type == "attention";
     EXPECT_EQ(attention, 1);
-    EXPECT_TRUE(m.input_tokens);
+    EXPECT_TRUE(m.inputs[0].tokens);
     auto find = [](onnx::ModelProto& model, const std::string& op) -> onnx::NodeProto* {
         for (auto& n : *model.mutable_graph()->mutable_node())
             if (n.op_type() == op && n.name().find("attn") != std::string::npos) return &n;
@@ -498,7 +498,7 @@ TEST(OnnxImport, CeilModePoolingImportsWhereItIsFloorModeAndIsRefusedElsewhere) 
     };
     for (const std::string op : {"MaxPool", "AveragePool"}) {
         const onnx_import::Imported ok = import_bytes(model(109, op), "ceil.onnx", "");
-        EXPECT_EQ(ok.output_sample, (Shape{2, 54, 54})) << op;
+        EXPECT_EQ(ok.outputs[0].sample, (Shape{2, 54, 54})) << op;
         const std::string e = error_of(model(112, op));
         EXPECT_HAS(e, op + " node '/pool/" + op + "'");
         EXPECT_HAS(e, "ceil_mode = 1 gives a 56x56 output for input [1, 2, 112, 112]");
@@ -519,7 +519,7 @@ TEST(OnnxImport, AConcatOfOneTensorIsThatTensor) {
     const onnx_import::Imported one = import_bytes(bytes_of(m), "cat.onnx", "");
     EXPECT_EQ(one.layers_toml.find("concat"), std::string::npos) << one.layers_toml;
     EXPECT_HAS(one.layers_toml, "type = \"relu\"");
-    EXPECT_EQ(one.output_sample, (Shape{3, 4, 4}));
+    EXPECT_EQ(one.outputs[0].sample, (Shape{3, 4, 4}));
     g->mutable_node(0)->mutable_attribute(0)->set_i(0);  // the batch axis is refused, one input or several
     EXPECT_HAS(error_of(bytes_of(m)), "joins along the batch axis");
 }
@@ -541,10 +541,10 @@ TEST(OnnxImport, ReduceMeanOverTheMapIsAGlobalAveragePool) {
     };
     const onnx_import::Imported flat = import_bytes(model({2, 3}, 0, false), "mean.onnx", "");
     EXPECT_HAS(flat.layers_toml, "type = \"global_avgpool\"");
-    EXPECT_EQ(flat.output_sample, (Shape{3}));
+    EXPECT_EQ(flat.outputs[0].sample, (Shape{3}));
     const onnx_import::Imported kept = import_bytes(model({-1, -2}, 1, true), "mean.onnx", "");
     EXPECT_HAS(kept.layers_toml, "type = \"global_avgpool\"");
-    EXPECT_EQ(kept.output_sample, (Shape{3, 1, 1}));
+    EXPECT_EQ(kept.outputs[0].sample, (Shape{3, 1, 1}));
     const std::string e = error_of(model({1, 2}, 1, false));
     EXPECT_HAS(e, "ReduceMean node '/mean/ReduceMean'");
     EXPECT_HAS(e, "axes [2, 3]");
@@ -577,7 +577,7 @@ TEST(OnnxImport, AZeroPadFoldsIntoTheConvOrAveragePoolReadingIt) {
     };
     const onnx_import::Imported conv = import_bytes(model("Conv"), "pad.onnx", "");
     EXPECT_HAS(conv.layers_toml, "padding = 1");
-    EXPECT_EQ(conv.output_sample, (Shape{1, 8, 8}));
+    EXPECT_EQ(conv.outputs[0].sample, (Shape{1, 8, 8}));
     const onnx_import::Imported avg = import_bytes(model("AveragePool"), "pad.onnx", "");
     EXPECT_HAS(avg.layers_toml, "padding = 1\ncount_include_pad = true");
     const std::string e = error_of(model("MaxPool"));

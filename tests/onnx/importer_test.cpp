@@ -33,8 +33,8 @@ TEST(OnnxImport, AGemmModelBecomesLayersWiredByNameWithItsWeights) {
     EXPECT_EQ(m.layers[0].inputs, std::vector<std::string>{"input"});
     EXPECT_EQ(m.layers[1].type, "relu");
     EXPECT_EQ(m.layers[1].inputs, std::vector<std::string>{"fc"});
-    EXPECT_EQ(m.input_sample, (Shape{4}));
-    EXPECT_EQ(m.output_sample, (Shape{3}));
+    EXPECT_EQ(m.inputs[0].sample, (Shape{4}));
+    EXPECT_EQ(m.outputs[0].sample, (Shape{3}));
     EXPECT_EQ(m.batch, 0);  // symbolic
     ASSERT_TRUE(m.params.count("fc.weight"));
     EXPECT_EQ(m.params.at("fc.weight").shape, (Shape{3, 4}));
@@ -261,7 +261,7 @@ TEST(OnnxImport, ShapeSubgraphsFoldIntoAReshape) {
     ASSERT_EQ(im.layers.size(), 2u);
     EXPECT_EQ(im.layers[1].type, "reshape");
     EXPECT_HAS(im.layers_toml, "shape = [24]");
-    EXPECT_EQ(im.output_sample, (Shape{24}));
+    EXPECT_EQ(im.outputs[0].sample, (Shape{24}));
 }
 
 // Structural damage a byte flip rarely makes: nodes losing inputs or outputs, inputs renamed,

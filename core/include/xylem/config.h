@@ -122,6 +122,10 @@ struct RunConfig {
     bool windows() const { return is_text() && sampling == "windows"; }
 
     std::vector<LayerSpec> layers;  // [model]: every layer, blocks expanded, in the order written
+    // model.inputs: the model's input names, in the order they are fed (empty: one, "input"; an
+    // imported ONNX graph of several inputs names them); model.outputs: the layers whose outputs
+    // the model gives, in order (empty: the last layer).
+    std::vector<std::string> model_inputs, model_outputs;
     std::string loss = "cross_entropy";
     SolverSpec solver;
 

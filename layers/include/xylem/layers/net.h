@@ -3,9 +3,10 @@
 // Every model xylem trains, loads or exports is a Net: the configs' [[model.layers]], the
 // training loop, checkpoints and data-parallel training all work on this one class.
 //
-// Each node has a name, a layer and the names of its inputs: other nodes, or "input" (the
-// model's input batch). Every node has one output tensor; the model's output is the last node
-// added. build() orders the nodes topologically, infers every shape by name, decides which
+// Each node has a name, a layer and the names of its inputs: other nodes, or a model input
+// ("input" unless set_inputs names others: an ONNX graph's "input_ids" and "attention_mask").
+// Every node has one output tensor; the model's output is the last node added, unless
+// set_outputs names several (or others). build() orders the nodes topologically, infers every shape by name, decides which
 // tensors need a gradient, fuses activations, and allocates the parameters.
 //
 // The accumulate rule. A tensor read by several nodes (a residual connection, y = f(x) + g(x))
@@ -20,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,8 +31,20 @@ namespace xylem {
 
 class Net {
 public:
-    // The name that stands for the model's input in a node's inputs.
+    // The name that stands for the model's input in a node's inputs (a model of one input).
     static constexpr const char* kInput = "input";
+    static constexpr size_t kMaxInputs = 256;
+
+    // The model's inputs, named, in the order forward() takes them (default: one, kInput). Names
+    // are non-empty, distinct and no node's; set before build().
+    void set_inputs(std::vector<std::string> names);
+    const std::vector<std::string>& input_names() const { return input_names_; }
+    // The nodes whose outputs the model gives, in order (default: the last node added). Each
+    // names a node; an output may also be read by other nodes. Set before build().
+    void set_outputs(std::vector<std::string> names);
+    // The outputs' node names (after build, or once set_outputs named them).
+    std::vector<std::string> output_names() const;
+    size_t output_count() const { return output_names_.empty() ? 1 : output_names_.size(); }
 
     // Appends a layer that reads the previous node (the first: the model input), named by its
     // position as nn.Sequential names its children ("0", "1", ...), so its parameters are
@@ -60,23 +74,34 @@ public:
     // `seed`, in topological order). With `training` false the model is built to run only, its
     // parameters to be loaded next: zeros, no gradients, nothing drawn (Layer::set_inference_build);
     // backward() then refuses.
+    // `input_samples` holds one shape per model input (input_names()); the Shape form is for a
+    // model of one input (an Error naming the inputs otherwise: xylem's datasets feed one). A
+    // span, not a vector: `build(dev, {20}, seed)` stays the one-input form.
+    void build(Device& dev, std::span<const Shape> input_samples, uint64_t seed, bool training = true);
     void build(Device& dev, const Shape& input_sample, uint64_t seed, bool training = true);
     // Inference runs conv -> batchnorm [-> activation] as one rescaled convolution (on by
     // default; results differ from the unfolded layers by rounding only). Off: every node runs as
     // written, as in training.
     void set_fold_batch_norms(bool on) { fold_batch_norms_ = on; }
-    const Shape& output_sample_shape() const { return output_; }
-    // The element type of the model's input (that of the layers that read it: int32 token
-    // indices for a text model, f32 otherwise).
-    DType input_dtype() const;
+    const Shape& output_sample_shape(size_t k = 0) const { return output_shapes_.at(k); }
+    // The element type of model input k (that of the layers that read it: int32 token indices
+    // for a text model, f32 otherwise).
+    DType input_dtype(size_t k = 0) const;
     // Throws an Error naming the first layer whose forward (and, with `backward`, backward) ops
     // the backend does not support: "model layer 0 (conv2d): op conv2d_fwd is not supported by
     // backend 'tiny'". build() runs it for the forward ops, before any work is done.
     void check_ops(Backend& backend, bool backward) const;
 
-    const Tensor& forward(Device& dev, const Tensor& x, bool train);
-    // Backward from dL/doutput; fills every parameter's gradient.
+    // Runs the model on one batch per input (the same batch size for all); returns output 0,
+    // and output(k) gives every output until the next forward.
+    const Tensor& forward(Device& dev, const std::vector<const Tensor*>& xs, bool train);
+    const Tensor& forward(Device& dev, const Tensor& x, bool train);  // a model of one input
+    const Tensor& output(size_t k) const;
+    // Backward from dL/doutput (a model of one output); fills every parameter's gradient.
     void backward(Device& dev, const Tensor& dy);
+    // The same with one gradient per output. A null one is a zero gradient; an Error where some
+    // node then gets no gradient at all (its parameters' gradients would be stale).
+    void backward(Device& dev, const std::vector<const Tensor*>& dys);
     // Called during backward right after node i's backward pass has enqueued the writes of its
     // parameter gradients, for every node that has parameters, in reverse topological order; the
     // call for the lowest such node ends the pass. Data-parallel training starts reducing a
@@ -113,6 +138,7 @@ public:
         int64_t trainable = 0, buffers = 0;
         int64_t outputs_per_sample = 0, output_grads_per_sample = 0;
     };
+    Footprint footprint(std::span<const Shape> input_samples);
     Footprint footprint(const Shape& input_sample);
     std::string summary() const;  // one line per node: name, type, inputs, shape, parameters, fusion
 
@@ -123,9 +149,10 @@ private:
         std::unique_ptr<Layer> layer;
         std::string shares;               // "" or the owner's name
         // Set by build():
-        std::vector<size_t> from;         // each input's producer node, or kModelInput
+        std::vector<size_t> from;         // each input's producer node, or model_input(k)
         size_t owner = SIZE_MAX;          // the node whose parameters this one uses (SIZE_MAX: its own)
         size_t consumers = 0;             // readers of this node's output
+        bool is_output = false;           // one of the model's outputs
         bool fused = false;               // an activation run inside the node it reads
         bool ids_passed = false;          // a one_hot not run: its one reader takes its token ids
         // Inference only (fold_batch_norms): a conv's batch norm, and the activation reading
@@ -138,11 +165,18 @@ private:
         Shape shape;                      // per-sample output shape
         std::string forward_scope, backward_scope;  // profiler names
     };
-    static constexpr size_t kModelInput = SIZE_MAX;
+    // A node's input that is model input k is recorded as kFirstModelInput + k in `from`.
+    static constexpr size_t kFirstModelInput = SIZE_MAX - kMaxInputs;
+    static bool is_model_input(size_t j) { return j >= kFirstModelInput; }
+    static size_t model_input(size_t k) { return kFirstModelInput + k; }
+    size_t input_index(const std::string& name) const;  // its place in input_names_, or kMaxInputs
+    // The gradients that reach node i's output: one per reader, one more for a model output.
+    size_t grad_sources(size_t i) const { return nodes_[i].consumers + (nodes_[i].is_output ? 1 : 0); }
 
     // Wiring, order and per-sample shapes: everything build() decides before allocating. Once;
     // build() and footprint() call it.
-    void prepare(const Shape& input_sample);
+    void prepare(std::span<const Shape> input_samples);
+    std::string inputs_given(size_t given) const;  // the Error text: `given` inputs for input_names_
     const std::vector<Shape>& input_shapes(size_t i, std::vector<Shape>& shapes) const;  // node i's
     Footprint count_footprint() const;  // after prepare()
     void check_param_floats(const Node& n, const std::vector<Shape>& inputs) const;
@@ -162,8 +196,11 @@ private:
     bool prepared_ = false, built_ = false, training_ = true;
     bool fold_batch_norms_ = true;
     bool decoding_ = false;
-    Shape input_, output_;
-    size_t output_node_ = 0;
+    std::vector<std::string> input_names_{kInput};
+    std::vector<std::string> output_names_;  // as set_outputs named them (empty: the last node)
+    std::vector<Shape> inputs_, output_shapes_;
+    std::vector<size_t> output_nodes_;
+    std::vector<const Tensor*> model_xs_, dys_;  // scratch: the one-input forward's and one-output backward's
     // Per step: each node's output, and the gradient of each node's output.
     std::vector<const Tensor*> outputs_, grads_;
     std::vector<size_t> arrived_;          // gradients added to a node's accumulator this pass

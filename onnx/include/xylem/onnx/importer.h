@@ -31,15 +31,23 @@ struct OpMapping {
 };
 const std::vector<OpMapping>& supported_ops();
 
+// One of the graph's inputs or outputs.
+struct ModelIO {
+    std::string name;     // ONNX's
+    std::string node;     // xylem's: the model input's name (Net::input_names) or the node giving the output
+    Shape sample;         // the shape per sample (the tensor's first axis is the batch)
+    bool tokens = false;  // an input of integer token ids (an embedding reads it), not float
+};
+
 struct Imported {
     std::string source;                   // the file (or a name for bytes)
     int64_t opset = 0;                    // of the default domain
     std::string producer;                 // producer_name producer_version, as the file says
-    std::string input_name, output_name;  // the graph's input and output
-    Shape input_sample;                   // the input's shape per sample (its first axis is the batch)
-    bool input_tokens = false;            // the input is integer token ids (an embedding reads it), not float
-    int64_t batch = 0;                    // the batch the file declares; 0 when symbolic
-    Shape output_sample;                  // the output's shape per sample, as ONNX infers it
+    // The graph's inputs (less initializers) and outputs, in the graph's order: the order
+    // `xylem run` takes --input files and writes outputs. A graph of one input names it "input"
+    // in xylem; several keep their ONNX names (cleaned as layer names are).
+    std::vector<ModelIO> inputs, outputs;
+    int64_t batch = 0;                    // the batch the file declares (its first input's); 0 when symbolic
     // The [[model.layers]] tables of the graph (TOML), and the same parsed by the layer registry.
     std::string layers_toml;
     std::vector<LayerSpec> layers;

@@ -30,6 +30,9 @@ struct MemoryPlan {
 MemoryPlan training_memory(Net& model, const Shape& input_sample, const Solver& solver, int64_t batch,
                            uint64_t resident_data_bytes);
 MemoryPlan inference_memory(Net& model, const Shape& input_sample, int64_t batch, uint64_t resident_data_bytes);
+// A model of several inputs: one sample shape each (Net::input_names()).
+MemoryPlan inference_memory(Net& model, std::span<const Shape> input_samples, int64_t batch,
+                            uint64_t resident_data_bytes);
 
 // Throws Error("<who>: <what> does not fit on <device>: ... needs about X (...) and <source> is Y
 // ...") when the plan's total exceeds what the device's tensors may take (Device::capacity());

@@ -21,5 +21,8 @@ std::unique_ptr<Solver> build_solver(const RunConfig& config);
 // every one of them next (a checkpoint, the ONNX initializers).
 std::unique_ptr<Net> build_inference_model(const RunConfig& config, Device& dev, const Shape& input_sample,
                                            int64_t batch, int64_t vocabulary = 0);
+// The same for a model of several inputs (config.model_inputs): one sample shape each.
+std::unique_ptr<Net> build_inference_model(const RunConfig& config, Device& dev, std::span<const Shape> input_samples,
+                                           int64_t batch, int64_t vocabulary = 0);
 
 }  // namespace xylem::train
