@@ -6,6 +6,7 @@
 // errors that name the layer (unknown input, duplicate name, cycle, unused output, add and mul shapes, a transpose's perm).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 
 #include "support/backends.h"
@@ -504,6 +505,109 @@ TEST_P(NetGraphTest, FusionOnlyForASoleReader) {
         sole.build(dev(), {4}, 3);
         EXPECT_NE(sole.summary().find("(fused into h)"), std::string::npos) << sole.summary();
     }
+}
+
+// Two inputs, two outputs, one output also read by another layer:
+//   s = linear(a) + linear(b); t = tanh(s) (output 1); u = linear(t) (output 0).
+// J = sum(r0 * u) + sum(r1 * t): t's gradient sums its reader's and its own; every parameter's
+// gradient against central differences. A null gradient for t is J's second term dropped.
+TEST_P(NetGraphTest, SeveralInputsAndOutputsGradients) {
+    REQUIRE_OPS(LINEAR_OPS);
+    Net net;
+    net.set_inputs({"a", "b"});
+    net.set_outputs({"u", "t"});
+    net.add("ha", {"a"}, linear(5));
+    net.add("hb", {"b"}, linear(5));
+    net.add("s", {"ha", "hb"}, std::make_unique<Add>());
+    net.add("t", {"s"}, act(XYLEM_ACT_TANH));
+    net.add("u", {"t"}, linear(2));
+    net.build(dev(), std::vector<Shape>{{4}, {3}}, 7);
+    EXPECT_EQ(net.output_count(), 2u);
+    EXPECT_EQ(net.output_names(), (std::vector<std::string>{"u", "t"}));
+    EXPECT_EQ(net.output_sample_shape(1), (Shape{5}));
+    EXPECT_NE(net.summary().find("model inputs: a [4], b [3]; outputs: u, t"), std::string::npos) << net.summary();
+    Tensor a = upload(dev(), {3, 4}, rng_.uniform(12, -1.0f, 1.0f));
+    Tensor b = upload(dev(), {3, 3}, rng_.uniform(9, -1.0f, 1.0f));
+    const std::vector<const Tensor*> xs{&a, &b};
+    const std::vector<double> r0 = to_double(rng_.uniform(6, -1.0f, 1.0f)), r1 = to_double(rng_.uniform(15, -1.0f, 1.0f));
+    for (bool both : {true, false}) {
+        auto objective = [&] {
+            net.forward(dev(), xs, true);
+            return weighted_sum(net.output(0), r0) + (both ? weighted_sum(net.output(1), r1) : 0.0);
+        };
+        objective();
+        const Tensor d0 = upload(dev(), {3, 2}, to_float(r0)), d1 = upload(dev(), {3, 5}, to_float(r1));
+        net.backward(dev(), std::vector<const Tensor*>{&d0, both ? &d1 : nullptr});
+        const std::vector<Param*> ps = net.params();
+        std::vector<std::vector<float>> analytic;
+        for (Param* p : ps) analytic.push_back(p->grad.to_vector());
+        for (size_t i = 0; i < ps.size(); ++i)
+            EXPECT_TRUE(near(analytic[i], numeric_gradient(ps[i]->value, objective, kGradEps), kGradTol))
+                << "gradient of " << ps[i]->name << (both ? "" : " (t's gradient null)");
+    }
+    // u's gradient null: its weights would get none (stale gradients), so backward refuses.
+    net.forward(dev(), xs, true);
+    const Tensor d1 = upload(dev(), {3, 5}, to_float(r1));
+    try {
+        net.backward(dev(), std::vector<const Tensor*>{nullptr, &d1});
+        ADD_FAILURE() << "backward ran without u's gradient";
+    } catch (const Error& e) {
+        EXPECT_TRUE(contains(e.what(), "model layer 'u' (linear): no gradient reached its output")) << e.what();
+    }
+    Tensor d0 = upload(dev(), {3, 2}, to_float(r0));
+    try {
+        net.backward(dev(), d0);
+        ADD_FAILURE() << "backward of one gradient ran on a model of two outputs";
+    } catch (const Error& e) {
+        EXPECT_TRUE(contains(e.what(), "model has 2 outputs (u, t): backward takes a gradient for each")) << e.what();
+    }
+}
+
+// Forward checks every input: the count, each shape (named), one batch for all; the one-input
+// forms name the inputs a model of several needs.
+TEST_P(NetGraphTest, SeveralInputsAreCheckedByName) {
+    REQUIRE_OPS(LINEAR_OPS);
+    Net net;
+    net.set_inputs({"a", "b"});
+    net.add("ha", {"a"}, linear(2));
+    net.add("hb", {"b"}, linear(2));
+    net.add("s", {"ha", "hb"}, std::make_unique<Add>());
+    auto error_of = [](const std::function<void()>& f) {
+        try {
+            f();
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("(no error)");
+    };
+    EXPECT_TRUE(contains(error_of([&] { net.build(dev(), Shape{4}, 1); }),
+                         "model takes 2 input(s) (a, b), given 1: xylem's datasets feed models of one input"));
+    net.build(dev(), std::vector<Shape>{{4}, {3}}, 1);
+    Tensor a = upload(dev(), {2, 4}, rng_.uniform(8, -1.0f, 1.0f));
+    Tensor b = upload(dev(), {2, 3}, rng_.uniform(6, -1.0f, 1.0f));
+    Tensor b3 = upload(dev(), {3, 3}, rng_.uniform(9, -1.0f, 1.0f));
+    EXPECT_TRUE(contains(error_of([&] { net.forward(dev(), a, false); }), "model takes 2 input(s) (a, b), given 1"));
+    EXPECT_TRUE(contains(error_of([&] { net.forward(dev(), {&b, &a}, false); }),
+                         "model input 'a': got batch shape [2, 3], expected [N, 4]"));
+    EXPECT_TRUE(contains(error_of([&] { net.forward(dev(), {&a, &b3}, false); }),
+                         "model input 'b': batch of 3, input 'a' has 2"));
+    EXPECT_EQ(net.forward(dev(), {&a, &b}, false).shape(), (Shape{2, 2}));
+    // Names: an input is no layer's, and a layer cannot take an input's name.
+    Net dup;
+    EXPECT_THROW(dup.set_inputs({"x", "x"}), Error);
+    EXPECT_THROW(dup.set_inputs({}), Error);
+    dup.set_inputs({"x", "y"});
+    EXPECT_TRUE(contains(error_of([&] { dup.add("y", {"x"}, linear(2)); }), "the name 'y' is reserved for the model's input"));
+    Net unknown;
+    unknown.set_inputs({"x", "y"});
+    unknown.add("h", {"z"}, linear(2));
+    EXPECT_TRUE(contains(error_of([&] { unknown.build(dev(), std::vector<Shape>{{2}, {2}}, 1); }),
+                         "input 'z' names no layer of the model (and is not one of the model's inputs: x, y)"));
+    Net outputs;
+    outputs.add("h", {"input"}, linear(2));
+    outputs.add("g", {"h"}, linear(2));
+    outputs.set_outputs({"h", "nope"});
+    EXPECT_TRUE(contains(error_of([&] { outputs.build(dev(), Shape{2}, 1); }), "model output 'nope' names no layer"));
 }
 
 std::string build_error(Net& net, Device& dev, const Shape& input) {

@@ -145,6 +145,22 @@ class Affine(nn.Module):
         return half + torch.relu(half) + self.shift
 
 
+class TwoHeads(nn.Module):
+    """Two inputs and two outputs: token ids [N, 6] through an embedding plus float features
+    [N, 6, 8], then a Linear head (output "logits") and the summed sequence before it (output "out1",
+    also read by the head): the importer's named model inputs and outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 8)
+        self.proj = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, ids, feats):
+        h = torch.tanh(self.emb(ids) + self.proj(feats))
+        return self.head(h), h
+
+
 def gpt():
     """The GPT of examples/gpt_char.toml as bench/torch_gpt.py builds it (nanoGPT's model.py), smaller:
     vocabulary 50, context 16, 2 blocks of 4 heads, 32 channels. Every parameter random (layer norms
@@ -179,11 +195,29 @@ MODELS = {
     "gpt": (gpt, (2, 16), False),  # token ids in [0, 50)
     "affine": (Affine, (4, 6, 8), False),
     "gelu_tanh": (lambda: nn.Sequential(nn.Linear(8, 16), nn.GELU(approximate="tanh"), nn.Linear(16, 4)), (4, 8), False),
+    "two_heads": (TwoHeads, [((3, 6), "tokens"), ((3, 6, 8), "float")], False),
 }
 
 
+def model_inputs(name):
+    """NAME's inputs as [(shape, kind)], kind "tokens" (ids in [0, 50)) or "float"."""
+    shape = MODELS[name][1]
+    if isinstance(shape, list):
+        return shape
+    return [(shape, "tokens" if name == "gpt" else "float")]
+
+
+def random_inputs(name, make_int, make_float):
+    return [make_int(0, 50, shape) if kind == "tokens" else make_float(shape) for shape, kind in model_inputs(name)]
+
+
+def io_names(count, first, prefix):
+    """ONNX names of COUNT inputs or outputs: FIRST alone ("x", "logits"), else FIRST then PREFIX1, PREFIX2, ..."""
+    return [first] + [f"{prefix}{k}" for k in range(1, count)]
+
+
 def export(name, opset, work):
-    factory, shape, _ = MODELS[name]
+    factory = MODELS[name][0]
     torch.manual_seed(1)
     model = factory().eval()
     if name in ("resnet18", "resnet18_bn", "mix", "mobilenet_v2", "densenet121", "mnasnet", "efficientnet_b0", "mobilenet_v3", "shufflenet"):  # random running statistics, so batch norm is not the identity
@@ -195,16 +229,23 @@ def export(name, opset, work):
                     m.weight.uniform_(0.5, 1.5)
                     m.bias.uniform_(-0.1, 0.1)
     path = os.path.join(work, f"{name}_op{opset}.onnx")
-    x = torch.randint(0, 50, shape) if name == "gpt" else torch.randn(*shape)
+    xs = random_inputs(name, torch.randint, lambda shape: torch.randn(*shape))
+    with torch.no_grad():
+        y = model(*xs)
+    ins = io_names(len(xs), "x", "x")
+    outs = io_names(len(y) if isinstance(y, tuple) else 1, "logits", "out")
     kept = dict(training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False) if name.endswith("_bn") else {}
-    torch.onnx.export(model, x, path, opset_version=opset, input_names=["x"], output_names=["logits"],
-                      dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}}, **kept)
+    torch.onnx.export(model, tuple(xs), path, opset_version=opset, input_names=ins, output_names=outs,
+                      dynamic_axes={n: {0: "batch"} for n in ins + outs}, **kept)
     return path, model
 
 
 def ort_run(path, x):
+    """ORT's first output for one input X, or every output (a list) for a list of inputs."""
     import onnxruntime as ort
     s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    if isinstance(x, list):
+        return s.run(None, {i.name: v for i, v in zip(s.get_inputs(), x)})
     return s.run(None, {s.get_inputs()[0].name: x})[0]
 
 
@@ -223,7 +264,7 @@ def main():
     p.add_argument("--xylem", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--backends", default="", help="comma-separated (default: native, and opencl where available)")
-    p.add_argument("--models", default="mlp,lenet,mix,resnet18,resnet18_bn,mobilenet_v2,squeezenet,densenet121,mnasnet,efficientnet_b0,mobilenet_v3,shufflenet,lstm,gru,gpt,gelu_tanh,affine")
+    p.add_argument("--models", default="mlp,lenet,mix,resnet18,resnet18_bn,mobilenet_v2,squeezenet,densenet121,mnasnet,efficientnet_b0,mobilenet_v3,shufflenet,lstm,gru,gpt,gelu_tanh,affine,two_heads")
     p.add_argument("--opsets", default="13,14,17")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--images", type=int, default=500, help="Fashion-MNIST test images for import + predict")
@@ -244,24 +285,30 @@ def main():
     for name in args.models.split(","):
         for opset in (int(o) for o in args.opsets.split(",")):
             if args.saved:
-                path, xin, want = saved_case(args.saved, name, opset)
+                path, xins, wants = saved_case(args.saved, name, opset)
                 if path is None:
                     continue
             else:
-                path, xin, want = case(args.work, name, opset, rng)
+                path, xins, wants = case(args.work, name, opset, rng)
             for backend in args.backends.split(","):
                 out = os.path.join(args.work, f"{name}_op{opset}_{backend}")
                 t0 = time.time()
-                r = xylem(args, "run", path, "--input", xin, "--out", out, "--backend", backend, check=False)
+                flags = [a for xin in xins for a in ("--input", xin)]
+                r = xylem(args, "run", path, *flags, "--out", out, "--backend", backend, check=False)
                 if r.returncode != 0:
                     failures.append(f"{name} opset {opset} {backend}: xylem run failed: {r.stderr.strip()}")
                     print(f"FAIL {name:9s} opset {opset} {backend:7s}: {r.stderr.strip()}")
                     continue
-                got = np.load(os.path.join(out, "logits.npy"))
+                # Every output, as <name>.npy: the worst of them counts.
+                err, got = 0.0, None
+                for oname, want in zip(io_names(len(wants), "logits", "out"), wants):
+                    g = np.load(os.path.join(out, oname + ".npy"))
+                    got = g if got is None else got
+                    err = max(err, rel_err(g, want) if g.shape == want.shape else float("inf"))
                 timing = re.search(r"forward ([0-9.]+) s \(first\), ([0-9.]+) s", r.stdout)
-                err = rel_err(got, want) if got.shape == want.shape else float("inf")
                 ok = err <= args.rtol
-                print(f"{'ok  ' if ok else 'FAIL'} {name:9s} opset {opset} {backend:7s} output {list(got.shape)} "
+                print(f"{'ok  ' if ok else 'FAIL'} {name:9s} opset {opset} {backend:7s} output {list(got.shape)}"
+                      f"{f' (+{len(wants) - 1} more)' if len(wants) > 1 else ''} "
                       f"max|diff|/max|ort| {err:.2e} (forward {timing.group(2) if timing else '?'} s, "
                       f"wall {time.time() - t0:.1f} s)", flush=True)
                 if not ok:
@@ -276,13 +323,15 @@ def main():
 
 
 def case(work, name, opset, rng):
-    """Exports NAME at OPSET into WORK with a random input beside it: (model, input .npy, ORT's output)."""
+    """Exports NAME at OPSET into WORK with random inputs beside it: (model, [input .npy], [ORT's outputs]).
+    One input is <stem>_x.npy, several <stem>_x0.npy, <stem>_x1.npy, ..."""
     path, _ = export(name, opset, work)
-    shape = MODELS[name][1]
-    x = rng.integers(0, 50, shape) if name == "gpt" else rng.standard_normal(shape).astype(np.float32)
-    xin = os.path.join(work, f"{name}_op{opset}_x.npy")
-    np.save(xin, x)
-    return path, xin, ort_run(path, x)
+    xs = random_inputs(name, rng.integers, lambda shape: rng.standard_normal(shape).astype(np.float32))
+    stem = os.path.join(work, f"{name}_op{opset}_x")
+    xins = [stem + ".npy"] if len(xs) == 1 else [f"{stem}{k}.npy" for k in range(len(xs))]
+    for f, x in zip(xins, xs):
+        np.save(f, x)
+    return path, xins, ort_run(path, xs)
 
 
 def save(args):
@@ -291,19 +340,25 @@ def save(args):
     rng = np.random.default_rng(7)
     for name in args.models.split(","):
         for opset in (int(o) for o in args.opsets.split(",")):
-            path, xin, want = case(args.save, name, opset, rng)
-            np.save(os.path.join(args.save, f"{name}_op{opset}_ort.npy"), want)
-            print(f"saved {os.path.basename(path)}: input {os.path.basename(xin)}, ORT output {list(want.shape)}")
+            path, xins, wants = case(args.save, name, opset, rng)
+            for k, want in enumerate(wants):
+                np.save(os.path.join(args.save, f"{name}_op{opset}_ort{k if k else ''}.npy"), want)
+            print(f"saved {os.path.basename(path)}: inputs {', '.join(os.path.basename(x) for x in xins)}, "
+                  f"ORT outputs {', '.join(str(list(w.shape)) for w in wants)}")
     return 0
 
 
 def saved_case(folder, name, opset):
-    """What --save wrote for NAME at OPSET: (model, input .npy, ORT's output), or Nones if absent."""
+    """What --save wrote for NAME at OPSET: (model, [input .npy], [ORT's outputs]), or Nones if absent."""
     stem = os.path.join(folder, f"{name}_op{opset}")
-    files = (stem + ".onnx", stem + "_x.npy", stem + "_ort.npy")
-    if not all(os.path.isfile(f) for f in files):
+    count = len(model_inputs(name))
+    xins = [stem + "_x.npy"] if count == 1 else [f"{stem}_x{k}.npy" for k in range(count)]
+    if not all(os.path.isfile(f) for f in [stem + ".onnx", stem + "_ort.npy"] + xins):
         return None, None, None
-    return files[0], files[1], np.load(files[2])
+    wants = [np.load(stem + "_ort.npy")]
+    while os.path.isfile(f"{stem}_ort{len(wants)}.npy"):
+        wants.append(np.load(f"{stem}_ort{len(wants)}.npy"))
+    return stem + ".onnx", xins, wants
 
 
 def import_predict(args, name, opset, path):
