@@ -75,12 +75,24 @@ Net& Model::net() {
 
 int64_t Model::classes() const { return net_->output_sample_shape().back(); }
 
-void Model::ensure_built(const Shape& sample) {
+void Model::ensure_built(const Shape& sample) { ensure_built(std::span<const Shape>(&sample, 1)); }
+
+void Model::ensure_built(std::span<const Shape> samples) {
     if (built_) {
-        if (sample != sample_)
-            throw nb::value_error(("the model was built for samples of shape " + shape_text(sample_) + ", got samples of shape " +
-                                   shape_text(sample))
+        for (size_t k = 0; k < samples.size() && k < samples_.size(); ++k)
+            if (samples[k] != samples_[k])
+                throw nb::value_error(("the model was built for samples of shape " + shape_text(samples_[k]) +
+                                       (samples_.size() > 1 ? " (input '" + net_->input_names()[k] + "')" : std::string()) +
+                                       ", got samples of shape " + shape_text(samples[k]))
+                                          .c_str());
+        if (samples.size() != samples_.size()) {
+            std::string names;
+            for (const std::string& s : net_->input_names()) names += (names.empty() ? "" : ", ") + s;
+            throw nb::value_error(("the model takes " + std::to_string(samples_.size()) + " input(s) (" + names +
+                                   "), given " + std::to_string(samples.size()) +
+                                   (samples.size() == 1 ? ": fit and evaluate feed one; predict takes a list of arrays" : ""))
                                       .c_str());
+        }
         return;
     }
     value_errors([&] {
@@ -88,13 +100,13 @@ void Model::ensure_built(const Shape& sample) {
         // the same initial parameters as `xylem train`.
         net_ = train::build_model(config_, vocabulary.size());
         solver_ = train::build_solver(config_);
-        net_->build(*dev_, sample, config_.seed);
+        net_->build(*dev_, samples, config_.seed);
         loss_ = make_loss(config_.loss);
         loss_->check_output(net_->output_sample_shape());
         return 0;
     });
     built_ = true;
-    sample_ = sample;
+    samples_.assign(samples.begin(), samples.end());
     if (!pending_.empty()) {
         train::load_checkpoint(pending_, *net_);
         pending_.clear();
@@ -359,6 +371,74 @@ NumpyF32 predict(Model& m, const HostArray& x, int64_t batch_size) {
     return numpy_f32(std::move(out), out_shape);
 }
 
+// One array per model input (each sample's shape as it is: an ONNX graph's), the same N samples
+// in each: every output, [N, *output shape] each, in the model's output order.
+std::vector<NumpyF32> predict_many(Model& m, const std::vector<HostArray>& xs, int64_t batch_size) {
+    const std::vector<std::string>& names = m.input_names();
+    if (xs.size() != names.size()) {
+        std::string list;
+        for (const std::string& s : names) list += (list.empty() ? "" : ", ") + s;
+        throw nb::value_error(("predict: the model takes " + std::to_string(names.size()) + " input(s) (" + list +
+                               "), got " + std::to_string(xs.size()) + " array(s)")
+                                  .c_str());
+    }
+    std::vector<Shape> samples;
+    const int64_t n = array_shape(xs[0]).empty() ? 0 : array_shape(xs[0])[0];
+    for (size_t k = 0; k < xs.size(); ++k) {
+        const Shape s = array_shape(xs[k]);
+        const std::string what = "predict: x[" + std::to_string(k) + "] (input '" + names[k] + "')";
+        if (s.size() < 2 || s[0] < 1)
+            throw nb::value_error((what + " must hold samples along its first dimension, got shape " + shape_text(s)).c_str());
+        if (s[0] != n)
+            throw nb::value_error((what + " holds " + std::to_string(s[0]) + " samples, x[0] " + std::to_string(n) +
+                                   " (every input holds the same samples)")
+                                      .c_str());
+        const bool tokens = m.input_takes_tokens(k);
+        if (tokens ? !is_i32(xs[k]) : !is_f32(xs[k]))
+            throw nb::value_error((what + " takes " + (tokens ? "int32 token ids" : "float32 samples")).c_str());
+        samples.emplace_back(s.begin() + 1, s.end());
+    }
+    m.ensure_built(samples);
+    Net& net = m.net();
+    std::vector<std::vector<float>> outs(net.output_count());
+    std::vector<int64_t> per(outs.size());
+    for (size_t o = 0; o < outs.size(); ++o) {
+        per[o] = numel(net.output_sample_shape(o));
+        outs[o].resize(static_cast<size_t>(n * per[o]));
+    }
+    {
+        nb::gil_scoped_release unlocked;
+        Device& dev = m.device();
+        const int64_t step = batch_size > 0 ? batch_size : train::kEvaluationBatch;
+        std::vector<Tensor> batch(xs.size());
+        std::vector<const Tensor*> ptrs(xs.size());
+        net.reset_state();
+        for (int64_t first = 0; first < n; first += step) {
+            const int64_t count = std::min(step, n - first);
+            for (size_t k = 0; k < xs.size(); ++k) {
+                Shape s{count};
+                s.insert(s.end(), samples[k].begin(), samples[k].end());
+                if (!batch[k].defined() || batch[k].shape() != s)
+                    batch[k] = Tensor(s, m.input_takes_tokens(k) ? DType::I32 : DType::F32, dev);
+                // int32 and float32 alike: 4 bytes a value.
+                batch[k].upload_from(dev, static_cast<const char*>(xs[k].data()) + first * numel(samples[k]) * 4);
+                ptrs[k] = &batch[k];
+            }
+            net.forward(dev, ptrs, false);
+            for (size_t o = 0; o < outs.size(); ++o)
+                std::memcpy(outs[o].data() + first * per[o], net.output(o).host_read<float>(),
+                            static_cast<size_t>(count * per[o]) * sizeof(float));
+        }
+    }
+    std::vector<NumpyF32> result;
+    for (size_t o = 0; o < outs.size(); ++o) {
+        Shape shape{n};
+        for (int64_t v : net.output_sample_shape(o)) shape.push_back(v);
+        result.push_back(numpy_f32(std::move(outs[o]), shape));
+    }
+    return result;
+}
+
 nb::dict evaluate(Model& m, const HostArray& x, const HostArray& y, int64_t batch_size) {
     io::Dataset d = prepared(m, x, &y, "evaluate");
     train::Scores s;
@@ -399,7 +479,9 @@ std::unique_ptr<Model> from_onnx(const std::string& path, const std::string& bac
     // The importer's model graph and parameters (an unsupported op or a malformed file: ValueError).
     const onnx_import::Imported imported = value_errors([&] { return onnx_import::import_file(path); });
     auto m = std::make_unique<Model>(onnx_import::run_config(imported), backend, plugin_path);
-    m->ensure_built(imported.inputs[0].sample);
+    std::vector<Shape> samples;
+    for (const auto& in : imported.inputs) samples.push_back(in.sample);
+    m->ensure_built(samples);
     onnx_import::load_parameters(m->net(), imported);
     return m;
 #else
@@ -519,6 +601,14 @@ void bind_model(nb::module_& m) {
            nb::arg("epochs"), nb::arg("batch"), nb::arg("shuffle"), nb::arg("verbose"), nb::arg("callbacks"),
            nb::arg("dir").none(), nb::arg("monitor"), nb::arg("patience"), nb::arg("min_delta"), nb::arg("resume").none())
         .def("_predict", &predict)
+        .def("_predict_many", &predict_many)
+        .def_prop_ro("input_names", [](Model& self) { return self.input_names(); })
+        .def_prop_ro("output_names", [](Model& self) { return self.output_names(); })
+        .def_prop_ro("input_tokens", [](Model& self) {
+            std::vector<bool> v;
+            for (size_t k = 0; k < self.input_names().size(); ++k) v.push_back(self.input_takes_tokens(k));
+            return v;
+        })
         .def("_evaluate", &evaluate)
         .def("state_dict", &state_dict)
         .def("load_state_dict", &load_state_dict, nb::arg("state_dict"), nb::arg("strict") = true)

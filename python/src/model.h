@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "binding.h"
@@ -24,8 +25,15 @@ public:
 
     // Builds the model for samples of `sample` (once; later calls must give the same shape).
     void ensure_built(const Shape& sample);
+    // A model of several inputs (an ONNX graph's): one sample shape per input.
+    void ensure_built(std::span<const Shape> samples);
     bool built() const { return built_; }
-    const Shape& sample() const { return sample_; }  // one sample's shape, once built
+    const Shape& sample() const { return samples_.at(0); }  // one sample's shape, once built
+    // The model's inputs (known before it is built: the config names them) and whether input k
+    // takes int32 token ids.
+    const std::vector<std::string>& input_names() const { return net_->input_names(); }
+    bool input_takes_tokens(size_t k) const { return net_->input_dtype(k) == DType::I32; }
+    std::vector<std::string> output_names() const { return net_->output_names(); }
     Net& net();
     Device& device() { return *dev_; }
     const RunConfig& config() const { return config_; }
@@ -50,7 +58,7 @@ private:
     std::unique_ptr<Loss> loss_;
     std::unique_ptr<Solver> solver_;
     bool built_ = false;
-    Shape sample_;
+    std::vector<Shape> samples_;
     std::string pending_;
 };
 

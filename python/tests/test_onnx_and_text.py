@@ -55,6 +55,48 @@ def test_from_onnx_matches_pytorch(tmp_path):
     assert sorted(model.state_dict()) == sorted(k for k in model.state_dict())
 
 
+def test_from_onnx_of_two_inputs_and_two_outputs(tmp_path):
+    torch = pytest.importorskip("torch")
+    try:
+        torch.zeros(1).numpy()
+    except RuntimeError as e:
+        pytest.skip(f"torch cannot exchange arrays with NumPy {np.__version__}: {e}")
+
+    class TwoHeads(torch.nn.Module):  # token ids and features in; logits and the hidden state out
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(20, 6)
+            self.proj = torch.nn.Linear(6, 6)
+            self.head = torch.nn.Linear(6, 3)
+
+        def forward(self, ids, feats):
+            h = torch.tanh(self.emb(ids) + self.proj(feats))
+            return self.head(h), h
+
+    torch.manual_seed(0)
+    net = TwoHeads().eval()
+    ids, feats = torch.randint(0, 20, (5, 4)), torch.randn(5, 4, 6)
+    path = tmp_path / "two.onnx"
+    torch.onnx.export(net, (ids, feats), str(path), opset_version=17, input_names=["ids", "feats"],
+                      output_names=["logits", "hidden"],
+                      dynamic_axes={n: {0: "batch"} for n in ("ids", "feats", "logits", "hidden")})
+    model = xylem.Model.from_onnx(path, backend="native")
+    assert model.input_names == ["ids", "feats"]
+    assert len(model.output_names) == 2
+    with torch.no_grad():
+        ref_logits, ref_hidden = (t.numpy() for t in net(ids, feats))
+    logits, hidden = model.predict([ids.numpy(), feats.numpy()], batch_size=2)  # batches of 2, 2 and 1
+    assert logits.shape == (5, 4, 3) and hidden.shape == (5, 4, 6)
+    assert np.allclose(logits, ref_logits, rtol=1e-4, atol=1e-5), np.abs(logits - ref_logits).max()
+    assert np.allclose(hidden, ref_hidden, rtol=1e-4, atol=1e-5), np.abs(hidden - ref_hidden).max()
+    with pytest.raises(ValueError, match=r"takes 2 input\(s\) \(ids, feats\): pass a list of 2 arrays"):
+        model.predict(feats.numpy())
+    with pytest.raises(ValueError, match=r"x\[1\] \(input 'feats'\) holds 4 samples, x\[0\] 5"):
+        model.predict([ids.numpy(), feats.numpy()[:4]])
+    with pytest.raises(ValueError, match=r"model takes 2 input\(s\) \(ids, feats\), given 1: fit and evaluate feed one"):
+        model.evaluate(ids.numpy(), ids.numpy())
+
+
 def test_from_onnx_refuses_a_broken_file(tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model")

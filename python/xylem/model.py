@@ -150,8 +150,34 @@ class Model:
 
     def predict(self, x, batch_size=None):
         """The model's outputs for every sample of x, a float32 ndarray [N, *output shape]: what its
-        last layer gives (logits, or probabilities for a model ending in softmax)."""
-        return self._m._predict(_arrays.samples(x, self.takes_tokens), int(batch_size or 0))
+        last layer gives (logits, or probabilities for a model ending in softmax).
+
+        A model of several inputs (an ONNX graph's: input_names) takes a list or tuple of arrays,
+        one per input in that order, each holding the same N samples; a model of several outputs
+        (output_names) returns a list of arrays, one per output."""
+        names = self._m.input_names
+        if len(names) == 1 and len(self._m.output_names) == 1 and not isinstance(x, (list, tuple)):
+            return self._m._predict(_arrays.samples(x, self.takes_tokens), int(batch_size or 0))
+        xs = list(x) if isinstance(x, (list, tuple)) else [x]
+        if len(xs) != len(names):
+            raise ValueError(f"predict: the model takes {len(names)} input(s) ({', '.join(names)}): pass "
+                             f"{'a list of ' + str(len(names)) + ' arrays, one per input' if len(names) > 1 else 'one array'}, "
+                             f"got {len(xs)}")
+        arrays = [_arrays.samples(a, tokens, f"x[{k}] (input '{name}')")
+                  for k, (a, tokens, name) in enumerate(zip(xs, self._m.input_tokens, names))]
+        outs = self._m._predict_many(arrays, int(batch_size or 0))
+        return outs if len(outs) > 1 else outs[0]
+
+    @property
+    def input_names(self):
+        """The model's inputs, in the order predict takes them: ["input"] unless the config (or the
+        ONNX graph) names several."""
+        return list(self._m.input_names)
+
+    @property
+    def output_names(self):
+        """The layers whose outputs the model gives, in order (one unless the config or ONNX graph lists several)."""
+        return list(self._m.output_names)
 
     def generate(self, prime="", length=500, temperature=1.0, top_k=0, seed=1):
         """Text from a character model (Model.load of a checkpoint trained on [data] text), drawn one
