@@ -296,8 +296,8 @@ std::string Net::inputs_given(size_t given) const {
     std::string s = "model takes " + std::to_string(input_names_.size()) + " input(s) (" + joined(input_names_) +
                     "), given " + std::to_string(given);
     if (given == 1)  // the data-fed commands and Model.fit feed one
-        s += ": xylem's datasets feed models of one input (run this one with `xylem run MODEL --input A --input B`, "
-             "or from Python with one array per input)";
+        s += ": xylem's datasets feed models of one input (an ONNX model of several runs with `xylem run MODEL.onnx "
+             "--input A.npy --input B.npy`, or Python's Model.from_onnx(...).predict([a, b]))";
     return s;
 }
 

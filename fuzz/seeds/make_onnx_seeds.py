@@ -4,7 +4,8 @@
 Run once by hand with Debian's torch (/usr/bin/python3 fuzz/seeds/make_onnx_seeds.py); the models
 are tiny and checked in, so scripts/fuzz.sh needs neither Python nor torch. Between them they hold
 every op the importer maps (docs/onnx.md), at opsets 13 and 17: a Conv net, one of gates (HardSwish,
-squeeze-and-excitation, SiLU), an LSTM and GRU sequence model with Clip and a tiny GPT (layer norm, GELU and attention patterns, embeddings).
+squeeze-and-excitation, SiLU), an LSTM and GRU sequence model with Clip, a tiny GPT (layer norm, GELU and attention patterns, embeddings)
+and a graph of two inputs (token ids and features) and two outputs.
 """
 import os
 
@@ -67,6 +68,20 @@ class Gates(nn.Module):
         return self.fc(torch.flatten(h, 1))
 
 
+class TwoInTwoOut(nn.Module):
+    """Token ids and features in, logits and the hidden state (also read by the head) out."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+        self.proj = nn.Linear(4, 4)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, ids, feats):
+        h = torch.tanh(self.emb(ids) + self.proj(feats))
+        return self.head(h), h
+
+
 def tiny_gpt():
     """bench/torch_gpt.py's GPT, tiny: embeddings, layer norm, attention, GELU's erf form."""
     import sys
@@ -91,6 +106,11 @@ def main():
             torch.onnx.export(model.eval(), x, os.path.join(HERE, f"{name}_op{opset}.onnx"),
                               opset_version=opset, input_names=["x"], output_names=["y"],
                               dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    names = ["ids", "feats", "logits", "hidden"]
+    for opset in (13, 17):
+        torch.onnx.export(TwoInTwoOut().eval(), (torch.randint(0, 10, (1, 3)), torch.randn(1, 3, 4)),
+                          os.path.join(HERE, f"two_io_op{opset}.onnx"), opset_version=opset, input_names=names[:2],
+                          output_names=names[2:], dynamic_axes={n: {0: "batch"} for n in names})
 
 
 if __name__ == "__main__":
