@@ -424,6 +424,7 @@ void Net::build(Device& dev, std::span<const Shape> input_samples, uint64_t seed
                 in_type[k] = n.layer->input_dtype();
                 seen[k] = true;
             }
+    input_dtypes_ = in_type;
     fuse_activations(dev.backend());
     pass_token_ids(dev.backend());
     fold_batch_norms(dev.backend());
@@ -475,8 +476,8 @@ const Tensor& Net::forward(Device& dev, const std::vector<const Tensor*>& xs, bo
     if (xs.size() != input_names_.size()) throw Error(inputs_given(xs.size()));
     for (size_t k = 0; k < xs.size(); ++k) {
         // "model input" for a model of one input (as always), "model input 'mask'" for several.
-        const std::string what = "model input" + (xs.size() == 1 ? std::string() : " '" + input_names_[k] + "'");
-        if (!xs[k] || !xs[k]->defined()) throw Error(what + ": no tensor given");
+        auto what = [&] { return "model input" + (xs.size() == 1 ? std::string() : " '" + input_names_[k] + "'"); };
+        if (!xs[k] || !xs[k]->defined()) throw Error(what() + ": no tensor given");
         const Tensor& x = *xs[k];
         const Shape& want = inputs_[k];
         Shape sample(x.shape().begin() + (x.shape().empty() ? 0 : 1), x.shape().end());
@@ -486,16 +487,16 @@ const Tensor& Net::forward(Device& dev, const std::vector<const Tensor*>& xs, bo
             std::equal(sample.begin() + 1, sample.end(), want.begin() + 1))
             sample = want;
         if (x.shape().empty() || sample != want)
-            throw Error(what + ": got batch shape " + to_string(x.shape()) + ", expected [N" + (want.empty() ? "" : ", ") +
+            throw Error(what() + ": got batch shape " + to_string(x.shape()) + ", expected [N" + (want.empty() ? "" : ", ") +
                         to_string(want).substr(1));
         if (k > 0 && x.shape()[0] != xs[0]->shape()[0])
-            throw Error(what + ": batch of " + std::to_string(x.shape()[0]) + ", input '" + input_names_[0] + "' has " +
+            throw Error(what() + ": batch of " + std::to_string(x.shape()[0]) + ", input '" + input_names_[0] + "' has " +
                         std::to_string(xs[0]->shape()[0]) + " (every input holds the same samples)");
-        if (x.dtype() != input_dtype(k))
+        if (x.dtype() != input_dtypes_[k])  // an input no layer reads takes anything
             for (const Node& n : nodes_)
                 if (std::find(n.from.begin(), n.from.end(), model_input(k)) != n.from.end())
-                    throw Error(what + ": got " + std::string(dtype_name(x.dtype())) + " values, " + n.layer->label() +
-                                " takes " + dtype_name(input_dtype(k)));
+                    throw Error(what() + ": got " + std::string(dtype_name(x.dtype())) + " values, " + n.layer->label() +
+                                " takes " + dtype_name(input_dtypes_[k]));
     }
     sync_shared();
     for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -568,7 +569,8 @@ void Net::backward(Device& dev, const std::vector<const Tensor*>& dys) {
     for (size_t k = 0; k < dys.size(); ++k) {
         const Node& o = nodes_[output_nodes_[k]];
         if (!dys[k]) continue;
-        if (dys[k]->shape().empty() || Shape(dys[k]->shape().begin() + 1, dys[k]->shape().end()) != o.shape)
+        const Shape& ds = dys[k]->shape();
+        if (ds.empty() || !std::equal(ds.begin() + 1, ds.end(), o.shape.begin(), o.shape.end()))
             throw Error("model output '" + o.name + "': gradient of shape " + to_string(dys[k]->shape()) +
                         ", the output is [N, " + to_string(o.shape).substr(1));
         deliver(dev, output_nodes_[k], dys[k]);

@@ -199,6 +199,7 @@ private:
     std::vector<std::string> input_names_{kInput};
     std::vector<std::string> output_names_;  // as set_outputs named them (empty: the last node)
     std::vector<Shape> inputs_, output_shapes_;
+    std::vector<DType> input_dtypes_;  // what the layers reading each input take (build)
     std::vector<size_t> output_nodes_;
     std::vector<const Tensor*> model_xs_, dys_;  // scratch: the one-input forward's and one-output backward's
     // Per step: each node's output, and the gradient of each node's output.
