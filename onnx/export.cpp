@@ -168,6 +168,10 @@ void check_mapped(const Net& net, const std::map<std::string, const LayerSpec*>&
 std::string export_bytes(const Source& src) {
     if (!src.model || !src.layers || src.layers->empty()) throw Error("onnx export: no model given");
     Net& net = *src.model;
+    if (net.input_names().size() != 1 || net.output_count() != 1)
+        throw Error("onnx export: the model has " + std::to_string(net.input_names().size()) + " input(s) and " +
+                    std::to_string(net.output_count()) + " output(s); xylem export writes models of one of each "
+                    "(what xylem trains)");
     const auto specs = specs_by_node(*src.layers);
     check_mapped(net, specs);
     std::map<std::string, Param*> state;
@@ -184,15 +188,14 @@ std::string export_bytes(const Source& src) {
     g.set_name(src.name.empty() ? "xylem" : src.name);
     GraphWriter w(g);
 
-    // The model's output is its last layer (Net: the last node added).
-    const std::string out_node =
-        src.layers->back().name.empty() ? std::to_string(src.layers->size() - 1) : src.layers->back().name;
+    // The model's output: its last layer, or the one [model] outputs names.
+    const std::string out_node = net.output_names().at(0);
     // The graph's and the layers' own tensor names are taken before any node asks for a fresh one.
     for (const std::string& n : {std::string(kInputName), std::string(kOutputName)}) w.fresh(n);
     for (size_t i = 0; i < net.size(); ++i) w.fresh(net.name(i));
     // Tensors by node name (ONNX names), and per-sample shapes, as the walk makes them.
-    std::map<std::string, std::string> tensor{{Net::kInput, kInputName}};
-    std::map<std::string, Shape> sample{{Net::kInput, src.input_sample}};
+    std::map<std::string, std::string> tensor{{net.input_names()[0], kInputName}};
+    std::map<std::string, Shape> sample{{net.input_names()[0], src.input_sample}};
     const bool tokens = net.input_dtype() == DType::I32;
     for (size_t i = 0; i < net.size(); ++i) {
         detail::LayerView v;

@@ -142,5 +142,39 @@ TEST(NetConfig, NameErrors) {
                          "key 'model.layers[0].enabled' is false on the model's last layer"));
 }
 
+// [model] inputs and outputs: the first layer reads the first input; layers name the others;
+// the names are checked where they are written.
+TEST(NetConfig, SeveralInputsAndOutputs) {
+    const std::string text = R"(
+[model]
+inputs = ["ids", "mask"]
+outputs = ["head", "h"]
+[[model.layers]]
+type = "linear"
+name = "h"
+out = 4
+[[model.layers]]
+type = "add"
+name = "s"
+inputs = ["h", "mask"]
+[[model.layers]]
+type = "linear"
+name = "head"
+out = 2
+)";
+    const RunConfig c = parse_config(text, "test.toml");
+    EXPECT_EQ(c.model_inputs, (std::vector<std::string>{"ids", "mask"}));
+    EXPECT_EQ(c.model_outputs, (std::vector<std::string>{"head", "h"}));
+    EXPECT_EQ(describe(wiring(text)), "h(linear)<-ids\ns(add)<-h,mask\nhead(linear)<-s\n");
+    EXPECT_TRUE(parse_config("[[model.layers]]\ntype = \"relu\"\n", "t.toml").model_inputs.empty());
+    EXPECT_TRUE(contains(config_error_of("[model]\ninputs = []\n"), "key 'model.inputs' must name 1 to 256 model inputs"));
+    EXPECT_TRUE(contains(config_error_of("[model]\ninputs = [\"a\", \"a\"]\n"), "key 'model.inputs' names 'a' twice"));
+    EXPECT_TRUE(contains(config_error_of("[model]\ninputs = [\"a.b\"]\n"), "key 'model.inputs' holds 'a.b'"));
+    EXPECT_TRUE(contains(config_error_of("[model]\ninputs = [\"x\"]\n[[model.layers]]\nname = \"x\"\ntype = \"relu\"\n"),
+                         "key 'model.layers[0].name' is 'x', which names a model input (model.inputs)"));
+    EXPECT_TRUE(contains(config_error_of("[model]\noutputs = [\"a\", \"a\"]\n"), "key 'model.outputs' names 'a' twice"));
+    EXPECT_TRUE(contains(config_error_of("[model]\noutputs = 3\n"), "model.outputs"));
+}
+
 }  // namespace
 }  // namespace xylem::test

@@ -24,6 +24,7 @@
 #include "xylem/layers/elementwise.h"
 #include "xylem/layers/registry.h"
 #include "xylem/onnx/importer.h"
+#include "xylem/train/model_builder.h"
 
 namespace xylem::test {
 namespace {
@@ -37,9 +38,7 @@ std::shared_ptr<Backend> native() {
 
 // The config's model built on `dev` as train::build_model builds it (the training library is not linked here).
 std::unique_ptr<Net> build(const RunConfig& c, Device& dev, const Shape& sample, int64_t vocab = 0) {
-    auto net = std::make_unique<Net>();
-    LayerContext context(c.source, c.seed, vocab);
-    for (const LayerSpec& l : c.layers) net->add(l.name, l.inputs, build_layer(l, context), l.shares);
+    auto net = train::build_model(c, vocab);  // as every command builds a config's model
     net->build(dev, sample, c.seed);
     return net;
 }

@@ -16,6 +16,7 @@
 #include "xylem/layers/loss.h"
 #include "xylem/layers/registry.h"
 #include "xylem/onnx/importer.h"
+#include "xylem/train/model_builder.h"
 #include "xylem/op_calls.h"
 #include "xylem/solvers/solver.h"
 
@@ -32,9 +33,8 @@ TEST_P(OnnxFineTune, AnImportedConvBatchNormModelTrainsFromItsInitializers) {
     const onnx_import::Imported m = onnx_import::import_bytes(conv_bn_model(), "conv_bn.onnx", "");
     ASSERT_EQ(m.layers.size(), 5u);  // conv2d, batchnorm, relu, global_avgpool, linear (Flatten: nothing)
     EXPECT_EQ(m.layers[1].type, "batchnorm");
-    Net net;
-    LayerContext context(m.source, 1);
-    for (const LayerSpec& l : m.layers) net.add(l.name, l.inputs, build_layer(l, context), l.shares);
+    std::unique_ptr<Net> model = train::build_model(onnx_import::run_config(m));
+    Net& net = *model;
     net.build(*dev, m.inputs[0].sample, 1);
     onnx_import::load_parameters(net, m);
     std::map<std::string, std::vector<float>> before;

@@ -4,7 +4,7 @@
 // and through `xylem run --input a.npy --input b.npy` (one .npy per output). The graph-level
 // mistakes (inputs of different batches, an output that is an input, two outputs of one tensor,
 // the wrong number of --input files) are clear errors; the data-fed commands say they feed one
-// input.
+// input; `xylem export` refuses a model of two and exports one whose input and output are named.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +17,8 @@
 #include "onnx_builders.h"
 #include "support/backends.h"
 #include "support/files.h"
+#include "xylem/error.h"
+#include "xylem/onnx/export.h"
 #include "xylem/onnx/importer.h"
 #include "xylem/onnx/npy.h"
 #include "xylem/train/model_builder.h"
@@ -131,6 +133,50 @@ TEST_P(OnnxSeveralInputsOnBackends, BothOutputsMatchFloat64) {
     EXPECT_EQ(net->output(0).shape(), (Shape{n, kHidden}));
     EXPECT_LT(max_error(net->output(0).to_vector(), want.y), 1e-5);
     EXPECT_LT(max_error(net->output(1).to_vector(), want.h), 1e-5);
+}
+
+// xylem export writes what xylem trains, one input and one output: a model of two is refused
+// naming the counts; a model whose one input and output the config names exports and imports
+// back to the same outputs.
+TEST_P(OnnxSeveralInputsOnBackends, ExportTakesOneInputAndOneOutputByAnyName) {
+    const onnx_import::Imported m = onnx_import::import_bytes(bytes_of(two_in_two_out()), "two.onnx", "");
+    const RunConfig two = onnx_import::run_config(m);
+    auto net = train::build_inference_model(two, dev(), std::vector<Shape>{{kIn}, {kIn}}, 2);
+    onnx_export::Source src{net.get(), &two.layers, {kIn}, "two"};
+    try {
+        onnx_export::export_bytes(src);
+        ADD_FAILURE() << "a model of two inputs was exported";
+    } catch (const Error& e) {
+        EXPECT_HAS(std::string(e.what()), "the model has 2 input(s) and 2 output(s); xylem export writes models of one of each");
+    }
+    const RunConfig one = parse_config(R"(
+[model]
+inputs = ["img"]
+outputs = ["fc2"]
+[[model.layers]]
+type = "linear"
+name = "fc1"
+out = 5
+[[model.layers]]
+type = "tanh"
+name = "t"
+[[model.layers]]
+type = "linear"
+name = "fc2"
+out = 3
+)", "one.toml");
+    auto model = train::build_model(one);
+    model->build(dev(), Shape{kIn}, 3);
+    onnx_export::Source s1{model.get(), &one.layers, {kIn}, "one"};
+    const onnx_import::Imported back = onnx_import::import_bytes(onnx_export::export_bytes(s1), "one.onnx", "");
+    ASSERT_EQ(back.inputs.size(), 1u);
+    auto again = train::build_inference_model(onnx_import::run_config(back), dev(), Shape{kIn}, 4);
+    onnx_import::load_parameters(*again, back);
+    Tensor x = upload(dev(), {4, kIn}, uniform(4 * kIn, 9));
+    const std::vector<float> want = model->forward(dev(), x, false).to_vector();
+    const std::vector<float> got = again->forward(dev(), x, false).to_vector();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
 }
 
 TEST(OnnxSeveralInputs, GraphMistakesAreClearErrors) {

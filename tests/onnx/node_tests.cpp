@@ -28,6 +28,7 @@
 #include "xylem/error.h"
 #include "xylem/layers/registry.h"
 #include "xylem/onnx/importer.h"
+#include "xylem/train/model_builder.h"
 
 namespace xylem {
 namespace {
@@ -117,17 +118,9 @@ Result run_one(const fs::path& dir, onnx::ModelProto model, Backend& backend, si
     }
     try {
         auto dev = backend.device(0);
-        Net net;
-        if (m.inputs.size() > 1) {
-            std::vector<std::string> names, outs;
-            for (const auto& in : m.inputs) names.push_back(in.node);
-            net.set_inputs(names);
-        }
-        std::vector<std::string> outs;
-        for (const auto& o : m.outputs) outs.push_back(o.node);
-        net.set_outputs(outs);
-        LayerContext context(m.source, 1);
-        for (const LayerSpec& l : m.layers) net.add(l.name, l.inputs, build_layer(l, context), l.shares);
+        // The model as `xylem run` builds it: from the imported config (its inputs and outputs).
+        std::unique_ptr<Net> model = train::build_model(onnx_import::run_config(m));
+        Net& net = *model;
         std::vector<Shape> samples;
         for (const auto& in : m.inputs) samples.push_back(in.sample);
         net.build(*dev, samples, 1);
