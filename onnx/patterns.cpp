@@ -383,7 +383,9 @@ bool Importer::attention_step(const onnx::NodeProto& n) {
             const int64_t c = x.shape[2];
             if (t.size() == 4 && t[3] == -1 && t[2] > 0 && c % t[2] == 0) t[3] = c / t[2];
             if (t.size() == 4 && t[2] == -1 && t[3] > 0 && c % t[3] == 0) t[2] = c / t[3];
-            if (t.size() != 4 || t[0] != x.shape[0] || t[1] != x.shape[1] || t[2] < 1 || t[2] * t[3] != c)
+            // Each factor in [1, c] before the product (a hostile shape's product would overflow).
+            if (t.size() != 4 || t[0] != x.shape[0] || t[1] != x.shape[1] || t[2] < 1 || t[3] < 1 || t[2] > c ||
+                t[3] > c || t[2] * t[3] != c)
                 refuse(n, "reshapes attention's " + shape_text(x.shape) + " to " + shape_text(s.i) +
                               ", not [N, T, heads, head size]");
             Pending p = step(x.pending, "attn.heads");

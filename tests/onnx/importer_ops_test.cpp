@@ -468,6 +468,15 @@ TEST(OnnxImport, TorchsAttentionBecomesOneLayerAndBentFormsAreRefused) {
     ASSERT_NE(softmax, nullptr);
     softmax->mutable_attribute(0)->set_i(2);
     EXPECT_HAS(error_of(bytes_of(axis)), "normalises attention's scores over an axis other than the last");
+    // Heads of a size whose product with the head count overflows (the fuzzer's find): refused.
+    onnx::ModelProto heads = gpt;
+    *heads.mutable_graph()->add_initializer() = ints("huge_heads", {0, 0, int64_t{1} << 62, 4});
+    onnx::NodeProto* reshape = nullptr;
+    for (auto& n : *heads.mutable_graph()->mutable_node())
+        if (n.op_type() == "Reshape" && n.name().find("attn") != std::string::npos && !reshape) reshape = &n;
+    ASSERT_NE(reshape, nullptr);
+    reshape->set_input(1, std::string("huge_heads"));
+    EXPECT_HAS(error_of(bytes_of(heads)), "not [N, T, heads, head size]");
     // MatMul of two computed tensors outside attention; a Range too long to fold.
     onnx::ModelProto mm = one_node("MatMul", {-1, 4, 4}, {});
     mm.mutable_graph()->mutable_node(0)->add_input("x");
