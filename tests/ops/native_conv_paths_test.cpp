@@ -216,6 +216,24 @@ protected:
         if (!backend_) GTEST_SKIP() << "no native plugin";
     }
     Device& dev() { return *backend_->device(0); }
+
+    // conv2d_fwd of random values (y filled with NaN first: every element must be written) against
+    // the float64 reference; ReLU6 gets inputs in [-4, 4], so that sums past 6 reach the clamp's
+    // top even over 9 taps (in [-1, 1] a 3x3 depthwise output stays under 6 and a broken top went
+    // unseen). True when within the GEMM tolerance of the taps each output sums.
+    bool forward_matches(std::mt19937& rng, const Shape& xs, const Shape& ws, const xylem_conv2d_attrs& a, bool bias) {
+        const Shape ys = ops::conv2d_output_shape(xs, ws, a);
+        auto x = uniform(rng, numel(xs));
+        const auto w = uniform(rng, numel(ws)), b = uniform(rng, ws[0]);
+        if (a.activation == XYLEM_ACT_RELU6)
+            for (float& e : x) e *= 4.0f;
+        Tensor tx = upload(dev(), xs, x), tw = upload(dev(), ws, w), tb = upload(dev(), {ws[0]}, b);
+        Tensor ty = upload(dev(), ys, std::vector<float>(static_cast<size_t>(numel(ys)), NAN));
+        ops::conv2d_fwd(dev(), tx, tw, bias ? &tb : nullptr, ty, a);
+        const auto want = ref::conv2d_fwd(to_double(x), xs, to_double(w), ws, bias ? to_double(b) : ref::Vec{}, a);
+        return near(ty.to_vector(), want, tol::gemm(ws[1] * ws[2] * ws[3] + 1));
+    }
+
     std::shared_ptr<Backend> backend_;
 };
 
@@ -223,18 +241,7 @@ TEST_F(NativeConvPaths, ForwardMatchesFloat64) {
     std::mt19937 rng(1);
     for (const Case& c : kCases) {
         SCOPED_TRACE(describe(c));
-        const Shape ys = ops::conv2d_output_shape(c.x, c.w, c.a);
-        auto x = uniform(rng, numel(c.x));
-        const auto w = uniform(rng, numel(c.w)), b = uniform(rng, c.w[0]);
-        // ReLU6: inputs in [-4, 4], so that sums past 6 reach the clamp's top even over 9 taps
-        // (in [-1, 1] a 3x3 depthwise output stays under 6 and a broken top went unseen).
-        if (c.a.activation == XYLEM_ACT_RELU6)
-            for (float& e : x) e *= 4.0f;
-        Tensor tx = upload(dev(), c.x, x), tw = upload(dev(), c.w, w), tb = upload(dev(), {c.w[0]}, b);
-        Tensor ty = upload(dev(), ys, std::vector<float>(static_cast<size_t>(numel(ys)), NAN));
-        ops::conv2d_fwd(dev(), tx, tw, c.bias ? &tb : nullptr, ty, c.a);
-        const auto want = ref::conv2d_fwd(to_double(x), c.x, to_double(w), c.w, c.bias ? to_double(b) : ref::Vec{}, c.a);
-        EXPECT_TRUE(near(ty.to_vector(), want, tol::gemm(c.w[1] * c.w[2] * c.w[3] + 1)));
+        EXPECT_TRUE(forward_matches(rng, c.x, c.w, c.a, c.bias));
     }
 }
 
@@ -292,16 +299,7 @@ TEST_F(NativeConvPaths, RandomDepthwiseShapesMatchFloat64) {
         SCOPED_TRACE("trial " + std::to_string(trial) + ": x " + to_string(xs) + " w " + to_string(ws) + " stride " +
                      std::to_string(st) + " pad " + std::to_string(ph) + "x" + std::to_string(pw) + " dilation " +
                      std::to_string(dh) + "x" + std::to_string(dw) + " act " + std::to_string(a.activation));
-        const Shape ys = ops::conv2d_output_shape(xs, ws, a);
-        auto x = uniform(rng, numel(xs));
-        if (a.activation == XYLEM_ACT_RELU6)
-            for (float& e : x) e *= 4.0f;
-        const auto wv = uniform(rng, numel(ws)), b = uniform(rng, ws[0]);
-        Tensor tx = upload(dev(), xs, x), tw = upload(dev(), ws, wv), tb = upload(dev(), {ws[0]}, b);
-        Tensor ty = upload(dev(), ys, std::vector<float>(static_cast<size_t>(numel(ys)), NAN));
-        ops::conv2d_fwd(dev(), tx, tw, bias ? &tb : nullptr, ty, a);
-        const auto want = ref::conv2d_fwd(to_double(x), xs, to_double(wv), ws, bias ? to_double(b) : ref::Vec{}, a);
-        ASSERT_TRUE(near(ty.to_vector(), want, tol::gemm(r * s + 1)));
+        ASSERT_TRUE(forward_matches(rng, xs, ws, a, bias));
     }
 }
 
@@ -327,16 +325,7 @@ TEST_F(NativeConvPaths, RandomConvShapesMatchFloat64) {
                      std::to_string(g) + " stride " + std::to_string(st) + " pad " + std::to_string(ph) + "x" +
                      std::to_string(pw) + " dilation " + std::to_string(dh) + "x" + std::to_string(dw) + " act " +
                      std::to_string(a.activation));
-        const Shape ys = ops::conv2d_output_shape(xs, ws, a);
-        auto x = uniform(rng, numel(xs));
-        if (a.activation == XYLEM_ACT_RELU6)
-            for (float& e : x) e *= 4.0f;
-        const auto wv = uniform(rng, numel(ws)), b = uniform(rng, ws[0]);
-        Tensor tx = upload(dev(), xs, x), tw = upload(dev(), ws, wv), tb = upload(dev(), {ws[0]}, b);
-        Tensor ty = upload(dev(), ys, std::vector<float>(static_cast<size_t>(numel(ys)), NAN));
-        ops::conv2d_fwd(dev(), tx, tw, bias ? &tb : nullptr, ty, a);
-        const auto want = ref::conv2d_fwd(to_double(x), xs, to_double(wv), ws, bias ? to_double(b) : ref::Vec{}, a);
-        ASSERT_TRUE(near(ty.to_vector(), want, tol::gemm(cg * r * s + 1)));
+        ASSERT_TRUE(forward_matches(rng, xs, ws, a, bias));
     }
 }
 
