@@ -398,11 +398,20 @@ std::string capture_blocker(const FitOptions& o, Net& model, Solver& solver, Dev
     return "";
 }
 
+void check_trainable_shape(const Net& model) {
+    if (model.output_count() == 1) return;  // one input: build() refused the rest already
+    std::string names;
+    for (const std::string& n : model.output_names()) names += (names.empty() ? "" : ", ") + n;
+    throw Error("model has " + std::to_string(model.output_count()) + " outputs (" + names +
+                "): training fits a model of one output (its loss reads one); list one in [model] outputs");
+}
+
 FitResult fit(Net& model, Loss& loss, Solver& solver, Device& dev, BatchSource& data, TrainingState& state,
               const FitOptions& options, const std::vector<Callbacks*>& callbacks) {
     if (options.epochs < 1) throw Error("fit: options.epochs must be at least 1");
     if (options.batch_size < 1 || options.print_every < 1) throw Error("fit: options.batch_size and print_every must be at least 1");
     if (data.size() < 1) throw Error("fit: the batch source has no samples");
+    check_trainable_shape(model);
     return Loop(model, loss, solver, dev, data, state, options, callbacks).go();
 }
 

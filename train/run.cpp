@@ -100,6 +100,7 @@ Run::Run(const RunConfig& c, Device& dev, std::ostream& out, const RunOptions& o
     check_memory_fits(training_memory(*model_, input_sample_shape(data_.train), *solver_, c.batch_size, resident_bytes()),
                       dev, c.source, "training this model");
     model_->build(dev, input_sample_shape(data_.train), c.seed);
+    check_trainable_shape(*model_);
     // Fine-tuning: a new run starts from the checkpoint's tensors (all checked before any is set).
     if (!resuming_ && !c.init.empty()) load_checkpoint(c.init, *model_);
     check_model_fits_data(c, *model_, data_);

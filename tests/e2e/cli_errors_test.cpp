@@ -129,6 +129,21 @@ TEST_F(CliErrors, ShapeMismatchNamesLayerAndShapes) {
                           "[1, 28, 28], expected [784]");
 }
 
+// A model of several inputs or outputs ([model] inputs / outputs) cannot be trained from a data
+// set of one input and a loss of one output: one line naming them, before any step.
+TEST_F(CliErrors, SeveralInputsOrOutputsAreRefusedForTraining) {
+    const std::string layers = "[[model.layers]]\ntype = \"flatten\"\nname = \"flat\"\n[[model.layers]]\ntype = \"linear\"\n"
+                               "name = \"fc1\"\nout = 8\n[[model.layers]]\ntype = \"linear\"\nname = \"fc2\"\nout = 10\n";
+    std::string cfg = write("two_out.toml", "backend = \"native\"\n[model]\noutputs = [\"fc2\", \"fc1\"]\n" + layers);
+    expect_one_line_error(run("train --config " + cfg + " --out " + (dir_ / "a").string()),
+                          "model has 2 outputs (fc2, fc1): training fits a model of one output");
+    cfg = write("two_in.toml", "backend = \"native\"\n[model]\ninputs = [\"img\", \"extra\"]\n" + layers +
+                                   "[[model.layers]]\ntype = \"flatten\"\nname = \"f2\"\ninputs = [\"extra\"]\n"
+                                   "[[model.layers]]\ntype = \"add\"\nname = \"sum\"\ninputs = [\"fc2\", \"f2\"]\n");
+    expect_one_line_error(run("train --config " + cfg + " --out " + (dir_ / "b").string()),
+                          "model takes 2 input(s) (img, extra), given 1: xylem's datasets feed models of one input");
+}
+
 TEST_F(CliErrors, ConvKernelLargerThanInputNamesLayerAndShapes) {
     std::string cfg = write("bigkernel.toml", "backend = \"native\"\n[[model.layers]]\ntype = \"conv2d\"\nout = 4\n"
                                               "kernel = 5\n[[model.layers]]\ntype = \"maxpool2d\"\nkernel = 2\n"

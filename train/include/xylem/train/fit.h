@@ -64,6 +64,11 @@ std::vector<EpochMetrics> finished_epochs(const TrainingState& state);
 // dropout mask's seed) would replay them frozen, and some backends and modes cannot record.
 std::string capture_blocker(const FitOptions& options, Net& model, Solver& solver, Device& dev);
 
+// An Error unless the model has one input and one output, the shape fit trains (the loss reads
+// one output, a batch source feeds one input): naming the model's outputs. Run before anything
+// is written.
+void check_trainable_shape(const Net& model);
+
 // Trains from `state` (a default TrainingState starts a new run; one read from a training
 // checkpoint resumes it exactly) until options.epochs or options.max_steps, a callback's
 // stop_after_epoch or stop_requested, and leaves `state` where the run stopped. The model is
