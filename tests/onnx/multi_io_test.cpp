@@ -135,6 +135,25 @@ TEST_P(OnnxSeveralInputsOnBackends, BothOutputsMatchFloat64) {
     EXPECT_LT(max_error(net->output(1).to_vector(), want.h), 1e-5);
 }
 
+// A graph input no node reads (ONNX allows it; ONNX Runtime still wants it fed) is a model input
+// no layer reads: fed, checked for shape, and ignored.
+TEST_P(OnnxSeveralInputsOnBackends, AnUnreadInputIsFedAndIgnored) {
+    onnx::ModelProto proto = two_in_two_out();
+    value_info(proto.mutable_graph()->add_input(), "unused", {-1, 2, 2});
+    const onnx_import::Imported m = onnx_import::import_bytes(bytes_of(proto), "three.onnx", "");
+    ASSERT_EQ(m.inputs.size(), 3u);
+    const RunConfig c = onnx_import::run_config(m);
+    constexpr int64_t n = 3;
+    auto net = train::build_inference_model(c, dev(), std::vector<Shape>{{kIn}, {kIn}, {2, 2}}, n);
+    onnx_import::load_parameters(*net, m);
+    const std::vector<float> a = uniform(n * kIn, 7), b = uniform(n * kIn, 8);
+    Tensor ta = upload(dev(), {n, kIn}, a), tb = upload(dev(), {n, kIn}, b), tu = upload(dev(), {n, 2, 2}, uniform(n * 4, 9));
+    net->forward(dev(), {&ta, &tb, &tu}, false);
+    EXPECT_LT(max_error(net->output(0).to_vector(), reference(proto, a, b, n).y), 1e-5);
+    Tensor wrong = upload(dev(), {n, 4}, uniform(n * 4, 10));
+    EXPECT_THROW(net->forward(dev(), {&ta, &tb, &wrong}, false), Error);
+}
+
 // xylem export writes what xylem trains, one input and one output: a model of two is refused
 // naming the counts; a model whose one input and output the config names exports and imports
 // back to the same outputs.
