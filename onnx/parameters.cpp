@@ -14,7 +14,7 @@ std::string one_line(std::string s) {
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
     return s;
 }
-// "# Input 'x': [3, 224, 224] per sample." (several: "# Input 'ids' (model input 'ids'): ...").
+// "# Input 'x': [3, 224, 224] per sample." (several: "# Input 'b:0' (xylem: 'b_0'): ...").
 std::string io_lines(const std::vector<ModelIO>& v, const char* what) {
     std::string s;
     for (const ModelIO& io : v) {
