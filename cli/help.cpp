@@ -133,7 +133,8 @@ const std::vector<Command>& commands() {
          {"run MODEL.onnx --input FILE.npy [--input FILE.npy ...] [OPTIONS]"},
          "run an ONNX model on a backend: its outputs as .npy, shapes and timing",
          {{"--input", "FILE.npy", "a model input, float32 [N, ...] (or integer token ids); once per graph input, in the "
-                                  "graph's order, each holding the same N samples"},
+                                  "graph's order (or each as NAME=FILE.npy, by the input's name, in any order), each "
+                                  "holding the same N samples"},
           {"--out", "DIR", "where to write the outputs, <output name>.npy each (default: the current folder)"},
           kBackend,
           kProfile,

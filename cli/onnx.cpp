@@ -59,20 +59,50 @@ void print_notes(const onnx_import::Imported& m) {
                 io_text(m.outputs, "output", "outputs").c_str());
 }
 
-// The --input files, one per graph input in order, each checked against its input before
-// anything is built: shape, element type, and one batch for all.
-std::vector<npy::Array> read_inputs(const Args& a, const onnx_import::Imported& m) {
-    if (a.inputs.size() != m.inputs.size()) {
-        std::string names;
-        for (const auto& in : m.inputs) names += (names.empty() ? "'" : ", '") + in.name + "'";
-        throw UsageError{"the model takes " + std::to_string(m.inputs.size()) + " input(s) (" + names + ", in this order), " +
-                             std::to_string(a.inputs.size()) + " --input file(s) given",
-                         "run"};
+// The --input files in the graph's input order: given in that order, or each as NAME=FILE with
+// NAME a graph input's name (any order; a path with '=' in it is a path unless the text before the
+// first '=' names an input). Mixed forms, unknown or repeated names are usage errors.
+std::vector<std::string> input_files(const Args& a, const onnx_import::Imported& m) {
+    std::string names;
+    for (const auto& in : m.inputs) names += (names.empty() ? "'" : ", '") + in.name + "'";
+    auto named = [&](const std::string& arg) -> size_t {  // the input NAME=FILE names, or m.inputs.size()
+        const size_t eq = arg.find('=');
+        if (eq == std::string::npos) return m.inputs.size();
+        for (size_t k = 0; k < m.inputs.size(); ++k)
+            if (m.inputs[k].name == arg.substr(0, eq)) return k;
+        return m.inputs.size();
+    };
+    size_t by_name = 0;
+    for (const std::string& arg : a.inputs) by_name += named(arg) < m.inputs.size();
+    if (by_name == 0) {
+        if (a.inputs.size() != m.inputs.size())
+            throw UsageError{"the model takes " + std::to_string(m.inputs.size()) + " input(s) (" + names +
+                                 ", in this order), " + std::to_string(a.inputs.size()) + " --input file(s) given",
+                             "run"};
+        return a.inputs;
     }
+    if (by_name != a.inputs.size())
+        throw UsageError{"--input: give every file as NAME=FILE (the model's inputs: " + names + ") or none", "run"};
+    std::vector<std::string> files(m.inputs.size());
+    for (const std::string& arg : a.inputs) {
+        const size_t k = named(arg);
+        if (!files[k].empty()) throw UsageError{"--input: '" + m.inputs[k].name + "' is given twice", "run"};
+        files[k] = arg.substr(arg.find('=') + 1);
+    }
+    for (size_t k = 0; k < files.size(); ++k)
+        if (files[k].empty())
+            throw UsageError{"--input: no file for the model's input '" + m.inputs[k].name + "' (its inputs: " + names + ")",
+                             "run"};
+    return files;
+}
+
+// The --input files, one per graph input, each checked against its input before anything is
+// built: shape, element type, and one batch for all.
+std::vector<npy::Array> read_inputs(const std::vector<std::string>& files, const onnx_import::Imported& m) {
     std::vector<npy::Array> xs;
     for (size_t k = 0; k < m.inputs.size(); ++k) {
         const onnx_import::ModelIO& in = m.inputs[k];
-        const std::string& file = a.inputs[k];
+        const std::string& file = files[k];
         npy::Array x = npy::read(file);
         if (x.shape.size() != in.sample.size() + 1 || !std::equal(in.sample.begin(), in.sample.end(), x.shape.begin() + 1) ||
             x.shape[0] < 1)
@@ -83,7 +113,7 @@ std::vector<npy::Array> read_inputs(const Args& a, const onnx_import::Imported& 
                         (in.tokens ? "integer token ids ('<i8' or '<i4')" : "float32 ('<f4')") + ", the file holds " +
                         (x.integer ? "integers" : "float32"));
         if (k > 0 && x.shape[0] != xs[0].shape[0])
-            throw Error(file + ": " + std::to_string(x.shape[0]) + " samples, " + a.inputs[0] + " holds " +
+            throw Error(file + ": " + std::to_string(x.shape[0]) + " samples, " + files[0] + " holds " +
                         std::to_string(xs[0].shape[0]) + " (every input holds the same samples)");
         xs.push_back(std::move(x));
     }
@@ -105,7 +135,8 @@ int run_onnx_run(const Args& a) {
     auto t0 = Clock::now();
     const onnx_import::Imported m = onnx_import::import_file(path);
     const double import_s = seconds_since(t0);
-    const std::vector<npy::Array> xs = read_inputs(a, m);
+    const std::vector<std::string> files = input_files(a, m);
+    const std::vector<npy::Array> xs = read_inputs(files, m);
     std::vector<Shape> samples;
     for (const auto& in : m.inputs) samples.push_back(in.sample);
     RunConfig c = onnx_import::run_config(m);
@@ -151,14 +182,14 @@ int run_onnx_run(const Args& a) {
     if (ec) throw Error(out.string() + ": cannot create the output folder: " + ec.message());
     for (size_t k = 0; k < m.inputs.size(); ++k)
         std::printf("input '%s' %s from %s\n", m.inputs[k].name.c_str(), to_string(xs[k].shape).c_str(),
-                    a.inputs[k].c_str());
-    std::vector<fs::path> files;
+                    files[k].c_str());
+    std::vector<fs::path> written;
     for (size_t k = 0; k < m.outputs.size(); ++k) {
         // Two output names may clean to one file name: the later gets its place appended.
         fs::path file = out / (file_stem(m.outputs[k].name) + ".npy");
-        for (size_t r = k; std::find(files.begin(), files.end(), file) != files.end(); ++r)
+        for (size_t r = k; std::find(written.begin(), written.end(), file) != written.end(); ++r)
             file = out / (file_stem(m.outputs[k].name) + "_" + std::to_string(r) + ".npy");
-        files.push_back(file);
+        written.push_back(file);
         const Tensor& y = model->output(k);
         npy::write(file.string(), y.shape(), y.to_vector().data());
         std::printf("output '%s' %s -> %s\n", m.outputs[k].name.c_str(), to_string(y.shape()).c_str(),

@@ -244,6 +244,18 @@ TEST(OnnxSeveralInputs, RunTakesAnInputPerGraphInputAndWritesEveryOutput) {
     EXPECT_LT(max_error(y.values, want.y), 1e-5);
     EXPECT_LT(max_error(h.values, want.h), 1e-5);
 
+    // By name, in any order: the same outputs.
+    r = run_cli("run " + model + " --input b:0=" + (dir / "b.npy").string() + " --input a=" + (dir / "a.npy").string() +
+                " --backend native --out " + (dir / "named").string());
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_EQ(npy::read((dir / "named" / "y.npy").string()).values, y.values);
+    r = run_cli("run " + model + " --input b:0=" + (dir / "b.npy").string() + " --input " + (dir / "a.npy").string());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_HAS(r.err, "--input: give every file as NAME=FILE (the model's inputs: 'a', 'b:0') or none");
+    r = run_cli("run " + model + " --input a=" + (dir / "a.npy").string() + " --input a=" + (dir / "b.npy").string());
+    EXPECT_EQ(r.code, 2);
+    EXPECT_HAS(r.err, "--input: 'a' is given twice");
+
     r = run_cli("run " + model + " --input " + (dir / "a.npy").string() + " --backend native");
     EXPECT_EQ(r.code, 2);
     EXPECT_HAS(r.err, "the model takes 2 input(s) ('a', 'b:0', in this order), 1 --input file(s) given");
