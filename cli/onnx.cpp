@@ -137,8 +137,7 @@ int run_onnx_run(const Args& a) {
     const double import_s = seconds_since(t0);
     const std::vector<std::string> files = input_files(a, m);
     const std::vector<npy::Array> xs = read_inputs(files, m);
-    std::vector<Shape> samples;
-    for (const auto& in : m.inputs) samples.push_back(in.sample);
+    const std::vector<Shape> samples = m.input_samples();
     RunConfig c = onnx_import::run_config(m);
     Registry registry;
     const BackendChoice choice = choose_backend(registry, c, a);
@@ -220,9 +219,7 @@ int run_import(const Args& a) {
     if (native.backend.empty()) native.backend = "native";
     const BackendChoice choice = choose_backend(registry, c, native);
     auto dev = choice.backend->device(choice.device);
-    std::vector<Shape> samples;
-    for (const auto& in : m.inputs) samples.push_back(in.sample);
-    auto model = train::build_inference_model(c, *dev, samples, 1);
+    auto model = train::build_inference_model(c, *dev, m.input_samples(), 1);
     onnx_import::load_parameters(*model, m);
     const fs::path out(a.out);
     std::error_code ec;

@@ -53,6 +53,8 @@ void Net::set_inputs(std::vector<std::string> names) {
 void Net::set_outputs(std::vector<std::string> names) {
     if (prepared_) throw Error("model outputs set after the model was planned or built");
     if (names.empty()) throw Error("model outputs: none named (a model gives at least one output)");
+    if (names.size() > kMaxInputs)
+        throw Error("model outputs: " + std::to_string(names.size()) + " named, at most " + std::to_string(kMaxInputs));
     for (size_t k = 0; k < names.size(); ++k)
         for (size_t m = 0; m < k; ++m)
             if (names[m] == names[k]) throw Error("model outputs: '" + names[k] + "' is named twice");
@@ -411,20 +413,19 @@ void Net::build(Device& dev, std::span<const Shape> input_samples, uint64_t seed
         written[group] = true;
     }
     sync_shared();
-    std::vector<DType> in_type(input_names_.size(), DType::F32);
+    input_dtypes_.assign(input_names_.size(), DType::F32);
     std::vector<bool> seen(input_names_.size(), false);
     for (const Node& n : nodes_)
         for (size_t j : n.from)
             if (is_model_input(j)) {
                 const size_t k = j - kFirstModelInput;
-                if (seen[k] && n.layer->input_dtype() != in_type[k])
+                if (seen[k] && n.layer->input_dtype() != input_dtypes_[k])
                     throw Error(n.layer->label() + ": reads the model input '" + input_names_[k] + "' as " +
                                 dtype_name(n.layer->input_dtype()) + " values, another layer reads it as " +
-                                dtype_name(in_type[k]));
-                in_type[k] = n.layer->input_dtype();
+                                dtype_name(input_dtypes_[k]));
+                input_dtypes_[k] = n.layer->input_dtype();
                 seen[k] = true;
             }
-    input_dtypes_ = in_type;
     fuse_activations(dev.backend());
     pass_token_ids(dev.backend());
     fold_batch_norms(dev.backend());
@@ -446,6 +447,7 @@ DType Net::input_dtype(size_t k) const {
     if (nodes_.empty()) throw Error("model has no layers");
     if (k >= input_names_.size())
         throw Error("model input " + std::to_string(k) + ": the model has " + std::to_string(input_names_.size()));
+    if (built_) return input_dtypes_[k];
     for (const Node& n : nodes_) {
         for (size_t m = 0; m < n.inputs.size(); ++m)  // by name: before build() `from` is not resolved
             if (n.inputs[m] == input_names_[k]) return n.layer->input_dtype();

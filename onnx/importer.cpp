@@ -346,7 +346,7 @@ void Importer::check_structure() {
         }
     }
     if (g_.output_size() == 0) throw Error(source_ + ": the graph has no outputs");
-    if (g_.output_size() > static_cast<int>(Net::kMaxInputs))
+    if (g_.output_size() > static_cast<int>(Net::kMaxInputs))  // the most a model gives
         throw Error(source_ + ": the graph has " + std::to_string(g_.output_size()) + " outputs; xylem takes at most " +
                     std::to_string(Net::kMaxInputs));
     std::vector<int> stack;

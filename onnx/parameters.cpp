@@ -40,6 +40,12 @@ std::string config_text(const Imported& m) {
     return t.str();
 }
 
+std::vector<Shape> Imported::input_samples() const {
+    std::vector<Shape> samples;
+    for (const ModelIO& in : inputs) samples.push_back(in.sample);
+    return samples;
+}
+
 RunConfig run_config(const Imported& m) { return parse_config(config_text(m), m.source); }
 
 void load_parameters(Net& model, const Imported& m) {

@@ -254,8 +254,9 @@ void Expander::run(RunConfig& c) {
     c.model_outputs.clear();
     if (model_.has("inputs")) {
         model_.get_list("inputs", c.model_inputs);
-        if (c.model_inputs.empty() || c.model_inputs.size() > 256)
-            model_.fail("inputs", "must name 1 to 256 model inputs (got " + std::to_string(c.model_inputs.size()) + ")");
+        if (c.model_inputs.empty() || c.model_inputs.size() > RunConfig::kMaxModelInputs)
+            model_.fail("inputs", "must name 1 to " + std::to_string(RunConfig::kMaxModelInputs) + " model inputs (got " +
+                                      std::to_string(c.model_inputs.size()) + ")");
         for (size_t k = 0; k < c.model_inputs.size(); ++k) {
             const std::string& n = c.model_inputs[k];
             if (n.empty() || n.find('.') != std::string::npos || n[0] == '$')
@@ -268,7 +269,9 @@ void Expander::run(RunConfig& c) {
     }
     if (model_.has("outputs")) {
         model_.get_list("outputs", c.model_outputs);
-        if (c.model_outputs.empty()) model_.fail("outputs", "must name at least one layer");
+        if (c.model_outputs.empty() || c.model_outputs.size() > RunConfig::kMaxModelInputs)
+            model_.fail("outputs", "must name 1 to " + std::to_string(RunConfig::kMaxModelInputs) + " layers (got " +
+                                       std::to_string(c.model_outputs.size()) + ")");
         for (size_t k = 0; k < c.model_outputs.size(); ++k)
             if (std::find(c.model_outputs.begin(), c.model_outputs.begin() + static_cast<std::ptrdiff_t>(k),
                           c.model_outputs[k]) != c.model_outputs.begin() + static_cast<std::ptrdiff_t>(k))

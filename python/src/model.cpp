@@ -479,9 +479,7 @@ std::unique_ptr<Model> from_onnx(const std::string& path, const std::string& bac
     // The importer's model graph and parameters (an unsupported op or a malformed file: ValueError).
     const onnx_import::Imported imported = value_errors([&] { return onnx_import::import_file(path); });
     auto m = std::make_unique<Model>(onnx_import::run_config(imported), backend, plugin_path);
-    std::vector<Shape> samples;
-    for (const auto& in : imported.inputs) samples.push_back(in.sample);
-    m->ensure_built(samples);
+    m->ensure_built(imported.input_samples());
     onnx_import::load_parameters(m->net(), imported);
     return m;
 #else

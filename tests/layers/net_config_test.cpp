@@ -174,6 +174,9 @@ out = 2
                          "key 'model.layers[0].name' is 'x', which names a model input (model.inputs)"));
     EXPECT_TRUE(contains(config_error_of("[model]\noutputs = [\"a\", \"a\"]\n"), "key 'model.outputs' names 'a' twice"));
     EXPECT_TRUE(contains(config_error_of("[model]\noutputs = 3\n"), "model.outputs"));
+    std::string many = "[model]\noutputs = [";
+    for (int k = 0; k <= 256; ++k) many += (k ? ", \"o" : "\"o") + std::to_string(k) + "\"";
+    EXPECT_TRUE(contains(config_error_of(many + "]\n"), "key 'model.outputs' must name 1 to 256 layers (got 257)"));
 }
 
 }  // namespace

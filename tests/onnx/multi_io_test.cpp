@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "e2e/cli_run.h"
@@ -122,8 +123,7 @@ TEST_P(OnnxSeveralInputsOnBackends, BothOutputsMatchFloat64) {
     const onnx_import::Imported m = onnx_import::import_bytes(bytes_of(proto), "two.onnx", "");
     const RunConfig c = onnx_import::run_config(m);
     constexpr int64_t n = 5;
-    const std::vector<Shape> samples{m.inputs[0].sample, m.inputs[1].sample};
-    auto net = train::build_inference_model(c, dev(), samples, n);
+    auto net = train::build_inference_model(c, dev(), m.input_samples(), n);
     onnx_import::load_parameters(*net, m);
     const std::vector<float> a = uniform(n * kIn, 1), b = uniform(n * kIn, 2);
     Tensor ta = upload(dev(), {n, kIn}, a), tb = upload(dev(), {n, kIn}, b);

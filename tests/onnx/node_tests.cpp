@@ -121,9 +121,7 @@ Result run_one(const fs::path& dir, onnx::ModelProto model, Backend& backend, si
         // The model as `xylem run` builds it: from the imported config (its inputs and outputs).
         std::unique_ptr<Net> model = train::build_model(onnx_import::run_config(m));
         Net& net = *model;
-        std::vector<Shape> samples;
-        for (const auto& in : m.inputs) samples.push_back(in.sample);
-        net.build(*dev, samples, 1);
+        net.build(*dev, m.input_samples(), 1);
         onnx_import::load_parameters(net, m);
         std::vector<onnx_import::HostTensor> host;  // alive until the uploads are done (they may be asynchronous)
         std::vector<Tensor> xs;

@@ -126,6 +126,9 @@ struct RunConfig {
     // imported ONNX graph of several inputs names them); model.outputs: the layers whose outputs
     // the model gives, in order (empty: the last layer).
     std::vector<std::string> model_inputs, model_outputs;
+    // The most of either a model may name (configs, Net, the ONNX importer): a hostile file's
+    // list stays small enough to check for repeats.
+    static constexpr size_t kMaxModelInputs = 256;
     std::string loss = "cross_entropy";
     SolverSpec solver;
 

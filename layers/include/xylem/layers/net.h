@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "xylem/config.h"
 #include "xylem/layers/layer.h"
 
 namespace xylem {
@@ -33,7 +34,7 @@ class Net {
 public:
     // The name that stands for the model's input in a node's inputs (a model of one input).
     static constexpr const char* kInput = "input";
-    static constexpr size_t kMaxInputs = 256;
+    static constexpr size_t kMaxInputs = RunConfig::kMaxModelInputs;  // and outputs
 
     // The model's inputs, named, in the order forward() takes them (default: one, kInput). Names
     // are non-empty, distinct and no node's; set before build().
@@ -85,7 +86,7 @@ public:
     void set_fold_batch_norms(bool on) { fold_batch_norms_ = on; }
     const Shape& output_sample_shape(size_t k = 0) const { return output_shapes_.at(k); }
     // The element type of model input k (that of the layers that read it: int32 token indices
-    // for a text model, f32 otherwise).
+    // for a text model, f32 otherwise; once built, what build() found).
     DType input_dtype(size_t k = 0) const;
     // Throws an Error naming the first layer whose forward (and, with `backward`, backward) ops
     // the backend does not support: "model layer 0 (conv2d): op conv2d_fwd is not supported by

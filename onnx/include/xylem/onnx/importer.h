@@ -48,6 +48,7 @@ struct Imported {
     // in xylem; several keep their ONNX names (cleaned as layer names are).
     std::vector<ModelIO> inputs, outputs;
     int64_t batch = 0;                    // the batch the file declares (its first input's); 0 when symbolic
+    std::vector<Shape> input_samples() const;  // each input's sample, in order (what Net::build takes)
     // The [[model.layers]] tables of the graph (TOML), and the same parsed by the layer registry.
     std::string layers_toml;
     std::vector<LayerSpec> layers;
