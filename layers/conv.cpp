@@ -77,16 +77,30 @@ const Tensor& Conv2d::forward(Device& dev, const Tensor& x, bool) {
     return y_;
 }
 
-const Tensor& Conv2d::forward_folded(Device& dev, const Tensor& x, BatchNorm& bn, xylem_activation act) {
+const Tensor& Conv2d::forward_folded(Device& dev, const Tensor& x, BatchNorm* bn, const Tensor* residual,
+                                     xylem_activation act) {
     const Shape out = with_label(label(), [&] { return ops::conv2d_output_shape(x.shape(), weight_.value.shape(), attrs_); });
-    // Refolded at every call: the parameters and statistics may have changed since the last one
-    // (a training step, a loaded checkpoint), and the weights are small beside a batch's maps.
-    bn.fold_into(dev, weight_.value, o_.bias ? &bias_.value : nullptr, folded_w_, folded_b_);
+    const Tensor* w = &weight_.value;
+    const Tensor* b = o_.bias ? &bias_.value : nullptr;
+    if (bn) {
+        // Refolded at every call: the parameters and statistics may have changed since the last
+        // one (a training step, a loaded checkpoint), and the weights are small beside a batch's maps.
+        bn->fold_into(dev, weight_.value, b, folded_w_, folded_b_);
+        w = &folded_w_, b = &folded_b_;
+    }
+    if (residual && residual->shape() != out) shape_error("residual", residual->shape(), out);
+    if (residual && !b) {  // the op takes R after a bias
+        if (!zero_b_.defined() || zero_b_.shape() != Shape{out[1]}) {
+            zero_b_ = Tensor(Shape{out[1]}, DType::F32, dev);
+            ops::fill(dev, zero_b_, 0.0f);
+        }
+        b = &zero_b_;
+    }
     xylem_conv2d_attrs a = attrs_;
     a.activation = act;
     x_ = Tensor();  // no backward from this pass
     ensure(y_, out, dev);
-    ops::conv2d_fwd(dev, x, folded_w_, &folded_b_, y_, a);
+    ops::conv2d_fwd(dev, x, *w, b, y_, a, residual);
     return y_;
 }
 

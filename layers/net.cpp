@@ -14,6 +14,7 @@
 #include "xylem/layers/conv.h"
 #include "xylem/layers/elementwise.h"
 #include "xylem/layers/embedding.h"
+#include "xylem/layers/merge.h"
 #include "xylem/op_calls.h"
 #include "xylem/profiler.h"
 
@@ -294,6 +295,69 @@ void Net::fold_batch_norms(const Backend& backend) {
     }
 }
 
+// Inference also folds a residual add into the convolution that feeds it: conv [-> batchnorm] ->
+// add [-> activation] runs as one convolution whose epilogue adds the add's other input, then
+// applies the activation (ResNet's conv2 -> bn2 -> add -> relu2, ONNX's Conv -> Add -> Relu): the
+// add's and the activation's passes over memory are gone. Valid when the conv's output (or its
+// folded batch norm's) is read by the add alone and the add's by the activation alone, the two
+// inputs have one shape (no broadcast), the conv has no activation of its own, and the backend
+// takes the residual input (ABI 1.10, not declined). The conv runs at the add's turn, where both
+// inputs are computed. Run after fold_batch_norms.
+void Net::fold_residual_adds(Backend& backend) {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+        Node& add = nodes_[i];
+        const auto* sum = dynamic_cast<const Add*>(add.layer.get());
+        if (!sum || sum->kind() != "add" || add.from.size() != 2) continue;
+        for (size_t side = 0; side < 2 && add.residual_conv == SIZE_MAX; ++side) {
+            const size_t t = add.from[side], other = add.from[1 - side];
+            if (is_model_input(t) || t == other || sample_shape(t) != sample_shape(other)) continue;
+            if (is_model_input(other) && input_dtypes_[other - kFirstModelInput] != DType::F32) continue;
+            const Node& tail = nodes_[t];
+            if (tail.consumers != 1 || tail.is_output) continue;
+            // The tail is the conv, or the batch norm folded into it (with no activation folded).
+            size_t c = t;
+            if (dynamic_cast<const BatchNorm*>(tail.layer.get())) {
+                if (!tail.folded || is_model_input(tail.from[0])) continue;
+                c = tail.from[0];
+                if (nodes_[c].fold_bn != t || nodes_[c].fold_act != SIZE_MAX) continue;
+            } else if (tail.fold_bn != SIZE_MAX) {
+                continue;
+            }
+            Node& conv = nodes_[c];
+            const auto* layer = dynamic_cast<const Conv2d*>(conv.layer.get());
+            if (!layer || layer->has_fused_activation() || conv.fused || conv.is_output || conv.consumers != 1 ||
+                conv.runs_in_add != SIZE_MAX)
+                continue;
+            if (!ops::conv2d_fwd_takes_residual(backend, sample_shape(conv.from[0]), layer->weight_shape(), layer->attrs()))
+                continue;
+            conv.runs_in_add = i;
+            add.residual_conv = c;
+            add.residual_from = other;
+        }
+        if (add.residual_conv == SIZE_MAX || add.consumers != 1 || add.is_output) continue;
+        for (size_t j = i + 1; j < nodes_.size(); ++j) {
+            Node& a = nodes_[j];
+            if (a.from.size() != 1 || a.from[0] != i) continue;
+            auto* act = dynamic_cast<Activation*>(a.layer.get());
+            if (act && !a.fused && fusable_activation(act->activation(), backend)) {
+                add.fold_act = j;
+                a.folded = true;
+            }
+            break;
+        }
+    }
+}
+
+const Shape& Net::sample_shape(size_t j) const {
+    return is_model_input(j) ? inputs_[j - kFirstModelInput] : nodes_[j].shape;
+}
+
+size_t Net::fold_target(size_t i) const {
+    const Node& p = nodes_[nodes_[i].from[0]];  // a batch norm's conv, or the node before an activation
+    if (p.residual_conv != SIZE_MAX) return p.residual_conv;
+    return p.folded ? p.from[0] : nodes_[i].from[0];
+}
+
 std::string Net::inputs_given(size_t given) const {
     std::string s = "model takes " + std::to_string(input_names_.size()) + " input(s) (" + joined(input_names_) +
                     "), given " + std::to_string(given);
@@ -429,6 +493,7 @@ void Net::build(Device& dev, std::span<const Shape> input_samples, uint64_t seed
     fuse_activations(dev.backend());
     pass_token_ids(dev.backend());
     fold_batch_norms(dev.backend());
+    fold_residual_adds(dev.backend());
     output_shapes_.clear();
     for (size_t j : output_nodes_) output_shapes_.push_back(nodes_[j].shape);
     for (Node& n : nodes_) {
@@ -512,14 +577,26 @@ const Tensor& Net::forward(Device& dev, const std::vector<const Tensor*>& xs, bo
             outputs_[i] = is_model_input(n.from[0]) ? xs[n.from[0] - kFirstModelInput] : outputs_[n.from[0]];
             continue;
         }
+        if (n.runs_in_add != SIZE_MAX && fold) continue;  // at its add's turn (below)
+        auto value = [&](size_t j) { return is_model_input(j) ? xs[j - kFirstModelInput] : outputs_[j]; };
+        if (n.residual_conv != SIZE_MAX && fold) {
+            const Node& c = nodes_[n.residual_conv];
+            profiler::Scope scope(&c.forward_scope);
+            const auto act = n.fold_act == SIZE_MAX ? XYLEM_ACT_NONE
+                                                    : static_cast<Activation&>(*nodes_[n.fold_act].layer).activation();
+            auto* bn = c.fold_bn == SIZE_MAX ? nullptr : &static_cast<BatchNorm&>(*nodes_[c.fold_bn].layer);
+            outputs_[i] = &static_cast<Conv2d&>(*c.layer).forward_folded(dev, *value(c.from[0]), bn,
+                                                                           value(n.residual_from), act);
+            continue;
+        }
         xs_.clear();
-        for (size_t j : n.from) xs_.push_back(is_model_input(j) ? xs[j - kFirstModelInput] : outputs_[j]);
+        for (size_t j : n.from) xs_.push_back(value(j));
         profiler::Scope scope(&n.forward_scope);
         if (n.fold_bn != SIZE_MAX && fold) {
             const auto act = n.fold_act == SIZE_MAX ? XYLEM_ACT_NONE
                                                     : static_cast<Activation&>(*nodes_[n.fold_act].layer).activation();
             outputs_[i] = &static_cast<Conv2d&>(*n.layer).forward_folded(
-                dev, *xs_[0], static_cast<BatchNorm&>(*nodes_[n.fold_bn].layer), act);
+                dev, *xs_[0], &static_cast<BatchNorm&>(*nodes_[n.fold_bn].layer), nullptr, act);
             continue;
         }
         outputs_[i] = &n.layer->forward_inputs(dev, xs_, train);
@@ -672,9 +749,10 @@ std::string Net::summary() const {
         std::string shape = built_ ? to_string(n.shape) : "?";
         if (n.fused) shape += " (fused into " + nodes_[n.from[0]].name + ")";
         else if (n.ids_passed) shape += " (read as token ids)";
-        else if (n.folded && fold_batch_norms_)  // a batch norm, or the activation after one
-            shape += " (folded into " + nodes_[nodes_[n.from[0]].folded ? nodes_[n.from[0]].from[0] : n.from[0]].name +
-                     " for inference)";
+        else if (n.folded && fold_batch_norms_)  // a batch norm, or the activation after one or after an add
+            shape += " (folded into " + nodes_[fold_target(i)].name + " for inference)";
+        else if (n.residual_conv != SIZE_MAX && fold_batch_norms_)
+            shape += " (" + nodes_[n.residual_conv].name + "'s residual input for inference)";
         rows.push_back({n.name, n.layer->kind(), joined(n.inputs), shape, params});
     }
     size_t width[kCols] = {};

@@ -1,4 +1,5 @@
 // Shape rules and descriptors for the convolution, pooling and batch-norm ops.
+#include <algorithm>
 #include <array>
 
 #include "op_call_util.h"
@@ -36,12 +37,41 @@ Shape pool2d_output_shape(const Shape& x, const xylem_pool2d_attrs& a) {
     return {p.n, p.c, p.oh, p.ow};
 }
 
+bool conv2d_fwd_takes_residual(Backend& backend, const Shape& x_sample, const Shape& w,
+                               const xylem_conv2d_attrs& a) {
+    if (backend.api().abi_minor < 10 || !backend.supports(XYLEM_OP_CONV2D_FWD)) return false;
+    Shape x{1};
+    x.insert(x.end(), x_sample.begin(), x_sample.end());
+    const Shape y = conv2d_output_shape(x, w, a);
+    // Shapes only: op_accepts must not touch buffers.
+    auto arg = [](const Shape& s) {
+        xylem_tensor_arg t{};
+        t.dtype = XYLEM_F32;
+        t.ndim = static_cast<uint32_t>(s.size());
+        std::copy(s.begin(), s.end(), t.dims);
+        return t;
+    };
+    const std::array<xylem_tensor_arg, 4> in{arg(x), arg(w), arg({w.at(0)}), arg(y)};
+    const std::array<xylem_tensor_arg, 1> out{arg(y)};
+    const xylem_op_desc d{XYLEM_OP_CONV2D_FWD, 4, 1, static_cast<uint32_t>(sizeof a), in.data(), out.data(), &a};
+    return backend.accepts(d);
+}
+
 void conv2d_fwd(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
-                const xylem_conv2d_attrs& a) {
+                const xylem_conv2d_attrs& a, const Tensor* residual) {
     const uint32_t op = XYLEM_OP_CONV2D_FWD;
     conv2d_rule(op, a, x, "X", w, "W", y, "Y");
     if (bias) expect_shape(op, *bias, "b", {w.dim(0)});
     auto ix = x.read(dev), iw = w.read(dev);
+    if (residual) {
+        if (!bias) fail(op, "a residual input R needs the bias b (pass zeros for a conv without one)");
+        if (dev.backend().api().abi_minor < 10)
+            fail(op, "a residual input R needs a backend built for ABI 1.10 or later; '" + dev.backend().name() +
+                         "' was built for ABI 1." + std::to_string(dev.backend().api().abi_minor));
+        expect_shape(op, *residual, "R", y.shape());
+        auto ib = bias->read(dev), ir = residual->read(dev);
+        return run<4, 1>(dev, op, {ix, iw, ib, ir}, {y.write(dev)}, &a);
+    }
     if (bias) {
         auto ib = bias->read(dev);
         run<3, 1>(dev, op, {ix, iw, ib}, {y.write(dev)}, &a);

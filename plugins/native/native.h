@@ -266,10 +266,34 @@ void narrow_sgemm(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const f
 void activate(int act, const float* x, float* y, int64_t n);
 // y[r,:] = act(y[r,:] + b) for each of rows rows (b may be null).
 void bias_activate(int act, const float* b, float* y, int64_t rows, int64_t cols);
-// y[r*ldy + j] = act(x[r*ldx + j] + b[r]) for j < cols: a per-row (NCHW channel) bias (b may be
-// null; x may equal y).
+// y[r*ldy + j] = act(x[r*ldx + j] + b[r] + res[r*ldr + j]) for j < cols: a per-row (NCHW channel)
+// bias and a residual (b and res may be null; x may equal y; res may not overlap y). The sums are
+// made in that order: with res, the same bits as the pass without it followed by an add.
 void channel_bias_activate(int act, const float* b, const float* x, int64_t ldx, float* y, int64_t ldy,
-                           int64_t rows, int64_t cols);
+                           int64_t rows, int64_t cols, const float* res = nullptr, int64_t ldr = 0);
+
+// What conv2d_fwd does to each output after its products, while the output is in cache:
+// y = act(y + b[k] + r), the bias and the residual (ABI 1.10; in Y's layout) optional. Every
+// forward path of ops/conv*.cpp finishes its blocks of outputs through finish().
+struct ConvEpilogue {
+    const float* b = nullptr;
+    int act = XYLEM_ACT_NONE;
+    const float* r = nullptr;
+    const float* y = nullptr;  // Y's first element: the residual of Y's element y + i is r[i]
+    bool any() const { return b || r || act != XYLEM_ACT_NONE; }
+    const float* bias(int64_t k0) const { return b ? b + k0 : nullptr; }
+    // Filters [k0, k0 + rows) over cols positions: computed in src (rows lds apart), written to dst
+    // (ldd apart), whose values belong at `at` in Y (rows ld_at apart; dst itself by default, a
+    // block buffer stored into Y later otherwise).
+    void finish(int64_t k0, const float* src, int64_t lds, float* dst, int64_t ldd, int64_t rows, int64_t cols,
+                const float* at = nullptr, int64_t ld_at = 0) const {
+        if (!at) at = dst, ld_at = ldd;
+        if (any() || src != dst)
+            channel_bias_activate(act, bias(k0), src, lds, dst, ldd, rows, cols, r ? r + (at - y) : nullptr, ld_at);
+    }
+    // The same epilogue with no residual (the paths that add it themselves).
+    ConvEpilogue without_residual() const { return {b, act, nullptr, y}; }
+};
 
 // ---- op kernels (ops/<family>.cpp); each validates its descriptor and throws OpError --------
 // The reference backend implements every op of ops.h (a new op fails to link here until it has

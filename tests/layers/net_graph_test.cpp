@@ -28,6 +28,19 @@ class NetGraphTest : public BackendTest {
 protected:
     Rng rng_;
 
+    // Plain SGD steps (lr 0.1) on random output gradients: parameters and running statistics move.
+    void sgd_steps(Net& net, const Tensor& x, int steps) {
+        for (int step = 0; step < steps; ++step) {
+            const Tensor& y = net.forward(dev(), x, true);
+            net.backward(dev(), upload(dev(), y.shape(), rng_.uniform(y.numel(), -1.0f, 1.0f)));
+            for (Param* p : net.params()) {
+                std::vector<float> v = p->value.to_vector(), g = p->grad.to_vector();
+                for (size_t i = 0; i < v.size(); ++i) v[i] -= 0.1f * g[i];
+                set_values(p->value, v);
+            }
+        }
+    }
+
     // J = sum(r * net(x)) with random r: every parameter's gradient against central differences.
     void check_gradients(Net& net, Tensor& x, double tol = kGradTol, double eps = kGradEps) {
         const Shape out = net.forward(dev(), x, true).shape();
@@ -55,6 +68,11 @@ XYLEM_INSTANTIATE_OVER_BACKENDS(NetGraphTest);
         XYLEM_OP_ADD, XYLEM_OP_COPY, XYLEM_OP_AXPBY
 
 std::unique_ptr<Layer> linear(int64_t out) { return std::make_unique<Linear>(out); }
+// The summary's row for the node `name` ("" when it has none).
+std::string summary_line(const std::string& summary, const std::string& name) {
+    const size_t at = summary.find("  " + name + " ");
+    return at == std::string::npos ? std::string() : summary.substr(at, summary.find('\n', at) - at);
+}
 std::unique_ptr<Layer> act(xylem_activation a) { return std::make_unique<Activation>(a); }
 std::unique_ptr<Layer> conv(int64_t out, int32_t kernel, int32_t stride = 1, int32_t padding = 0, bool bias = true) {
     Conv2dOptions o;
@@ -313,10 +331,7 @@ TEST_P(NetGraphTest, OnlyEpilogueActivationsAreFusedOrFolded) {
     net.add("relu6b", {"bn3"}, act(XYLEM_ACT_RELU6));
     net.build(dev(), {3, 6, 6}, 5);
     const std::string summary = net.summary();
-    auto line_of = [&](const std::string& name) {
-        const size_t at = summary.find("  " + name + " ");
-        return at == std::string::npos ? std::string() : summary.substr(at, summary.find('\n', at) - at);
-    };
+    auto line_of = [&](const std::string& name) { return summary_line(summary, name); };
     EXPECT_TRUE(contains(line_of("bn1"), "(folded into conv1 for inference)")) << summary;
     EXPECT_FALSE(contains(line_of("gelu"), "folded")) << summary;
     EXPECT_FALSE(contains(line_of("gelu"), "fused")) << summary;
@@ -353,25 +368,14 @@ TEST_P(NetGraphTest, InferenceFoldsBatchNormIntoTheConvolutionBeforeIt) {
     net.add("bn4", {"relu4"}, std::make_unique<BatchNorm>());
     net.build(dev(), {3, 6, 6}, 21);
     const std::string summary = net.summary();
-    auto line_of = [&](const std::string& name) {  // the summary's row for the node
-        const size_t at = summary.find("  " + name + " ");
-        return at == std::string::npos ? std::string() : summary.substr(at, summary.find('\n', at) - at);
-    };
+    auto line_of = [&](const std::string& name) { return summary_line(summary, name); };
     EXPECT_TRUE(contains(line_of("bn1"), "(folded into conv1 for inference)")) << summary;
     EXPECT_TRUE(contains(line_of("relu1"), "(folded into conv1 for inference)")) << summary;
     EXPECT_TRUE(contains(line_of("bn2"), "(folded into conv2 for inference)")) << summary;
     for (const char* kept : {"tanh", "bn3", "bn4"}) EXPECT_FALSE(contains(line_of(kept), "folded")) << summary;
     Tensor x = upload(dev(), {5, 3, 6, 6}, rng_.uniform(540, -1.0f, 1.0f));
     // Training steps move the weights and the running statistics away from their initial values.
-    for (int step = 0; step < 3; ++step) {
-        const Tensor& y = net.forward(dev(), x, true);
-        net.backward(dev(), upload(dev(), y.shape(), rng_.uniform(y.numel(), -1.0f, 1.0f)));
-        for (Param* p : net.params()) {
-            std::vector<float> v = p->value.to_vector(), g = p->grad.to_vector();
-            for (size_t i = 0; i < v.size(); ++i) v[i] -= 0.1f * g[i];
-            set_values(p->value, v);
-        }
-    }
+    sgd_steps(net, x, 3);
     net.set_fold_batch_norms(false);
     const std::vector<float> unfolded = net.forward(dev(), x, false).to_vector();
     net.set_fold_batch_norms(true);
@@ -391,6 +395,77 @@ TEST_P(NetGraphTest, InferenceFoldsBatchNormIntoTheConvolutionBeforeIt) {
     double moved = 0;
     for (size_t i = 0; i < unfolded.size(); ++i) moved = std::max(moved, std::fabs(double(unfolded[i]) - unfolded2[i]));
     EXPECT_GT(moved, 1e-3) << "the change did not reach the output";
+}
+
+// Inference folds a residual add into the convolution that feeds it (conv [-> batchnorm] -> add
+// [-> activation] as one conv2d_fwd with the add's other input as R, ABI 1.10): conv2 -> bn2 runs
+// at the add's turn, after its shortcut `proj` (later in the order); a conv with neither bias nor
+// batch norm gets zeros for a bias; the add whose other input is a model input folds too; an add
+// whose conv side has another reader, a sub, and an add of two non-conv tensors do not. The same
+// outputs as the layers one by one, before and after training steps; training runs unfolded.
+TEST_P(NetGraphTest, InferenceFoldsAResidualAddIntoTheConvolution) {
+    REQUIRE_OPS(LINEAR_OPS, XYLEM_OP_CONV2D_FWD, XYLEM_OP_CONV2D_BWD_DATA, XYLEM_OP_CONV2D_BWD_FILTER, XYLEM_OP_BATCHNORM_FWD,
+                XYLEM_OP_BATCHNORM_BWD, XYLEM_OP_ADD);
+    Net net;
+    net.add("stem", {"input"}, conv(4, 3, 1, 1));
+    net.add("stem_relu", {"stem"}, act(XYLEM_ACT_RELU));             // fused into stem
+    net.add("conv1", {"stem_relu"}, conv(4, 3, 1, 1, false));
+    net.add("bn1", {"conv1"}, std::make_unique<BatchNorm>());
+    net.add("relu1", {"bn1"}, act(XYLEM_ACT_RELU));                  // folded into conv1
+    net.add("conv2", {"relu1"}, conv(4, 3, 1, 1, false));
+    net.add("bn2", {"conv2"}, std::make_unique<BatchNorm>());
+    net.add("proj", {"stem_relu"}, conv(4, 1));                      // the shortcut, after conv2
+    net.add("add1", {"bn2", "proj"}, std::make_unique<Add>());       // conv2's residual: proj
+    net.add("relu2", {"add1"}, act(XYLEM_ACT_RELU));                 // folded into conv2 with add1
+    net.add("conv3", {"relu2"}, conv(4, 3, 1, 1, false));            // no bias, no batch norm
+    net.add("add2", {"relu2", "conv3"}, std::make_unique<Add>());    // conv3's residual: relu2
+    net.add("conv4", {"add2"}, conv(4, 3, 1, 1));
+    net.add("tanh4", {"conv4"}, act(XYLEM_ACT_TANH));                // fused: conv4 has an activation
+    net.add("add3", {"tanh4", "add2"}, std::make_unique<Add>());     // not folded
+    net.add("conv5", {"add3"}, conv(4, 3, 1, 1));
+    net.add("sub", {"conv5", "add3"}, std::make_unique<Add>(true));  // a sub: not folded
+    net.add("conv6", {"sub"}, conv(4, 3, 1, 1));
+    net.add("twice", {"conv6", "conv6"}, std::make_unique<Add>());   // conv6 read twice: not folded
+    net.build(dev(), {3, 6, 6}, 23);
+    const std::string summary = net.summary();
+    auto line_of = [&](const std::string& name) { return summary_line(summary, name); };
+    if (backend().api().abi_minor >= 10) {
+        EXPECT_TRUE(contains(line_of("bn2"), "(folded into conv2 for inference)")) << summary;
+        EXPECT_TRUE(contains(line_of("add1"), "(conv2's residual input for inference)")) << summary;
+        EXPECT_TRUE(contains(line_of("relu2"), "(folded into conv2 for inference)")) << summary;
+        EXPECT_TRUE(contains(line_of("add2"), "(conv3's residual input for inference)")) << summary;
+    }
+    for (const char* kept : {"add3", "sub", "twice"}) EXPECT_FALSE(contains(line_of(kept), "residual")) << summary;
+    Tensor x = upload(dev(), {5, 3, 6, 6}, rng_.uniform(540, -1.0f, 1.0f));
+    auto compare = [&] {
+        net.set_fold_batch_norms(false);
+        const std::vector<float> unfolded = net.forward(dev(), x, false).to_vector();
+        net.set_fold_batch_norms(true);
+        const std::vector<float> folded = net.forward(dev(), x, false).to_vector();
+        EXPECT_TRUE(near(folded, to_double(unfolded), 1e-5));
+        return folded;
+    };
+    const std::vector<float> before = compare();
+    sgd_steps(net, x, 2);
+    EXPECT_NE(compare(), before) << "the training steps did not reach the folded pass";
+}
+
+// A residual whose other input is the model input itself, and a conv whose output is the add's
+// second input: y = relu(x + conv(x)) folds with R = x.
+TEST_P(NetGraphTest, AResidualFromTheModelInputFolds) {
+    REQUIRE_OPS(XYLEM_OP_FILL, XYLEM_OP_CONV2D_FWD, XYLEM_OP_ADD, XYLEM_OP_ACT_FWD);
+    Net net;
+    net.add("conv", {"input"}, conv(3, 3, 1, 1));
+    net.add("add", {"input", "conv"}, std::make_unique<Add>());
+    net.add("relu", {"add"}, act(XYLEM_ACT_RELU));
+    net.build(dev(), {3, 5, 5}, 3);
+    if (backend().api().abi_minor >= 10)
+        EXPECT_TRUE(contains(net.summary(), "(conv's residual input for inference)")) << net.summary();
+    Tensor x = upload(dev(), {2, 3, 5, 5}, rng_.uniform(150, -1.0f, 1.0f));
+    net.set_fold_batch_norms(false);
+    const std::vector<float> unfolded = net.forward(dev(), x, false).to_vector();
+    net.set_fold_batch_norms(true);
+    EXPECT_TRUE(near(net.forward(dev(), x, false).to_vector(), to_double(unfolded), 1e-6));
 }
 
 // A model built to run (Net::build's training false): every parameter and buffer zero, no

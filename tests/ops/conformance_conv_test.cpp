@@ -72,6 +72,31 @@ TEST_P(ConvConformance, Conv2dForward) {
     }
 }
 
+// ABI 1.10: a residual R added before the activation, in every case's shape (with a bias, which R
+// needs). Y starts as NaN: every element written. A plugin may decline R through op_accepts.
+TEST_P(ConvConformance, Conv2dForwardWithResidual) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_CONV2D_FWD);
+    Rng rng;
+    for (const ConvCase& c : kConvCases) {
+        SCOPED_TRACE(describe(c));
+        if (c.a.activation == XYLEM_ACT_RELU6 && backend().api().abi_minor < 8) continue;
+        const Shape sample(c.x.begin() + 1, c.x.end());
+        if (!ops::conv2d_fwd_takes_residual(backend(), sample, c.w, c.a)) continue;
+        const Shape ys = ops::conv2d_output_shape(c.x, c.w, c.a);
+        const auto x = rng.uniform(numel(c.x)), w = rng.uniform(numel(c.w)), b = rng.uniform(c.w[0]);
+        const auto r = rng.uniform(numel(ys));
+        Tensor tx = upload(dev(), c.x, x), tw = upload(dev(), c.w, w), tb = upload(dev(), {c.w[0]}, b);
+        Tensor tr = upload(dev(), ys, r);
+        Tensor ty = upload(dev(), ys, std::vector<float>(static_cast<size_t>(numel(ys)), kNaN));
+        ops::conv2d_fwd(dev(), tx, tw, &tb, ty, c.a, &tr);
+        const auto want = ref::conv2d_fwd(to_double(x), c.x, to_double(w), c.w, to_double(b), c.a, to_double(r));
+        EXPECT_TRUE(near(ty.to_vector(), want, tol::gemm(c.w[1] * c.w[2] * c.w[3] + 2)));
+        // R of another shape is refused by the core before the plugin sees it.
+        Tensor wrong(Shape{ys[0], ys[1], ys[2], ys[3] + 1}, DType::F32, dev());
+        EXPECT_THROW(ops::conv2d_fwd(dev(), tx, tw, &tb, ty, c.a, &wrong), Error);
+    }
+}
+
 TEST_P(ConvConformance, Conv2dBackwardData) {
     XYLEM_REQUIRE_OP(XYLEM_OP_CONV2D_BWD_DATA);
     Rng rng;

@@ -45,15 +45,16 @@ struct ConvGeom {
     }
 };
 
-// CONV2D_FWD: y = act(conv(x, w) + b); an empty b means no bias.
+// CONV2D_FWD: y = act(conv(x, w) + b + r); an empty b means no bias, an empty r no residual (ABI 1.10).
 inline Vec conv2d_fwd(const Vec& x, const Dims& xd, const Vec& w, const Dims& wd, const Vec& b,
-                      const xylem_conv2d_attrs& a) {
+                      const xylem_conv2d_attrs& a, const Vec& r = {}) {
     const ConvGeom g(xd, wd, a);
     Vec y(static_cast<size_t>(g.n * g.k * g.oh * g.ow), 0.0);
     g.each_term([&](int64_t xi, int64_t wi, int64_t yi) { y[yi] += x[xi] * w[wi]; });
     const int64_t plane = g.oh * g.ow;
     for (size_t i = 0; i < y.size(); ++i)
-        y[i] = act(a.activation, y[i] + (b.empty() ? 0.0 : b[(static_cast<int64_t>(i) / plane) % g.k]));
+        y[i] = act(a.activation, y[i] + (b.empty() ? 0.0 : b[(static_cast<int64_t>(i) / plane) % g.k]) +
+                                     (r.empty() ? 0.0 : r[i]));
     return y;
 }
 

@@ -72,9 +72,14 @@ void gather_rows(Device& dev, const Tensor& src, const Tensor& idx, Tensor& out)
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const xylem_conv2d_attrs& attrs);
 Shape pool2d_output_shape(const Shape& x, const xylem_pool2d_attrs& attrs);
 
-// y = act(conv(x, w) + bias); bias may be null
+// y = act(conv(x, w) + bias + residual); bias and residual may be null. A residual (y's shape)
+// needs a bias (a conv without one passes zeros) and a backend that takes it:
+// conv2d_fwd_takes_residual.
 void conv2d_fwd(Device& dev, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
-                const xylem_conv2d_attrs& attrs);
+                const xylem_conv2d_attrs& attrs, const Tensor* residual = nullptr);
+// Whether the backend runs conv2d_fwd with a residual input for these operand shapes: built for
+// ABI 1.10 or later, and not declined through op_accepts (asked with a batch of one).
+bool conv2d_fwd_takes_residual(Backend& backend, const Shape& x_sample, const Shape& w, const xylem_conv2d_attrs& attrs);
 void conv2d_bwd_data(Device& dev, const Tensor& dy, const Tensor& w, Tensor& dx, const xylem_conv2d_attrs& attrs);
 // dw = attrs.beta*dw + filter gradient, and with db (a backend built for ABI 1.9 or later:
 // conv2d_bwd_filter_takes_bias) db = attrs.beta*db + the bias gradient, in the same op.

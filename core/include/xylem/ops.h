@@ -90,8 +90,11 @@ extern "C" {
        correct += number of rows whose argmax equals the label; ties go to the FIRST maximal index      \
        (numpy, PyTorch). The count is an f32 (exact below 2^24).  tol 1e-7 */ \
     X(20, ACCURACY, accuracy) \
-    /* conv2d_fwd (ABI 1.1; images NCHW, filters [K, C/groups, R, S]): inputs (X, W, b [K] optional),    \
-       outputs (Y [N, K, OH, OW]): Y = act(conv(X, W) + b).  attrs xylem_conv2d_attrs.  tol 1e-5*max(1, K/32) */ \
+    /* conv2d_fwd (ABI 1.1; images NCHW, filters [K, C/groups, R, S]): inputs (X, W, b [K] optional,    \
+       R [N, K, OH, OW] optional from ABI 1.10, only after b), outputs (Y [N, K, OH, OW]):                 \
+       Y = act(conv(X, W) + b + R): R is a residual added before the activation (ResNet's shortcut), in     \
+       the same pass as the bias; Y overlaps none of the inputs.  attrs xylem_conv2d_attrs.                \
+       tol 1e-5*max(1, K/32) */ \
     X(21, CONV2D_FWD, conv2d_fwd) \
     /* conv2d_bwd_data: inputs (dY, W), outputs (dX): the input gradient.  tol 1e-5*max(1, K/32) */ \
     X(22, CONV2D_BWD_DATA, conv2d_bwd_data) \

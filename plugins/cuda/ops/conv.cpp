@@ -45,12 +45,13 @@ void row_gemm(const OpArgs& a, cublasHandle_t h, bool ta, bool tb, int64_t m, in
 }
 
 // Y[:, group] = X[:, group] * W_g^T, ld C*H*W and K; then bias + activation over [N, K].
+// With a residual (ABI 1.10) Y already holds R, and the products are added to it (beta = 1).
 void fwd_linear(const OpArgs& a, xylem_stream_s& s, const Conv& v, const float* x, const float* w, const float* b,
-                int act, float* y) {
+                int act, bool residual, float* y) {
     const int64_t in = v.cg * v.hw();
     for (int64_t g = 0; g < v.g; ++g)
-        row_gemm(a, s.cublas_, false, true, v.n, v.kg, in, x + g * in, v.c * v.hw(), w + g * v.kg * in, in, 0.0f,
-                 y + g * v.kg, v.k);
+        row_gemm(a, s.cublas_, false, true, v.n, v.kg, in, x + g * in, v.c * v.hw(), w + g * v.kg * in, in,
+                 residual ? 1.0f : 0.0f, y + g * v.kg, v.k);
     if (b || act != XYLEM_ACT_NONE) kernels::row_bias_act(act, b, y, v.n, v.k, s.stream_);
     a.check_launch();
 }
@@ -194,37 +195,51 @@ private:
 
 ConvCache* make_conv_cache() { return new ConvCache(); }
 
-// ReLU with a bias runs as one cuDNN call (conv + bias + ReLU); other activations (cuDNN's fused
-// call supports only ReLU and identity) run the convolution, then one bias + activation pass.
+// ReLU with a bias runs as one cuDNN call (conv + bias + ReLU, and the residual R of ABI 1.10 as
+// its z operand); other activations (cuDNN's fused call supports only ReLU and identity) run the
+// convolution, then one bias + activation pass, with R copied into Y first and the convolution
+// added to it (beta = 1).
 void op_conv2d_fwd(const xylem_op_desc& desc, xylem_stream_s& s, xylem_framework_s& fw) {
-    OpArgs a(desc, 2, 3, 1);
+    OpArgs a(desc, 2, 4, 1);
     const auto attrs = a.attrs<xylem_conv2d_attrs>();
     const int act = a.check_activation(attrs.activation);
     const Tensor tx = a.in(0, "X"), tw = a.in(1, "W"), ty = a.out(0, "Y");
     const Conv v = conv_shape(a, attrs, tx, "X", tw, "W", ty, "Y");
     const float* b = nullptr;
-    if (a.n_inputs() == 3) {
+    if (a.n_inputs() >= 3) {
         const Tensor tb = a.in(2, "b");
         if (tb.numel != v.k) a.fail("b holds %lld elements for K=%lld filters", ll(tb.numel), ll(v.k));
         if (overlap(ty, tb)) a.fail("Y overlaps b");
         b = tb.f32();
     }
+    const float* r = nullptr;
+    if (a.n_inputs() == 4) {
+        const Tensor tr = a.in(3, "R");
+        plugin_kit::conv2d_residual_check(a, tr, ty, [](const Tensor& p, const Tensor& q) { return overlap(p, q); });
+        r = tr.f32();
+    }
     if (overlap(ty, tx) || overlap(ty, tw)) a.fail("Y overlaps X or W");
     if (v.n == 0) return;
-    if (is_linear(v)) return fwd_linear(a, s, v, tx.f32(), tw.f32(), b, act, ty.f32());
+    const bool fused_call = b && act == XYLEM_ACT_RELU && !is_linear(v);
+    if (r && !fused_call)  // Y = R, then Y += the convolution
+        a.check_cuda(cudaMemcpyAsync(ty.f32(), r, static_cast<size_t>(ty.numel) * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, s.stream_),
+                     "cudaMemcpyAsync");
+    if (is_linear(v)) return fwd_linear(a, s, v, tx.f32(), tw.f32(), b, act, r != nullptr, ty.f32());
     const ConvPlan& p = fw.conv_cache_->plan(a, v, ConvCache::Pass::kFwd, s.cudnn_);
     void* ws = p.fwd_ws ? s.scratch_.alloc<char>(static_cast<int64_t>(p.fwd_ws)) : nullptr;
     const float one = 1.0f, zero = 0.0f;
-    if (b && act == XYLEM_ACT_RELU) {
-        // z = Y with alpha2 = 0: cuDNN's scaling rule says a zero factor means the operand is not read.
+    if (fused_call) {
+        // Without R: z = Y with alpha2 = 0 (cuDNN's scaling rule: a zero factor means the operand is
+        // not read). With R: z = R, alpha2 = 1, Y = relu(conv + R + b).
         a.check_cudnn(cudnnConvolutionBiasActivationForward(s.cudnn_, &one, p.x, tx.f32(), p.w, tw.f32(), p.conv, p.fwd,
-                                                            ws, p.fwd_ws, &zero, p.y, ty.f32(), p.bias, b, p.relu, p.y,
-                                                            ty.f32()),
+                                                            ws, p.fwd_ws, r ? &one : &zero, p.y, r ? r : ty.f32(),
+                                                            p.bias, b, p.relu, p.y, ty.f32()),
                       "cudnnConvolutionBiasActivationForward");
         return;
     }
     a.check_cudnn(cudnnConvolutionForward(s.cudnn_, &one, p.x, tx.f32(), p.w, tw.f32(), p.conv, p.fwd, ws, p.fwd_ws,
-                                          &zero, p.y, ty.f32()),
+                                          r ? &one : &zero, p.y, ty.f32()),
                   "cudnnConvolutionForward");
     if (b || act != XYLEM_ACT_NONE) {
         kernels::channel_bias_act(act, b, ty.f32(), v.n, v.k, v.oh * v.ow, s.stream_);

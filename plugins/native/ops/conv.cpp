@@ -291,11 +291,17 @@ ImageSlices image_slices(const Conv& v, Arena& scratch) {
 
 // ---- forward --------------------------------------------------------------------------------
 
-void fwd_linear(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y) {
+void fwd_linear(const Conv& v, const float* x, const float* wt, const ConvEpilogue& e, float* y) {
     const int64_t in = v.cg * v.hw();  // one group's inputs per image
     for (int64_t g = 0; g < v.g; ++g)
         gemm(false, true, v.n, v.kg, in, x + g * in, v.c * v.hw(), wt + g * v.kg * in, in, 0.0f, y + g * v.kg, v.k);
-    if (b || act != XYLEM_ACT_NONE) bias_activate(act, b, y, v.n, v.k);
+    if (!e.r) {
+        if (e.any()) bias_activate(e.act, e.b, y, v.n, v.k);
+        return;
+    }
+    // Y is [N, K] here, the residual too: (y + b) + r, then the activation.
+    if (e.b) bias_activate(XYLEM_ACT_NONE, e.b, y, v.n, v.k);
+    channel_bias_activate(e.act, nullptr, y, v.n * v.k, y, v.n * v.k, 1, v.n * v.k, e.r, v.n * v.k);
 }
 
 // The pointwise forward pass image by image (and group by group), each one single-threaded sgemm
@@ -367,7 +373,7 @@ bool direct_pointwise_fits(const Conv& v) {
            v.cg * v.hw() < INT_MAX / 2;
 }
 
-void fwd_pointwise_direct(const Conv& v, const float* x, const float* w, const float* b, int act, float* y,
+void fwd_pointwise_direct(const Conv& v, const float* x, const float* w, const ConvEpilogue& e, float* y,
                           Arena& scratch) {
     const int64_t hw = v.hw();
     const int64_t block = std::min(hw, std::max<int64_t>(64, kDirectPointwiseBlockFloats / v.kg / 16 * 16));
@@ -389,13 +395,12 @@ void fwd_pointwise_direct(const Conv& v, const float* x, const float* w, const f
         float* dst = nt ? tmp[wk] : out;
         const int64_t ld = nt ? cols : hw;
         direct_multiply_rows(x + (n * v.c + g * v.cg) * hw + j0, off, v.cg, w + g * v.kg * v.cg, v.kg, cols, dst, ld);
-        if (b || act != XYLEM_ACT_NONE)
-            channel_bias_activate(act, b ? b + g * v.kg : nullptr, dst, ld, dst, ld, v.kg, cols);
+        e.finish(g * v.kg, dst, ld, dst, ld, v.kg, cols, out, hw);
         if (nt) stream_rows(dst, ld, out, hw, v.kg, cols);
     });
 }
 
-void fwd_pointwise(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y) {
+void fwd_pointwise(const Conv& v, const float* x, const float* wt, const ConvEpilogue& e, float* y) {
     const int64_t hw = v.hw();
     const PointwiseTiles t = pointwise_tiles(v);
     const int64_t per_image = t.per_image(v), per_group = t.row_tiles * t.col_tiles;
@@ -409,13 +414,12 @@ void fwd_pointwise(const Conv& v, const float* x, const float* wt, const float* 
         const float* xb = x + (n * v.c + g * v.cg) * hw + j0;
         if (t.narrow) narrow_sgemm(false, rows, cols, v.cg, 1.0f, a, v.cg, xb, hw, 0.0f, out, hw);
         else gemm_in_worker(false, false, rows, cols, v.cg, a, v.cg, xb, hw, 0.0f, out, hw);
-        if (b || act != XYLEM_ACT_NONE)
-            channel_bias_activate(act, b ? b + g * v.kg + k0 : nullptr, out, hw, out, hw, rows, cols);
+        e.finish(g * v.kg + k0, out, hw, out, hw, rows, cols);
     });
 }
 
 // Images [n_lo, n_hi) in chunks of nb; col and tmp hold one chunk (tmp is null when nb = 1).
-void fwd_im2col_images(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y, int64_t n_lo,
+void fwd_im2col_images(const Conv& v, const float* x, const float* wt, const ConvEpilogue& e, float* y, int64_t n_lo,
                        int64_t n_hi, int64_t nb, float* col, float* tmp) {
     const int64_t P = v.p(), crs = v.crs();
     for (int64_t n0 = n_lo; n0 < n_hi; n0 += nb) {
@@ -426,19 +430,19 @@ void fwd_im2col_images(const Conv& v, const float* x, const float* wt, const flo
             gemm_in_worker(false, false, v.kg, ld, crs, wt + g * v.kg * crs, crs, col + g * crs * ld, ld, 0.0f,
                  out + g * v.kg * ld, ld);
         if (m == 1) {
-            if (b || act != XYLEM_ACT_NONE) channel_bias_activate(act, b, out, P, out, P, v.k, P);
+            e.finish(0, out, P, out, P, v.k, P);
         } else {
             // [K, m*P] -> m images of [K, P], with the bias and activation in the same pass.
             for (int64_t j = 0; j < m; ++j)
-                channel_bias_activate(act, b, tmp + j * P, ld, y + (n0 + j) * v.k * P, P, v.k, P);
+                e.finish(0, tmp + j * P, ld, y + (n0 + j) * v.k * P, P, v.k, P);
         }
     }
 }
 
-void fwd_im2col(const Conv& v, const float* x, const float* wt, const float* b, int act, float* y, Arena& scratch) {
+void fwd_im2col(const Conv& v, const float* x, const float* wt, const ConvEpilogue& e, float* y, Arena& scratch) {
     const ImageSlices is = image_slices(v, scratch);
     run_slices(v.n, is.slices, [&](int64_t lo, int64_t hi, int w, int64_t) {
-        fwd_im2col_images(v, x, wt, b, act, y, lo, hi, is.nb, is.col[w], is.aux[w]);
+        fwd_im2col_images(v, x, wt, e, y, lo, hi, is.nb, is.col[w], is.aux[w]);
     });
 }
 
@@ -587,33 +591,38 @@ void bwd_filter_im2col(const Conv& v, const float* x, const float* dy, float bet
 }  // namespace
 
 void op_conv2d_fwd(const xylem_op_desc& desc, xylem_stream_s& stream) {
-    OpArgs a(desc, 2, 3, 1);
+    OpArgs a(desc, 2, 4, 1);
     const auto attrs = a.attrs<xylem_conv2d_attrs>();
     const int act = a.check_activation(attrs.activation);
     const Tensor tx = a.in(0, "X"), tw = a.in(1, "W"), ty = a.out(0, "Y");
     const Conv v = conv_shape(a, attrs, tx, "X", tw, "W", ty, "Y");
-    const float* b = nullptr;
-    if (a.n_inputs() == 3) {
+    ConvEpilogue e{nullptr, act, nullptr, ty.f32()};
+    if (a.n_inputs() >= 3) {
         const Tensor tb = a.in(2, "b");
         if (tb.numel != v.k) a.fail("b holds %lld elements for K=%lld filters", ll(tb.numel), ll(v.k));
         if (overlap(ty, tb)) a.fail("Y overlaps b");
-        b = tb.f32();
+        e.b = tb.f32();
+    }
+    if (a.n_inputs() == 4) {  // ABI 1.10: the residual
+        const Tensor tr = a.in(3, "R");
+        plugin_kit::conv2d_residual_check(a, tr, ty, [](const Tensor& p, const Tensor& q) { return overlap(p, q); });
+        e.r = tr.f32();
     }
     if (overlap(ty, tx) || overlap(ty, tw)) a.fail("Y overlaps X or W");
     if (v.n == 0) return;
     switch (choose_path(v)) {
-    case Path::kLinear: fwd_linear(v, tx.f32(), tw.f32(), b, act, ty.f32()); break;
+    case Path::kLinear: fwd_linear(v, tx.f32(), tw.f32(), e, ty.f32()); break;
     case Path::kPointwise:
         if (direct_pointwise_fits(v))
-            fwd_pointwise_direct(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
+            fwd_pointwise_direct(v, tx.f32(), tw.f32(), e, ty.f32(), stream.scratch_);
         else
-            fwd_pointwise(v, tx.f32(), tw.f32(), b, act, ty.f32());
+            fwd_pointwise(v, tx.f32(), tw.f32(), e, ty.f32());
         break;
     case Path::kIm2col:
-        if (depthwise_fwd_fits(v)) depthwise_fwd(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
-        else if (winograd_fwd_fits(v)) winograd_fwd(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
-        else if (direct_fwd_fits(v)) direct_fwd(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
-        else fwd_im2col(v, tx.f32(), tw.f32(), b, act, ty.f32(), stream.scratch_);
+        if (depthwise_fwd_fits(v)) depthwise_fwd(v, tx.f32(), tw.f32(), e, ty.f32(), stream.scratch_);
+        else if (winograd_fwd_fits(v)) winograd_fwd(v, tx.f32(), tw.f32(), e, ty.f32(), stream.scratch_);
+        else if (direct_fwd_fits(v)) direct_fwd(v, tx.f32(), tw.f32(), e, ty.f32(), stream.scratch_);
+        else fwd_im2col(v, tx.f32(), tw.f32(), e, ty.f32(), stream.scratch_);
         break;
     }
 }

@@ -113,12 +113,18 @@ __attribute__((always_inline)) inline void copy_row(float* __restrict out, const
 
 // yk[oh*ow + j] = act(bias + the filter's taps over xq) for one filter of one packed channel:
 // computed into yq (rows wq apart), then its rows copied into Y less the columns past OW. Other
-// activations: computed without, then a channel_bias_activate pass (b_row: the bias per row).
+// activations: computed without, then a channel_bias_activate pass (b_row: the bias per row). With
+// a residual r (yk's plane in R): computed with the bias, then r added and the activation applied
+// as the rows go into Y (the same bits as the pass without r followed by an add).
 XYLEM_KERNEL_LEVELS(void, dw_filter,
                     (const ConvShape& v, const DirectLayout& l, const float* xq, const float* w, const float* b,
-                     int act, float* yq, float* b_row, float* yk),
-                    (v, l, xq, w, b, act, yq, b_row, yk)) {
+                     int act, const float* r, float* yq, float* b_row, float* yk),
+                    (v, l, xq, w, b, act, r, yq, b_row, yk)) {
     const float bias = b ? *b : 0.0f;
+    if (r) {
+        dw_positions<S, Act::kNone>(xq, l.off, l.taps, w, bias, l.qpad, yq);
+        return channel_bias_activate(act, nullptr, yq, l.wq, yk, v.ow, v.oh, v.ow, r, v.ow);
+    }
     switch (act) {
     case XYLEM_ACT_NONE: dw_positions<S, Act::kNone>(xq, l.off, l.taps, w, bias, l.qpad, yq); break;
     case XYLEM_ACT_RELU: dw_positions<S, Act::kRelu>(xq, l.off, l.taps, w, bias, l.qpad, yq); break;
@@ -340,11 +346,16 @@ __attribute__((always_inline)) inline void flat_positions(const float* x, const 
 }
 
 // One filter over one plane: x at its copy or its first phase plane (zeros around), y at the
-// filter's output plane. Other activations: computed without, then a channel_bias_activate pass.
+// filter's output plane. Other activations: computed without, then a channel_bias_activate pass;
+// a residual r (y's plane in R) after the bias, as dw_filter adds it.
 XYLEM_KERNEL_LEVELS(void, flat_filter, (const FlatPlane& f, const float* x, const float* w, const float* b, int act,
-                                        float* y),
-                    (f, x, w, b, act, y)) {
+                                        const float* r, float* y),
+                    (f, x, w, b, act, r, y)) {
     const float bias = b ? *b : 0.0f;
+    if (r) {
+        flat_positions<S, Act::kNone>(x, f, w, bias, y);
+        return channel_bias_activate(act, nullptr, y, f.plane, y, f.plane, 1, f.plane, r, f.plane);
+    }
     switch (act) {
     case XYLEM_ACT_NONE: return flat_positions<S, Act::kNone>(x, f, w, bias, y);
     case XYLEM_ACT_RELU: return flat_positions<S, Act::kRelu>(x, f, w, bias, y);
@@ -381,22 +392,23 @@ struct Scratch {
 };
 
 // Channels [c0, c0 + cn) of image n: packed at once, then each channel's kg filters.
-void dw_block(const ConvShape& v, const DirectLayout& l, const float* x, const float* w, const float* b, int act,
+void dw_block(const ConvShape& v, const DirectLayout& l, const float* x, const float* w, const ConvEpilogue& e,
               float* y, int64_t n, int64_t c0, int64_t cn, const Scratch& s) {
     const int64_t hw = v.hw(), P = v.oh * v.ow;
     direct_pack_image(block_shape(v, cn), l, x + (n * v.c + c0) * hw, s.xq);
     for (int64_t c = c0; c < c0 + cn; ++c)
         for (int64_t k = 0; k < v.kg; ++k) {
             const int64_t f = c * v.kg + k;  // the filter (group c's k-th)
-            dw_filter(v, l, s.xq + (c - c0) * l.chan, w + f * l.taps, b ? b + f : nullptr, act, s.yq, s.b_row,
-                      y + (n * v.k + f) * P);
+            const int64_t at = (n * v.k + f) * P;
+            dw_filter(v, l, s.xq + (c - c0) * l.chan, w + f * l.taps, e.bias(f), e.act, e.r ? e.r + at : nullptr, s.yq,
+                      s.b_row, y + at);
         }
 }
 
 // The flat path's pass: items of cb channels of one image; each worker's buffer holds one
 // plane's copy (stride 1) or its four phase planes (stride 2) between zeros (zeroed once: only
 // the planes are rewritten).
-void flat_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y, int64_t cb,
+void flat_fwd(const ConvShape& v, const float* x, const float* w, const ConvEpilogue& e, float* y, int64_t cb,
               double per_channel, Arena& scratch) {
     const FlatPlane f = flat_plane(v, scratch);
     const int64_t blocks = (v.c + cb - 1) / cb, items = v.n * blocks, in_plane = v.h * v.w, P = f.plane;
@@ -415,7 +427,8 @@ void flat_fwd(const ConvShape& v, const float* x, const float* w, const float* b
             else flat_split_phases(in, v.oh, v.ow, f.pitch, xq);
             for (int64_t k = 0; k < v.kg; ++k) {
                 const int64_t filter = c * v.kg + k;
-                flat_filter(f, xq, w + filter * f.taps, b ? b + filter : nullptr, act, y + (n * v.k + filter) * P);
+                const int64_t at = (n * v.k + filter) * P;
+                flat_filter(f, xq, w + filter * f.taps, e.bias(filter), e.act, e.r ? e.r + at : nullptr, y + at);
             }
         }
     });
@@ -426,11 +439,11 @@ void flat_fwd(const ConvShape& v, const float* x, const float* w, const float* b
 // One channel's layout must fit (a block's is checked before it is used).
 bool depthwise_fwd_fits(const ConvShape& v) { return v.cg == 1 && v.g > 1 && direct_layout_fits(block_shape(v, 1)); }
 
-void depthwise_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y,
+void depthwise_fwd(const ConvShape& v, const float* x, const float* w, const ConvEpilogue& e, float* y,
                    Arena& scratch) {
     const double per_channel = 2.0 * static_cast<double>(v.kg) * v.oh * v.ow * v.r * v.s;
     int64_t cb = std::clamp<int64_t>(static_cast<int64_t>(kMinItemFlops / per_channel), 1, v.c);
-    if (flat_fits(v)) return flat_fwd(v, x, w, b, act, y, cb, per_channel, scratch);
+    if (flat_fits(v)) return flat_fwd(v, x, w, e, y, cb, per_channel, scratch);
     while (cb > 1 && !direct_layout_fits(block_shape(v, cb))) cb /= 2;
     const DirectLayout l = direct_layout(block_shape(v, cb), scratch);
     const int64_t blocks = (v.c + cb - 1) / cb, items = v.n * blocks;
@@ -443,7 +456,7 @@ void depthwise_fwd(const ConvShape& v, const float* x, const float* w, const flo
     }
     parallel_items(items, workers, [&](int wk, int64_t item) {
         const int64_t n = item / blocks, c0 = item % blocks * cb;
-        dw_block(v, l, x, w, b, act, y, n, c0, std::min(cb, v.c - c0), s[wk]);
+        dw_block(v, l, x, w, e, y, n, c0, std::min(cb, v.c - c0), s[wk]);
     });
 }
 

@@ -10,7 +10,7 @@ namespace xylem::native {
 // filters per group), offsets within int32.
 bool depthwise_fwd_fits(const ConvShape& v);
 // Y = act(conv(X, W) + b) (b may be null).
-void depthwise_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y,
+void depthwise_fwd(const ConvShape& v, const float* x, const float* w, const ConvEpilogue& e, float* y,
                    Arena& scratch);
 
 }  // namespace xylem::native

@@ -399,11 +399,11 @@ void fwd_filters_of(const ConvShape& v, const Layout& l, const float* xq, const 
 }
 
 // yq's computed positions into image n of Y, less the columns past each row, with bias and activation.
-void finish_image(const ConvShape& v, const Layout& l, const float* yq, const float* b, int act, float* y, int64_t n) {
+void finish_image(const ConvShape& v, const Layout& l, const float* yq, const ConvEpilogue& e, float* y, int64_t n) {
     const int64_t P = v.oh * v.ow;
     float* yn = y + n * v.k * P;
     compact_rows(v, l, yq, yn);
-    if (b || act != XYLEM_ACT_NONE) channel_bias_activate(act, b, yn, P, yn, P, v.k, P);
+    e.finish(0, yn, P, yn, P, v.k, P);
 }
 
 // Rows [oh0, oh1) of every filter of one image: yq's positions [q0, ...) (ldq apart per filter)
@@ -430,14 +430,14 @@ int64_t block_ldq(const ConvShape& v, const Layout& l) { return round_up(block_r
 
 // The forward pass of images [n0, n1) on one thread: xq holds one packed image, yq [K][qpad]
 // (or, by blocks of rows, [K][block_ldq]).
-void fwd_images(const ConvShape& v, const Layout& l, const float* x, const float* w, const float* b, int act,
+void fwd_images(const ConvShape& v, const Layout& l, const float* x, const float* w, const ConvEpilogue& e,
                 float* y, int64_t n0, int64_t n1, float* xq, float* yq) {
     const int64_t rows = block_rows(v, l), P = v.oh * v.ow;
     for (int64_t n = n0; n < n1; ++n) {
         pack_image(v, l, x + n * v.c * v.hw(), xq);
         if (rows >= v.oh) {
             for (int64_t g = 0; g < v.g; ++g) fwd_filters_of(v, l, xq, w, g, 0, v.kg, yq);
-            finish_image(v, l, yq, b, act, y, n);
+            finish_image(v, l, yq, e, y, n);
             continue;
         }
         const int64_t ldq = block_ldq(v, l);
@@ -450,8 +450,7 @@ void fwd_images(const ConvShape& v, const Layout& l, const float* x, const float
                 fwd_group(xq + g * v.cg * l.chan + q0, l.off, l.taps, w + g * v.kg * l.taps, 1, l.taps, v.kg, q1 - q0,
                           yq + g * v.kg * ldq, ldq);
             compact_row_block(v, l, yq, ldq, q0, oh0, oh1, yn);
-            if (b || act != XYLEM_ACT_NONE)
-                channel_bias_activate(act, b, yn + oh0 * v.ow, P, yn + oh0 * v.ow, P, v.k, (oh1 - oh0) * v.ow);
+            e.finish(0, yn + oh0 * v.ow, P, yn + oh0 * v.ow, P, v.k, (oh1 - oh0) * v.ow);
         }
     }
 }
@@ -481,14 +480,14 @@ void pack_shared(const ConvShape& v, const Layout& l, const float* x, float* xq,
 
 // Filters [k0, k1) of image n: yq's computed positions into Y, less the columns past each row,
 // then bias and activation while they are in cache.
-void finish_filters(const ConvShape& v, const Layout& l, const float* yq, const float* b, int act, float* y, int64_t n,
+void finish_filters(const ConvShape& v, const Layout& l, const float* yq, const ConvEpilogue& e, float* y, int64_t n,
                     int64_t k0, int64_t k1) {
     const int64_t P = v.oh * v.ow;
     ConvShape vk = v;
     vk.k = k1 - k0;
     float* yk = y + (n * v.k + k0) * P;
     compact_rows(vk, l, yq + k0 * l.qpad, yk);
-    if (b || act != XYLEM_ACT_NONE) channel_bias_activate(act, b ? b + k0 : nullptr, yk, P, yk, P, k1 - k0, P);
+    e.finish(k0, yk, P, yk, P, k1 - k0, P);
 }
 
 // Fewer images than workers (inference at batch 1): each image packed once (its channels shared
@@ -497,7 +496,7 @@ void finish_filters(const ConvShape& v, const Layout& l, const float* yq, const 
 // by blocks of filters; ResNet-18's 7x7 layers ran on one CPU of two before, the packing and the
 // finishing passes on the calling thread. The same bits as image by image (each output's taps in
 // tap order).
-void fwd_filter_blocks(const ConvShape& v, const Layout& l, const float* x, const float* w, const float* b, int act,
+void fwd_filter_blocks(const ConvShape& v, const Layout& l, const float* x, const float* w, const ConvEpilogue& e,
                        float* y, int workers, float* xq, float* yq) {
     const int64_t blocks = (v.kg + kFilterBlock - 1) / kFilterBlock;
     int64_t pchunk = l.qpad;
@@ -522,7 +521,7 @@ void fwd_filter_blocks(const ConvShape& v, const Layout& l, const float* x, cons
         });
         parallel_items(finish_blocks, workers, [&](int, int64_t item) {
             const int64_t k0 = item * per_finish;
-            finish_filters(v, l, yq, b, act, y, n, k0, std::min(v.k, k0 + per_finish));
+            finish_filters(v, l, yq, e, y, n, k0, std::min(v.k, k0 + per_finish));
         });
     }
 }
@@ -530,7 +529,7 @@ void fwd_filter_blocks(const ConvShape& v, const Layout& l, const float* x, cons
 // Images shared out among the workers one at a time (each output's arithmetic does not depend on
 // the cut), so a worker the OS holds back delays no one by more than an image; blocks of filters
 // when there are fewer images than workers.
-void fwd_run(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y, Arena& scratch) {
+void fwd_run(const ConvShape& v, const float* x, const float* w, const ConvEpilogue& e, float* y, Arena& scratch) {
     const Layout l = make_fwd_layout(v, scratch);
     const double flops = 2.0 * static_cast<double>(v.n) * v.k * v.oh * v.ow * l.taps;
     // Blocks of filters, or of positions where those are too few (fwd_filter_blocks).
@@ -539,7 +538,7 @@ void fwd_run(const ConvShape& v, const float* x, const float* w, const float* b,
     if (const int by_blocks = split_workers(flops, kMinSplitFlops, blocks); v.n < by_blocks) {
         float* xq = scratch.alloc<float>(l.image);
         float* yq = scratch.alloc<float>(v.k * l.qpad);
-        return fwd_filter_blocks(v, l, x, w, b, act, y, by_blocks, xq, yq);
+        return fwd_filter_blocks(v, l, x, w, e, y, by_blocks, xq, yq);
     }
     const int workers = split_workers(flops, kMinSplitFlops, v.n);
     std::array<float*, kMaxSplit> xq{}, yq{};
@@ -547,7 +546,7 @@ void fwd_run(const ConvShape& v, const float* x, const float* w, const float* b,
         xq[wk] = scratch.alloc<float>(l.image);
         yq[wk] = scratch.alloc<float>(v.k * std::max(l.qpad, block_ldq(v, l)));
     }
-    parallel_items(v.n, workers, [&](int wk, int64_t n) { fwd_images(v, l, x, w, b, act, y, n, n + 1, xq[wk], yq[wk]); });
+    parallel_items(v.n, workers, [&](int wk, int64_t n) { fwd_images(v, l, x, w, e, y, n, n + 1, xq[wk], yq[wk]); });
 }
 
 // ---- filter gradient --------------------------------------------------------------------------
@@ -882,11 +881,11 @@ void direct_transpose(const float* src, int64_t rows, int64_t cols, int64_t ldk,
     transpose_dy(v, src, 0, 1, ldk, dst);
 }
 
-void direct_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y, Arena& scratch) {
+void direct_fwd(const ConvShape& v, const float* x, const float* w, const ConvEpilogue& e, float* y, Arena& scratch) {
     // The filters as they are, [K][taps]: the kernels broadcast a tile's weights one by one, so a
     // copy with a tap's filters side by side bought nothing, and at batch 1 the copy cost more than
     // the multiply-adds (ResNet-18's 512 -> 512 3x3 at batch 1, 2 threads: 2.4M floats moved per call).
-    fwd_run(v, x, w, b, act, y, scratch);
+    fwd_run(v, x, w, e, y, scratch);
 }
 
 void direct_bwd_data(const ConvShape& v, const float* dy, const float* w, float* dx, Arena& scratch) {

@@ -47,7 +47,7 @@ bool direct_bwd_data_fits(const ConvShape& v);
 bool direct_bwd_filter_fits(const ConvShape& v);
 
 // Y = act(conv(X, W) + b) (b may be null).
-void direct_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y,
+void direct_fwd(const ConvShape& v, const float* x, const float* w, const ConvEpilogue& e, float* y,
                 Arena& scratch);
 // dX = the adjoint of the forward conv applied to dY (every element written).
 void direct_bwd_data(const ConvShape& v, const float* dy, const float* w, float* dx, Arena& scratch);

@@ -243,11 +243,11 @@ void filter_transform(const Plan& p, F filter, float* u) {
 }
 
 // The pass over every image (winograd::run_chunks).
-void run(const Plan& p, const float* x, const float* u, const float* b, int act, float* y, Arena& scratch) {
+void run(const Plan& p, const float* x, const float* u, const ConvEpilogue& e, float* y, Arena& scratch) {
     const Chunks c{p.n, p.cin, p.kout, p.oh, p.ow, p.cin * p.h * p.w, p.tiles, p.chunk, p.ld, p.qpad, 16,
                    4 * p.phase, 4 * (p.tiles + kAlign)};
     run_chunks(
-        c, x, u, b, act, y, scratch,
+        c, x, u, e, y, scratch,
         [&](const float* xj, int64_t col0, float* plane, float* v) { input_transform(p, xj, col0, plane, v); },
         [&](const float* m, int64_t col0, float* rows, float* yj) { output_transform(p, m, col0, rows, yj); });
 }
@@ -317,14 +317,14 @@ bool winograd_bwd_data_fits(const ConvShape& v) {
     return shape_takes(v) && choose_tiles(v.n, v.k, v.oh, v.ow, v.c, 2 - v.ph, 2 - v.pw) != Tiles::kNone;
 }
 
-void winograd_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y,
+void winograd_fwd(const ConvShape& v, const float* x, const float* w, const ConvEpilogue& e, float* y,
                   Arena& scratch) {
     if (choose_tiles(v.n, v.c, v.h, v.w, v.k, v.ph, v.pw) == Tiles::kF4)
-        return winograd4_pass(winograd4_plan(v.n, v.c, v.h, v.w, v.k, v.ph, v.pw), x, w, b, act, y, scratch);
+        return winograd4_pass(winograd4_plan(v.n, v.c, v.h, v.w, v.k, v.ph, v.pw), x, w, e, y, scratch);
     const Plan p = make_plan(v.n, v.c, v.h, v.w, v.k, v.ph, v.pw);
     float* u = scratch.alloc<float>(16 * p.cin * p.kout);
     filter_transform(p, [&](int64_t k, int64_t c) { return w + (k * v.c + c) * 9; }, u);
-    run(p, x, u, b, act, y, scratch);
+    run(p, x, u, e, y, scratch);
 }
 
 // dX is the stride-1 conv of dY, padded by 2 - p, with each filter turned 180 degrees and the
@@ -338,11 +338,11 @@ void winograd_bwd_data(const ConvShape& v, const float* dy, const float* w, floa
             for (int64_t k = k0; k < std::min(v.k, k0 + kBlock); ++k)
                 for (int64_t e = 0; e < 9; ++e) flipped[(c * v.k + k) * 9 + e] = w[(k * v.c + c) * 9 + 8 - e];
     if (choose_tiles(v.n, v.k, v.oh, v.ow, v.c, 2 - v.ph, 2 - v.pw) == Tiles::kF4)
-        return winograd4_pass(winograd4_plan(v.n, v.k, v.oh, v.ow, v.c, 2 - v.ph, 2 - v.pw), dy, flipped, nullptr,
-                              XYLEM_ACT_NONE, dx, scratch);
+        return winograd4_pass(winograd4_plan(v.n, v.k, v.oh, v.ow, v.c, 2 - v.ph, 2 - v.pw), dy, flipped,
+                              ConvEpilogue{}, dx, scratch);
     float* u = scratch.alloc<float>(16 * p.cin * p.kout);
     filter_transform(p, [&](int64_t c, int64_t k) { return flipped + (c * v.k + k) * 9; }, u);
-    run(p, dy, u, nullptr, XYLEM_ACT_NONE, dx, scratch);
+    run(p, dy, u, ConvEpilogue{}, dx, scratch);
 }
 
 // dW = G^T dU G with dU[xi] (K x C) = sum over the tiles of every image of Z[xi] V[xi]^T, Z the

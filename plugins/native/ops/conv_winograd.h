@@ -13,7 +13,7 @@ bool winograd_bwd_data_fits(const ConvShape& v);
 bool winograd_bwd_filter_fits(const ConvShape& v);
 
 // Y = act(conv(X, W) + b) (b may be null).
-void winograd_fwd(const ConvShape& v, const float* x, const float* w, const float* b, int act, float* y,
+void winograd_fwd(const ConvShape& v, const float* x, const float* w, const ConvEpilogue& e, float* y,
                   Arena& scratch);
 // dX = the adjoint of the forward conv applied to dY (every element written).
 void winograd_bwd_data(const ConvShape& v, const float* dy, const float* w, float* dx, Arena& scratch);

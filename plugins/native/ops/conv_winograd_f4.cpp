@@ -325,14 +325,14 @@ bool winograd4_takes(const Winograd4Plan& p) {
            16.0 * static_cast<double>(p.tiles) <= kMaxWaste * static_cast<double>(p.oh * p.ow);
 }
 
-void winograd4_pass(const Winograd4Plan& p, const float* x, const float* filters, const float* b, int act, float* y,
+void winograd4_pass(const Winograd4Plan& p, const float* x, const float* filters, const ConvEpilogue& e, float* y,
                     Arena& scratch) {
     float* u = scratch.alloc<float>(36 * p.cin * p.kout);
     filter_transform4(p, filters, u);
     const Chunks c{p.n, p.cin, p.kout, p.oh, p.ow, p.cin * p.h * p.w, p.tiles, p.chunk, p.ld, p.qpad, 36,
                    16 * p.phase, 16 * (p.tiles + kAlign)};
     run_chunks(
-        c, x, u, b, act, y, scratch,
+        c, x, u, e, y, scratch,
         [&](const float* xj, int64_t col0, float* planes, float* v) { input_transform4(p, xj, col0, planes, v); },
         [&](const float* m, int64_t col0, float* rows, float* yj) { output_transform4(p, m, col0, rows, yj); });
 }

@@ -23,7 +23,7 @@ Winograd4Plan winograd4_plan(int64_t n, int64_t cin, int64_t h, int64_t w, int64
 // few computed outputs dropped.
 bool winograd4_takes(const Winograd4Plan& p);
 // y = act(conv(x, filters) + b) (b may be null) with filters [kout][cin][3][3].
-void winograd4_pass(const Winograd4Plan& p, const float* x, const float* filters, const float* b, int act, float* y,
+void winograd4_pass(const Winograd4Plan& p, const float* x, const float* filters, const ConvEpilogue& e, float* y,
                     Arena& scratch);
 
 }  // namespace xylem::native

@@ -109,7 +109,7 @@ struct Chunks {
 // M[xi] = U[xi] V[xi] by the direct kernels' multiply, each image transformed back
 // (output(m, column, rows, y_j)), then its bias and activation.
 template <class Input, class Output>
-void run_chunks(const Chunks& p, const float* x, const float* u, const float* b, int act, float* y, Arena& scratch,
+void run_chunks(const Chunks& p, const float* x, const float* u, const ConvEpilogue& e, float* y, Arena& scratch,
                 const Input& input, const Output& output) {
     const int64_t chunks = (p.n + p.chunk - 1) / p.chunk;
     const double flops = 2.0 * static_cast<double>(p.elements * p.n * p.tiles) * p.cin * p.kout;
@@ -134,8 +134,7 @@ void run_chunks(const Chunks& p, const float* x, const float* u, const float* b,
         for (int64_t j = n0; j < n1; ++j) {
             float* yj = y + j * out_image;
             output(m[w], (j - n0) * p.tiles, rows[w], yj);
-            if (b || act != XYLEM_ACT_NONE)
-                channel_bias_activate(act, b, yj, out_plane, yj, out_plane, p.kout, out_plane);
+            e.finish(0, yj, out_plane, yj, out_plane, p.kout, out_plane);
         }
     });
 }

@@ -41,6 +41,19 @@ void channel_rows(const float* b, const float* x, int64_t ldx, float* y, int64_t
     }
 }
 
+// The same with a residual: f((x + b) + res).
+template <class F>
+void channel_rows_residual(const float* b, const float* x, int64_t ldx, const float* __restrict res, int64_t ldr,
+                           float* y, int64_t ldy, int64_t rows, int64_t cols, F f) {
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * ldx;
+        const float* rr = res + r * ldr;
+        float* yr = y + r * ldy;
+        const float br = b ? b[r] : 0.0f;
+        for (int64_t j = 0; j < cols; ++j) yr[j] = f(xr[j] + br + rr[j]);
+    }
+}
+
 }  // namespace
 
 XYLEM_KERNEL(void, activate, (int act, const float* x, float* y, int64_t n), (act, x, y, n)) {
@@ -85,8 +98,21 @@ XYLEM_KERNEL(void, bias_activate,
 }
 
 XYLEM_KERNEL(void, channel_bias_activate,
-             (int act, const float* b, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows, int64_t cols),
-             (act, b, x, ldx, y, ldy, rows, cols)) {
+             (int act, const float* b, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows, int64_t cols,
+              const float* res, int64_t ldr),
+             (act, b, x, ldx, y, ldy, rows, cols, res, ldr)) {
+    if (res) {
+        switch (act) {
+        case XYLEM_ACT_NONE: return channel_rows_residual(b, x, ldx, res, ldr, y, ldy, rows, cols, [](float v) { return v; });
+        case XYLEM_ACT_RELU: return channel_rows_residual(b, x, ldx, res, ldr, y, ldy, rows, cols, [](float v) { return relu(v); });
+        case XYLEM_ACT_SIGMOID:
+            return channel_rows_residual(b, x, ldx, res, ldr, y, ldy, rows, cols, [](float v) { return sigmoid(v); });
+        case XYLEM_ACT_TANH: return channel_rows_residual(b, x, ldx, res, ldr, y, ldy, rows, cols, [](float v) { return tanh(v); });
+        case XYLEM_ACT_RELU6:
+            return channel_rows_residual(b, x, ldx, res, ldr, y, ldy, rows, cols, [](float v) { return relu6(v); });
+        }
+        return;
+    }
     switch (act) {
     case XYLEM_ACT_NONE: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return v; }); break;
     case XYLEM_ACT_RELU: channel_rows(b, x, ldx, y, ldy, rows, cols, [](float v) { return relu(v); }); break;

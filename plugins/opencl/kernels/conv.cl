@@ -61,15 +61,23 @@ __kernel void col2im(int16 v, __global const float* dcols, int dcols_off, int n0
     }
 }
 
-/* y[n0 + i, k, p] = act(yt[k, i*P + p] + b[k]): the GEMM result to NCHW, bias and activation fused. */
+/* y[n0 + i, k, p] = act(yt[k, i*P + p] + b[k] + r[n0 + i, k, p]): the GEMM result to NCHW, bias,
+ * residual (ABI 1.10) and activation fused. */
 __kernel void kp_to_nchw_bias_act(int K, int P, int nb, int n0, __global const float* yt, int yt_off, int act,
-                                  int has_bias, __global const float* b, int b_off, __global float* y, int y_off) {
+                                  int has_bias, __global const float* b, int b_off, int has_res,
+                                  __global const float* r, int r_off, __global float* y, int y_off) {
     FOR_EACH(t, nb * K * P) {
         const int i = t / (K * P), rest = t - i * K * P;
         const int k = rest / P, p = rest - k * P;
-        const float v = yt[yt_off + k * nb * P + i * P + p] + (has_bias ? b[b_off + k] : 0.0f);
+        float v = yt[yt_off + k * nb * P + i * P + p] + (has_bias ? b[b_off + k] : 0.0f);
+        if (has_res) v += r[r_off + n0 * K * P + t];
         y[y_off + n0 * K * P + t] = activate(act, v);
     }
+}
+
+/* y = act(y + r) over n elements: the residual and activation after the Linear case's GEMM and bias. */
+__kernel void residual_act(int act, __global const float* r, int r_off, __global float* y, int y_off, int n) {
+    FOR_EACH(t, n) y[y_off + t] = activate(act, y[y_off + t] + r[r_off + t]);
 }
 
 /* dyt[k, i*P + p] = dy[n0 + i, k, p]: the gradient in the GEMMs' [K, nb*P] order. */

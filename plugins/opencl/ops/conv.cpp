@@ -71,12 +71,16 @@ int32_t i32(int64_t v) { return static_cast<int32_t>(v); }  // bounded by the op
 
 // Y[:, group] = X[:, group] * W_g^T, ld C*H*W and K.
 void fwd_linear(xylem_stream_s& s, const Conv& v, const Tensor& x, const Tensor& w, Tensor* b, int act,
-                const Tensor& y) {
+                const Tensor* r, const Tensor& y) {
     const int64_t in = v.cg * v.hw();
     for (int64_t g = 0; g < v.g; ++g)
         gemm(s, false, true, i32(v.n), i32(v.kg), i32(in), 1.0f, x.mem, x.off + i32(g * in), i32(v.c * v.hw()), w.mem,
              w.off + i32(g * v.kg * in), i32(in), 0.0f, y.mem, y.off + i32(g * v.kg), i32(v.k), "conv2d_fwd");
-    bias_activate(s, act, b, y.mem, y.off, i32(v.n), i32(v.k));
+    if (!r) return bias_activate(s, act, b, y.mem, y.off, i32(v.n), i32(v.k));
+    // (y + b) + r, then the activation: Y and R are [N, K] here.
+    bias_activate(s, XYLEM_ACT_NONE, b, y.mem, y.off, i32(v.n), i32(v.k));
+    Kernel(s, kFam, "residual_act").arg(static_cast<cl_int>(act)).arg(r->mem).arg(r->off).arg(y.mem).arg(y.off)
+        .arg(y.numel).run(y.numel);
 }
 
 // dX[:, group] = dY[:, group] * W_g.
@@ -101,20 +105,25 @@ void bwd_filter_linear(xylem_stream_s& s, const Conv& v, const Tensor& x, const 
 }  // namespace
 
 void op_conv2d_fwd(const xylem_op_desc& desc, xylem_stream_s& s) {
-    OpArgs a(desc, 2, 3, 1);
+    OpArgs a(desc, 2, 4, 1);
     const auto at = a.attrs<xylem_conv2d_attrs>();
     const cl_int act = a.check_activation(at.activation);
     const Tensor x = a.in(0, "X"), w = a.in(1, "W"), y = a.out(0, "Y");
     const Conv v = conv_shape(a, at, x, "X", w, "W", y, "Y");
     Tensor b{};
-    const cl_int has_bias = a.n_inputs() == 3;
+    const cl_int has_bias = a.n_inputs() >= 3, has_res = a.n_inputs() == 4;
     if (has_bias) {
         b = a.in(2, "b");
         if (b.numel != v.k) a.fail("b holds %d elements for K=%lld filters", b.numel, ll(v.k));
         if (overlap(y, b)) a.fail("Y overlaps b");
     }
+    Tensor r{};
+    if (has_res) {  // ABI 1.10: the residual
+        r = a.in(3, "R");
+        plugin_kit::conv2d_residual_check(a, r, y, [](const Tensor& p, const Tensor& q) { return overlap(p, q); });
+    }
     if (overlap(y, x) || overlap(y, w)) a.fail("Y overlaps X or W");
-    if (is_linear(v)) return fwd_linear(s, v, x, w, has_bias ? &b : nullptr, act, y);
+    if (is_linear(v)) return fwd_linear(s, v, x, w, has_bias ? &b : nullptr, act, has_res ? &r : nullptr, y);
     const Chunks ch = scratch_for(s, v);
     const int32_t P = static_cast<int32_t>(v.p()), K = static_cast<int32_t>(v.k);
     for (int32_t n0 = 0; n0 < v.n; n0 += ch.nb) {
@@ -126,7 +135,8 @@ void op_conv2d_fwd(const xylem_op_desc& desc, xylem_stream_s& s) {
                  ch.cols_off + static_cast<int32_t>(g * v.cgrs() * cols), cols, 0.0f, ch.mem,
                  ch.kp_off + static_cast<int32_t>(g * v.kg * cols), cols, "conv2d_fwd");
         Kernel(s, kFam, "kp_to_nchw_bias_act").arg(K).arg(P).arg(nb).arg(n0).arg(ch.mem).arg(ch.kp_off).arg(act)
-            .arg(has_bias).arg(has_bias ? b.mem : y.mem).arg(has_bias ? b.off : 0).arg(y.mem).arg(y.off)
+            .arg(has_bias).arg(has_bias ? b.mem : y.mem).arg(has_bias ? b.off : 0).arg(has_res)
+            .arg(has_res ? r.mem : y.mem).arg(has_res ? r.off : 0).arg(y.mem).arg(y.off)
             .run(static_cast<int64_t>(nb) * K * P);
     }
 }

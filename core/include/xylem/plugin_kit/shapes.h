@@ -99,6 +99,17 @@ void conv2d_db_check(const Args& a, const Conv2dShape& v, const T& db, const T& 
     if (overlap(db, x) || overlap(db, dy) || overlap(db, dw)) a.fail("db overlaps X, dY or dW");
 }
 
+// conv2d_fwd's optional fourth input R (ABI 1.10), the residual added before the activation: Y's
+// shape, and no overlap with Y (each output is written once R's element has been read, but a
+// plugin may write Y in blocks before it reads the rest of R).
+template <class Args, class T, class Overlap>
+void conv2d_residual_check(const Args& a, const T& r, const T& y, const Overlap& overlap) {
+    bool same = r.ndim == y.ndim;
+    for (uint32_t d = 0; same && d < y.ndim; ++d) same = r.dims[d] == y.dims[d];
+    if (!same) a.fail("R is %s but Y is %s: the residual has the output's shape", DimStr(r).s, DimStr(y).s);
+    if (overlap(r, y)) a.fail("Y overlaps R");
+}
+
 // MXNet #2011: a convolution whose kernel covers its unpadded input is a Linear layer, and a 1x1
 // convolution with stride 1 and no padding is one GEMM per image. Every plugin asks this once and
 // runs the first two cases through its GEMM (a plugin may still prefer its general path for a

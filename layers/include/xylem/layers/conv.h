@@ -30,11 +30,15 @@ public:
     bool can_accumulate_param_grads() const override { return true; }
     bool fuse_activation(xylem_activation act, Backend& backend) override;
     std::vector<uint32_t> ops_needed(bool backward) const override;
-    // Inference with the batch norm that reads this layer folded into it (Net's rewrite): one
-    // convolution with the rescaled weights and bias, then `act` (the activation reading the
-    // batch norm, or none) fused. Nothing is kept for a backward pass.
-    const Tensor& forward_folded(Device& dev, const Tensor& x, BatchNorm& bn, xylem_activation act);
+    // Inference with what Net's rewrites fold into this layer: the batch norm that reads it (one
+    // convolution with the rescaled weights and bias; bn may be null), a residual added to the
+    // result (the add that reads it, with its other input; may be null: ops.h's conv2d_fwd R), and
+    // `act` (the activation after them, or none) fused. Nothing is kept for a backward pass.
+    const Tensor& forward_folded(Device& dev, const Tensor& x, BatchNorm* bn, const Tensor* residual,
+                                 xylem_activation act);
     bool has_fused_activation() const { return attrs_.activation != XYLEM_ACT_NONE; }
+    const xylem_conv2d_attrs& attrs() const { return attrs_; }
+    const Shape& weight_shape() const { return weight_.value.shape(); }
 
 private:
     Shape weight_shape(int64_t in_channels) const;
@@ -43,6 +47,7 @@ private:
     Param weight_, bias_;
     Tensor x_, y_, dz_, dx_;
     Tensor folded_w_, folded_b_;  // forward_folded's weights and bias, refolded every call
+    Tensor zero_b_;               // [K] zeros: the bias a residual needs where there is none
 };
 
 struct Pool2dOptions {

@@ -160,6 +160,13 @@ private:
         // that, run inside the conv; `fold` on the conv names them.
         bool folded = false;
         size_t fold_bn = SIZE_MAX, fold_act = SIZE_MAX;
+        // Inference only: an add of a conv's output (through its folded batch norm) and another
+        // tensor runs as that conv with the other tensor as its residual input (ops.h's conv2d_fwd
+        // R), and the activation after the add (fold_act on the add) fused. The conv runs when the
+        // add's turn comes (the residual may come later in the order), not at its own.
+        size_t residual_conv = SIZE_MAX;  // on the add: the conv it runs
+        size_t residual_from = SIZE_MAX;  // on the add: the residual's producer (or model input)
+        size_t runs_in_add = SIZE_MAX;    // on the conv: the add that runs it
         bool needs_grad = false;          // its output needs a gradient (it, or a node before it, learns)
         bool owns_params = false;         // has parameters of its own (not shared from another node)
         bool writes_grads = false;        // has parameters at all (its own or shared)
@@ -189,6 +196,9 @@ private:
     void fuse_activations(Backend& backend);
     void pass_token_ids(Backend& backend);
     void fold_batch_norms(const Backend& backend);
+    void fold_residual_adds(Backend& backend);
+    const Shape& sample_shape(size_t j) const;  // node j's per-sample output, or model input j's
+    size_t fold_target(size_t i) const;         // the conv that runs folded node i (summary)
     // Adds dx to the gradient of node `to`'s output (the accumulate rule).
     void deliver(Device& dev, size_t to, const Tensor* dx);
 
