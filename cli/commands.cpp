@@ -455,9 +455,9 @@ int run_eval(const Args& a) {
     const double acc = train::evaluate(*model, *dev, test);  // ends with a device read: the time is complete
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     profiler::enable(false);
-    std::printf("test accuracy %.2f%% (%lld images, backend %s, %.3f s, %.0f images/s at batch 1000)\n", 100 * acc,
+    std::printf("test accuracy %.2f%% (%lld images, backend %s, %.3f s, %.0f images/s at batch %lld)\n", 100 * acc,
                 static_cast<long long>(test.count), backend->name().c_str(), seconds,
-                static_cast<double>(test.count) / seconds);
+                static_cast<double>(test.count) / seconds, static_cast<long long>(train::kEvaluationBatch));
     if (a.profile) profiler::print(std::cout);
     return 0;
 }

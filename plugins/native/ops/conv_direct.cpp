@@ -398,12 +398,24 @@ void fwd_filters_of(const ConvShape& v, const Layout& l, const float* xq, const 
               yq + (g * v.kg + k0) * l.qpad, l.qpad);
 }
 
-// yq's computed positions into image n of Y, less the columns past each row, with bias and activation.
+// Filters [k0, k1) of image n: yq's computed positions into Y, less the columns past each row,
+// then the epilogue, by blocks of filters of about 4K outputs, each still in L1 when its
+// epilogue reads it (a whole image's 50 KB went through L2 twice: ResNet-20's stem at batch 1000).
+void finish_filters(const ConvShape& v, const Layout& l, const float* yq, const ConvEpilogue& e, float* y, int64_t n,
+                    int64_t k0, int64_t k1) {
+    const int64_t P = v.oh * v.ow, block = std::max<int64_t>(1, 4096 / P);
+    ConvShape vk = v;
+    for (int64_t kb = k0; kb < k1; kb += block) {
+        vk.k = std::min(block, k1 - kb);
+        float* yk = y + (n * v.k + kb) * P;
+        compact_rows(vk, l, yq + kb * l.qpad, yk);
+        e.finish(kb, yk, P, yk, P, vk.k, P);
+    }
+}
+
+// The same for every filter of image n.
 void finish_image(const ConvShape& v, const Layout& l, const float* yq, const ConvEpilogue& e, float* y, int64_t n) {
-    const int64_t P = v.oh * v.ow;
-    float* yn = y + n * v.k * P;
-    compact_rows(v, l, yq, yn);
-    e.finish(0, yn, P, yn, P, v.k, P);
+    finish_filters(v, l, yq, e, y, n, 0, v.k);
 }
 
 // Rows [oh0, oh1) of every filter of one image: yq's positions [q0, ...) (ldq apart per filter)
@@ -478,17 +490,6 @@ void pack_shared(const ConvShape& v, const Layout& l, const float* x, float* xq,
     std::fill(xq + v.c * l.chan, xq + l.image, 0.0f);
 }
 
-// Filters [k0, k1) of image n: yq's computed positions into Y, less the columns past each row,
-// then bias and activation while they are in cache.
-void finish_filters(const ConvShape& v, const Layout& l, const float* yq, const ConvEpilogue& e, float* y, int64_t n,
-                    int64_t k0, int64_t k1) {
-    const int64_t P = v.oh * v.ow;
-    ConvShape vk = v;
-    vk.k = k1 - k0;
-    float* yk = y + (n * v.k + k0) * P;
-    compact_rows(vk, l, yq + k0 * l.qpad, yk);
-    e.finish(k0, yk, P, yk, P, k1 - k0, P);
-}
 
 // Fewer images than workers (inference at batch 1): each image packed once (its channels shared
 // out when big), then its groups' blocks of kFilterBlock filters (and, with fewer blocks than

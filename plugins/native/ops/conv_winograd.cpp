@@ -168,11 +168,13 @@ XYLEM_KERNEL_LEVELS(void, input_transform,
 }
 
 // y[k][2a + i][2b + j] = (A^T M A)[i][j] of tile (a, b), for the outputs inside oh x ow, from
-// m[(xi*kout + k)*ld + col0 + q]. scratch: 4 rows of tiles + a vector (by i and j).
+// m[(xi*kout + k)*ld + col0 + q], then the epilogue channel by channel (in L1: y is one image).
+// scratch: 4 rows of tiles + a vector (by i and j).
 XYLEM_KERNEL_LEVELS(void, output_transform,
                     (const Plan& p, const float* __restrict m, int64_t col0, float* __restrict scratch,
-                     float* __restrict y),
-                    (p, m, col0, scratch, y)) {
+                     const ConvEpilogue& e, float* __restrict y),
+                    (p, m, col0, scratch, e, y)) {
+    const int64_t plane = p.oh * p.ow;
     using V = typename S::V;
     using Vu = typename S::Vu;
     const int64_t step = p.kout * p.ld, rs = p.tiles + S::L;  // rs: scratch rows
@@ -196,6 +198,7 @@ XYLEM_KERNEL_LEVELS(void, output_transform,
                 const float *ye = scratch + 2 * i * rs + a * p.we, *yo = ye + rs;
                 interleave(ye, yo, p.ow, y + (k * p.oh + 2 * a + i) * p.ow);
             }
+        e.finish(k, y + k * plane, plane, y + k * plane, plane, 1, plane);
     }
 }
 
@@ -247,9 +250,9 @@ void run(const Plan& p, const float* x, const float* u, const ConvEpilogue& e, f
     const Chunks c{p.n, p.cin, p.kout, p.oh, p.ow, p.cin * p.h * p.w, p.tiles, p.chunk, p.ld, p.qpad, 16,
                    4 * p.phase, 4 * (p.tiles + kAlign)};
     run_chunks(
-        c, x, u, e, y, scratch,
+        c, x, u, y, scratch,
         [&](const float* xj, int64_t col0, float* plane, float* v) { input_transform(p, xj, col0, plane, v); },
-        [&](const float* m, int64_t col0, float* rows, float* yj) { output_transform(p, m, col0, rows, yj); });
+        [&](const float* m, int64_t col0, float* rows, float* yj) { output_transform(p, m, col0, rows, e, yj); });
 }
 
 // How many more positions than the outputs' a pass may compute (4 per tile, with the column past

@@ -228,11 +228,13 @@ __attribute__((always_inline)) inline void output_tiles(const Plan& p, const flo
 }
 
 // y[k][4a + i][4b + j] = (A^T M A)[i][j] of tile (a, b) for the outputs inside oh x ow, from
-// m[(xi*kout + k)*ld + col0 + q]. rows: 16 rows of tiles + a vector.
+// m[(xi*kout + k)*ld + col0 + q], then the epilogue channel by channel (in L1: y is one image).
+// rows: 16 rows of tiles + a vector.
 XYLEM_KERNEL_LEVELS(void, output_transform4,
                     (const Plan& p, const float* __restrict m, int64_t col0, float* __restrict rows,
-                     float* __restrict y),
-                    (p, m, col0, rows, y)) {
+                     const ConvEpilogue& e, float* __restrict y),
+                    (p, m, col0, rows, e, y)) {
+    const int64_t plane = p.oh * p.ow;
     const int64_t step = p.kout * p.ld, rs = p.tiles + kAlign;
     for (int64_t k = 0; k < p.kout; ++k) {
         const float* mk = m + k * p.ld + col0;
@@ -246,6 +248,7 @@ XYLEM_KERNEL_LEVELS(void, output_transform4,
                                            rows + (i * 4 + 3) * rs};
                 interleave4(s, a * p.tq, p.ow, y + (k * p.oh + 4 * a + i) * p.ow);
             }
+        e.finish(k, y + k * plane, plane, y + k * plane, plane, 1, plane);
     }
 }
 
@@ -332,9 +335,9 @@ void winograd4_pass(const Winograd4Plan& p, const float* x, const float* filters
     const Chunks c{p.n, p.cin, p.kout, p.oh, p.ow, p.cin * p.h * p.w, p.tiles, p.chunk, p.ld, p.qpad, 36,
                    16 * p.phase, 16 * (p.tiles + kAlign)};
     run_chunks(
-        c, x, u, e, y, scratch,
+        c, x, u, y, scratch,
         [&](const float* xj, int64_t col0, float* planes, float* v) { input_transform4(p, xj, col0, planes, v); },
-        [&](const float* m, int64_t col0, float* rows, float* yj) { output_transform4(p, m, col0, rows, yj); });
+        [&](const float* m, int64_t col0, float* rows, float* yj) { output_transform4(p, m, col0, rows, e, yj); });
 }
 
 }  // namespace xylem::native

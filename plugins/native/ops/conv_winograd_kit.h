@@ -107,9 +107,9 @@ struct Chunks {
 // The pass over every image: chunks of images handed out one at a time to the workers; each
 // chunk's images transformed into V (input(x_j, column, plane, v)), the `elements` products
 // M[xi] = U[xi] V[xi] by the direct kernels' multiply, each image transformed back
-// (output(m, column, rows, y_j)), then its bias and activation.
+// (output(m, column, rows, y_j): with the conv's epilogue, channel by channel while in L1).
 template <class Input, class Output>
-void run_chunks(const Chunks& p, const float* x, const float* u, const ConvEpilogue& e, float* y, Arena& scratch,
+void run_chunks(const Chunks& p, const float* x, const float* u, float* y, Arena& scratch,
                 const Input& input, const Output& output) {
     const int64_t chunks = (p.n + p.chunk - 1) / p.chunk;
     const double flops = 2.0 * static_cast<double>(p.elements * p.n * p.tiles) * p.cin * p.kout;
@@ -134,7 +134,6 @@ void run_chunks(const Chunks& p, const float* x, const float* u, const ConvEpilo
         for (int64_t j = n0; j < n1; ++j) {
             float* yj = y + j * out_image;
             output(m[w], (j - n0) * p.tiles, rows[w], yj);
-            e.finish(0, yj, out_plane, yj, out_plane, p.kout, out_plane);
         }
     });
 }
