@@ -170,6 +170,11 @@ const PoolCase kPoolCases[] = {
     // (ResNet's 3x3 stride-2 max pool; a stride-1 average).
     {{2, 3, 11, 70}, {XYLEM_POOL_MAX, 3, 3, 2, 2, 1, 1, 1}},
     {{1, 2, 6, 40}, {XYLEM_POOL_AVG, 3, 3, 1, 1, 1, 1, 0}},
+    // Stride 2 beyond ResNet's window (native splits each row into even and odd columns): no
+    // padding on an odd width, a padded 2x2, a 5x5 reaching two columns either side.
+    {{1, 2, 8, 11}, {XYLEM_POOL_MAX, 3, 3, 2, 2, 0, 0, 1}},
+    {{1, 2, 6, 10}, {XYLEM_POOL_AVG, 2, 2, 2, 2, 1, 1, 0}},
+    {{2, 1, 9, 12}, {XYLEM_POOL_MAX, 5, 5, 2, 2, 2, 2, 1}},
     // global_avgpool's window, the whole plane (the native plugin's own path): 7x7, and 21 values
     // a plane (a lane remainder); the max over the whole plane too.
     {{3, 5, 7, 7}, {XYLEM_POOL_AVG, 7, 7, 7, 7, 0, 0, 1}},

@@ -75,6 +75,10 @@ const Case kCases[] = {
     // One image with work for several CPUs: the forward pass shares out blocks of 48 filters.
     {"128->128 7x7, 1 image (blocks of filters)", {1, 128, 7, 7}, {128, 128, 3, 3},
      {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
+    // ... in blocks of 24 filters where 48 would leave a worker idle in the last round (5 blocks of
+    // 48 on two workers: 3 rounds; 9 of 24: 5 rounds of half the work).
+    {"200 filters 7x7, 1 image (blocks of 24 filters)", {1, 64, 7, 7}, {200, 64, 3, 3},
+     {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_RELU, 0}, true},
     // One image, one block of filters, a big map: its channels packed by the workers, blocks of
     // positions (6480 in 4), the finishing by blocks of 2 filters.
     {"stem-like 3->16 stride 2, 1 image (blocks of positions)", {1, 3, 160, 160}, {16, 3, 3, 3},
