@@ -80,9 +80,10 @@ public:
     // span, not a vector: `build(dev, {20}, seed)` stays the one-input form.
     void build(Device& dev, std::span<const Shape> input_samples, uint64_t seed, bool training = true);
     void build(Device& dev, const Shape& input_sample, uint64_t seed, bool training = true);
-    // Inference runs conv -> batchnorm [-> activation] as one rescaled convolution (on by
-    // default; results differ from the unfolded layers by rounding only). Off: every node runs as
-    // written, as in training.
+    // Inference runs conv -> batchnorm [-> activation] as one rescaled convolution, and a residual
+    // add after a conv (and the activation after it) inside that conv (on by default; results
+    // differ from the unfolded layers by rounding only). Off: every node runs as written, as in
+    // training.
     void set_fold_batch_norms(bool on) { fold_batch_norms_ = on; }
     const Shape& output_sample_shape(size_t k = 0) const { return output_shapes_.at(k); }
     // The element type of model input k (that of the layers that read it: int32 token indices
