@@ -22,6 +22,7 @@
 #include "xylem/train/data_parallel.h"
 #include "xylem/train/distributed.h"
 #include "xylem/train/interrupt.h"
+#include "xylem/train/run_folder.h"
 #include "xylem/train/evaluate.h"
 #include "xylem/train/model_builder.h"
 #include "xylem/train/run_data.h"
@@ -337,10 +338,27 @@ int train_run(const Args& a, const train::Launch& launch, std::unique_ptr<train:
         options.data_parallel = data_parallel.get();
     }
     train::RunResult r;
-    {
+    // The folders --out NEW/RUN makes, from the first that is missing: a run that fails before
+    // writing anything (a model or data error found while preparing) removes them again.
+    fs::path out = fs::absolute(c.out_dir).lexically_normal(), made;
+    if (!out.has_filename()) out = out.parent_path();  // "run/": the folder run
+    for (fs::path p = out; !p.empty() && !fs::exists(p); p = p.parent_path()) {
+        made = p;
+        if (p == p.parent_path()) break;
+    }
+    try {
         train::InterruptGuard interrupts;  // Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130 / 143
         options.callbacks.push_back(&interrupts);
         r = train::run(c, *dev, std::cout, options);
+    } catch (...) {
+        if (!made.empty() && (!data_parallel || data_parallel->root())) {
+            train::remove_unused_run_folder(c.out_dir);
+            std::error_code ec;
+            for (fs::path p = out.parent_path();
+                 p.string().size() >= made.string().size() && fs::remove(p, ec);)  // each only if empty
+                p = p.parent_path();
+        }
+        throw;
     }
     if (data_parallel && !data_parallel->root())  // rank 0 reports for the run
         return r.stopped_by_signal ? 128 + r.stopped_by_signal : 0;

@@ -63,6 +63,23 @@ RunFolderLock::~RunFolderLock() {
     if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the flock
 }
 
+void remove_unused_run_folder(const std::string& dir) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+        if (entry.path().filename() != kLockName) return;
+    if (ec) return;
+    const std::string lock = (fs::path(dir) / kLockName).string();
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        ::close(fd);  // another run holds it now: its folder
+        return;
+    }
+    // Unlinked while held: no other run can be holding this lock file.
+    fs::remove(lock, ec);
+    fs::remove(dir, ec);  // fails, harmlessly, if something appeared in the meantime
+    if (fd >= 0) ::close(fd);
+}
+
 nlohmann::json RunRecord::to_json() const {
     return {{"run_id", id}, {"config", config}, {"started", started}, {"data", data}};
 }

@@ -129,6 +129,19 @@ TEST_F(CliErrors, ShapeMismatchNamesLayerAndShapes) {
                           "[1, 28, 28], expected [784]");
 }
 
+// A run that fails while preparing (here the model's shapes) leaves no folder behind where there
+// was none: --out NEW/RUN makes both, and both go again. A folder that existed stays.
+TEST_F(CliErrors, AFailedRunRemovesTheFoldersItMade) {
+    std::string cfg = write("noflat2.toml", "backend = \"native\"\n[[model.layers]]\ntype = \"linear\"\nout = 10\n");
+    const fs::path fresh = dir_ / "new" / "run";
+    expect_one_line_error(run("train --config " + cfg + " --out " + fresh.string()), "expects a flat feature vector");
+    EXPECT_FALSE(fs::exists(dir_ / "new")) << "the folders the failed run made are still there";
+    EXPECT_TRUE(fs::exists(dir_)) << "a folder that was there before the run";
+    fs::create_directories(dir_ / "kept");
+    expect_one_line_error(run("train --config " + cfg + " --out " + (dir_ / "kept").string()), "expects a flat feature vector");
+    EXPECT_TRUE(fs::exists(dir_ / "kept")) << "a folder that existed before the run is the user's";
+}
+
 // A model of several inputs or outputs ([model] inputs / outputs) cannot be trained from a data
 // set of one input and a loss of one output: one line naming them, before any step.
 TEST_F(CliErrors, SeveralInputsOrOutputsAreRefusedForTraining) {

@@ -54,4 +54,10 @@ void write_folder_record(const std::string& dir, const RunRecord& record);
 // returns that folder ("" if there was nothing to move). The earlier run stays resumable there.
 std::string move_earlier_run_aside(const std::string& dir);
 
+// After a run that failed before writing anything (a config, data or model error found while
+// preparing), removes the out dir it created: a folder holding nothing but the lock file, which
+// is taken again first (a folder another run holds, or one with any other entry, stays). A failed
+// `xylem train --out NEW` then leaves no empty folder behind.
+void remove_unused_run_folder(const std::string& dir);
+
 }  // namespace xylem::train
