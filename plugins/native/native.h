@@ -291,8 +291,6 @@ struct ConvEpilogue {
         if (any() || src != dst)
             channel_bias_activate(act, bias(k0), src, lds, dst, ldd, rows, cols, r ? r + (at - y) : nullptr, ld_at);
     }
-    // The same epilogue with no residual (the paths that add it themselves).
-    ConvEpilogue without_residual() const { return {b, act, nullptr, y}; }
 };
 
 // ---- op kernels (ops/<family>.cpp); each validates its descriptor and throws OpError --------
