@@ -73,6 +73,15 @@ Net& Model::net() {
     return *net_;
 }
 
+Loss& Model::loss() {
+    Net& n = net();
+    value_errors([&] {
+        loss_->check_output(n.output_sample_shape());
+        return 0;
+    });
+    return *loss_;
+}
+
 int64_t Model::classes() const { return net_->output_sample_shape().back(); }
 
 void Model::ensure_built(const Shape& sample) { ensure_built(std::span<const Shape>(&sample, 1)); }
@@ -102,7 +111,6 @@ void Model::ensure_built(std::span<const Shape> samples) {
         solver_ = train::build_solver(config_);
         net_->build(*dev_, samples, config_.seed);
         loss_ = make_loss(config_.loss);
-        loss_->check_output(net_->output_sample_shape());
         return 0;
     });
     built_ = true;
@@ -166,7 +174,10 @@ void check_labels_fit(Model& m, const io::Dataset& d, const std::string& what) {
 io::Dataset prepared(Model& m, const HostArray& x, const HostArray* y, const std::string& what) {
     io::Dataset d = to_dataset(m, x, y, what);
     m.ensure_built(d.sample_shape());
-    if (y) check_labels_fit(m, d, what);
+    if (y) {
+        m.loss();  // labels are scored by the loss: a model whose output it cannot read is refused first
+        check_labels_fit(m, d, what);
+    }
     return d;
 }
 
@@ -214,6 +225,7 @@ nb::dict run_fit(nb::object owner, Model& m, train::BatchSource& batches, const 
     if (validation.count == 0 && o.best_metric != "train_loss")
         throw nb::value_error(("monitor '" + o.best_metric + "' needs validation data (validation_split or validation_data)").c_str());
     Net& net = m.net();
+    Loss& loss = m.loss();
     Device& dev = m.device();
     value_errors([&] {
         if (std::string why = train::capture_blocker(o, net, m.solver(), dev); !why.empty()) throw Error(c.source + ": " + why);
@@ -264,7 +276,7 @@ nb::dict run_fit(nb::object owner, Model& m, train::BatchSource& batches, const 
         nb::gil_scoped_release unlocked;
         train::InterruptGuard interrupts;  // Ctrl-C: finish the step, write the checkpoint, return
         cbs.push_back(&interrupts);
-        r = train::fit(net, m.loss(), m.solver(), dev, batches, state, o, cbs);
+        r = train::fit(net, loss, m.solver(), dev, batches, state, o, cbs);
         progress_out.flush();
     }
     py.rethrow_if_failed();

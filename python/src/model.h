@@ -37,7 +37,9 @@ public:
     Net& net();
     Device& device() { return *dev_; }
     const RunConfig& config() const { return config_; }
-    Loss& loss() { return *loss_; }
+    // The config's loss, checked against the model's output (ValueError) at each use: fit and
+    // evaluate need it, predict does not (an ONNX graph whose outputs are feature maps runs).
+    Loss& loss();
     Solver& solver() { return *solver_; }
     int64_t classes() const;
     bool takes_tokens() const;

@@ -144,3 +144,31 @@ def test_fit_on_a_text_matches_xylem_train(tmp_path, xylem_cli):
     assert again.generate("pack ", 30, seed=2) == model.generate("pack ", 30, seed=2)
     with pytest.raises(ValueError, match="no y"):
         model.fit(corpus, np.zeros(3, np.int32))
+
+
+def test_from_onnx_of_a_model_whose_output_is_no_score_vector(tmp_path):
+    # A model whose outputs are feature maps (an autoencoder, a segmentation net, a backbone) is
+    # imported and predicts; only fit and evaluate need the loss to read its output. (from_onnx
+    # used to check the importer's default cross_entropy against the output and refuse it.)
+    torch = pytest.importorskip("torch")
+    try:
+        torch.zeros(1).numpy()
+    except RuntimeError as e:
+        pytest.skip(f"torch cannot exchange arrays with NumPy {np.__version__}: {e}")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.ReLU()).eval()
+    x = torch.rand(4, 2, 5, 5)
+    path = tmp_path / "maps.onnx"
+    torch.onnx.export(net, x, str(path), opset_version=13, input_names=["input"], output_names=["maps"],
+                      dynamic_axes={"input": {0: "batch"}, "maps": {0: "batch"}})
+    model = xylem.Model.from_onnx(path, backend="native")
+    ours = model.predict(x.numpy())
+    with torch.no_grad():
+        ref = net(x).numpy()
+    assert ours.shape == (4, 3, 5, 5)
+    assert np.allclose(ours, ref, rtol=1e-4, atol=1e-5), np.abs(ours - ref).max()
+    labels = np.zeros(4, dtype=np.int32)
+    for call in (lambda: model.evaluate(x.numpy(), labels), lambda: model.fit(x.numpy(), labels, verbose=0)):
+        with pytest.raises(ValueError, match=r"loss cross_entropy: expects the model to output one score vector"):
+            call()
+    assert np.array_equal(model.predict(x.numpy()), ours)  # still usable
