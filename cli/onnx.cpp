@@ -145,6 +145,9 @@ int run_onnx_run(const Args& a) {
     t0 = Clock::now();
     auto model = train::build_inference_model(c, *dev, samples, xs[0].shape[0]);
     onnx_import::load_parameters(*model, m);
+    for (size_t k = 0; k < xs.size(); ++k)
+        if (xs[k].integer)
+            model->check_token_ids(k, xs[k].tokens.data(), static_cast<int64_t>(xs[k].tokens.size()), files[k]);
     std::vector<Tensor> ins;
     std::vector<const Tensor*> in_ptrs;
     for (const npy::Array& x : xs) {

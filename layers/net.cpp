@@ -520,6 +520,21 @@ DType Net::input_dtype(size_t k) const {
     return DType::F32;  // an input no layer reads
 }
 
+void Net::check_token_ids(size_t k, const int32_t* ids, int64_t count, const std::string& what) const {
+    if (!built_) throw Error("model used before build()");
+    if (k >= input_names_.size())
+        throw Error("model input " + std::to_string(k) + ": the model has " + std::to_string(input_names_.size()));
+    for (const Node& n : nodes_) {
+        const auto* lookup = dynamic_cast<const TokenLookup*>(n.layer.get());
+        if (!lookup || std::find(n.from.begin(), n.from.end(), model_input(k)) == n.from.end()) continue;
+        for (int64_t i = 0; i < count; ++i)
+            if (ids[i] < 0 || ids[i] >= lookup->vocab())
+                throw Error(what + ": token id " + std::to_string(ids[i]) + " at flat index " + std::to_string(i) +
+                            " is outside the vocabulary of " + n.layer->label() + ", [0, " +
+                            std::to_string(lookup->vocab()) + ")");
+    }
+}
+
 void Net::check_ops(Backend& backend, bool backward) const {
     for (const Node& n : nodes_)
         if (!n.fused && !n.ids_passed)

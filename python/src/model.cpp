@@ -171,9 +171,17 @@ void check_labels_fit(Model& m, const io::Dataset& d, const std::string& what) {
                                       .c_str());
 }
 
+void check_token_ids(Model& m, size_t k, const int32_t* ids, int64_t count, const std::string& what) {
+    value_errors([&] {
+        m.net().check_token_ids(k, ids, count, what);
+        return 0;
+    });
+}
+
 io::Dataset prepared(Model& m, const HostArray& x, const HostArray* y, const std::string& what) {
     io::Dataset d = to_dataset(m, x, y, what);
     m.ensure_built(d.sample_shape());
+    if (d.is_tokens()) check_token_ids(m, 0, d.tokens.data(), static_cast<int64_t>(d.tokens.size()), what + ": x");
     if (y) {
         m.loss();  // labels are scored by the loss: a model whose output it cannot read is refused first
         check_labels_fit(m, d, what);
@@ -364,6 +372,7 @@ NumpyF32 predict(Model& m, const HostArray& x, int64_t batch_size) {
         throw nb::value_error((std::string("predict: the model takes ") + (tokens ? "int32 token ids" : "float32 samples") +
                                ", got " + (is_i32(x) ? "int32" : "float32") + " x").c_str());
     m.ensure_built(model_sample(xs, tokens, "predict"));
+    if (tokens) check_token_ids(m, 0, static_cast<const int32_t*>(x.data()), numel(xs), "predict: x");
     Net& net = m.net();
     const int64_t n = xs[0];
     Shape out_shape{n};
@@ -411,6 +420,10 @@ std::vector<NumpyF32> predict_many(Model& m, const std::vector<HostArray>& xs, i
         samples.emplace_back(s.begin() + 1, s.end());
     }
     m.ensure_built(samples);
+    for (size_t k = 0; k < xs.size(); ++k)
+        if (m.input_takes_tokens(k))
+            check_token_ids(m, k, static_cast<const int32_t*>(xs[k].data()), numel(array_shape(xs[k])),
+                            "predict: x[" + std::to_string(k) + "] (input '" + names[k] + "')");
     Net& net = m.net();
     std::vector<std::vector<float>> outs(net.output_count());
     std::vector<int64_t> per(outs.size());

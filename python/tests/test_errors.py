@@ -57,3 +57,38 @@ def test_a_diverging_run_is_runtime_error(small_data):
     with pytest.raises(RuntimeError, match="the loss became (NaN|infinite)"):
         model.fit(x * 1e6, y, epochs=2, verbose=0)
     assert model.predict(x).shape == (200, 10)  # the interpreter and the model go on
+
+
+def test_token_ids_outside_the_vocabulary_are_a_value_error_naming_the_array():
+    # fit, evaluate and predict check the ids against the embedding before they reach the device
+    # (the op's own check raised a RuntimeError naming neither the array nor the layer).
+    cfg = """
+[[model.layers]]
+type = "embedding"
+name = "emb"
+vocab = 10
+dim = 4
+[[model.layers]]
+type = "linear"
+out = 3
+[loss]
+type = "cross_entropy"
+[solver]
+type = "sgd"
+lr = 0.1
+[train]
+batch_size = 4
+"""
+    model = xylem.Model.from_config(cfg, backend="native")
+    ids = np.arange(40, dtype=np.int32).reshape(8, 5) % 10
+    y = np.zeros((8, 5), dtype=np.int32)
+    model.fit(ids, y, verbose=0)
+    bad = ids.copy()
+    bad[3, 2] = 10
+    where = r"token id 10 at flat index 17 is outside the vocabulary of model layer 'emb' \(embedding\), \[0, 10\)"
+    for call, what in ((lambda: model.predict(bad), "predict: x"), (lambda: model.evaluate(bad, y), "evaluate: x"),
+                       (lambda: model.fit(bad, y, verbose=0), "fit: x"),
+                       (lambda: model.fit(ids, y, validation_data=(bad, y), verbose=0), "validation_data: x")):
+        with pytest.raises(ValueError, match=what + ": " + where):
+            call()
+    assert model.predict(ids).shape == (8, 5, 3)  # still usable

@@ -281,5 +281,49 @@ TEST(OnnxSeveralInputs, RunTakesAnInputPerGraphInputAndWritesEveryOutput) {
     fs::remove_all(dir);
 }
 
+// Token ids outside an embedding's vocabulary are refused before the model runs, naming the file,
+// the id, its place and the layer (the op's own check said "native: gather_rows: index 10 at
+// position 4 is out of range [0, 10)", naming neither), and no output is written.
+TEST(OnnxSeveralInputs, RunRefusesTokenIdsOutsideTheVocabulary) {
+    if (!backend_named("native")) GTEST_SKIP() << "no native plugin";
+    const fs::path dir = fs::temp_directory_path() / ("xylem_onnx_token_ids_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    onnx::ModelProto e;
+    e.set_ir_version(8);
+    e.add_opset_import()->set_version(17);
+    auto* g = e.mutable_graph();
+    value_info(g->add_input(), "ids", {-1, 3});
+    g->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+    value_info(g->add_output(), "y", {-1, 3, 4});
+    *g->add_initializer() = floats("wte.weight", {10, 4});
+    node(g, "Gather", "/wte/Gather", {"wte.weight", "ids"}, {"y"});
+    std::ofstream(dir / "emb.onnx", std::ios::binary) << bytes_of(e);
+    auto write_ids = [&](const std::string& name, const std::vector<int64_t>& ids) {  // [2, 3] int64
+        const std::string h = "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 3), }\n";
+        std::string b("\x93NUMPY\x01\x00", 8);
+        b += static_cast<char>(h.size() & 0xff);
+        b += static_cast<char>(h.size() >> 8);
+        b += h;
+        b.append(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int64_t));
+        std::ofstream(dir / name, std::ios::binary) << b;
+    };
+    write_ids("ok.npy", {0, 1, 2, 9, 8, 7});
+    write_ids("big.npy", {0, 1, 2, 9, 10, 7});
+    write_ids("neg.npy", {0, -1, 2, 9, 8, 7});
+    const std::string model = (dir / "emb.onnx").string();
+    auto r = run_cli("run " + model + " --input " + (dir / "ok.npy").string() + " --backend native --out " + (dir / "ok").string());
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    for (const auto& [file, what] : {std::pair{"big.npy", "token id 10 at flat index 4"}, {"neg.npy", "token id -1 at flat index 1"}}) {
+        const fs::path out = dir / ("out_" + std::string(file));
+        r = run_cli("run " + model + " --input " + (dir / file).string() + " --backend native --out " + out.string());
+        EXPECT_EQ(r.code, 1) << r.out << r.err;
+        EXPECT_HAS(r.err, (dir / file).string() + ": " + what + " is outside the vocabulary of model layer ");
+        EXPECT_HAS(r.err, "(embedding), [0, 10)");
+        EXPECT_FALSE(fs::exists(out)) << "an output was written";
+    }
+    fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace xylem::test

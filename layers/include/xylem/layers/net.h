@@ -89,6 +89,11 @@ public:
     // The element type of model input k (that of the layers that read it: int32 token indices
     // for a text model, f32 otherwise; once built, what build() found).
     DType input_dtype(size_t k = 0) const;
+    // Token ids for model input k, on the host, checked before they reach the device: each must
+    // lie in [0, vocab) of every embedding or one_hot that reads the input (the op's own check
+    // names neither the layer nor the data). An Error names `what` (the file or the array), the
+    // first id outside, its flat index and the layer. Built models only.
+    void check_token_ids(size_t k, const int32_t* ids, int64_t count, const std::string& what) const;
     // Throws an Error naming the first layer whose forward (and, with `backward`, backward) ops
     // the backend does not support: "model layer 0 (conv2d): op conv2d_fwd is not supported by
     // backend 'tiny'". build() runs it for the forward ops, before any work is done.
