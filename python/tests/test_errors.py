@@ -92,3 +92,17 @@ batch_size = 4
         with pytest.raises(ValueError, match=what + ": " + where):
             call()
     assert model.predict(ids).shape == (8, 5, 3)  # still usable
+
+
+def test_epochs_and_batch_size_must_be_positive_integers(small_data):
+    # 0 or a negative number used to mean the config's value, a fraction was truncated: silently.
+    x, y = small_data
+    model = xylem.Model.from_config(MLP, backend="native")
+    for call, name, bad in ((lambda v: model.fit(x, y, epochs=v, verbose=0), "epochs", (0, -1, 1.5, True)),
+                            (lambda v: model.fit(x, y, batch_size=v, verbose=0), "batch_size", (0, -8, 2.5)),
+                            (lambda v: model.predict(x, batch_size=v), "batch_size", (0, -1)),
+                            (lambda v: model.evaluate(x, y, batch_size=v), "batch_size", (0, -1))):
+        for v in bad:
+            with pytest.raises(ValueError, match=f"{name} must be a positive integer"):
+                call(v)
+    assert model.predict(x, batch_size=np.int64(7)).shape[0] == len(x)

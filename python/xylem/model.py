@@ -1,4 +1,5 @@
 """xylem.Model: a model built from a config by the C++ library, trained by its training loop."""
+import numbers
 import signal
 
 from . import _arrays
@@ -135,7 +136,8 @@ class Model:
         if verbose == 2:
             hooks.append(_EpochLines())
         self.stop_training = False
-        result = self._m._fit(self, x, y, vx, vy, float(validation_split), int(epochs or 0), int(batch_size or 0),
+        result = self._m._fit(self, x, y, vx, vy, float(validation_split), _count("epochs", epochs),
+                              _count("batch_size", batch_size),
                            bool(shuffle), int(verbose), hooks, checkpoint_dir, monitor, int(patience), float(min_delta),
                            None if resume is None else str(resume))
         if result["stopped_by_signal"] in (signal.SIGINT, signal.SIGTERM):
@@ -146,7 +148,7 @@ class Model:
 
     def evaluate(self, x, y, batch_size=None):
         """Mean loss (per sample; per token for a text model) and accuracy over x, y: a dict."""
-        return self._m._evaluate(_arrays.samples(x, self.takes_tokens), _arrays.labels(y), int(batch_size or 0))
+        return self._m._evaluate(_arrays.samples(x, self.takes_tokens), _arrays.labels(y), _count("batch_size", batch_size))
 
     def predict(self, x, batch_size=None):
         """The model's outputs for every sample of x, a float32 ndarray [N, *output shape]: what its
@@ -157,7 +159,7 @@ class Model:
         (output_names) returns a list of arrays, one per output."""
         names = self._m.input_names
         if len(names) == 1 and len(self._m.output_names) == 1 and not isinstance(x, (list, tuple)):
-            return self._m._predict(_arrays.samples(x, self.takes_tokens), int(batch_size or 0))
+            return self._m._predict(_arrays.samples(x, self.takes_tokens), _count("batch_size", batch_size))
         xs = list(x) if isinstance(x, (list, tuple)) else [x]
         if len(xs) != len(names):
             raise ValueError(f"predict: the model takes {len(names)} input(s) ({', '.join(names)}): pass "
@@ -165,7 +167,7 @@ class Model:
                              f"got {len(xs)}")
         arrays = [_arrays.samples(a, tokens, f"x[{k}] (input '{name}')")
                   for k, (a, tokens, name) in enumerate(zip(xs, self._m.input_tokens, names))]
-        outs = self._m._predict_many(arrays, int(batch_size or 0))
+        outs = self._m._predict_many(arrays, _count("batch_size", batch_size))
         return outs if len(outs) > 1 else outs[0]
 
     @property
@@ -213,6 +215,17 @@ class Model:
 
     def __repr__(self):
         return f"xylem.Model({self.config_source!r}, backend={self.backend!r}, device={self.device!r})"
+
+
+def _count(name, value):
+    """epochs or batch_size as the C++ side takes it: 0 for None (the config's), else a positive
+    integer; 0, a negative number, a bool or a fraction is a ValueError (it used to mean the config's
+    value, or be truncated, without a word)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer (or None: the config's), got {value!r}")
+    return int(value)
 
 
 def _metric(name):
