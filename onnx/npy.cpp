@@ -64,9 +64,10 @@ Array parse(const std::string& b, const std::string& source) {
     const std::string h = b.substr(start, header_len);
     const std::string descr = dict_value(h, "descr", source);
     std::string type = descr.size() == 5 ? descr.substr(1, 3) : "";
-    if ((descr.front() != '\'' && descr.front() != '"') || descr.back() != descr.front() ||
-        (type != "<f4" && type != "<i4" && type != "<i8"))
-        throw Error(source + ": .npy dtype " + descr +
+    // The type first: an empty descr ("'descr': ,") has no front() to compare.
+    if ((type != "<f4" && type != "<i4" && type != "<i8") || (descr.front() != '\'' && descr.front() != '"') ||
+        descr.back() != descr.front())
+        throw Error(source + ": .npy dtype " + (descr.empty() ? std::string("(empty)") : descr) +
                     " is not supported: xylem reads little-endian float32 ('<f4'), or "
                     "int32/int64 token ids ('<i4', '<i8'); convert with a.astype(numpy.float32)");
     const size_t width = type == "<i8" ? 8 : 4;

@@ -316,6 +316,14 @@ TEST(Npy, RoundTripsAndRefusesWhatItCannotRead) {
     std::string f8 = bytes;
     f8.replace(f8.find("<f4"), 3, "<f8");
     EXPECT_THROW(npy::parse(f8, "x.npy"), Error);
+    std::string no_descr = bytes;  // "'descr': ," (was front() of an empty string)
+    no_descr.replace(no_descr.find("'<f4'"), 5, "     ");
+    try {
+        npy::parse(no_descr, "x.npy");
+        ADD_FAILURE() << "an empty descr was read";
+    } catch (const Error& e) {
+        EXPECT_HAS(std::string(e.what()), "x.npy: .npy dtype (empty) is not supported");
+    }
     // int32 token ids: the same 24 bytes are 6 int32s (the float bits); as int64 they are 3, of
     // which the first (2.0f's bits over 1.0f's) is outside int32's range.
     std::string i4 = bytes;
