@@ -16,6 +16,7 @@ Shape BatchNorm::output_shape(const Shape& input) const {
 void BatchNorm::bind(Device& dev, const Shape& input, std::mt19937_64&) {
     output_shape(input);
     channels_ = input[0];
+    sample_ = input;
     const Shape c{channels_};
     dev.backend().require(XYLEM_OP_FILL, label());  // initialises the parameters and statistics
     gamma_ = constant_param(dev, "weight", c, 1.0f);  // PyTorch's state_dict names
@@ -41,12 +42,20 @@ const Tensor& BatchNorm::forward(Device& dev, const Tensor& x, bool train) {
     return y_;
 }
 
+bool BatchNorm::fuse_activation(xylem_activation act, Backend& backend) {
+    if (act != XYLEM_ACT_RELU || attrs_.activation != XYLEM_ACT_NONE || sample_.empty()) return false;
+    if (!ops::batchnorm_takes_relu(backend, sample_)) return false;
+    attrs_.activation = XYLEM_ACT_RELU;
+    return true;
+}
+
 void BatchNorm::fold_into(Device& dev, const Tensor& w, const Tensor* b, Tensor& w_out, Tensor& b_out) {
     if (w.shape().empty() || w.dim(0) != channels_) shape_error("folded weights", w.shape(), {channels_, -1});
     ensure(zeros_, {channels_}, dev);
     ops::fill(dev, zeros_, 0.0f);
     xylem_batchnorm_attrs a = attrs_;
     a.training = 0;
+    a.activation = XYLEM_ACT_NONE;  // the rescaling alone: the folding conv applies the ReLU
     // The weights as one sample whose channel axis is their rows: (w - 0) * s + 0.
     const int64_t per_row = w.numel() / channels_;
     ensure(w_out, w.shape(), dev);
@@ -66,7 +75,7 @@ const Tensor& BatchNorm::backward(Device& dev, const Tensor& dy, bool) {
     xylem_batchnorm_attrs a = attrs_;
     a.training = 1;
     ops::batchnorm_bwd(dev, dy, x_, gamma_.value, saved_mean_, saved_invstd_, ensure(dx_, x_.shape(), dev),
-                       gamma_.grad, beta_.grad, a);
+                       gamma_.grad, beta_.grad, a, a.activation == XYLEM_ACT_RELU ? &y_ : nullptr);
     return dx_;
 }
 

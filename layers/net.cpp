@@ -285,8 +285,10 @@ void Net::fold_batch_norms(const Backend& backend) {
             Node& a = nodes_[j];
             if (a.from.size() != 1 || a.from[0] != i) continue;
             auto* act = dynamic_cast<Activation*>(a.layer.get());
-            // Only what conv2d_fwd runs as its epilogue (a GELU after a batch norm stays a layer).
-            if (bn.consumers == 1 && !bn.is_output && !a.fused && act && fusable_activation(act->activation(), backend)) {
+            // Only what conv2d_fwd runs as its epilogue (a GELU after a batch norm stays a layer). An
+            // activation fused into the batch norm (its ReLU) moves with it into the conv.
+            if (bn.consumers == 1 && !bn.is_output && act &&
+                (a.fused || fusable_activation(act->activation(), backend))) {
                 conv.fold_act = j;
                 a.folded = true;
             }
@@ -762,7 +764,10 @@ std::string Net::summary() const {
         if (n.owner != SIZE_MAX) params = "shared with " + nodes_[n.owner].name;
         else trainable += count;
         std::string shape = built_ ? to_string(n.shape) : "?";
-        if (n.fused) shape += " (fused into " + nodes_[n.from[0]].name + ")";
+        if (n.fused && n.folded && fold_batch_norms_)  // a ReLU fused into a batch norm folded into a conv
+            shape += " (fused into " + nodes_[n.from[0]].name + ") (folded into " + nodes_[fold_target(i)].name +
+                     " for inference)";
+        else if (n.fused) shape += " (fused into " + nodes_[n.from[0]].name + ")";
         else if (n.ids_passed) shape += " (read as token ids)";
         else if (n.folded && fold_batch_norms_)  // a batch norm, or the activation after one or after an add
             shape += " (folded into " + nodes_[fold_target(i)].name + " for inference)";

@@ -23,6 +23,15 @@ void conv2d_rule(uint32_t op, const xylem_conv2d_attrs& a, const Tensor& x, cons
     plugin_kit::conv2d_shape(Rule{op}, a, View(op, x.shape()), xn, View(op, w.shape()), wn, View(op, y.shape()), yn);
 }
 
+// An f32 operand of `s` with no buffer: op_accepts looks at shapes only.
+xylem_tensor_arg shape_arg(const Shape& s) {
+    xylem_tensor_arg t{};
+    t.dtype = XYLEM_F32;
+    t.ndim = static_cast<uint32_t>(s.size());
+    std::copy(s.begin(), s.end(), t.dims);
+    return t;
+}
+
 }  // namespace
 
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const xylem_conv2d_attrs& a) {
@@ -43,16 +52,8 @@ bool conv2d_fwd_takes_residual(Backend& backend, const Shape& x_sample, const Sh
     Shape x{1};
     x.insert(x.end(), x_sample.begin(), x_sample.end());
     const Shape y = conv2d_output_shape(x, w, a);
-    // Shapes only: op_accepts must not touch buffers.
-    auto arg = [](const Shape& s) {
-        xylem_tensor_arg t{};
-        t.dtype = XYLEM_F32;
-        t.ndim = static_cast<uint32_t>(s.size());
-        std::copy(s.begin(), s.end(), t.dims);
-        return t;
-    };
-    const std::array<xylem_tensor_arg, 4> in{arg(x), arg(w), arg({w.at(0)}), arg(y)};
-    const std::array<xylem_tensor_arg, 1> out{arg(y)};
+    const std::array<xylem_tensor_arg, 4> in{shape_arg(x), shape_arg(w), shape_arg({w.at(0)}), shape_arg(y)};
+    const std::array<xylem_tensor_arg, 1> out{shape_arg(y)};
     const xylem_op_desc d{XYLEM_OP_CONV2D_FWD, 4, 1, static_cast<uint32_t>(sizeof a), in.data(), out.data(), &a};
     return backend.accepts(d);
 }
@@ -146,7 +147,7 @@ void batchnorm_fwd(Device& dev, const Tensor& x, const Tensor& gamma, const Tens
 
 void batchnorm_bwd(Device& dev, const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& saved_mean,
                    const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
-                   const xylem_batchnorm_attrs& a) {
+                   const xylem_batchnorm_attrs& a, const Tensor* y) {
     const uint32_t op = XYLEM_OP_BATCHNORM_BWD;
     if (x.shape().size() < 2) fail(op, "input " + to_string(x.shape()) + " needs a channel axis");
     const Shape c{x.dim(1)};
@@ -155,9 +156,35 @@ void batchnorm_bwd(Device& dev, const Tensor& dy, const Tensor& x, const Tensor&
     for (const Tensor* t : {&gamma, &saved_mean, &saved_invstd, static_cast<const Tensor*>(&dgamma),
                             static_cast<const Tensor*>(&dbeta)})
         expect_shape(op, *t, "per-channel tensor", c);
+    const bool relu = a.activation == XYLEM_ACT_RELU;
+    if (relu != (y != nullptr))
+        fail(op, relu ? "the ReLU's gradient needs the forward's output Y" : "Y is passed only with the ReLU");
     auto idy = dy.read(dev), ix = x.read(dev), ig = gamma.read(dev), im = saved_mean.read(dev),
          is = saved_invstd.read(dev);
+    if (relu) {
+        expect_shape(op, *y, "output", x.shape());
+        run<6, 3>(dev, op, {idy, ix, ig, im, is, y->read(dev)}, {dx.write(dev), dgamma.write(dev), dbeta.write(dev)},
+                  &a);
+        return;
+    }
     run<5, 3>(dev, op, {idy, ix, ig, im, is}, {dx.write(dev), dgamma.write(dev), dbeta.write(dev)}, &a);
+}
+
+bool batchnorm_takes_relu(Backend& backend, const Shape& x_sample) {
+    if (backend.api().abi_minor < 11 || !XYLEM_TABLE_HAS(&backend.api(), op_accepts)) return false;
+    if (!backend.supports(XYLEM_OP_BATCHNORM_FWD) || !backend.supports(XYLEM_OP_BATCHNORM_BWD) || x_sample.empty())
+        return false;
+    Shape x{2};  // training needs two values per channel
+    x.insert(x.end(), x_sample.begin(), x_sample.end());
+    const xylem_tensor_arg xa = shape_arg(x), ca = shape_arg({x[1]});
+    const xylem_batchnorm_attrs at{1e-5f, 0.1f, 1, XYLEM_ACT_RELU};
+    const std::array<xylem_tensor_arg, 3> fin{xa, ca, ca};
+    const std::array<xylem_tensor_arg, 5> fout{xa, ca, ca, ca, ca};
+    const std::array<xylem_tensor_arg, 6> bin{xa, xa, ca, ca, ca, xa};
+    const std::array<xylem_tensor_arg, 3> bout{xa, ca, ca};
+    const xylem_op_desc f{XYLEM_OP_BATCHNORM_FWD, 3, 5, static_cast<uint32_t>(sizeof at), fin.data(), fout.data(), &at};
+    const xylem_op_desc b{XYLEM_OP_BATCHNORM_BWD, 6, 3, static_cast<uint32_t>(sizeof at), bin.data(), bout.data(), &at};
+    return backend.api().op_accepts(backend.framework(), &f) == 1 && backend.api().op_accepts(backend.framework(), &b) == 1;
 }
 
 }  // namespace xylem::ops

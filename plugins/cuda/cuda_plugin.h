@@ -195,7 +195,8 @@ XYLEM_CUDA_OPS(XYLEM_DECLARE_OP)
 #undef XYLEM_DECLARE_OP
 
 // ABI 1.7 op_accepts (ops/dispatch.cpp): declines the attention head sizes the kernels have no
-// variant for (attention_accepts, ops/attention.cpp); every other descriptor is accepted.
+// variant for (attention_accepts, ops/attention.cpp) and a batch norm activation other than none or
+// ReLU; every other descriptor is accepted.
 int32_t op_accepts(xylem_framework_t, const xylem_op_desc* desc);
 bool attention_accepts(const xylem_op_desc& desc);
 

@@ -51,10 +51,14 @@ const char* cl_error_name(cl_int err) {
     }
 }
 
+int32_t op_accepts(xylem_framework_t, const xylem_op_desc* desc);  // ops/dispatch.cpp
+// The table's members after device_kinds: the ABI 1.7 op_accepts.
+void set_later_members(xylem_plugin& t) { t.op_accepts = op_accepts; }
+
 }  // namespace xylem::opencl
 
 // Discrete memory: the core copies through copy_h2d / copy_d2h, so no buffer_host_ptr. No
 // whole-step capture: OpenCL 1.2 has no command graphs, cl_khr_command_buffer is provisional (PoCL
 // has it, NVIDIA does not) and CLBlast cannot record into one.
-XYLEM_PLUGIN_KIT_ENTRY(xylem::opencl, "opencl", "0.1.0", 0, nullptr, xylem::opencl::device_kinds,
-                       XYLEM_PLUGIN_KIT_NO_CAPTURE)
+XYLEM_PLUGIN_KIT_ENTRY_WITH(xylem::opencl::set_later_members, xylem::opencl, "opencl", "0.1.0", 0, nullptr,
+                            xylem::opencl::device_kinds, XYLEM_PLUGIN_KIT_NO_CAPTURE)

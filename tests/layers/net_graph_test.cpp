@@ -20,6 +20,7 @@
 #include "xylem/layers/net.h"
 #include "xylem/layers/reshape.h"
 #include "xylem/layers/slice.h"
+#include "xylem/op_calls.h"
 
 namespace xylem::test {
 namespace {
@@ -311,6 +312,47 @@ TEST_P(NetGraphTest, ResidualBlockWithBatchNorm) {
     net.build(dev(), {2, 4, 4}, 9);
     Tensor x = upload(dev(), {3, 2, 4, 4}, rng_.uniform(96, -1.0f, 1.0f));
     check_gradients(net, x, 5e-4, 2e-3);  // batch statistics over 48 values per channel: a little more float noise
+}
+
+// A ReLU after a batch norm runs inside the batch norm's ops (ABI 1.11) where the backend takes it:
+// the same outputs and gradients as the two layers run one after the other (here: the same model
+// with the batch norm also a model output, which leaves the ReLU a layer: both checked numerically
+// on their own); inference folds the pair into the conv before them.
+TEST_P(NetGraphTest, TrainingRunsTheReluInsideTheBatchNorm) {
+    REQUIRE_OPS(LINEAR_OPS, XYLEM_OP_CONV2D_FWD, XYLEM_OP_CONV2D_BWD_DATA, XYLEM_OP_CONV2D_BWD_FILTER, XYLEM_OP_BATCHNORM_FWD,
+             XYLEM_OP_BATCHNORM_BWD);
+    if (!ops::batchnorm_takes_relu(backend(), {4, 5, 5})) GTEST_SKIP() << "backend does not take the batch norm's ReLU";
+    auto model = [&](bool bn_is_output) {
+        auto net = std::make_unique<Net>();
+        net->add("conv1", {"input"}, conv(4, 3, 1, 1, false));
+        net->add("bn1", {"conv1"}, std::make_unique<BatchNorm>());
+        net->add("relu1", {"bn1"}, act(XYLEM_ACT_RELU));
+        net->add("conv2", {"relu1"}, conv(3, 3, 1, 1));
+        if (bn_is_output) net->set_outputs({"conv2", "bn1"});
+        net->build(dev(), {2, 5, 5}, 13);
+        return net;
+    };
+    auto fused = model(false), plain = model(true);
+    EXPECT_TRUE(contains(summary_line(fused->summary(), "relu1"), "(fused into bn1)")) << fused->summary();
+    EXPECT_TRUE(contains(summary_line(fused->summary(), "relu1"), "(folded into conv1 for inference)"))
+        << fused->summary();
+    EXPECT_FALSE(contains(summary_line(plain->summary(), "relu1"), "fused")) << plain->summary();
+    Tensor x = upload(dev(), {4, 2, 5, 5}, rng_.uniform(200, -1.0f, 1.0f));
+    const std::vector<float> y = fused->forward(dev(), x, true).to_vector();
+    EXPECT_TRUE(near(y, to_double(plain->forward(dev(), x, true).to_vector()), 1e-6)) << "forward";
+    const Tensor dy = upload(dev(), {4, 3, 5, 5}, rng_.uniform(300, -1.0f, 1.0f));
+    fused->backward(dev(), dy);
+    plain->backward(dev(), std::vector<const Tensor*>{&dy, nullptr});
+    const auto pf = fused->params(), pp = plain->params();
+    ASSERT_EQ(pf.size(), pp.size());
+    for (size_t i = 0; i < pf.size(); ++i)
+        EXPECT_TRUE(near(pf[i]->grad.to_vector(), to_double(pp[i]->grad.to_vector()), 1e-5)) << pf[i]->name;
+    // Inference: folded into conv1, and the same as the layers run one by one.
+    sgd_steps(*fused, x, 2);
+    fused->set_fold_batch_norms(false);
+    const std::vector<float> unfolded = fused->forward(dev(), x, false).to_vector();
+    fused->set_fold_batch_norms(true);
+    EXPECT_TRUE(near(fused->forward(dev(), x, false).to_vector(), to_double(unfolded), 1e-5));
 }
 
 // Only activations conv2d_fwd runs as its epilogue are fused or folded (fusable_activation): a

@@ -1,6 +1,7 @@
 // Conformance, convolution family (ABI 1.1): conv2d forward (bias, fused activation, stride,
 // padding, dilation, groups) and both backward passes, max/average pooling (ties, padding,
 // overlapping windows) and batch normalisation (training and evaluation).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -272,6 +273,51 @@ TEST_P(ConvConformance, BatchNormBackward) {
         EXPECT_TRUE(near(tdx.to_vector(), want.dx, tol::reduction(numel(s) / c))) << "input gradient";
         EXPECT_TRUE(near(tdg.to_vector(), want.dgamma, tol::reduction(numel(s) / c))) << "gamma gradient";
         EXPECT_TRUE(near(tdb.to_vector(), want.dbeta, tol::reduction(numel(s) / c))) << "beta gradient";
+    }
+}
+
+// ABI 1.11: the ReLU inside the batch norm, where the backend takes it (ops::batchnorm_takes_relu).
+TEST_P(ConvConformance, BatchNormWithRelu) {
+    XYLEM_REQUIRE_OP(XYLEM_OP_BATCHNORM_FWD);
+    XYLEM_REQUIRE_OP(XYLEM_OP_BATCHNORM_BWD);
+    if (!ops::batchnorm_takes_relu(dev().backend(), {3, 5, 5}))
+        GTEST_SKIP() << "backend does not take the batch norm's ReLU (ABI 1.11, op_accepts)";
+    Rng rng;
+    for (const Shape& s : kNormShapes) {
+        const int64_t c = s[1];
+        const auto x = rng.uniform(numel(s), -2.0f, 3.0f), gamma = rng.uniform(c, 0.5f, 1.5f);
+        const auto beta = rng.uniform(c), rmean = rng.uniform(c), rvar = rng.uniform(c, 0.5f, 2.0f);
+        for (int32_t training : {1, 0}) {
+            SCOPED_TRACE("x " + to_string(s) + " training " + std::to_string(training));
+            const xylem_batchnorm_attrs a{1e-5f, 0.1f, training, XYLEM_ACT_RELU};
+            Tensor tx = upload(dev(), s, x), tg = upload(dev(), {c}, gamma), tb = upload(dev(), {c}, beta);
+            Tensor trm = upload(dev(), {c}, rmean), trv = upload(dev(), {c}, rvar);
+            Tensor ty = upload(dev(), s, std::vector<float>(x.size(), kNaN));
+            Tensor tsm(Shape{c}, DType::F32, dev()), tsi(Shape{c}, DType::F32, dev());
+            ops::batchnorm_fwd(dev(), tx, tg, tb, ty, trm, trv, tsm, tsi, a);
+            const auto want = ref::batchnorm_fwd(to_double(x), s, to_double(gamma), to_double(beta), to_double(rmean),
+                                                 to_double(rvar), a);
+            const auto y = ty.to_vector();
+            EXPECT_TRUE(near(y, want.y, tol::reduction(numel(s) / c))) << "output";
+            EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](float v) { return v >= 0.0f; })) << "a negative output";
+            if (!training) continue;
+            // Backward from this forward's output (zeros where the ReLU cut), against the reference
+            // with dY masked by the same Y.
+            const auto dy = rng.uniform(numel(s));
+            Tensor tdy = upload(dev(), s, dy), tdx = upload(dev(), s, std::vector<float>(x.size(), kNaN));
+            Tensor tdg(Shape{c}, DType::F32, dev()), tdb(Shape{c}, DType::F32, dev());
+            ops::batchnorm_bwd(dev(), tdy, tx, tg, tsm, tsi, tdx, tdg, tdb, a, &ty);
+            const auto mean = tsm.to_vector(), invstd = tsi.to_vector();
+            const auto bwd = ref::batchnorm_bwd(ref::relu_gradient(to_double(dy), to_double(y)), to_double(x), s,
+                                                to_double(gamma), to_double(mean), to_double(invstd));
+            EXPECT_TRUE(near(tdx.to_vector(), bwd.dx, tol::reduction(numel(s) / c))) << "input gradient";
+            EXPECT_TRUE(near(tdg.to_vector(), bwd.dgamma, tol::reduction(numel(s) / c))) << "gamma gradient";
+            EXPECT_TRUE(near(tdb.to_vector(), bwd.dbeta, tol::reduction(numel(s) / c))) << "beta gradient";
+            // Y is the ReLU's gradient source: missing, or of another shape, it is refused.
+            EXPECT_THROW(ops::batchnorm_bwd(dev(), tdy, tx, tg, tsm, tsi, tdx, tdg, tdb, a), Error);
+            Tensor wrong(Shape{numel(s)}, DType::F32, dev());
+            EXPECT_THROW(ops::batchnorm_bwd(dev(), tdy, tx, tg, tsm, tsi, tdx, tdg, tdb, a, &wrong), Error);
+        }
     }
 }
 

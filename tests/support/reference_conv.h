@@ -162,17 +162,27 @@ inline BatchNormFwd batchnorm_fwd(const Vec& x, const Dims& xd, const Vec& gamma
             out.saved_invstd[ch] = invstd;
         }
         for (int64_t b = 0; b < n; ++b)
-            for (int64_t i = 0; i < inner; ++i)
-                out.y[at(b, ch, i)] = gamma[ch] * (x[at(b, ch, i)] - mean) * invstd + beta[ch];
+            for (int64_t i = 0; i < inner; ++i) {
+                const double v = gamma[ch] * (x[at(b, ch, i)] - mean) * invstd + beta[ch];
+                out.y[at(b, ch, i)] = a.activation == XYLEM_ACT_RELU && !(v > 0.0) ? 0.0 : v;  // ABI 1.11
+            }
     }
     return out;
 }
 
 // Training-mode gradient from the saved statistics: dbeta = sum dy, dgamma = sum dy*xhat,
-// dx = gamma*invstd/M * (M*dy - dbeta - xhat*dgamma).
+// dx = gamma*invstd/M * (M*dy - dbeta - xhat*dgamma). (With the ReLU of ABI 1.11, pass dy masked
+// by the forward's output: relu_gradient below.)
 struct BatchNormBwd {
     Vec dx, dgamma, dbeta;
 };
+
+// dy where y > 0, else 0: the gradient a ReLU with output y passes back.
+inline Vec relu_gradient(const Vec& dy, const Vec& y) {
+    Vec g(dy.size());
+    for (size_t i = 0; i < dy.size(); ++i) g[i] = y[i] > 0.0 ? dy[i] : 0.0;
+    return g;
+}
 
 inline BatchNormBwd batchnorm_bwd(const Vec& dy, const Vec& x, const Dims& xd, const Vec& gamma, const Vec& mean,
                                   const Vec& invstd) {

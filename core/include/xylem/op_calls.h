@@ -89,13 +89,20 @@ bool conv2d_bwd_filter_takes_bias(const Backend& backend);
 void pool2d_fwd(Device& dev, const Tensor& x, Tensor& y, const xylem_pool2d_attrs& attrs);
 void pool2d_bwd(Device& dev, const Tensor& dy, const Tensor& x, const Tensor& y, Tensor& dx,
                 const xylem_pool2d_attrs& attrs);
-// Training mode writes saved_mean/saved_invstd and updates the running statistics.
+// Training mode writes saved_mean/saved_invstd and updates the running statistics. attrs.activation
+// RELU (y = relu(batch norm of x)) needs a backend that takes it: batchnorm_takes_relu.
 void batchnorm_fwd(Device& dev, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
                    Tensor& running_mean, Tensor& running_var, Tensor& saved_mean, Tensor& saved_invstd,
                    const xylem_batchnorm_attrs& attrs);
+// With attrs.activation RELU, y is the forward's output and dy the gradient of that output.
 void batchnorm_bwd(Device& dev, const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& saved_mean,
                    const Tensor& saved_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
-                   const xylem_batchnorm_attrs& attrs);
+                   const xylem_batchnorm_attrs& attrs, const Tensor* y = nullptr);
+// Whether the backend runs batchnorm_fwd and batchnorm_bwd with the ReLU (ABI 1.11) for samples of
+// this shape: built for 1.11 or later, and both ops accepted through op_accepts (asked with a batch
+// of two) by a plugin that has it: a plugin without op_accepts is never sent the activation (one
+// that ignored the new attribute would skip the ReLU without an error).
+bool batchnorm_takes_relu(Backend& backend, const Shape& x_sample);
 
 // ---- transformers (core/src/op_calls_transformer.cpp; ABI 1.7) ----
 // y = (x - mean)*rstd*gamma + beta over x's last axis; mean and rstd (x's rows) saved for the backward

@@ -112,10 +112,13 @@ extern "C" {
        running_mean(rw) [C], running_var(rw) [C], saved_mean [C], saved_invstd [C]). training: batch     \
        statistics; running = (1-momentum)*running + momentum*batch with the unbiased variance; saved_*   \
        written for the backward pass. eval: uses the running statistics (read only); saved_* untouched. \
+       ABI 1.11: Y = relu(normalised X) when attrs.activation is XYLEM_ACT_RELU (training and eval).     \
        attrs xylem_batchnorm_attrs.  tol 1e-5*max(1, R/32) */ \
     X(26, BATCHNORM_FWD, batchnorm_fwd) \
-    /* batchnorm_bwd: training-mode gradient. inputs (dY, X, gamma, saved_mean, saved_invstd); outputs    \
-       (dX, dgamma, dbeta).  attrs xylem_batchnorm_attrs.  tol 1e-5*max(1, R/32) */ \
+    /* batchnorm_bwd: training-mode gradient. inputs (dY, X, gamma, saved_mean, saved_invstd, Y only     \
+       with attrs.activation RELU (ABI 1.11): the forward's output); outputs (dX, dgamma, dbeta). With    \
+       RELU, dY is the gradient of relu's output Y and the op uses dY * (Y > 0).                          \
+       attrs xylem_batchnorm_attrs.  tol 1e-5*max(1, R/32) */ \
     X(27, BATCHNORM_BWD, batchnorm_bwd) \
     /* gather_rows (ABI 1.2): inputs (src [R, ...] f32 or i32, idx [N] i32 with 0 <= idx < R), outputs   \
        (out [N, ...] of src's dtype and trailing dims): out[i, ...] = src[idx[i], ...].  exact */ \
@@ -392,9 +395,15 @@ typedef struct xylem_pool2d_attrs {
     int32_t mode, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, count_include_pad;
 } xylem_pool2d_attrs;
 
+/* activation (ABI 1.11): XYLEM_ACT_NONE, or XYLEM_ACT_RELU applied to Y (oneDNN's fuse_norm_relu,
+ * cuDNN's batch norm + activation): the ReLU after a batch norm without its own pass over memory in
+ * either direction. The core sends RELU only to a plugin whose op_accepts returns 1 for that very
+ * descriptor: a plugin without op_accepts, or built before 1.11 (whose attrs end at `training`),
+ * never gets it, and the core runs the ReLU as its own op. */
 typedef struct xylem_batchnorm_attrs {
     float eps, momentum;
     int32_t training;
+    int32_t activation; /* ABI 1.11 */
 } xylem_batchnorm_attrs;
 
 /* ABI 1.7 */

@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 #define XYLEM_ABI_MAJOR 1
-#define XYLEM_ABI_MINOR 10
+#define XYLEM_ABI_MINOR 11
 
 /* The one symbol a plugin exports: returns its static table (never NULL). */
 #define XYLEM_PLUGIN_ENTRY_NAME "xylem_plugin_entry"

@@ -113,12 +113,13 @@ void bn_train_stats(const BnGeom& b, const float* x, const float* gamma, float* 
                     cudaStream_t s);
 void bn_eval_coeffs(const BnGeom& b, const float* gamma, const float* running_mean, const float* running_var,
                     float* shift, float* scale, float eps, cudaStream_t s);
-// y = (x - shift[c]) * scale[c] + offset[c] (y may equal x).
+// y = (x - shift[c]) * scale[c] + offset[c], its ReLU with `relu` (y may equal x).
 void bn_normalize(const BnGeom& b, const float* x, float* y, const float* shift, const float* scale,
-                  const float* offset, cudaStream_t s);
-void bn_backward(const BnGeom& b, const float* dy, const float* x, const float* gamma, const float* mean,
-                 const float* invstd, float* dx, float* dgamma, float* dbeta, float* k, float* kx, float* k0,
-                 cudaStream_t s);
+                  const float* offset, bool relu, cudaStream_t s);
+// y: null, or the ReLU's output (ABI 1.11), whose positives pass dy.
+void bn_backward(const BnGeom& b, const float* dy, const float* y, const float* x, const float* gamma,
+                 const float* mean, const float* invstd, float* dx, float* dgamma, float* dbeta, float* k, float* kx,
+                 float* k0, cudaStream_t s);
 
 // ---- gather.cu ----
 // out[i, :] = src[idx[i], :] on 32-bit words; a bad index flags and writes `poison` into the row.

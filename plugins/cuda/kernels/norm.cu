@@ -51,21 +51,28 @@ __global__ void bn_eval_coeffs_k(int64_t c, const float* gamma, const float* rm,
 }
 
 __global__ void bn_normalize_k(BnGeom b, const float* x, float* y, const float* shift, const float* scale,
-                               const float* offset) {
+                               const float* offset, bool relu) {
     XYLEM_GRID_STRIDE(i, b.n * b.c * b.inner) {
         const int64_t ch = i / b.inner % b.c;
-        y[i] = (x[i] - shift[ch]) * scale[ch] + offset[ch];
+        const float v = (x[i] - shift[ch]) * scale[ch] + offset[ch];
+        y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
     }
 }
 
-// dbeta = sum dY; dgamma = sum dY*xhat; dX = k*dY + kx*(x - mean) + k0 per channel.
-__global__ void bn_bwd_coeffs_k(BnGeom b, const float* dy, const float* x, const float* gamma, const float* mean,
-                                const float* invstd, float* dgamma, float* dbeta, float* k, float* kx, float* k0) {
+// The gradient the batch norm sees: dY, or with the ReLU (y: its output) dY where y > 0.
+__device__ inline float bn_gradient(const float* dy, const float* y, int64_t i) {
+    return y && !(y[i] > 0.0f) ? 0.0f : dy[i];
+}
+
+// dbeta = sum g; dgamma = sum g*xhat; dX = k*g + kx*(x - mean) + k0 per channel (g: bn_gradient).
+__global__ void bn_bwd_coeffs_k(BnGeom b, const float* dy, const float* y, const float* x, const float* gamma,
+                                const float* mean, const float* invstd, float* dgamma, float* dbeta, float* k,
+                                float* kx, float* k0) {
     const int64_t ch = blockIdx.x;
     const double mc = mean[ch];
-    const double sum_dy = channel_sum(b, ch, [dy](int64_t i) { return static_cast<double>(dy[i]); });
-    const double sum_dyxc = channel_sum(b, ch, [dy, x, mc](int64_t i) {
-        return static_cast<double>(dy[i]) * (static_cast<double>(x[i]) - mc);
+    const double sum_dy = channel_sum(b, ch, [dy, y](int64_t i) { return static_cast<double>(bn_gradient(dy, y, i)); });
+    const double sum_dyxc = channel_sum(b, ch, [dy, y, x, mc](int64_t i) {
+        return static_cast<double>(bn_gradient(dy, y, i)) * (static_cast<double>(x[i]) - mc);
     });
     if (threadIdx.x != 0) return;
     const double is = invstd[ch], dg = sum_dyxc * is, g = gamma[ch] * is;
@@ -77,11 +84,11 @@ __global__ void bn_bwd_coeffs_k(BnGeom b, const float* dy, const float* x, const
     k0[ch] = static_cast<float>(-g * sum_dy * per);
 }
 
-__global__ void bn_bwd_apply_k(BnGeom b, const float* dy, const float* x, const float* mean, const float* k,
-                               const float* kx, const float* k0, float* dx) {
+__global__ void bn_bwd_apply_k(BnGeom b, const float* dy, const float* y, const float* x, const float* mean,
+                               const float* k, const float* kx, const float* k0, float* dx) {
     XYLEM_GRID_STRIDE(i, b.n * b.c * b.inner) {
         const int64_t ch = i / b.inner % b.c;
-        dx[i] = k[ch] * dy[i] + kx[ch] * (x[i] - mean[ch]) + k0[ch];
+        dx[i] = k[ch] * bn_gradient(dy, y, i) + kx[ch] * (x[i] - mean[ch]) + k0[ch];
     }
 }
 
@@ -101,19 +108,19 @@ void bn_eval_coeffs(const BnGeom& b, const float* gamma, const float* running_me
 }
 
 void bn_normalize(const BnGeom& b, const float* x, float* y, const float* shift, const float* scale,
-                  const float* offset, cudaStream_t s) {
+                  const float* offset, bool relu, cudaStream_t s) {
     const int64_t n = b.n * b.c * b.inner;
-    if (n) bn_normalize_k<<<grid_for(n), kThreads, 0, s>>>(b, x, y, shift, scale, offset);
+    if (n) bn_normalize_k<<<grid_for(n), kThreads, 0, s>>>(b, x, y, shift, scale, offset, relu);
 }
 
-void bn_backward(const BnGeom& b, const float* dy, const float* x, const float* gamma, const float* mean,
-                 const float* invstd, float* dx, float* dgamma, float* dbeta, float* k, float* kx, float* k0,
-                 cudaStream_t s) {
+void bn_backward(const BnGeom& b, const float* dy, const float* y, const float* x, const float* gamma,
+                 const float* mean, const float* invstd, float* dx, float* dgamma, float* dbeta, float* k, float* kx,
+                 float* k0, cudaStream_t s) {
     if (!b.c) return;
-    bn_bwd_coeffs_k<<<static_cast<unsigned>(b.c), kBnThreads, 0, s>>>(b, dy, x, gamma, mean, invstd, dgamma, dbeta, k,
-                                                                       kx, k0);
+    bn_bwd_coeffs_k<<<static_cast<unsigned>(b.c), kBnThreads, 0, s>>>(b, dy, y, x, gamma, mean, invstd, dgamma, dbeta,
+                                                                       k, kx, k0);
     const int64_t n = b.n * b.c * b.inner;
-    if (n) bn_bwd_apply_k<<<grid_for(n), kThreads, 0, s>>>(b, dy, x, mean, k, kx, k0, dx);
+    if (n) bn_bwd_apply_k<<<grid_for(n), kThreads, 0, s>>>(b, dy, y, x, mean, k, kx, k0, dx);
 }
 
 }  // namespace xylem::cuda::kernels

@@ -22,7 +22,7 @@ int32_t op_accepts(xylem_framework_t, const xylem_op_desc* desc) {
     switch (desc->op) {
     case XYLEM_OP_ATTENTION_FWD:
     case XYLEM_OP_ATTENTION_BWD: return attention_accepts(*desc) ? 1 : 0;
-    default: return 1;
+    default: return plugin_kit::batchnorm_activation_accepted(*desc) ? 1 : 0;
     }
 }
 

@@ -24,6 +24,12 @@ constexpr size_t kItemsPerThread = 8;
 
 int32_t op_supported(xylem_framework_t, uint32_t op) { return kOps.supports(op); }
 
+// Every descriptor of a supported op runs; the ABI 1.11 batch norm's ReLU only needs saying so
+// (the core sends it only to a plugin that accepts it).
+int32_t op_accepts(xylem_framework_t, const xylem_op_desc* desc) {
+    return !desc || plugin_kit::batchnorm_activation_accepted(*desc) ? 1 : 0;
+}
+
 xylem_status op_run(xylem_framework_t, xylem_stream_t stream, const xylem_op_desc* desc) {
     return plugin_kit::guarded_op_run<Plugin>(desc, stream, kOps.fn, [&](OpFn op) { op(*desc, *stream); });
 }

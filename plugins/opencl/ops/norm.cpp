@@ -41,23 +41,27 @@ void op_batchnorm_fwd(const xylem_op_desc& desc, xylem_stream_s& s) {
     }
     Kernel(s, kFam, "bn_normalize").arg(x.mem).arg(x.off).arg(b.n).arg(b.c).arg(b.inner).arg(mean->mem).arg(mean->off)
         .arg(stat->mem).arg(stat->off).arg(use_var).arg(at.eps).arg(gamma.mem).arg(gamma.off).arg(beta.mem)
-        .arg(beta.off).arg(y.mem).arg(y.off).run(x.numel);
+        .arg(beta.off).arg(y.mem).arg(y.off).arg(cl_int{at.activation == XYLEM_ACT_RELU}).run(x.numel);
 }
 
 void op_batchnorm_bwd(const xylem_op_desc& desc, xylem_stream_s& s) {
-    OpArgs a(desc, 5, 5, 3);
+    OpArgs a(desc, 5, 6, 3);
     const auto o = plugin_kit::batchnorm_bwd_operands(a);
     const Tensor &dy = o.dy, &x = o.x, &gamma = o.gamma, &sm = o.saved_mean, &si = o.saved_invstd;
     const Tensor &dx = o.dx, &dgamma = o.dgamma, &dbeta = o.dbeta;
     const Bn b = bn32(o.shape);
     if (partial_overlap(dx, dy) || overlap(dx, x)) a.fail("dX overlaps X or partly overlaps dY");
-    Kernel(s, kFam, "bn_grad_sums").arg(dy.mem).arg(dy.off).arg(x.mem).arg(x.off).arg(b.n).arg(b.c).arg(b.inner)
-        .arg(sm.mem).arg(sm.off).arg(si.mem).arg(si.off).arg(dgamma.mem).arg(dgamma.off).arg(dbeta.mem).arg(dbeta.off)
-        .run_groups(b.c, reduce_group(s));
+    if (o.relu && partial_overlap(dx, o.y)) a.fail("dX partly overlaps Y (in place is fine)");
+    // Without the ReLU the kernels read no Y: dY stands in for the argument.
+    const Tensor& y = o.relu ? o.y : dy;
+    const cl_int has_y = o.relu ? 1 : 0;
+    Kernel(s, kFam, "bn_grad_sums").arg(dy.mem).arg(dy.off).arg(y.mem).arg(y.off).arg(has_y).arg(x.mem).arg(x.off)
+        .arg(b.n).arg(b.c).arg(b.inner).arg(sm.mem).arg(sm.off).arg(si.mem).arg(si.off).arg(dgamma.mem)
+        .arg(dgamma.off).arg(dbeta.mem).arg(dbeta.off).run_groups(b.c, reduce_group(s));
     if (x.numel == 0) return;
-    Kernel(s, kFam, "bn_backward").arg(dy.mem).arg(dy.off).arg(x.mem).arg(x.off).arg(b.n).arg(b.c).arg(b.inner)
-        .arg(gamma.mem).arg(gamma.off).arg(sm.mem).arg(sm.off).arg(si.mem).arg(si.off).arg(dgamma.mem).arg(dgamma.off)
-        .arg(dbeta.mem).arg(dbeta.off).arg(dx.mem).arg(dx.off).run(x.numel);
+    Kernel(s, kFam, "bn_backward").arg(dy.mem).arg(dy.off).arg(y.mem).arg(y.off).arg(has_y).arg(x.mem).arg(x.off)
+        .arg(b.n).arg(b.c).arg(b.inner).arg(gamma.mem).arg(gamma.off).arg(sm.mem).arg(sm.off).arg(si.mem).arg(si.off)
+        .arg(dgamma.mem).arg(dgamma.off).arg(dbeta.mem).arg(dbeta.off).arg(dx.mem).arg(dx.off).run(x.numel);
 }
 
 }  // namespace xylem::opencl

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <type_traits>
 
 #include "xylem/ops.h"
@@ -192,6 +193,25 @@ void check_channels(const Args& a, const BatchnormShape& b, const T& t, const ch
                static_cast<long long>(b.c));
 }
 
+// The batch norm's activation (ABI 1.11): none, or ReLU on Y.
+template <class Args>
+void batchnorm_activation_check(const Args& a, const xylem_batchnorm_attrs& at) {
+    if (at.activation != XYLEM_ACT_NONE && at.activation != XYLEM_ACT_RELU)
+        a.fail("activation %d: a batch norm applies none (0) or relu (%d)", static_cast<int>(at.activation),
+               static_cast<int>(XYLEM_ACT_RELU));
+}
+
+// For a plugin's op_accepts (ABI 1.11): whether a batchnorm_fwd/bwd descriptor asks for an activation
+// the plugin's batch norm applies (none or ReLU). The core sends the ReLU only to a plugin that says
+// yes, so a plugin that runs these ops through the kit and applies attrs.activation answers with this.
+inline bool batchnorm_activation_accepted(const xylem_op_desc& d) {
+    if (d.op != XYLEM_OP_BATCHNORM_FWD && d.op != XYLEM_OP_BATCHNORM_BWD) return true;
+    if (!d.attrs || d.attrs_size < sizeof(xylem_batchnorm_attrs)) return true;  // op_run reports it
+    xylem_batchnorm_attrs at;
+    std::memcpy(&at, d.attrs, sizeof at);
+    return at.activation == XYLEM_ACT_NONE || at.activation == XYLEM_ACT_RELU;
+}
+
 // BATCHNORM_FWD's operands, attributes and shape, all checked (overlaps are the caller's).
 template <class Tensor>
 struct BatchnormFwd {
@@ -227,26 +247,40 @@ BatchnormFwd<typename Args::Tensor> batchnorm_fwd_operands(const Args& a) {
         a.fail("training needs more than 1 value per channel, X [%lld,%lld,...] has %lld",
                static_cast<long long>(o.shape.n), static_cast<long long>(o.shape.c),
                static_cast<long long>(o.shape.count()));
+    batchnorm_activation_check(a, o.attrs);
     return o;
 }
 
-// BATCHNORM_BWD's operands and shape, all checked (overlaps are the caller's).
+// BATCHNORM_BWD's operands and shape, all checked (overlaps are the caller's). With the ReLU
+// (`relu`), y is the forward's output, whose positives pass dY through; otherwise y is empty.
+// The plugin's OpArgs takes 5 or 6 inputs.
 template <class Tensor>
 struct BatchnormBwd {
-    Tensor dy, x, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta;
+    Tensor dy, x, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta, y;
     BatchnormShape shape;
+    bool relu = false;
 };
 
 template <class Args>
 BatchnormBwd<typename Args::Tensor> batchnorm_bwd_operands(const Args& a) {
-    a.template attrs<xylem_batchnorm_attrs>();  // eps and momentum are baked into saved_invstd
+    // eps and momentum are baked into saved_invstd; the activation says whether Y comes
+    const xylem_batchnorm_attrs at = a.template attrs<xylem_batchnorm_attrs>();
+    batchnorm_activation_check(a, at);
     BatchnormBwd<typename Args::Tensor> o{a.in(0, "dY"),          a.in(1, "X"),  a.in(2, "gamma"),
                                           a.in(3, "saved_mean"),  a.in(4, "saved_invstd"),
                                           a.out(0, "dX"),         a.out(1, "dgamma"),
-                                          a.out(2, "dbeta"),      {}};
+                                          a.out(2, "dbeta"),      {}, {}};
+    o.relu = at.activation == XYLEM_ACT_RELU;
+    if (a.n_inputs() != (o.relu ? 6u : 5u))
+        a.fail("%u inputs: the gradient takes 5 (dY, X, gamma, saved_mean, saved_invstd), and Y after them "
+               "with the relu only", static_cast<unsigned>(a.n_inputs()));
     o.shape = batchnorm_shape(a, o.x, "X");
     a.same_numel(o.x, "X", o.dy, "dY");
     a.same_numel(o.x, "X", o.dx, "dX");
+    if (o.relu) {
+        o.y = a.in(5, "Y");
+        a.same_numel(o.x, "X", o.y, "Y");
+    }
     check_channels(a, o.shape, o.gamma, "gamma");
     check_channels(a, o.shape, o.saved_mean, "saved_mean");
     check_channels(a, o.shape, o.saved_invstd, "saved_invstd");

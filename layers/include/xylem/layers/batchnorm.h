@@ -13,7 +13,7 @@ struct BatchNormOptions {
 
 class BatchNorm : public Layer {
 public:
-    BatchNorm(float eps = 1e-5f, float momentum = 0.1f) : attrs_{eps, momentum, 0} {}
+    BatchNorm(float eps = 1e-5f, float momentum = 0.1f) : attrs_{eps, momentum, 0, XYLEM_ACT_NONE} {}
     std::string kind() const override { return "batchnorm"; }
     Shape output_shape(const Shape& input) const override;
     void bind(Device& dev, const Shape& input, std::mt19937_64& rng) override;
@@ -26,6 +26,11 @@ public:
         return {XYLEM_OP_FILL, XYLEM_OP_BATCHNORM_FWD, XYLEM_OP_BATCHNORM_BWD};
     }
     std::vector<Param*> buffers() override { return {&running_mean_, &running_var_}; }
+    // A ReLU after the batch norm runs inside its ops (ABI 1.11: batchnorm_fwd writes relu(Y), and
+    // batchnorm_bwd takes the ReLU's gradient from Y), where the backend takes it: one pass over
+    // the map fewer in each direction. Other activations stay layers.
+    bool fuse_activation(xylem_activation act, Backend& backend) override;
+    xylem_activation fused_activation() const { return static_cast<xylem_activation>(attrs_.activation); }
     // Inference folding (Net): the weights and bias of the layer before this one, a conv or linear
     // with one output channel per row of `w`, rescaled so that it computes this layer's inference
     // output directly: w_out = w * s, b_out = (b - running_mean) * s + beta with s = gamma /
@@ -36,6 +41,7 @@ public:
 private:
     xylem_batchnorm_attrs attrs_;
     int64_t channels_ = 0;
+    Shape sample_;  // the per-sample input shape bind() saw
     Param gamma_, beta_, running_mean_, running_var_;
     Tensor saved_mean_, saved_invstd_, x_, y_, dx_;
     Tensor zeros_;  // [C] zeros: fold_into's mean and shift for the weights
