@@ -340,24 +340,13 @@ int train_run(const Args& a, const train::Launch& launch, std::unique_ptr<train:
     train::RunResult r;
     // The folders --out NEW/RUN makes, from the first that is missing: a run that fails before
     // writing anything (a model or data error found while preparing) removes them again.
-    fs::path out = fs::absolute(c.out_dir).lexically_normal(), made;
-    if (!out.has_filename()) out = out.parent_path();  // "run/": the folder run
-    for (fs::path p = out; !p.empty() && !fs::exists(p); p = p.parent_path()) {
-        made = p;
-        if (p == p.parent_path()) break;
-    }
+    const std::vector<std::string> made = train::folders_to_make(c.out_dir);
     try {
         train::InterruptGuard interrupts;  // Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130 / 143
         options.callbacks.push_back(&interrupts);
         r = train::run(c, *dev, std::cout, options);
     } catch (...) {
-        if (!made.empty() && (!data_parallel || data_parallel->root())) {
-            train::remove_unused_run_folder(c.out_dir);
-            std::error_code ec;
-            for (fs::path p = out.parent_path();
-                 p.string().size() >= made.string().size() && fs::remove(p, ec);)  // each only if empty
-                p = p.parent_path();
-        }
+        if (!data_parallel || data_parallel->root()) train::remove_made_folders(made);
         throw;
     }
     if (data_parallel && !data_parallel->root())  // rank 0 reports for the run

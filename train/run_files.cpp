@@ -20,7 +20,18 @@ RunFiles prepare_run_dir(const std::string& out_dir, std::vector<std::string>* r
     std::error_code ec;
     // A folder made here gets the user's umask but never others' write permission (as files do).
     if (fs::create_directories(out_dir, ec)) fs::permissions(out_dir, fs::perms::others_write, fs::perm_options::remove, ec);
-    if (ec) throw Error("out dir " + out_dir + ": cannot create it: " + ec.message());
+    if (ec) {
+        // A dangling symbolic link on the way reads as "File exists": name it and where it points.
+        std::error_code ec2;
+        fs::path p;
+        for (const fs::path& part : fs::path(out_dir)) {
+            p /= part;
+            if (fs::is_symlink(p, ec2) && !fs::exists(p, ec2))
+                throw Error("out dir " + out_dir + ": " + p.string() + " is a symbolic link to " +
+                            fs::read_symlink(p, ec2).string() + ", which does not exist");
+        }
+        throw Error("out dir " + out_dir + ": cannot create it: " + ec.message());
+    }
     if (!fs::is_directory(out_dir, ec)) throw Error("out dir " + out_dir + ": exists and is not a folder");
     auto lock = std::make_shared<RunFolderLock>(out_dir);  // before anything in the folder changes
     std::vector<std::string> stale = io::remove_stale_temp_files(out_dir);

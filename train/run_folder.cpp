@@ -80,6 +80,34 @@ void remove_unused_run_folder(const std::string& dir) {
     if (fd >= 0) ::close(fd);
 }
 
+std::vector<std::string> folders_to_make(const std::string& dir) {
+    std::vector<std::string> made;
+    std::error_code ec;
+    fs::path p;
+    // Below a missing folder the path only resolves lexically ("new/.." is the folder above new,
+    // which no link can redirect: new is made as a folder).
+    bool below_missing = false;
+    for (const fs::path& part : fs::absolute(dir, ec)) {
+        p /= part;
+        if (part.empty() || part == "." || part == ".." || p == p.root_path()) continue;
+        const fs::path q = below_missing ? p.lexically_normal() : p;
+        if (fs::exists(q, ec) || fs::is_symlink(q, ec)) continue;
+        below_missing = true;
+        made.push_back(p.string());
+    }
+    return made;
+}
+
+void remove_made_folders(const std::vector<std::string>& made) {
+    if (made.empty()) return;
+    remove_unused_run_folder(made.back());
+    std::error_code ec;
+    for (size_t i = made.size() - 1; i-- > 0;) {
+        if (!fs::is_directory(made[i], ec) || fs::is_symlink(made[i], ec) || !fs::is_empty(made[i], ec)) return;
+        fs::remove(made[i], ec);
+    }
+}
+
 nlohmann::json RunRecord::to_json() const {
     return {{"run_id", id}, {"config", config}, {"started", started}, {"data", data}};
 }

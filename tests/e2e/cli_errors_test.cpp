@@ -140,6 +140,29 @@ TEST_F(CliErrors, AFailedRunRemovesTheFoldersItMade) {
     fs::create_directories(dir_ / "kept");
     expect_one_line_error(run("train --config " + cfg + " --out " + (dir_ / "kept").string()), "expects a flat feature vector");
     EXPECT_TRUE(fs::exists(dir_ / "kept")) << "a folder that existed before the run is the user's";
+    // A path through "..": the folder it made on the way goes too, the one it only passed stays.
+    const std::string dotdot = (dir_ / "kept" / "new" / ".." / "run2").string();
+    expect_one_line_error(run("train --config " + cfg + " --out " + dotdot), "expects a flat feature vector");
+    EXPECT_FALSE(fs::exists(dir_ / "kept" / "new")) << "made on the way to " << dotdot;
+    EXPECT_FALSE(fs::exists(dir_ / "kept" / "run2"));
+    EXPECT_TRUE(fs::exists(dir_ / "kept"));
+    // ".." back into a folder that existed: that folder stays, even empty.
+    fs::create_directories(dir_ / "kept" / "mine");
+    const std::string back = (dir_ / "kept" / "new" / ".." / "mine").string();
+    expect_one_line_error(run("train --config " + cfg + " --out " + back), "expects a flat feature vector");
+    EXPECT_TRUE(fs::exists(dir_ / "kept" / "mine")) << "the user's empty folder";
+    EXPECT_FALSE(fs::exists(dir_ / "kept" / "new"));
+}
+
+// An --out through a dangling symbolic link names the link and its target (create_directories
+// says only "File exists"), and leaves nothing behind.
+TEST_F(CliErrors, AnOutDirThroughADanglingLinkNamesIt) {
+    std::string cfg = write("noflat3.toml", "backend = \"native\"\n[[model.layers]]\ntype = \"linear\"\nout = 10\n");
+    fs::create_symlink(dir_ / "nowhere", dir_ / "link1");
+    expect_one_line_error(run("train --config " + cfg + " --out " + (dir_ / "link1" / "run").string()),
+                          "link1 is a symbolic link to " + (dir_ / "nowhere").string() + ", which does not exist");
+    EXPECT_TRUE(fs::is_symlink(dir_ / "link1"));
+    EXPECT_FALSE(fs::exists(dir_ / "nowhere"));
 }
 
 // A model of several inputs or outputs ([model] inputs / outputs) cannot be trained from a data

@@ -60,4 +60,13 @@ std::string move_earlier_run_aside(const std::string& dir);
 // `xylem train --out NEW` then leaves no empty folder behind.
 void remove_unused_run_folder(const std::string& dir);
 
+// The folders that making `dir` (std::filesystem::create_directories) will create, in the order it
+// creates them: each missing component of the path as written, so `--out keep/new/../run` lists
+// keep/new and keep/new/../run. A symbolic link, dangling or not, is never listed (never removed).
+std::vector<std::string> folders_to_make(const std::string& dir);
+// After a run that failed before writing anything: removes the folders folders_to_make listed
+// before it started, last first, each only while empty (the run folder itself through
+// remove_unused_run_folder). Nothing that existed before the run is touched.
+void remove_made_folders(const std::vector<std::string>& made);
+
 }  // namespace xylem::train
