@@ -41,6 +41,13 @@ def test_load_state_dict_checks_before_changing_anything():
     with pytest.raises(ValueError, match="missing"):
         model.load_state_dict({"1.weight": before["1.weight"]})
     model.load_state_dict({"1.weight": before["1.weight"]}, strict=False)
+    # Not a mapping, or a name that is no str: a TypeError; a 0-d value keeps its shape ().
+    with pytest.raises(TypeError, match="mapping"):
+        model.load_state_dict([1, 2])
+    with pytest.raises(TypeError, match="names must be str"):
+        model.load_state_dict({3: before["3.bias"]}, strict=False)
+    with pytest.raises(ValueError, match=r"\(\)|\[\]"):
+        model.load_state_dict({"3.bias": np.float32(1.0)}, strict=False)
 
 
 def test_save_and_load(small_data, tmp_path):

@@ -200,8 +200,16 @@ class Model:
         """Sets parameters from float32 arrays of the same names and shapes (converted from other
         float types); strict: every parameter must be given and no other name. Checked before any
         parameter changes."""
+        import collections.abc
         import numpy as np
-        return self._m.load_state_dict({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in state_dict.items()}, strict)
+        if not isinstance(state_dict, collections.abc.Mapping):
+            raise TypeError(f"state_dict must be a mapping of names to arrays, got {type(state_dict).__name__}")
+        for k in state_dict:
+            if not isinstance(k, str):
+                raise TypeError(f"state_dict names must be str, got {k!r}")
+        # np.asarray keeps a 0-d value 0-d (ascontiguousarray made it [1]: a shape it does not have).
+        return self._m.load_state_dict({k: np.asarray(v, dtype=np.float32, order="C") for k, v in state_dict.items()},
+                                       strict)
 
     def save(self, path):
         """The parameters as safetensors (a PyTorch state_dict), written atomically."""
