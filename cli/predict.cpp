@@ -21,16 +21,27 @@ constexpr int kDefaultTop = 3;
 
 }  // namespace
 
+// Only what the images' shape can cause is blamed on them: a layer refusing it while the model is
+// built, or a checkpoint tensor of another shape than the model built for them has. A damaged
+// checkpoint, a missing tensor or NaN weights are the file's own error, as the file says it.
 std::unique_ptr<Net> load_image_model(const RunConfig& c, const std::string& checkpoint, Device& dev,
                                       const io::Dataset& data, const std::string& what) {
+    auto do_not_fit = [&](const Error& e) {
+        return Error(what + ": images of " + to_string(data.sample_shape()) +
+                     " (channels, rows, cols) do not fit the model of " + c.source + " and " + checkpoint + ": " + e.what());
+    };
+    std::unique_ptr<Net> model;
     try {
-        auto model = train::build_inference_model(c, dev, data.sample_shape(), train::kEvaluationBatch);
-        train::load_checkpoint(checkpoint, *model);
-        return model;
+        model = train::build_inference_model(c, dev, data.sample_shape(), train::kEvaluationBatch);
     } catch (const Error& e) {
-        throw Error(what + ": images of " + to_string(data.sample_shape()) + " (channels, rows, cols) do not fit the model of " +
-                    c.source + " and " + checkpoint + ": " + e.what());
+        throw do_not_fit(e);
     }
+    try {
+        train::load_checkpoint(checkpoint, *model);
+    } catch (const train::CheckpointShapeError& e) {
+        throw do_not_fit(e);
+    }
+    return model;
 }
 
 namespace {

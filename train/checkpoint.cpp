@@ -64,8 +64,8 @@ void apply_model_tensors(const std::string& path, const io::Safetensors& file, N
         if (it->second.dtype != "F32")
             throw Error(path + ": tensor '" + p->name + "' has dtype " + it->second.dtype + ", expected F32");
         if (it->second.shape != p->value.shape())
-            throw Error(path + ": tensor '" + p->name + "' has shape " + to_string(it->second.shape) +
-                        ", the model expects " + to_string(p->value.shape()));
+            throw CheckpointShapeError(path + ": tensor '" + p->name + "' has shape " + to_string(it->second.shape) +
+                                       ", the model expects " + to_string(p->value.shape()));
     }
     if (file.tensors.size() != params.size()) {
         for (const auto& [name, t] : file.tensors) {

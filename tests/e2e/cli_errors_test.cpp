@@ -326,6 +326,57 @@ TEST_F(CliErrors, EvalOfANonFiniteCheckpointSaysSo) {
     EXPECT_EQ(ok.code, 0) << ok.output;
 }
 
+// A damaged checkpoint (truncated, a flipped bit, a tensor missing) is the file's own error in eval
+// and predict: the line starts with the file and says what is wrong with it. (It was wrapped in
+// "the test set of DIR: images of [1, 28, 28] (channels, rows, cols) do not fit the model of
+// CONFIG and FILE: ...", blaming the images.) A tensor of another shape still names the images.
+TEST_F(CliErrors, EvalAndPredictOfADamagedCheckpointNameTheFileNotTheImages) {
+    Result t = run("train --config " + kMlp + " --backend native --epochs 1 --max-steps 1 --out " + dir_.string());
+    ASSERT_EQ(t.code, 0) << t.output;
+    const std::string good = (dir_ / "model.safetensors").string();
+    std::string bytes;
+    {
+        std::ifstream in(good, std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    ASSERT_GT(bytes.size(), 100u);
+    const std::string cut = write("cut.safetensors", bytes.substr(0, bytes.size() / 2));
+    std::string flipped_bytes = bytes;
+    flipped_bytes[flipped_bytes.size() - 3] ^= 0x10;
+    const std::string flipped = write("flipped.safetensors", flipped_bytes);
+    xylem::io::Safetensors file = xylem::io::read_safetensors(good);
+    std::vector<xylem::io::TensorView> views;
+    for (const auto& [name, tensor] : file.tensors)
+        if (name != "5.bias") views.push_back({name, tensor.dtype, tensor.shape, tensor.data.data(), tensor.data.size()});
+    const std::string missing = (dir_ / "missing.safetensors").string();
+    xylem::io::write_safetensors(missing, views, file.metadata);
+    views.clear();
+    std::vector<uint8_t> two(2 * sizeof(float), 0);
+    for (const auto& [name, tensor] : file.tensors)
+        if (name == "5.bias") views.push_back({name, "F32", {2}, two.data(), two.size()});
+        else views.push_back({name, tensor.dtype, tensor.shape, tensor.data.data(), tensor.data.size()});
+    const std::string reshaped = (dir_ / "reshaped.safetensors").string();
+    xylem::io::write_safetensors(reshaped, views, file.metadata);
+
+    for (const std::string command : {"eval", "predict"}) {
+        auto of = [&](const std::string& checkpoint) {
+            return run(command + " --config " + kMlp + " --backend native --checkpoint " + checkpoint +
+                       (command == "predict" ? " --out " + (dir_ / "p.csv").string() : ""));
+        };
+        for (const auto& [checkpoint, what] : std::vector<std::pair<std::string, std::string>>{
+                 {cut, "tensor '"},
+                 {flipped, "tensor '5.bias' does not match its checksum"},
+                 {missing, "checkpoint has no tensor '5.bias'"}}) {
+            const Result r = of(checkpoint);
+            expect_one_line_error(r, what);
+            EXPECT_EQ(r.output.rfind("xylem: error: " + checkpoint + ": " + what, 0), 0u) << command << ": " << r.output;
+        }
+        expect_one_line_error(of(reshaped), "images of [1, 28, 28] (channels, rows, cols) do not fit the model of " + kMlp +
+                                                " and " + reshaped + ": " + reshaped +
+                                                ": tensor '5.bias' has shape [2], the model expects [10]");
+    }
+}
+
 // Every reader takes regular files only, each fitting in memory (xylem/io/input_file.h): a device
 // named as data (/dev/zero read 15 GB, then ended in a bare std::bad_alloc), a FIFO, a folder.
 TEST_F(CliErrors, DataConfigAndCheckpointFilesMustBeRegularFiles) {

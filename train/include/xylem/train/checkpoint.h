@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "xylem/error.h"
 #include "xylem/layers/net.h"
 #include "xylem/solvers/solver.h"
 
@@ -23,6 +24,13 @@ void save_checkpoint(const std::string& path, Net& model, const std::map<std::st
 // Validates names, dtypes and shapes against the model before changing any parameter. Training
 // state tensors ("xylem.*") are ignored, so a training checkpoint loads as a model checkpoint.
 void load_checkpoint(const std::string& path, Net& model);
+// What load_checkpoint throws when a tensor's shape differs from the model's: the one checkpoint
+// error that a model built for other input shapes causes (eval and predict name the images then);
+// a damaged file, a missing or extra tensor, a wrong dtype or NaN weights throw plain Error.
+class CheckpointShapeError : public Error {
+public:
+    using Error::Error;
+};
 
 // Where a run stands, and everything besides tensors that resuming it needs.
 struct TrainingState {
