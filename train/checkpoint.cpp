@@ -3,9 +3,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "xylem/error.h"
 #include "xylem/io/safetensors.h"
+#include "xylem/train/run_report.h"
 
 namespace xylem::train {
 namespace {
@@ -144,16 +146,27 @@ TrainingState read_training_state(const std::string& path, const io::Safetensors
     TrainingState st;
     try {
         const nlohmann::json j = nlohmann::json::parse(meta->second);
-        if (j.at("version").get<int>() != kStateVersion)
-            throw Error(path + ": training state version " + j.at("version").dump() + ", this xylem reads version " +
+        if (!j.is_object()) throw Error("not a JSON object");
+        // Whole numbers only (nlohmann casts a float such as 1e30 to int unchecked, and a negative
+        // integer to uint64_t), within range for the field.
+        auto whole = [](const nlohmann::json& v, const std::string& key, bool non_negative) -> const nlohmann::json& {
+            if (!v.is_number_integer() || (non_negative && !v.is_number_unsigned()))
+                throw Error("'" + key + "' is " + v.dump() + ", not " + (non_negative ? "a non-negative" : "an") +
+                            " integer");
+            return v;
+        };
+        if (whole(j.at("version"), "version", false).get<int64_t>() != kStateVersion)
+            throw Error("training state version " + j.at("version").dump() + ", this xylem reads version " +
                         std::to_string(kStateVersion));
+        if (whole(j.at("epoch"), "epoch", true).get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int>::max()))
+            throw Error("position out of range");
         st.epoch = j.at("epoch").get<int>();
-        st.step = j.at("step").get<int64_t>();
-        st.global_step = j.at("global_step").get<uint64_t>();
+        st.step = whole(j.at("step"), "step", true).get<int64_t>();
+        st.global_step = whole(j.at("global_step"), "global_step", true).get<uint64_t>();
         st.shuffle_rng = j.at("shuffle_rng").get<std::string>();
         st.loss_sum = j.at("loss_sum").get<float>();
-        st.seen = j.at("seen").get<int64_t>();
-        st.seen_at_print = j.at("seen_at_print").get<int64_t>();
+        st.seen = whole(j.at("seen"), "seen", true).get<int64_t>();
+        st.seen_at_print = whole(j.at("seen_at_print"), "seen_at_print", true).get<int64_t>();
         st.loss_at_print = j.at("loss_at_print").get<double>();
         st.epochs = j.at("epochs");
         st.best_metric = j.at("best_metric").get<std::string>();
@@ -163,7 +176,16 @@ TrainingState read_training_state(const std::string& path, const io::Safetensors
         st.config_source = j.at("config_source").get<std::string>();
         st.overrides = j.at("overrides");
         if (!st.epochs.is_array() || !st.overrides.is_object()) throw Error("bad field types");
-        if (st.epoch < 1 || st.step < 0 || st.seen < 0 || st.seen_at_print < 0 || st.seen_at_print > st.seen)
+        for (const nlohmann::json& e : st.epochs) epoch_metrics_from_json(e);  // each a complete record
+        // What load_training_checkpoint reads besides: the solver and the layers' counters.
+        const nlohmann::json& solver = j.at("solver");
+        if (!solver.is_object() || !solver.at("kind").is_string()) throw Error("'solver' has no kind");
+        whole(solver.at("steps"), "solver.steps", true);
+        if (!j.at("counters").is_object()) throw Error("'counters' is not a JSON object");
+        for (const auto& [name, value] : j.at("counters").items()) whole(value, "counters." + name, true);
+        if (st.epoch < 1 || st.step < 0 || st.seen < 0 || st.seen_at_print < 0 || st.seen_at_print > st.seen ||
+            st.global_step > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+            st.global_step < static_cast<uint64_t>(st.step))  // max_steps is an int64; the epoch's steps count too
             throw Error("position out of range");
         if (auto run = file.metadata.find(kRunRecordKey); run != file.metadata.end()) {
             st.run_record = nlohmann::json::parse(run->second);

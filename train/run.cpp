@@ -150,8 +150,14 @@ void Run::restore() {
                                        : " images, the data now gives ") +
                     std::to_string(count) +
                     (data_.is_text() ? " (data.text or data.validation changed?)" : " (data.dir or data.validation changed?)"));
-    for (int32_t i : saved.order)
+    std::vector<bool> seen(static_cast<size_t>(count), false);  // a permutation of the samples: each once
+    for (int32_t i : saved.order) {
         if (i < 0 || i >= count) throw Error(from + ": corrupt training state: order entry out of range");
+        if (seen[static_cast<size_t>(i)])
+            throw Error(from + ": corrupt training state: the training order holds sample " + std::to_string(i) +
+                        " more than once");
+        seen[static_cast<size_t>(i)] = true;
+    }
     const int64_t steps = steps_per_epoch(count, fit_);
     if (saved.step > steps)  // == steps: stopped at the epoch's end, before its scores (resumes with them)
         throw Error(from + ": the run stopped at " + where(saved.epoch, saved.step) + " but an epoch now has " +

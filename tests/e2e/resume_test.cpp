@@ -665,6 +665,71 @@ TEST_F(Resume, ChangedDataAndADamagedCheckpointAreRefused) {
                                      "is damaged")) << damaged.out;
 }
 
+// A training state that was edited or damaged (the metadata carries no checksum) is refused as
+// "corrupt training state", naming the field, before anything runs: a malformed epoch record, a
+// missing solver or counters entry, was an uncaught nlohmann exception ("failed unexpectedly ...
+// please report it"); a negative global_step or solver.steps wrapped to 2^64 - n (a --max-steps
+// limit then let the run go on), an epoch of 1e30 was cast to int unchecked; an order holding a
+// sample twice trained on it twice and skipped another.
+TEST_F(Resume, AnEditedTrainingStateIsRefusedNamingTheField) {
+    const std::string cfg = write("mlp.toml", mlp_config("epochs = 1"));
+    ASSERT_EQ(run_xylem({"train", "--config", cfg, "--out", path("r"), "--max-steps", "10"}).code, 0);
+    const io::Safetensors good = io::read_safetensors(path("r/last.safetensors"));
+    const nlohmann::json state = nlohmann::json::parse(good.metadata.at("xylem.training_state"));
+    auto write_edited = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit,
+                            const std::function<void(std::vector<uint8_t>&)>& edit_order = {}) {
+        nlohmann::json j = state;
+        edit(j);
+        std::map<std::string, std::string> meta = good.metadata;
+        meta["xylem.training_state"] = j.dump();
+        std::vector<uint8_t> order = good.tensors.at("xylem.train.order").data;
+        if (edit_order) edit_order(order);
+        std::vector<io::TensorView> views;
+        for (const auto& [n, t] : good.tensors)
+            views.push_back({n, t.dtype, t.shape, n == "xylem.train.order" ? order.data() : t.data.data(), t.data.size()});
+        io::write_safetensors(path(name), views, meta);
+        return path(name);
+    };
+    const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases{
+        {[](nlohmann::json& j) { j["epochs"] = {1, "x"}; }, "cannot use at() with number"},
+        {[](nlohmann::json& j) { j["epochs"] = {{{"epoch", "one"}}}; }, "type must be number"},
+        {[](nlohmann::json& j) { j.erase("solver"); }, "key 'solver' not found"},
+        {[](nlohmann::json& j) { j.erase("counters"); }, "key 'counters' not found"},
+        {[](nlohmann::json& j) { j["global_step"] = -5; }, "'global_step' is -5, not a non-negative integer"},
+        {[](nlohmann::json& j) { j["solver"]["steps"] = -1; }, "'solver.steps' is -1, not a non-negative integer"},
+        {[](nlohmann::json& j) { j["epoch"] = 1e30; }, "'epoch' is 1e+30, not a non-negative integer"},
+        {[](nlohmann::json& j) { j["seen"] = 2.5; }, "'seen' is 2.5, not a non-negative integer"},
+        {[](nlohmann::json& j) { j["global_step"] = 1; }, "position out of range"},  // fewer than the epoch's steps
+    };
+    for (size_t k = 0; k < cases.size(); ++k) {
+        const std::string file = write_edited("edited" + std::to_string(k) + ".safetensors", cases[k].first);
+        try {
+            train::read_training_state(file);
+            ADD_FAILURE() << "case " << k << " was read";
+        } catch (const Error& e) {
+            EXPECT_EQ(std::string(e.what()).rfind(file + ": corrupt training state: ", 0), 0u) << e.what();
+            EXPECT_TRUE(has(e.what(), cases[k].second)) << e.what();
+        }
+    }
+    // The command line: one line, exit 1, and the folder's checkpoint unchanged.
+    fs::copy_file(write_edited("bad_epochs.safetensors", cases[0].first), path("r/last.safetensors"),
+                  fs::copy_options::overwrite_existing);
+    Outcome r = run_xylem({"train", "--resume", path("r"), "--max-steps", "20"});
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(has(r.out, "xylem: error: " + path("r/last.safetensors") + ": corrupt training state: ")) << r.out;
+    EXPECT_FALSE(has(r.out, "unexpectedly")) << r.out;
+    // An order that holds a sample twice.
+    const std::string twice = write_edited("twice.safetensors", [](nlohmann::json&) {}, [](std::vector<uint8_t>& order) {
+        std::memcpy(order.data() + 5 * sizeof(int32_t), order.data() + 6 * sizeof(int32_t), sizeof(int32_t));
+    });
+    fs::copy_file(twice, path("r/last.safetensors"), fs::copy_options::overwrite_existing);
+    r = run_xylem({"train", "--resume", path("r"), "--max-steps", "20"});
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(has(r.out, path("r/last.safetensors") + ": corrupt training state: the training order holds sample "))
+        << r.out;
+    EXPECT_TRUE(has(r.out, " more than once")) << r.out;
+}
+
 // A checkpoint of an older xylem (no run record, no checksums) in a folder without run.json still
 // resumes, and says what it could not check.
 TEST_F(Resume, AnOlderCheckpointResumesSayingWhatWasNotChecked) {
