@@ -329,6 +329,7 @@ void Registry::scan(const std::vector<std::string>& dirs, Isolation isolation, c
         return false;
     };
     for (const std::string& dir : dirs) {
+        if (std::find(scanned_dirs_.begin(), scanned_dirs_.end(), dir) == scanned_dirs_.end()) scanned_dirs_.push_back(dir);
         std::error_code ec;
         std::vector<fs::path> files;
         for (const auto& entry : fs::directory_iterator(dir, ec)) {
@@ -366,7 +367,26 @@ std::shared_ptr<Backend> Registry::select(const std::string& name) const {
         for (const PluginRecord& p : plugins_)
             if (!p.loaded && (p.name == name || fs::path(p.path).filename() == "libxylem_" + name + ".so"))
                 throw Error("backend '" + name + "' is unavailable: " + p.path + ": " + p.reason);
-        throw Error("unknown backend '" + name + "' (loaded backends: " + (known.empty() ? "none" : known) + ")");
+        if (scanned_dirs_.empty())  // files loaded one by one (load_file): no folder to name
+            throw Error("unknown backend '" + name + "' (loaded backends: " + (known.empty() ? "none" : known) + ")");
+        // A named backend probes only its own file, so what was loaded says little: name the folders
+        // searched and the backends whose files are there (by file name: listing runs no code).
+        std::string folders, there;
+        std::vector<std::string> names;
+        for (const std::string& dir : scanned_dirs_) {
+            folders += (folders.empty() ? "" : ", ") + dir;
+            std::error_code ec;
+            for (const auto& entry : fs::directory_iterator(dir, ec)) {
+                const std::string fname = entry.path().filename().string();
+                if (fname.rfind("libxylem_", 0) == 0 && entry.path().extension() == ".so")
+                    names.push_back(fname.substr(9, fname.size() - 9 - 3));
+            }
+        }
+        std::sort(names.begin(), names.end());
+        names.erase(std::unique(names.begin(), names.end()), names.end());
+        for (const std::string& n : names) there += (there.empty() ? "" : ", ") + n;
+        throw Error("unknown backend '" + name + "': no plugin file libxylem_" + name + ".so in " + folders +
+                    (there.empty() ? " (no plugin files there)" : " (backends there: " + there + ")"));
     }
     if (!r->available) throw Error("backend '" + name + "' is unavailable: " + r->reason);
     if (r->backend) {

@@ -79,14 +79,22 @@ const std::string kMlp = std::string(XYLEM_SOURCE_DIR) + "/examples/fashion_mlp.
 
 }  // namespace
 
+// A named backend probes only its own file, so the error names the folders searched and the
+// backends whose files are there (it said "(loaded backends: none)", though native was there).
 TEST_F(CliErrors, UnknownBackend) {
-    expect_one_line_error(run("train --config " + kMlp + " --backend nosuch --out " + dir_.string()),
-                          "unknown backend 'nosuch'");
+    const Result r = run("train --config " + kMlp + " --backend nosuch --out " + dir_.string());
+    expect_one_line_error(r, "unknown backend 'nosuch': no plugin file libxylem_nosuch.so in ");
+    EXPECT_NE(r.output.find(" (backends there: "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("native"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("loaded backends: none"), std::string::npos) << r.output;
 }
 
 TEST_F(CliErrors, UnknownBackendFromEnvironment) {
-    expect_one_line_error(run("train --config " + kMlp + " --out " + dir_.string(), "XYLEM_BACKEND=envbackend"),
-                          "unknown backend 'envbackend'");
+    const Result r = run("train --config " + kMlp + " --out " + dir_.string(),
+                         "XYLEM_BACKEND=envbackend XYLEM_PLUGIN_PATH=/nonexistent-xylem-dir");
+    expect_one_line_error(r, "unknown backend 'envbackend': no plugin file libxylem_envbackend.so in "
+                             "/nonexistent-xylem-dir, ");
+    EXPECT_NE(r.output.find(" (backends there: "), std::string::npos) << r.output;
 }
 
 TEST_F(CliErrors, FlagBeatsEnvironment) {

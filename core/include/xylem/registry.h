@@ -118,6 +118,7 @@ public:
 
 private:
     std::vector<PluginRecord> plugins_;
+    std::vector<std::string> scanned_dirs_;  // every folder scan() looked in, in order: named by select()'s error
     std::chrono::milliseconds probe_timeout_{30000};
 };
 
