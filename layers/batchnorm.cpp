@@ -1,6 +1,8 @@
 // BatchNorm layer over the core batch-norm ops.
 #include "xylem/layers/batchnorm.h"
 
+#include <cstdio>
+
 #include "xylem/error.h"
 #include "xylem/layers/registry.h"
 #include "xylem/op_calls.h"
@@ -40,6 +42,18 @@ const Tensor& BatchNorm::forward(Device& dev, const Tensor& x, bool train) {
     ops::batchnorm_fwd(dev, x, gamma_.value, beta_.value, ensure(y_, x.shape(), dev), running_mean_.value,
                        running_var_.value, saved_mean_, saved_invstd_, a);
     return y_;
+}
+
+std::string BatchNorm::buffer_value_problem(const Param& buffer, const std::vector<float>& values) const {
+    if (&buffer != &running_var_) return {};
+    for (size_t i = 0; i < values.size(); ++i)
+        if (values[i] < 0.0f) {
+            char v[32];
+            std::snprintf(v, sizeof v, "%g", static_cast<double>(values[i]));
+            return std::string("holds the negative variance ") + v + " at index " + std::to_string(i) +
+                   ": a running variance is never below 0";
+        }
+    return {};
 }
 
 bool BatchNorm::fuse_activation(xylem_activation act, Backend& backend) {

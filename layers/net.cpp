@@ -729,6 +729,14 @@ std::vector<Param*> Net::state() {
     return out;
 }
 
+std::string Net::buffer_value_problem(const std::function<std::vector<float>(const Param&)>& values) {
+    for (Node& n : nodes_)
+        for (Param* p : n.layer->buffers())
+            if (std::string why = n.layer->buffer_value_problem(*p, values(*p)); !why.empty())
+                return "tensor '" + p->name + "' " + why;
+    return {};
+}
+
 std::vector<std::pair<std::string, uint64_t*>> Net::counters() {
     std::vector<std::pair<std::string, uint64_t*>> out;
     for (Node& n : nodes_)

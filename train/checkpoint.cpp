@@ -78,6 +78,13 @@ void apply_model_tensors(const std::string& path, const io::Safetensors& file, N
         }
     }
     check_finite(path, file, params);
+    const std::string problem = model.buffer_value_problem([&](const Param& p) {
+        const std::vector<uint8_t>& bytes = file.tensors.at(p.name).data;
+        std::vector<float> v(bytes.size() / sizeof(float));
+        std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));  // the data need not be aligned
+        return v;
+    });
+    if (!problem.empty()) throw Error(path + ": " + problem);
     for (Param* p : params)  // everything validated: now copy
         std::memcpy(p->value.host_write<float>(), file.tensors.at(p->name).data.data(), p->value.bytes());
 }

@@ -307,6 +307,29 @@ TEST_F(CliErrors, EmptyDatasetNamesTheFile) {
     EXPECT_FALSE(fs::exists(fs::path(out) / "model.safetensors"));
 }
 
+// A batch norm's running variance below 0 (an edited or corrupt checkpoint) is refused naming the
+// tensor and the value: evaluated, it made every output NaN and the accuracy chance.
+TEST_F(CliErrors, EvalOfANegativeRunningVarianceSaysSo) {
+    const std::string cfg = write("bn.toml", "backend = \"native\"\n[[model.layers]]\ntype = \"conv2d\"\nout = 4\n"
+                                             "kernel = 3\n[[model.layers]]\ntype = \"batchnorm\"\n[[model.layers]]\n"
+                                             "type = \"relu\"\n[[model.layers]]\ntype = \"flatten\"\n[[model.layers]]\n"
+                                             "type = \"linear\"\nout = 10\n[data]\ndir = \"/usr/share/datasets/fashion-mnist\"\n");
+    Result t = run("train --config " + cfg + " --epochs 1 --max-steps 1 --out " + (dir_ / "bn").string());
+    ASSERT_EQ(t.code, 0) << t.output;
+    xylem::io::Safetensors file = xylem::io::read_safetensors((dir_ / "bn" / "model.safetensors").string());
+    const float negative = -1.0f;
+    std::memcpy(file.tensors.at("1.running_var").data.data() + 2 * sizeof(float), &negative, sizeof negative);
+    std::vector<xylem::io::TensorView> views;
+    for (const auto& [name, t] : file.tensors) views.push_back({name, t.dtype, t.shape, t.data.data(), t.data.size()});
+    const std::string bad = (dir_ / "negvar.safetensors").string();
+    xylem::io::write_safetensors(bad, views, file.metadata);
+    expect_one_line_error(run("eval --config " + cfg + " --checkpoint " + bad),
+                          bad + ": tensor '1.running_var' holds the negative variance -1 at index 2: a running "
+                                "variance is never below 0");
+    Result ok = run("eval --config " + cfg + " --checkpoint " + (dir_ / "bn" / "model.safetensors").string());
+    EXPECT_EQ(ok.code, 0) << ok.output;
+}
+
 // A diverged run's checkpoint: eval names the file, the first tensor with NaN/inf and how many.
 TEST_F(CliErrors, EvalOfANonFiniteCheckpointSaysSo) {
     Result t = run("train --config " + kMlp + " --backend native --epochs 1 --max-steps 1 --out " + dir_.string());

@@ -26,6 +26,7 @@ public:
         return {XYLEM_OP_FILL, XYLEM_OP_BATCHNORM_FWD, XYLEM_OP_BATCHNORM_BWD};
     }
     std::vector<Param*> buffers() override { return {&running_mean_, &running_var_}; }
+    std::string buffer_value_problem(const Param& buffer, const std::vector<float>& values) const override;
     // A ReLU after the batch norm runs inside its ops (ABI 1.11: batchnorm_fwd writes relu(Y), and
     // batchnorm_bwd takes the ReLU's gradient from Y), where the backend takes it: one pass over
     // the map fewer in each direction. Other activations stay layers.

@@ -60,6 +60,13 @@ public:
         int64_t trainable = 0, buffers = 0;
     };
     virtual ParamFloats param_floats_of(const std::vector<Shape>& /*inputs*/) const { return {}; }
+    // Whether values a checkpoint holds for one of this layer's buffers() can be that buffer's: ""
+    // when they can, else what is wrong ("holds the negative variance -1 at index 3"). Checked
+    // before anything is loaded (a batch norm's running variance must not be negative: evaluation
+    // would turn it into NaN outputs and a meaningless accuracy).
+    virtual std::string buffer_value_problem(const Param& /*buffer*/, const std::vector<float>& /*values*/) const {
+        return {};
+    }
     // Host-side counters that a resumed run must restore to give identical results (dropout's
     // mask stream), by name; checkpoints save them beside the tensors.
     virtual std::vector<std::pair<std::string, uint64_t*>> counters() { return {}; }

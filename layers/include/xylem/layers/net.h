@@ -124,6 +124,9 @@ public:
     // of the nodes that write it).
     std::vector<size_t> grad_ready_nodes();
     std::vector<Param*> state();  // params, then buffers: every tensor a checkpoint holds
+    // Asks each layer whether the values `values(buffer)` can be its buffer's (Layer::
+    // buffer_value_problem): "" when every one can, else "tensor 'bn1.running_var' <what is wrong>".
+    std::string buffer_value_problem(const std::function<std::vector<float>(const Param&)>& values);
     // Every node's host counters, named "<node name>.<counter>" ("3.mask_calls").
     std::vector<std::pair<std::string, uint64_t*>> counters();
     // Every layer's reset_state(): drops recurrent state carried between batches.
