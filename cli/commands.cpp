@@ -309,9 +309,18 @@ int train_run(const Args& a, const train::Launch& launch, std::unique_ptr<train:
         const train::TrainingState saved = train::read_training_state(options.resume_from);
         // The run continues with the config it started with (or the one given now, if it fits),
         // the command-line overrides it started with, and those given now on top.
-        RunConfig was = parse_config(saved.config_text, saved.config_source);
+        // The text is the checkpoint's, not the file it was first read from: a damaged one says so.
+        auto parse_saved = [&] {
+            try {
+                return parse_config(saved.config_text, saved.config_source);
+            } catch (const Error& e) {
+                throw Error(options.resume_from + ": the config saved in it (first read from " + saved.config_source +
+                            ") is damaged: " + e.what());
+            }
+        };
+        RunConfig was = parse_saved();
         apply_overrides(was, saved.overrides);
-        c = a.config.empty() ? parse_config(saved.config_text, saved.config_source) : load_config(a.config);
+        c = a.config.empty() ? parse_saved() : load_config(a.config);
         nlohmann::json merged = saved.overrides;
         merged.update(options.overrides);
         apply_overrides(c, merged);

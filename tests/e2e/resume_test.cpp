@@ -728,6 +728,16 @@ TEST_F(Resume, AnEditedTrainingStateIsRefusedNamingTheField) {
     EXPECT_TRUE(has(r.out, path("r/last.safetensors") + ": corrupt training state: the training order holds sample "))
         << r.out;
     EXPECT_TRUE(has(r.out, " more than once")) << r.out;
+    // A damaged config text in the state names the checkpoint, not the file it was first read from.
+    const std::string bad_config = write_edited("bad_config.safetensors", [](nlohmann::json& j) {
+        j["config_text"] = "[[model.layers]\ntype = ";
+    });
+    fs::copy_file(bad_config, path("r/last.safetensors"), fs::copy_options::overwrite_existing);
+    r = run_xylem({"train", "--resume", path("r"), "--max-steps", "20"});
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(has(r.out, "xylem: error: " + path("r/last.safetensors") + ": the config saved in it (first read from " +
+                               cfg + ") is damaged: "))
+        << r.out;
 }
 
 // A checkpoint of an older xylem (no run record, no checksums) in a folder without run.json still
