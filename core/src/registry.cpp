@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "child_process.h"
 #include "elf_check.h"
@@ -25,6 +26,15 @@ namespace xylem {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The plugin file naming rule: backend NAME lives in libxylem_NAME.so.
+std::string plugin_file_name(const std::string& name) { return "libxylem_" + name + ".so"; }
+// The backend name a file is named for, or nothing when it is no plugin file.
+std::optional<std::string> backend_of_file(const fs::path& file) {
+    const std::string fname = file.filename().string(), prefix = "libxylem_";
+    if (fname.rfind(prefix, 0) != 0 || file.extension() != ".so") return std::nullopt;
+    return fname.substr(prefix.size(), fname.size() - prefix.size() - 3);
+}
 
 struct Loaded {
     std::shared_ptr<boost::dll::shared_library> library;  // held by the never-destroyed map: never unloaded
@@ -322,21 +332,16 @@ const PluginRecord& Registry::probe_file(const std::string& file) {
 }
 
 void Registry::scan(const std::vector<std::string>& dirs, Isolation isolation, const std::vector<std::string>& only) {
-    auto wanted = [&](const std::string& fname) {
-        if (only.empty()) return true;
-        for (const std::string& name : only)
-            if (fname == "libxylem_" + name + ".so") return true;
-        return false;
+    auto wanted = [&](const std::string& backend) {
+        return only.empty() || std::find(only.begin(), only.end(), backend) != only.end();
     };
     for (const std::string& dir : dirs) {
         if (std::find(scanned_dirs_.begin(), scanned_dirs_.end(), dir) == scanned_dirs_.end()) scanned_dirs_.push_back(dir);
         std::error_code ec;
         std::vector<fs::path> files;
-        for (const auto& entry : fs::directory_iterator(dir, ec)) {
-            std::string fname = entry.path().filename().string();
-            if (fname.rfind("libxylem_", 0) == 0 && entry.path().extension() == ".so" && wanted(fname))
+        for (const auto& entry : fs::directory_iterator(dir, ec))
+            if (const auto backend = backend_of_file(entry.path()); backend && wanted(*backend))
                 files.push_back(entry.path());
-        }
         std::sort(files.begin(), files.end());
         for (const fs::path& f : files) {
             std::string canon = fs::weakly_canonical(f, ec).string();
@@ -365,7 +370,7 @@ std::shared_ptr<Backend> Registry::select(const std::string& name) const {
             if (p.loaded) known += (known.empty() ? "" : ", ") + p.name;
         // A file that failed to load might be the one the user meant: say why it failed.
         for (const PluginRecord& p : plugins_)
-            if (!p.loaded && (p.name == name || fs::path(p.path).filename() == "libxylem_" + name + ".so"))
+            if (!p.loaded && (p.name == name || backend_of_file(p.path) == name))
                 throw Error("backend '" + name + "' is unavailable: " + p.path + ": " + p.reason);
         if (scanned_dirs_.empty())  // files loaded one by one (load_file): no folder to name
             throw Error("unknown backend '" + name + "' (loaded backends: " + (known.empty() ? "none" : known) + ")");
@@ -376,16 +381,13 @@ std::shared_ptr<Backend> Registry::select(const std::string& name) const {
         for (const std::string& dir : scanned_dirs_) {
             folders += (folders.empty() ? "" : ", ") + dir;
             std::error_code ec;
-            for (const auto& entry : fs::directory_iterator(dir, ec)) {
-                const std::string fname = entry.path().filename().string();
-                if (fname.rfind("libxylem_", 0) == 0 && entry.path().extension() == ".so")
-                    names.push_back(fname.substr(9, fname.size() - 9 - 3));
-            }
+            for (const auto& entry : fs::directory_iterator(dir, ec))
+                if (auto backend = backend_of_file(entry.path())) names.push_back(std::move(*backend));
         }
         std::sort(names.begin(), names.end());
         names.erase(std::unique(names.begin(), names.end()), names.end());
         for (const std::string& n : names) there += (there.empty() ? "" : ", ") + n;
-        throw Error("unknown backend '" + name + "': no plugin file libxylem_" + name + ".so in " + folders +
+        throw Error("unknown backend '" + name + "': no plugin file " + plugin_file_name(name) + " in " + folders +
                     (there.empty() ? " (no plugin files there)" : " (backends there: " + there + ")"));
     }
     if (!r->available) throw Error("backend '" + name + "' is unavailable: " + r->reason);
