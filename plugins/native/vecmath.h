@@ -18,6 +18,12 @@ namespace xylem::native::vecmath {
 // nearest by the 1.5 * 2^23 trick (no libm call), and read as an integer from the low bits of
 // that sum rather than converted: NaN then gives some integer, not undefined behaviour, and the
 // NaN goes on through p. |xc| must stay below 2^21.
+// ReLU and the gradient it passes back, as act_fwd/act_bwd and the batch norm's ReLU compute them:
+// max(x, 0) (NaN and -0 give +0), and dy where the output y is positive. dy is taken whatever y
+// is, so a loop's select vectorises.
+inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
+inline float relu_gradient(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
+
 inline float exp_reduced_(float xc, float& n, int32_t& ni) {
     const float shifted = xc * 1.44269504088896341f + 12582912.0f;
     ni = std::bit_cast<int32_t>(shifted) - 0x4b400000;  // 0x4b400000: the bits of 12582912.0f

@@ -14,7 +14,7 @@ namespace {
 // and an activation gives the same bits fused or not.
 inline float sigmoid(float x) { return vecmath::sigmoid(x); }  // 1 / (1 + e^-x): e^-x = inf gives 0, no NaN
 inline float tanh(float x) { return vecmath::tanh(x); }
-inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
+inline float relu(float x) { return vecmath::relu(x); }
 inline float relu6(float x) {  // min(relu(x), 6): the fused program's MIN(RELU(x), 6)
     const float r = relu(x);
     return r < 6.0f ? r : 6.0f;
@@ -132,8 +132,7 @@ XYLEM_KERNEL(void, activate_grad, (int act, const float* dy, const float* y, flo
         break;
     case XYLEM_ACT_RELU:
         for (int64_t i = 0; i < n; ++i) {
-            const float d = dy[i];  // read unconditionally so the select vectorizes
-            dx[i] = y[i] > 0.0f ? d : 0.0f;
+            dx[i] = vecmath::relu_gradient(dy[i], y[i]);
         }
         break;
     case XYLEM_ACT_SIGMOID:

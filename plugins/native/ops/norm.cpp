@@ -6,6 +6,7 @@
 #include "isa.h"
 #include "lane_sum.h"
 #include "native.h"
+#include "vecmath.h"
 
 namespace xylem::native {
 
@@ -73,21 +74,18 @@ XYLEM_KERNEL(RowSums, row_gradient_sums_relu,
     }
     RowSums tail{0.0, 0.0};
     for (; i < n; ++i) {
-        const double g = y[i] > 0.0f ? dy[i] : 0.0f;
+        const double g = vecmath::relu_gradient(dy[i], y[i]);
         tail.dy += g;
         tail.dyxc += g * (static_cast<double>(x[i]) - mean);
     }
     return finish_row_sums(lane_dy, lane_dyxc, tail);
 }
 
-// y = (x - s) * k + o, or with `relu` its ReLU, max(v, 0) as act_fwd takes it (y may equal x).
+// y = (x - s) * k + o, or with `relu` its ReLU (vecmath::relu, as act_fwd) (y may equal x).
 XYLEM_KERNEL(void, row_affine, (const float* x, float* y, int64_t n, float s, float k, float o, bool relu),
              (x, y, n, s, k, o, relu)) {
     if (relu) {
-        for (int64_t i = 0; i < n; ++i) {
-            const float v = (x[i] - s) * k + o;
-            y[i] = v > 0.0f ? v : 0.0f;
-        }
+        for (int64_t i = 0; i < n; ++i) y[i] = vecmath::relu((x[i] - s) * k + o);
     } else {
         for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - s) * k + o;
     }
@@ -98,10 +96,7 @@ XYLEM_KERNEL(void, row_input_gradient,
               int64_t n, float k, float kx, float m, float k0),
              (dy, y, x, dx, n, k, kx, m, k0)) {
     if (y) {
-        for (int64_t i = 0; i < n; ++i) {
-            const float d = dy[i];
-            dx[i] = k * (y[i] > 0.0f ? d : 0.0f) + kx * (x[i] - m) + k0;
-        }
+        for (int64_t i = 0; i < n; ++i) dx[i] = k * vecmath::relu_gradient(dy[i], y[i]) + kx * (x[i] - m) + k0;
     } else {
         for (int64_t i = 0; i < n; ++i) dx[i] = k * dy[i] + kx * (x[i] - m) + k0;
     }
@@ -128,7 +123,7 @@ void normalize(const Bn& b, const float* x, float* y, const float* shift, const 
             float* yr = y + n * b.c;
             for (int64_t ch = 0; ch < b.c; ++ch) {
                 const float v = (xr[ch] - shift[ch]) * scale[ch] + offset[ch];
-                yr[ch] = relu ? (v > 0.0f ? v : 0.0f) : v;
+                yr[ch] = relu ? vecmath::relu(v) : v;
             }
         }
         return;
@@ -239,7 +234,9 @@ void op_batchnorm_fwd(const xylem_op_desc& desc, xylem_stream_s& stream) {
 // dbeta = sum dY; dgamma = sum dY*xhat; dX = gamma*invstd/n * (n*dY - dbeta - xhat*dgamma).
 void op_batchnorm_bwd(const xylem_op_desc& desc, xylem_stream_s& stream) {
     // The gradient the batch norm sees at i: dY, or with the ReLU dY where its output is positive.
-    auto relu_gradient = [](const float* dy, const float* y, int64_t i) { return y && !(y[i] > 0.0f) ? 0.0f : dy[i]; };
+    auto relu_gradient = [](const float* dy, const float* y, int64_t i) {
+        return y ? vecmath::relu_gradient(dy[i], y[i]) : dy[i];
+    };
     OpArgs a(desc, 5, 6, 3);
     const auto o = plugin_kit::batchnorm_bwd_operands(a);
     const Tensor &tdy = o.dy, &tx = o.x, &tgamma = o.gamma, &tsm = o.saved_mean, &tsi = o.saved_invstd;
