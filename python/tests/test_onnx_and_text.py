@@ -32,12 +32,19 @@ max_steps = 30
 """
 
 
-def test_from_onnx_matches_pytorch(tmp_path):
+def _torch():
+    """PyTorch, or the test skipped: absent, or (Debian's torch is built against NumPy 1) unable to
+    exchange arrays with the NumPy 2 venv's NumPy."""
     torch = pytest.importorskip("torch")
     try:
         torch.zeros(1).numpy()
-    except RuntimeError as e:  # Debian's torch is built against NumPy 1: not usable in the NumPy 2 venv
+    except RuntimeError as e:
         pytest.skip(f"torch cannot exchange arrays with NumPy {np.__version__}: {e}")
+    return torch
+
+
+def test_from_onnx_matches_pytorch(tmp_path):
+    torch = _torch()
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
                               torch.nn.Linear(4 * 8 * 8, 5)).eval()
@@ -56,11 +63,7 @@ def test_from_onnx_matches_pytorch(tmp_path):
 
 
 def test_from_onnx_of_two_inputs_and_two_outputs(tmp_path):
-    torch = pytest.importorskip("torch")
-    try:
-        torch.zeros(1).numpy()
-    except RuntimeError as e:
-        pytest.skip(f"torch cannot exchange arrays with NumPy {np.__version__}: {e}")
+    torch = _torch()
 
     class TwoHeads(torch.nn.Module):  # token ids and features in; logits and the hidden state out
         def __init__(self):
@@ -150,11 +153,7 @@ def test_from_onnx_of_a_model_whose_output_is_no_score_vector(tmp_path):
     # A model whose outputs are feature maps (an autoencoder, a segmentation net, a backbone) is
     # imported and predicts; only fit and evaluate need the loss to read its output. (from_onnx
     # used to check the importer's default cross_entropy against the output and refuse it.)
-    torch = pytest.importorskip("torch")
-    try:
-        torch.zeros(1).numpy()
-    except RuntimeError as e:
-        pytest.skip(f"torch cannot exchange arrays with NumPy {np.__version__}: {e}")
+    torch = _torch()
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.ReLU()).eval()
     x = torch.rand(4, 2, 5, 5)
