@@ -168,9 +168,13 @@ void parallel_items(int64_t n_items, int workers, const F& f) {
 // is cut, and an op simply takes one slice per worker (`split_workers`).
 constexpr int kMaxSplit = 8;  // at most this many slices (each may take its own scratch blocks; the arena keeps 128 per op)
 
-// Elements streamed per extra thread below which starting it costs more than it saves (a thread
-// start is ~20-50 us; 2^18 floats take about as long to stream): for the memory-bound ops.
-constexpr int64_t kMinSplitElements = int64_t{1} << 18;
+// Elements streamed per extra worker below which handing it a share costs more than it saves:
+// for the memory-bound ops. Within a run of ops the pool's helper is spinning (workers.cpp) and
+// takes a share in a microsecond or two, where 2^15 floats take 10-15 us to stream on one thread
+// (a [768, 128] residual add, 98k elements: 46 us). It was 2^18 when a helper slept between ops
+// (a wake-up costs ~200 us on a VM); at 2^15 the character GPT's adds, permutes, bias gradients
+// and solver programs split in two.
+constexpr int64_t kMinSplitElements = int64_t{1} << 15;
 
 // CPUs for a split (device.cpp): the CPUs the plugin uses (XYLEM_NUM_THREADS, or the CPUs this
 // process may run on), at most kMaxSplit.
@@ -250,8 +254,15 @@ void run_slices(int64_t n, int64_t slices, const F& body) {
 // result for a row depends on the call it is part of (its kernels treat a block's last rows
 // differently on some CPUs), so a cut that followed the CPUs would change the bits.
 // From a pool worker it runs its blocks on that thread (the pool runs one job at a time).
+// With an epilogue, C = act(bias + alpha*op(A)*op(B)) instead (beta unused): each block of C
+// starts as the bias rows and ends activated on the worker that computed it, while it is in its
+// cache (a linear layer's forward).
+struct GemmEpilogue {
+    const float* bias = nullptr;  // [n], or null: no bias
+    int act = XYLEM_ACT_NONE;     // ReLU, sigmoid, tanh or ReLU6 (activate() below)
+};
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-           int64_t ldb, float beta, float* c, int64_t ldc);
+           int64_t ldb, float beta, float* c, int64_t ldc, const GemmEpilogue& epilogue = {});
 
 // C = alpha*op(A)*B + beta*C for a narrow C (1 <= n <= 64; B [k, n] row-major), on AVX-512 or
 // AVX2 + FMA: call it where narrow_gemm_available() (ops/gemm_narrow.cpp: the plugin's level is
