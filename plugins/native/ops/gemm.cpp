@@ -69,6 +69,16 @@ bool use_narrow_kernel(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
            (isa() == Isa::avx512 || !ta || n % 8 == 0);
 }
 
+// A block's bias and activation, on the worker that computed it while the block is in its cache
+// (a separate pass over all of C ran on one thread and read C back from memory).
+void epilogue_block(const GemmEpilogue& epi, float* c, int64_t ldc, int64_t row0, int64_t rows, int64_t col0,
+                    int64_t cols) {
+    if (!epi.bias && epi.act == XYLEM_ACT_NONE) return;
+    const float* bias = epi.bias ? epi.bias + col0 : nullptr;
+    if (col0 == 0 && cols == ldc) return bias_activate(epi.act, bias, c + row0 * ldc, rows, cols);
+    for (int64_t r = row0; r < row0 + rows; ++r) bias_activate(epi.act, bias, c + r * ldc + col0, 1, cols);
+}
+
 // One row of C (a batch of one: a classifier's head at inference) is a matrix-vector product:
 // sgemv reads B once, in order, where sgemm packs it first (1280 -> 1000 at batch 1, 5 MB of
 // weights: 416 us against 164 on one core). Being memory-bound, it is cut by C's columns from
@@ -84,31 +94,15 @@ void sgemv_row(bool ta, bool tb, int64_t n, int64_t k, float alpha, const float*
         const int64_t from = lo * kSplitAlign, to = std::min(hi * kSplitAlign, n);
         if (to <= from) return;
         // beta = 0 never reads C (BLAS's scaling by 0 keeps a NaN there on some versions).
-        float slice_beta = beta;
-        if (epi.bias) std::copy(epi.bias + from, epi.bias + to, c + from), slice_beta = 1.0f;
-        else if (beta == 0.0f) std::fill(c + from, c + to, 0.0f);
+        if (beta == 0.0f) std::fill(c + from, c + to, 0.0f);
         if (tb)  // B [n, k]: C's columns are B's rows
             cblas_sgemv_rm(false, static_cast<int>(to - from), static_cast<int>(k), alpha, b + from * ldb,
-                           static_cast<int>(ldb), a, incx, slice_beta, c + from);
+                           static_cast<int>(ldb), a, incx, beta, c + from);
         else  // B [k, n]: its columns
             cblas_sgemv_rm(true, static_cast<int>(k), static_cast<int>(to - from), alpha, b + from,
-                           static_cast<int>(ldb), a, incx, slice_beta, c + from);
-        if (epi.act != XYLEM_ACT_NONE) activate(epi.act, c + from, c + from, to - from);
+                           static_cast<int>(ldb), a, incx, beta, c + from);
+        epilogue_block(epi, c, n, 0, 1, from, to - from);
     });
-}
-
-// Before a block's product: its rectangle of C starts as the bias (each row a copy of the
-// columns' biases), so the product adds to it (beta 1) and OpenBLAS skips the pass with which
-// it zeroes C for beta 0 (a memset of the whole block: ~4% of a character GPT's step).
-void fill_bias(const float* bias, float* c, int64_t ldc, int64_t row0, int64_t rows, int64_t col0, int64_t cols) {
-    for (int64_t r = row0; r < row0 + rows; ++r) std::copy_n(bias + col0, cols, c + r * ldc + col0);
-}
-
-// After it, the activation over the same rectangle, while it is still in this worker's cache.
-void activate_block(int act, float* c, int64_t ldc, int64_t row0, int64_t rows, int64_t col0, int64_t cols) {
-    if (act == XYLEM_ACT_NONE) return;
-    if (col0 == 0 && cols == ldc) return activate(act, c + row0 * ldc, c + row0 * ldc, rows * cols);
-    for (int64_t r = row0; r < row0 + rows; ++r) activate(act, c + r * ldc + col0, c + r * ldc + col0, cols);
 }
 
 }  // namespace
@@ -120,7 +114,6 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
     const bool by_rows = narrow || m >= n;
     const int64_t cut = by_rows ? m : n, units = (cut + kSplitAlign - 1) / kSplitAlign;
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-    const float block_beta = epi.bias ? 1.0f : beta;
     // The narrow kernel's elements do not depend on the cut: one block per worker. OpenBLAS's
     // do: blocks fixed by the shape, whatever the thread count.
     auto block = [&](int64_t lo, int64_t hi, int, int64_t = 0) {
@@ -128,13 +121,12 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
         if (to <= from) return;
         const int64_t row0 = by_rows ? from : 0, rows = by_rows ? to - from : m;
         const int64_t col0 = by_rows ? 0 : from, cols = by_rows ? n : to - from;
-        if (epi.bias) fill_bias(epi.bias, c, ldc, row0, rows, col0, cols);
         if (narrow)
-            narrow_sgemm(ta, to - from, n, k, alpha, ta ? a + from : a + from * lda, lda, b, ldb, block_beta,
+            narrow_sgemm(ta, to - from, n, k, alpha, ta ? a + from : a + from * lda, lda, b, ldb, beta,
                          c + from * ldc, ldc);
         else
-            sgemm_block(ta, tb, by_rows, from, to, m, n, k, alpha, a, lda, b, ldb, block_beta, c, ldc);
-        activate_block(epi.act, c, ldc, row0, rows, col0, cols);
+            sgemm_block(ta, tb, by_rows, from, to, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        epilogue_block(epi, c, ldc, row0, rows, col0, cols);
     };
     if (!by_rows && flops < kMinColumnSplitFlops) return block(0, units, 0);
     if (narrow) split_work(units, split_workers(flops, kMinSplitGemmFlops, units), block);
@@ -162,8 +154,8 @@ void op_gemm(const xylem_op_desc& desc, xylem_stream_s&) {
     sgemm(trans_a, trans_b, m, n, k, attrs.alpha, ta.f32(), ta.dims[1], tb.f32(), tb.dims[1], attrs.beta, c, n);
 }
 
-// Y = act(X*W^T + b): each block of Y starts as the bias, takes the product and then the
-// activation on the worker that computed it (sgemm's GemmEpilogue).
+// Y = act(X*W^T + b): the bias and activation applied to each block of Y by the worker that
+// computed it (sgemm's GemmEpilogue).
 void op_linear_fwd(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 2, 3, 1);
     const int act = a.check_activation(a.attrs<xylem_linear_attrs>().activation);
