@@ -8,8 +8,9 @@
 // runs; the same switch pins OpenBLAS's core type (blas.cpp). GCC's target_clones picked the
 // clone by CPU alone, in an ifunc resolver that nothing could steer, hence this dispatch.
 //
-// No level uses FMA (avx512f and avx2 do not imply it) and the plugin builds with
-// -ffp-contract=off, so every level gives the same bits for these loops; the narrow GEMM kernels
+// No XYLEM_KERNEL loop uses FMA (avx512f and avx2 do not imply it) and the plugin builds with
+// -ffp-contract=off, so every level gives the same bits for these loops; the level templates of
+// simd.h (direct convolutions, attention, the exact GELU), the narrow GEMM kernels
 // (gemm_narrow.cpp: AVX-512, and AVX2 with FMA) and OpenBLAS's kernels do not, which is why
 // results across levels agree within float tolerance rather than bit for bit
 // (docs/architecture.md, "Determinism").

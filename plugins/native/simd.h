@@ -1,5 +1,7 @@
 // Kernels whose register tiles differ by instruction-set level, and that multiply-add with FMA
-// where the level has it: the direct convolutions (ops/conv_direct.cpp).
+// where the level has it: the direct convolutions (ops/conv_direct.cpp), attention's block
+// products, and the exact GELU's polynomials (act_fwd/act_bwd and the fused opcodes, through
+// S::kFma and vecmath.h's madd).
 //
 // XYLEM_KERNEL_LEVELS(ret, name, (params), (args)) { body } is XYLEM_KERNEL (isa.h) for a body
 // that is a template on its level's `Simd` traits (`template <class S>`): the vector width S::L
@@ -26,6 +28,7 @@ namespace xylem::native {
 struct SimdAvx512 {
     static constexpr int L = 16;     // floats per vector
     static constexpr int kRegisters = 32;
+    static constexpr bool kFma = true;  // fma() and vecmath's madd<kFma> round once
     using V = float __attribute__((vector_size(64)));
     using Vu = float __attribute__((vector_size(64), aligned(4), may_alias));
     using Vi = int __attribute__((vector_size(64)));  // lane masks (comparisons give -1 or 0)
@@ -57,6 +60,7 @@ struct SimdAvx512 {
 struct SimdAvx2 {
     static constexpr int L = 8;
     static constexpr int kRegisters = 16;
+    static constexpr bool kFma = true;
     using V = float __attribute__((vector_size(32)));
     using Vu = float __attribute__((vector_size(32), aligned(4), may_alias));
     using Vi = int __attribute__((vector_size(32)));  // lane masks (comparisons give -1 or 0)
@@ -84,6 +88,7 @@ struct SimdAvx2 {
 struct SimdBaseline {
     static constexpr int L = 4;
     static constexpr int kRegisters = 16;
+    static constexpr bool kFma = false;
     using V = float __attribute__((vector_size(16)));
     using Vu = float __attribute__((vector_size(16), aligned(4), may_alias));
     using Vi = int __attribute__((vector_size(16)));  // lane masks (comparisons give -1 or 0)

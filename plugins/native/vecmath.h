@@ -24,20 +24,33 @@ namespace xylem::native::vecmath {
 inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
 inline float relu_gradient(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
 
-inline float exp_reduced_(float xc, float& n, int32_t& ni) {
-    const float shifted = xc * 1.44269504088896341f + 12582912.0f;
-    ni = std::bit_cast<int32_t>(shifted) - 0x4b400000;  // 0x4b400000: the bits of 12582912.0f
-    n = shifted - 12582912.0f;
-    const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;  // ln2 in two parts (Cody-Waite)
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    return p * r * r + r + 1.0f;
+// a*b + c: rounded once (FMA) where Fma, else twice. The plugin builds with -ffp-contract=off, so
+// GCC never fuses on its own: a kernel says which it wants (simd.h's S::kFma, by level), and every
+// loop of one level computes a function the same way (act_fwd and the fused opcodes agree).
+template <bool Fma>
+inline float madd(float a, float b, float c) {
+    if constexpr (Fma) return __builtin_fmaf(a, b, c);
+    else return a * b + c;
 }
 
+template <bool Fma = false>
+inline float exp_reduced_(float xc, float& n, int32_t& ni) {
+    const float shifted = madd<Fma>(xc, 1.44269504088896341f, 12582912.0f);
+    ni = std::bit_cast<int32_t>(shifted) - 0x4b400000;  // 0x4b400000: the bits of 12582912.0f
+    n = shifted - 12582912.0f;
+    // ln2 in two parts (Cody-Waite): exact products where they are separate roundings
+    const float r = Fma ? madd<Fma>(n, 2.12194440e-4f, madd<Fma>(n, -0.693359375f, xc))
+                        : (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = madd<Fma>(p, r, 1.3981999507e-3f);
+    p = madd<Fma>(p, r, 8.3334519073e-3f);
+    p = madd<Fma>(p, r, 4.1665795894e-2f);
+    p = madd<Fma>(p, r, 1.6666665459e-1f);
+    p = madd<Fma>(p, r, 5.0000001201e-1f);
+    return Fma ? madd<Fma>(p * r, r, r) + 1.0f : p * r * r + r + 1.0f;
+}
+
+template <bool Fma = false>
 inline float exp(float x) {
     constexpr float kMax = 88.72283935546875f;        // the largest x whose e^x is finite in float
     constexpr float kMin = -103.97208404541015625f;   // below it e^x rounds to 0
@@ -47,7 +60,7 @@ inline float exp(float x) {
     const float xc = over ? kMax : under ? kMin : x;
     float n;
     int32_t ni;
-    const float p = exp_reduced_(xc, n, ni);
+    const float p = exp_reduced_<Fma>(xc, n, ni);
     // 2^n as two normal powers of two: n spans [-150, 128], past either end of one float's
     // exponent. Each product is exact but the last, so the split does not change the result.
     const int32_t n1 = ni >> 1, n2 = ni - n1;
@@ -125,45 +138,50 @@ inline float log(float x) {
 }
 
 // erf by Norbert Juffa's single-precision minimax approximations (max error about 1 ulp with
-// FMA; a few ulp here, with separate multiplies and adds): an odd polynomial below |x| = 475/512,
+// FMA, where Fma; a few ulp with separate multiplies and adds): an odd polynomial below |x| = 475/512,
 // 1 - exp(poly(|x|)) with the sign of x above. Both branches are computed and one selected, so the
 // loop vectorises; infinities give +-1 (exp(-inf) = 0), NaN the polynomial's NaN.
+template <bool Fma = false>
 inline float erf(float x) {
     const float t = x < 0.0f ? -x : x, s = x * x;
-    float r = -1.72853470e-5f * t + 3.83197126e-4f;
-    const float u = -3.88396438e-3f * t + 2.42546219e-2f;
-    r = r * s + u;
-    r = r * t - 1.06777877e-1f;
-    r = r * t - 6.34846687e-1f;
-    r = r * t - 1.28717512e-1f;
-    r = r * t - t;
+    float r = madd<Fma>(-1.72853470e-5f, t, 3.83197126e-4f);
+    const float u = madd<Fma>(-3.88396438e-3f, t, 2.42546219e-2f);
+    r = madd<Fma>(r, s, u);
+    r = madd<Fma>(r, t, -1.06777877e-1f);
+    r = madd<Fma>(r, t, -6.34846687e-1f);
+    r = madd<Fma>(r, t, -1.28717512e-1f);
+    r = Fma ? madd<Fma>(r, t, -t) : r * t - t;
     // Where the result is taken (t > 0.93) r is below -1.6. Below -20, e^r < 3e-9 and 1 - e^r
     // rounds to exactly 1 whatever e^r is: r is capped there (NaN too: the polynomial q is taken
     // then), so 2^n is one normal power of two (n >= -29) and exp's special cases are not needed.
     const float rc = r > -20.0f ? r : -20.0f;
     float n;
     int32_t ni;
-    const float e = exp_reduced_(rc, n, ni) * std::bit_cast<float>((ni + 127) << 23);
+    const float e = exp_reduced_<Fma>(rc, n, ni) * std::bit_cast<float>((ni + 127) << 23);
     const float big = 1.0f - e;
     float q = -5.96761703e-4f;
-    q = q * s + 4.99119423e-3f;
-    q = q * s - 2.67681349e-2f;
-    q = q * s + 1.12819925e-1f;
-    q = q * s - 3.76125336e-1f;
-    q = q * s + 1.28379166e-1f;
-    q = q * x + x;
+    q = madd<Fma>(q, s, 4.99119423e-3f);
+    q = madd<Fma>(q, s, -2.67681349e-2f);
+    q = madd<Fma>(q, s, 1.12819925e-1f);
+    q = madd<Fma>(q, s, -3.76125336e-1f);
+    q = madd<Fma>(q, s, 1.28379166e-1f);
+    q = madd<Fma>(q, x, x);
     return t > 0.927734375f ? (x < 0.0f ? -big : big) : q;
 }
 
 // GELU and its derivative in both forms: the kit's formulas (plugin_kit/fused.h: gelu_value,
 // gelu_derivative, gelu_tanh_value, gelu_tanh_derivative), term for term in float, with the erf,
 // exp and tanh above in place of libm's, so that act_fwd/act_bwd and the fused opcodes vectorise
-// and give the same bits.
+// and give the same bits. The exact GELU's polynomials fuse their multiply-adds where Fma (the
+// avx512 and avx2 levels: about a third fewer instructions in the character GPT's costliest
+// elementwise ops).
+template <bool Fma = false>
 inline float gelu(float x) {
-    return 0.5f * x * (1.0f + erf(x * 0.70710678118654752440f));
+    return 0.5f * x * (1.0f + erf<Fma>(x * 0.70710678118654752440f));
 }
+template <bool Fma = false>
 inline float gelu_derivative(float x) {
-    return 0.5f * (1.0f + erf(x * 0.70710678118654752440f)) + x * exp(-0.5f * x * x) * 0.39894228040143267794f;
+    return 0.5f * (1.0f + erf<Fma>(x * 0.70710678118654752440f)) + x * exp<Fma>(-0.5f * x * x) * 0.39894228040143267794f;
 }
 inline float gelu_tanh(float x) {
     const float u = 0.79788456080286535588f * (x + 0.044715f * x * x * x);

@@ -117,19 +117,21 @@ inline int64_t visible_in_block(int64_t r, int64_t bc, bool causal, int64_t off)
 constexpr int64_t kLanes = 16;
 
 // The largest of x[0, n), n a multiple of kLanes (padding -inf), in kLanes running maxima (one
-// compare chain per lane vectorises; NaN never wins, as row_max).
+// compare chain per lane vectorises; NaN never wins, as row_max), then the lanes pairwise: a
+// chain of 16 dependent compares cost as much as the row's scores at a head's 64 keys.
 __attribute__((always_inline)) inline float lanes_max(const float* x, int64_t n) {
     float lane[kLanes];
     for (int64_t l = 0; l < kLanes; ++l) lane[l] = -kInf;
     for (int64_t j = 0; j < n; j += kLanes)
         for (int64_t l = 0; l < kLanes; ++l) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
-    float m = -kInf;
-    for (int64_t l = 0; l < kLanes; ++l) m = lane[l] > m ? lane[l] : m;
-    return m;
+    for (int64_t w = kLanes / 2; w >= 1; w /= 2)
+        for (int64_t l = 0; l < w; ++l) lane[l] = lane[l + w] > lane[l] ? lane[l + w] : lane[l];
+    return lane[0];
 }
 
 // x[j] = exp(x[j] - m) for j < n, n a multiple of kLanes (padding -inf gives 0), returning their
-// sum: kLanes float lanes, then the lanes in double, in order.
+// sum: kLanes float lanes, then the lanes in double, pairwise (in a fixed order, shorter than a
+// chain of 16 dependent adds).
 __attribute__((always_inline)) inline double lanes_exp_sum(float* x, int64_t n, float m) {
     float lane[kLanes] = {};
     for (int64_t j = 0; j < n; j += kLanes)
@@ -138,9 +140,11 @@ __attribute__((always_inline)) inline double lanes_exp_sum(float* x, int64_t n, 
             x[j + l] = e;
             lane[l] += e;
         }
-    double s = 0.0;
-    for (int64_t l = 0; l < kLanes; ++l) s += lane[l];
-    return s;
+    double sum[kLanes];
+    for (int64_t l = 0; l < kLanes; ++l) sum[l] = lane[l];
+    for (int64_t w = kLanes / 2; w >= 1; w /= 2)
+        for (int64_t l = 0; l < w; ++l) sum[l] += sum[l + w];
+    return sum[0];
 }
 
 // The forward pass over one block of scores (rows of ld floats, ld a multiple of kLanes, br rows,
@@ -176,8 +180,10 @@ XYLEM_KERNEL(void, forward_rows,
         }
         const double sum = lanes_exp_sum(s, n, static_cast<float>(m_new));
         for (int64_t j = n; j < bc; ++j) s[j] = 0.0f;
-        if (m[r] != m_new) {
-            const float alpha = static_cast<float>(std::exp(m[r] - m_new));  // 0 the first time
+        // The maximum grew: what was summed so far is rescaled. Not the first time a row sees a
+        // key (m -inf): its accumulator and sum are still zero.
+        if (m[r] != m_new && m[r] != -static_cast<double>(kInf)) {
+            const float alpha = static_cast<float>(std::exp(m[r] - m_new));
             float* ar = acc + r * ldacc;
             for (int64_t d = 0; d < ldacc; ++d) ar[d] *= alpha;
             l[r] *= static_cast<double>(alpha);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "native.h"
+#include "simd.h"
 #include "vecmath.h"
 
 namespace xylem::native {
@@ -56,7 +57,9 @@ void channel_rows_residual(const float* b, const float* x, int64_t ldx, const fl
 
 }  // namespace
 
-XYLEM_KERNEL(void, activate, (int act, const float* x, float* y, int64_t n), (act, x, y, n)) {
+// A level template (simd.h) for the exact GELU, whose polynomials fuse their multiply-adds at
+// the levels with FMA, as the fused opcodes do (ops/fused.cpp): the same bits fused or not.
+XYLEM_KERNEL_LEVELS(void, activate, (int act, const float* x, float* y, int64_t n), (act, x, y, n)) {
     switch (act) {
     case XYLEM_ACT_NONE:
         if (x != y) std::memmove(y, x, static_cast<size_t>(n) * sizeof(float));
@@ -76,7 +79,7 @@ XYLEM_KERNEL(void, activate, (int act, const float* x, float* y, int64_t n), (ac
     // The kit's formulas with vecmath's erf and tanh, as the fused opcodes compute them (ops/fused.cpp):
     // the same bits fused or not. act_fwd only (linear_fwd and conv2d_fwd refuse GELU).
     case XYLEM_ACT_GELU:
-        for (int64_t i = 0; i < n; ++i) y[i] = vecmath::gelu(x[i]);
+        for (int64_t i = 0; i < n; ++i) y[i] = vecmath::gelu<S::kFma>(x[i]);
         break;
     case XYLEM_ACT_GELU_TANH:
         for (int64_t i = 0; i < n; ++i) y[i] = vecmath::gelu_tanh(x[i]);
@@ -124,8 +127,8 @@ XYLEM_KERNEL(void, channel_bias_activate,
 
 // dx = dy * act'(y), from the activation's output; for the GELUs y is the input x (their
 // gradient needs it). dx may alias dy.
-XYLEM_KERNEL(void, activate_grad, (int act, const float* dy, const float* y, float* dx, int64_t n),
-             (act, dy, y, dx, n)) {
+XYLEM_KERNEL_LEVELS(void, activate_grad, (int act, const float* dy, const float* y, float* dx, int64_t n),
+                    (act, dy, y, dx, n)) {
     switch (act) {
     case XYLEM_ACT_NONE:
         if (dx != dy) std::memmove(dx, dy, static_cast<size_t>(n) * sizeof(float));
@@ -148,7 +151,7 @@ XYLEM_KERNEL(void, activate_grad, (int act, const float* dy, const float* y, flo
         }
         break;
     case XYLEM_ACT_GELU:  // the fused GELU_GRAD opcode's a * gelu'(b)
-        for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * vecmath::gelu_derivative(y[i]);
+        for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * vecmath::gelu_derivative<S::kFma>(y[i]);
         break;
     case XYLEM_ACT_GELU_TANH:
         for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * vecmath::gelu_tanh_derivative(y[i]);

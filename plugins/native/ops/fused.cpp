@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "native.h"
+#include "simd.h"
 #include "vecmath.h"
 #include "xylem/plugin_kit/fused.h"
 
@@ -40,41 +41,42 @@ constexpr int64_t kShortRow = 32;
 // One element of opcode OP: the kit's arithmetic (fused_apply), with vecmath's exp, tanh, log and
 // erf in place of libm's in the opcodes that use them (sigmoid is the kit's 1 / (1 + e^-a) with
 // vecmath's exp, the GELUs the kit's formulas, vecmath.h), so that every opcode's loop vectorises.
-template <uint32_t OP>
+// Fma: the level's (simd.h's S::kFma), for the exact GELU and erf as act_fwd/act_bwd compute them.
+template <uint32_t OP, bool Fma = false>
 __attribute__((always_inline)) inline float apply(float a, float b, float c) {
     if constexpr (OP == XYLEM_FUSED_EXP) return vecmath::exp(a);
     else if constexpr (OP == XYLEM_FUSED_TANH) return vecmath::tanh(a);
     else if constexpr (OP == XYLEM_FUSED_LOG) return vecmath::log(a);
     else if constexpr (OP == XYLEM_FUSED_SIGMOID) return vecmath::sigmoid(a);
-    else if constexpr (OP == XYLEM_FUSED_ERF) return vecmath::erf(a);
-    else if constexpr (OP == XYLEM_FUSED_GELU) return vecmath::gelu(a);
+    else if constexpr (OP == XYLEM_FUSED_ERF) return vecmath::erf<Fma>(a);
+    else if constexpr (OP == XYLEM_FUSED_GELU) return vecmath::gelu<Fma>(a);
     else if constexpr (OP == XYLEM_FUSED_GELU_TANH) return vecmath::gelu_tanh(a);
-    else if constexpr (OP == XYLEM_FUSED_GELU_GRAD) return a * vecmath::gelu_derivative(b);
+    else if constexpr (OP == XYLEM_FUSED_GELU_GRAD) return a * vecmath::gelu_derivative<Fma>(b);
     else if constexpr (OP == XYLEM_FUSED_GELU_TANH_GRAD) return a * vecmath::gelu_tanh_derivative(b);
     else return plugin_kit::fused_apply<float>(OP, a, b, c);
 }
 
 // d[i] = OP over the tile. OP is a constant, so the kit's switch folds away and the loop
 // vectorises. The movers (INPUT, PARAM, CONST, OUTPUT) are instantiated too but never get here.
-template <uint32_t OP, int ARITY>
+template <uint32_t OP, int ARITY, bool Fma>
 __attribute__((always_inline)) inline void elementwise(float* d, const float* a, const float* b, const float* c,
                                                        int64_t n) {
     if constexpr (ARITY == 1) {
-        for (int64_t i = 0; i < n; ++i) d[i] = apply<OP>(a[i], 0.0f, 0.0f);
+        for (int64_t i = 0; i < n; ++i) d[i] = apply<OP, Fma>(a[i], 0.0f, 0.0f);
     } else if constexpr (ARITY == 2) {
-        for (int64_t i = 0; i < n; ++i) d[i] = apply<OP>(a[i], b[i], 0.0f);
+        for (int64_t i = 0; i < n; ++i) d[i] = apply<OP, Fma>(a[i], b[i], 0.0f);
     } else if constexpr (ARITY == 3) {
-        for (int64_t i = 0; i < n; ++i) d[i] = apply<OP>(a[i], b[i], c[i]);
+        for (int64_t i = 0; i < n; ++i) d[i] = apply<OP, Fma>(a[i], b[i], c[i]);
     }
 }
 
 // One arithmetic instruction over n elements; d may equal any source (registers are reused).
-XYLEM_KERNEL(void, arithmetic,
-             (uint32_t op, float* d, const float* a, const float* b, const float* c, int64_t n),
-             (op, d, a, b, c, n)) {
+XYLEM_KERNEL_LEVELS(void, arithmetic,
+                    (uint32_t op, float* d, const float* a, const float* b, const float* c, int64_t n),
+                    (op, d, a, b, c, n)) {
     switch (op) {
 #define XYLEM_FUSED_CASE_(number, ENUM, name, arity) \
-    case XYLEM_FUSED_##ENUM: return elementwise<XYLEM_FUSED_##ENUM, arity>(d, a, b, c, n);
+    case XYLEM_FUSED_##ENUM: return elementwise<XYLEM_FUSED_##ENUM, arity, S::kFma>(d, a, b, c, n);
         XYLEM_FUSED_OPCODE_LIST(XYLEM_FUSED_CASE_)
 #undef XYLEM_FUSED_CASE_
     }
