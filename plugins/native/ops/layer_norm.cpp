@@ -15,8 +15,8 @@ namespace {
 
 using plugin_kit::LayerNormShape;
 
-// Sums of a row in 8 double lanes, then the tail, then the lanes in order (lane_sum.h, batch norm's
-// scheme): vectorised without -ffast-math, in an order fixed by the row.
+// Sums of a row in double lanes (lane_sum.h, batch norm's scheme): vectorised without
+// -ffast-math, in an order fixed by the row.
 XYLEM_KERNEL(double, ln_sum, (const float* __restrict x, int64_t n), (x, n)) {
     XYLEM_LANE_SUM_(static_cast<double>(x[j]))
 }
@@ -24,28 +24,42 @@ XYLEM_KERNEL(double, ln_squared_deviation, (const float* __restrict x, int64_t n
     XYLEM_LANE_SUM_((x[j] - mean) * (x[j] - mean))
 }
 // The sums of g = dy*gamma (returned) and of g*xhat, xhat = (x - mean)*rstd (into *gx), in one
-// pass with 8 double lanes each, as above.
+// pass: eight double lanes as a vector, two such vectors per sum taking alternate blocks of 8 (two
+// chains of dependent adds each: one chain left a 128-wide row waiting on 16 adds in a row), then
+// the blocks of 8 left and the tail, then the lanes pairwise: an order fixed by the row alone.
+using F8 = float __attribute__((vector_size(32), aligned(4), may_alias));
+using D8 = double __attribute__((vector_size(64)));
+static inline __attribute__((always_inline)) double pairwise_lanes(D8 v) {
+    double lane[8];
+    for (int l = 0; l < 8; ++l) lane[l] = v[l];
+    for (int w = 4; w >= 1; w /= 2)
+        for (int l = 0; l < w; ++l) lane[l] += lane[l + w];
+    return lane[0];
+}
 XYLEM_KERNEL(double, ln_grad_sums,
              (const float* __restrict dy, const float* __restrict x, const float* __restrict gamma, int64_t n,
               float mean, float rstd, double* gx),
              (dy, x, gamma, n, mean, rstd, gx)) {
-    double lg[8] = {}, lgx[8] = {};
+    const F8 mv = F8{} + mean, rv = F8{} + rstd;
+    D8 sg[2] = {}, sgx[2] = {};
+    auto block = [&](int64_t i, int c) {
+        const F8 g = *reinterpret_cast<const F8*>(dy + i) * *reinterpret_cast<const F8*>(gamma + i);
+        const F8 xhat = (*reinterpret_cast<const F8*>(x + i) - mv) * rv;
+        const D8 gd = __builtin_convertvector(g, D8);
+        sg[c] += gd;
+        sgx[c] += gd * __builtin_convertvector(xhat, D8);
+    };
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; ++l) {
-            const double g = dy[i + l] * gamma[i + l];
-            lg[l] += g;
-            lgx[l] += g * ((x[i + l] - mean) * rstd);
-        }
-    double sg = 0.0, sgx = 0.0;
+    for (; i + 16 <= n; i += 16) block(i, 0), block(i + 8, 1);
+    for (; i + 8 <= n; i += 8) block(i, 0);
+    double tg = 0.0, tgx = 0.0;
     for (int64_t j = i; j < n; ++j) {
         const double g = dy[j] * gamma[j];
-        sg += g;
-        sgx += g * ((x[j] - mean) * rstd);
+        tg += g;
+        tgx += g * ((x[j] - mean) * rstd);
     }
-    for (int l = 0; l < 8; ++l) sg += lg[l], sgx += lgx[l];
-    *gx = sgx;
-    return sg;
+    *gx = tgx + pairwise_lanes(sgx[0] + sgx[1]);
+    return tg + pairwise_lanes(sg[0] + sg[1]);
 }
 
 // y = (x - mean)*rstd*gamma + beta (beta may be null; y may be x).
