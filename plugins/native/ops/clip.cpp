@@ -28,13 +28,18 @@ void op_clamp(const xylem_op_desc& desc, xylem_stream_s&) {
 }
 
 // Summed in float lanes flushed to double (lane_sum): a fixed order, so the same bits every run.
+// Compiled per level (isa.h) for the vector width; lane_sum's order, so the same bits at each.
+XYLEM_KERNEL(double, sum_of_squares, (const float* x, int64_t n), (x, n)) {
+    return lane_sum(n, [x](int64_t i) { return x[i] * x[i]; });
+}
+
 void op_sum_squares(const xylem_op_desc& desc, xylem_stream_s&) {
     OpArgs a(desc, 1, 1, 1);
     const float beta = a.attrs<xylem_sum_squares_attrs>().beta;
     const Tensor tx = a.in(0, "x"), tacc = a.out(0, "acc");
     a.check_scalar(tacc, "acc");
     const float* x = tx.f32();
-    const double total = lane_sum(tx.numel, [x](int64_t i) { return x[i] * x[i]; });
+    const double total = sum_of_squares(x, tx.numel);
     float* acc = tacc.f32();
     acc[0] = beta == 0.0f ? static_cast<float>(total) : static_cast<float>(beta * acc[0] + total);
 }

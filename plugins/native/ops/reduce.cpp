@@ -51,6 +51,18 @@ XYLEM_KERNEL(void, bias_planes_add,
         }
 }
 
+// Rows [0, n) of columns [j0, j0 + w) of dy [n, c] added into acc[w], row by row (each column's
+// sum in row order). A kernel per level: as plain code, compiled for baseline x86-64, it added
+// two doubles an instruction (the character GPT's [768, 384] gradients took 42 us on two CPUs).
+XYLEM_KERNEL(void, bias_rows_add,
+             (const float* __restrict dy, int64_t n, int64_t c, int64_t j0, int64_t w, double* __restrict acc),
+             (dy, n, c, j0, w, acc)) {
+    for (int64_t r = 0; r < n; ++r) {
+        const float* row = dy + r * c + j0;
+        for (int64_t j = 0; j < w; ++j) acc[j] += row[j];
+    }
+}
+
 double bias_acc_total(const double* acc) {
     double total = acc[kBiasLanes];
     for (int64_t l = 0; l < kBiasLanes; ++l) total += acc[l];
@@ -72,10 +84,7 @@ void bias_grad_nc(const float* dy, int64_t n, int64_t c, int64_t inner, float be
                        for (int64_t j0 = lo * kBlock; j0 < end; j0 += kCols) {
                            const int64_t w = end - j0 < kCols ? end - j0 : kCols;
                            for (int64_t j = 0; j < w; ++j) acc[j] = 0.0;
-                           for (int64_t r = 0; r < n; ++r) {
-                               const float* row = dy + r * c + j0;
-                               for (int64_t j = 0; j < w; ++j) acc[j] += row[j];
-                           }
+                           bias_rows_add(dy, n, c, j0, w, acc);
                            for (int64_t j = 0; j < w; ++j) db[j0 + j] = blend(beta, db[j0 + j], acc[j]);
                        }
                    });
