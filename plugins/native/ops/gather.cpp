@@ -18,8 +18,8 @@ constexpr int64_t kShortGatherRow = 256;
 // Indices checked per extra worker (a vectorised pass over 64k indices takes some microseconds).
 constexpr int64_t kMinSplitIndices = int64_t{1} << 16;
 // Elements copied per extra worker: a gather is a copy, and a spinning worker takes a job in about
-// a microsecond (workers.cpp), where 64k floats take ~15 us to copy. With the general
-// kMinSplitElements (2^18) the LSTM's 1.28 MB permutations ran on one thread, at 190 us each.
+// a microsecond (workers.cpp), where 64k floats take ~15 us to copy. With the general bound of
+// the time (2^18) the LSTM's 1.28 MB permutations ran on one thread, at 190 us each.
 constexpr int64_t kMinSplitGather = int64_t{1} << 16;
 
 // One row of len 4-byte elements (f32 or i32: moved as bits). (no-tree-loop-distribute-patterns,
