@@ -172,8 +172,8 @@ constexpr int kMaxSplit = 8;  // at most this many slices (each may take its own
 // for the memory-bound ops. Within a run of ops the pool's helper is spinning (workers.cpp) and
 // takes a share in a microsecond or two, where 2^15 floats take 10-15 us to stream on one thread
 // (a [768, 128] residual add, 98k elements: 46 us). It was 2^18 when a helper slept between ops
-// (a wake-up costs ~200 us on a VM); at 2^15 the character GPT's adds, permutes, bias gradients
-// and solver programs split in two.
+// (a wake-up costs ~200 us on a VM); at 2^15 the character GPT's residual adds, permutes, bias
+// gradients and layer norms split in two.
 constexpr int64_t kMinSplitElements = int64_t{1} << 15;
 
 // CPUs for a split (device.cpp): the CPUs the plugin uses (XYLEM_NUM_THREADS, or the CPUs this

@@ -14,10 +14,6 @@
 
 namespace xylem::native::vecmath {
 
-// e^x as x = n ln2 + r: Cephes' polynomial for e^r, to be multiplied by 2^n. n is rounded to
-// nearest by the 1.5 * 2^23 trick (no libm call), and read as an integer from the low bits of
-// that sum rather than converted: NaN then gives some integer, not undefined behaviour, and the
-// NaN goes on through p. |xc| must stay below 2^21.
 // ReLU and the gradient it passes back, as act_fwd/act_bwd and the batch norm's ReLU compute them:
 // max(x, 0) (NaN and -0 give +0), and dy where the output y is positive. dy is taken whatever y
 // is, so a loop's select vectorises.
@@ -33,21 +29,24 @@ inline float madd(float a, float b, float c) {
     else return a * b + c;
 }
 
+// e^x as x = n ln2 + r: Cephes' polynomial for e^r, to be multiplied by 2^n. n is rounded to
+// nearest by the 1.5 * 2^23 trick (no libm call), and read as an integer from the low bits of
+// that sum rather than converted: NaN then gives some integer, not undefined behaviour, and the
+// NaN goes on through p. |xc| must stay below 2^21.
 template <bool Fma = false>
 inline float exp_reduced_(float xc, float& n, int32_t& ni) {
     const float shifted = madd<Fma>(xc, 1.44269504088896341f, 12582912.0f);
     ni = std::bit_cast<int32_t>(shifted) - 0x4b400000;  // 0x4b400000: the bits of 12582912.0f
     n = shifted - 12582912.0f;
-    // ln2 in two parts (Cody-Waite): exact products where they are separate roundings
-    const float r = Fma ? madd<Fma>(n, 2.12194440e-4f, madd<Fma>(n, -0.693359375f, xc))
-                        : (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+    // xc - n ln2, ln2 in two parts (Cody-Waite); without Fma (xc - n*0.693359375) + n*2.12194440e-4
+    const float r = madd<Fma>(n, 2.12194440e-4f, madd<Fma>(n, -0.693359375f, xc));
     float p = 1.9875691500e-4f;
     p = madd<Fma>(p, r, 1.3981999507e-3f);
     p = madd<Fma>(p, r, 8.3334519073e-3f);
     p = madd<Fma>(p, r, 4.1665795894e-2f);
     p = madd<Fma>(p, r, 1.6666665459e-1f);
     p = madd<Fma>(p, r, 5.0000001201e-1f);
-    return Fma ? madd<Fma>(p * r, r, r) + 1.0f : p * r * r + r + 1.0f;
+    return madd<Fma>(p * r, r, r) + 1.0f;
 }
 
 template <bool Fma = false>
@@ -150,7 +149,7 @@ inline float erf(float x) {
     r = madd<Fma>(r, t, -1.06777877e-1f);
     r = madd<Fma>(r, t, -6.34846687e-1f);
     r = madd<Fma>(r, t, -1.28717512e-1f);
-    r = Fma ? madd<Fma>(r, t, -t) : r * t - t;
+    r = madd<Fma>(r, t, -t);
     // Where the result is taken (t > 0.93) r is below -1.6. Below -20, e^r < 3e-9 and 1 - e^r
     // rounds to exactly 1 whatever e^r is: r is capped there (NaN too: the polynomial q is taken
     // then), so 2^n is one normal power of two (n >= -29) and exp's special cases are not needed.

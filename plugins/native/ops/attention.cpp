@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 
+#include "lane_sum.h"
 #include "native.h"
 #include "simd.h"
 #include "vecmath.h"
@@ -142,9 +143,7 @@ __attribute__((always_inline)) inline double lanes_exp_sum(float* x, int64_t n, 
         }
     double sum[kLanes];
     for (int64_t l = 0; l < kLanes; ++l) sum[l] = lane[l];
-    for (int64_t w = kLanes / 2; w >= 1; w /= 2)
-        for (int64_t l = 0; l < w; ++l) sum[l] += sum[l + w];
-    return sum[0];
+    return pairwise_sum<kLanes>(sum);
 }
 
 // The forward pass over one block of scores (rows of ld floats, ld a multiple of kLanes, br rows,

@@ -134,9 +134,7 @@ XYLEM_KERNEL_LEVELS(void, activate_grad, (int act, const float* dy, const float*
         if (dx != dy) std::memmove(dx, dy, static_cast<size_t>(n) * sizeof(float));
         break;
     case XYLEM_ACT_RELU:
-        for (int64_t i = 0; i < n; ++i) {
-            dx[i] = vecmath::relu_gradient(dy[i], y[i]);
-        }
+        for (int64_t i = 0; i < n; ++i) dx[i] = vecmath::relu_gradient(dy[i], y[i]);
         break;
     case XYLEM_ACT_SIGMOID:
         for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
@@ -233,13 +231,13 @@ void op_mul(const xylem_op_desc& desc, xylem_stream_s&) {
 // Rows [lo, hi) of out = alpha*a + beta*b, b broadcast as `b` says (a kernel per level: as plain
 // code, compiled for baseline x86-64, a [768, 128] residual add did four floats an instruction).
 XYLEM_KERNEL(void, add_rows,
-             (const float* x, const float* y, float* out, int64_t lo, int64_t hi, int64_t cols, int b, float alpha,
-              float beta),
+             (const float* x, const float* y, float* out, int64_t lo, int64_t hi, int64_t cols,
+              plugin_kit::Broadcast b, float alpha, float beta),
              (x, y, out, lo, hi, cols, b, alpha, beta)) {
     for (int64_t r = lo; r < hi; ++r) {
         const float* xr = x + r * cols;
         float* o = out + r * cols;
-        switch (static_cast<plugin_kit::Broadcast>(b)) {
+        switch (b) {
         case plugin_kit::Broadcast::elementwise:
             for (int64_t c = 0; c < cols; ++c) o[c] = alpha * xr[c] + beta * y[r * cols + c];
             break;
@@ -262,10 +260,8 @@ void op_add(const xylem_op_desc& desc, xylem_stream_s&) {
     if (sh.b != plugin_kit::Broadcast::elementwise && overlap(tout, tb)) a.fail("out overlaps the broadcast b");
     const float *x = ta.f32(), *y = tb.f32();
     float* out = tout.f32();
-    // rows split between threads when big
-    split_work(sh.rows, split_workers(sh.rows * sh.cols, kMinSplitElements, sh.rows), [&](int64_t lo, int64_t hi, int) {
-        add_rows(x, y, out, lo, hi, sh.cols, static_cast<int>(sh.b), at.alpha, at.beta);
-    });
+    split_work(sh.rows, split_workers(sh.rows * sh.cols, kMinSplitElements, sh.rows),  // rows split when big
+               [&](int64_t lo, int64_t hi, int) { add_rows(x, y, out, lo, hi, sh.cols, sh.b, at.alpha, at.beta); });
 }
 
 // Elements per extra worker for an activation pass: the transcendental ones cost 1-4 ns per

@@ -118,7 +118,6 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
     // do: blocks fixed by the shape, whatever the thread count.
     auto block = [&](int64_t lo, int64_t hi, int, int64_t = 0) {
         const int64_t from = lo * kSplitAlign, to = std::min(hi * kSplitAlign, cut);
-        if (to <= from) return;
         const int64_t row0 = by_rows ? from : 0, rows = by_rows ? to - from : m;
         const int64_t col0 = by_rows ? 0 : from, cols = by_rows ? n : to - from;
         if (narrow)

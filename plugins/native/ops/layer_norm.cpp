@@ -27,15 +27,6 @@ XYLEM_KERNEL(double, ln_squared_deviation, (const float* __restrict x, int64_t n
 // pass: eight double lanes as a vector, two such vectors per sum taking alternate blocks of 8 (two
 // chains of dependent adds each: one chain left a 128-wide row waiting on 16 adds in a row), then
 // the blocks of 8 left and the tail, then the lanes pairwise: an order fixed by the row alone.
-using F8 = float __attribute__((vector_size(32), aligned(4), may_alias));
-using D8 = double __attribute__((vector_size(64)));
-static inline __attribute__((always_inline)) double pairwise_lanes(D8 v) {
-    double lane[8];
-    for (int l = 0; l < 8; ++l) lane[l] = v[l];
-    for (int w = 4; w >= 1; w /= 2)
-        for (int l = 0; l < w; ++l) lane[l] += lane[l + w];
-    return lane[0];
-}
 XYLEM_KERNEL(double, ln_grad_sums,
              (const float* __restrict dy, const float* __restrict x, const float* __restrict gamma, int64_t n,
               float mean, float rstd, double* gx),
@@ -58,8 +49,8 @@ XYLEM_KERNEL(double, ln_grad_sums,
         tg += g;
         tgx += g * ((x[j] - mean) * rstd);
     }
-    *gx = tgx + pairwise_lanes(sgx[0] + sgx[1]);
-    return tg + pairwise_lanes(sg[0] + sg[1]);
+    *gx = tgx + pairwise_sum(sgx[0] + sgx[1]);
+    return tg + pairwise_sum(sg[0] + sg[1]);
 }
 
 // y = (x - mean)*rstd*gamma + beta (beta may be null; y may be x).

@@ -24,17 +24,15 @@ XYLEM_KERNEL(double, row_sum, (const float* __restrict x, int64_t n), (x, n)) {
 XYLEM_KERNEL(double, row_squared_deviation, (const float* __restrict x, int64_t n, double mean), (x, n, mean)) {
     XYLEM_LANE_SUM_((x[j] - mean) * (x[j] - mean))
 }
-// Backward's two sums over a row, sum g and sum g * (x - mean), in one pass: each in 8 double lanes, then the
-// tail, then the lanes in order (the bits of the two passes this replaced), but dY is read once and the two chains of
-// additions overlap (1.78 -> 1.56 ms for ResNet-20's 28x28 maps at batch 128, from memory). g is
-// dY, or with the ReLU (row_gradient_sums_relu; y: its output) dY where y > 0 and 0 elsewhere.
+// Backward's two sums over a row, sum g and sum g * (x - mean), in one pass: each in 8 double
+// lanes, then the tail, then the lanes in order, with dY read once and the two chains of additions
+// overlapping (1.78 -> 1.56 ms for ResNet-20's 28x28 maps at batch 128, from memory). g is dY, or
+// with the ReLU (row_gradient_sums_relu; y: its output) dY where y > 0 and 0 elsewhere.
 struct RowSums {
     double dy, dyxc;
 };
-// The 8 lanes as vectors (GCC's SLP left the two lane arrays scalar): lane l still sums the terms
-// j = i + l in order, so the bits are those of the scalar lanes.
-using F8 = float __attribute__((vector_size(32), aligned(4), may_alias));
-using D8 = double __attribute__((vector_size(64)));
+// The 8 lanes as vectors (lane_sum.h's F8, D8: GCC's SLP left the two lane arrays scalar): lane l
+// still sums the terms j = i + l in order, so the bits are those of the scalar lanes.
 static inline __attribute__((always_inline)) RowSums finish_row_sums(D8 lane_dy, D8 lane_dyxc, RowSums tail) {
     for (int l = 0; l < 8; ++l) {
         tail.dy += lane_dy[l];
