@@ -72,7 +72,7 @@ std::vector<uint32_t> Conv2d::ops_needed(bool backward) const {
 const Tensor& Conv2d::forward(Device& dev, const Tensor& x, bool) {
     const Shape out = with_label(label(), [&] { return ops::conv2d_output_shape(x.shape(), weight_.value.shape(), attrs_); });
     x_ = x;
-    ensure(y_, out, dev);
+    ensure_output(y_, out, dev);
     ops::conv2d_fwd(dev, x, weight_.value, o_.bias ? &bias_.value : nullptr, y_, attrs_);
     return y_;
 }
@@ -99,7 +99,7 @@ const Tensor& Conv2d::forward_folded(Device& dev, const Tensor& x, BatchNorm* bn
     xylem_conv2d_attrs a = attrs_;
     a.activation = act;
     x_ = Tensor();  // no backward from this pass
-    ensure(y_, out, dev);
+    ensure_output(y_, out, dev);
     ops::conv2d_fwd(dev, x, *w, b, y_, a, residual);
     return y_;
 }
@@ -145,7 +145,7 @@ Shape Pool2d::output_shape(const Shape& input) const {
 
 const Tensor& Pool2d::forward(Device& dev, const Tensor& x, bool) {
     x_ = x;
-    ensure(y_, with_label(label(), [&] { return ops::pool2d_output_shape(x.shape(), attrs_); }), dev);
+    ensure_output(y_, with_label(label(), [&] { return ops::pool2d_output_shape(x.shape(), attrs_); }), dev);
     ops::pool2d_fwd(dev, x, y_, attrs_);
     return y_;
 }
@@ -170,7 +170,7 @@ xylem_pool2d_attrs GlobalAvgPool::window(const Shape& x) const {
 const Tensor& GlobalAvgPool::forward(Device& dev, const Tensor& x, bool) {
     if (x.shape().size() != 4) shape_error("input", x.shape(), {-1, -1, -1, -1});
     x_ = x;
-    ensure(y_, {x.dim(0), x.dim(1), 1, 1}, dev);
+    ensure_output(y_, {x.dim(0), x.dim(1), 1, 1}, dev);
     ops::pool2d_fwd(dev, x, y_, window(x.shape()));
     out_ = y_.reshaped({x.dim(0), x.dim(1)});
     return out_;

@@ -55,6 +55,13 @@ Tensor& Layer::ensure(Tensor& t, const Shape& shape, Device& dev, DType dtype) {
     return t;
 }
 
+Tensor& Layer::ensure_output(Tensor& t, const Shape& shape, Device& dev) {
+    Tensor lent = std::move(lent_);
+    lent_ = Tensor();
+    if (lent.defined() && lent.dtype() == DType::F32 && lent.numel() == numel(shape)) return t = lent.reshaped(shape);
+    return ensure(t, shape, dev);
+}
+
 namespace {
 void expect_one(const Layer& l, size_t got) {
     if (got != 1) throw Error(l.label() + ": takes one input, got " + std::to_string(got));

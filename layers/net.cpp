@@ -583,15 +583,20 @@ const Tensor& Net::forward(Device& dev, const std::vector<const Tensor*>& xs, bo
                                 " takes " + dtype_name(input_dtypes_[k]));
     }
     sync_shared();
+    const bool fold = !train && fold_batch_norms_;
+    const bool plan = !training_ && !train && !decoding_;  // the inference memory plan (net.h)
+    const int64_t batch = xs[0]->dim(0);
+    if (plan) plan_begin(fold);
     for (size_t i = 0; i < nodes_.size(); ++i) {
         Node& n = nodes_[i];
-        const bool fold = !train && fold_batch_norms_;
         if (n.fused || (n.folded && fold)) {  // its producer's output already holds it
             outputs_[i] = outputs_[n.from[0]];
+            if (plan) plan_produced(i);
             continue;
         }
         if (n.ids_passed) {  // its reader takes the ids themselves
             outputs_[i] = is_model_input(n.from[0]) ? xs[n.from[0] - kFirstModelInput] : outputs_[n.from[0]];
+            if (plan) plan_produced(i);
             continue;
         }
         if (n.runs_in_add != SIZE_MAX && fold) continue;  // at its add's turn (below)
@@ -602,23 +607,111 @@ const Tensor& Net::forward(Device& dev, const std::vector<const Tensor*>& xs, bo
             const auto act = n.fold_act == SIZE_MAX ? XYLEM_ACT_NONE
                                                     : static_cast<Activation&>(*nodes_[n.fold_act].layer).activation();
             auto* bn = c.fold_bn == SIZE_MAX ? nullptr : &static_cast<BatchNorm&>(*nodes_[c.fold_bn].layer);
+            const Loan loan(plan ? plan_lend(dev, *c.layer, n.shape, batch) : nullptr);
             outputs_[i] = &static_cast<Conv2d&>(*c.layer).forward_folded(dev, *value(c.from[0]), bn,
                                                                            value(n.residual_from), act);
+            if (plan) {
+                plan_produced(i);
+                plan_read(c.from[0]);
+                plan_read(n.residual_from);
+            }
             continue;
         }
         xs_.clear();
         for (size_t j : n.from) xs_.push_back(value(j));
         profiler::Scope scope(&n.forward_scope);
+        const Loan loan(plan ? plan_lend(dev, *n.layer, n.shape, batch) : nullptr);
         if (n.fold_bn != SIZE_MAX && fold) {
             const auto act = n.fold_act == SIZE_MAX ? XYLEM_ACT_NONE
                                                     : static_cast<Activation&>(*nodes_[n.fold_act].layer).activation();
             outputs_[i] = &static_cast<Conv2d&>(*n.layer).forward_folded(
                 dev, *xs_[0], &static_cast<BatchNorm&>(*nodes_[n.fold_bn].layer), nullptr, act);
+        } else {
+            outputs_[i] = &n.layer->forward_inputs(dev, xs_, train);
+        }
+        if (plan) {
+            plan_produced(i);
+            for (size_t j : n.from) plan_read(j);
+        }
+    }
+    if (plan) plan_end();
+    return *outputs_[output_nodes_[0]];
+}
+
+// Reads of each node's output in this forward, counted as the loop above makes them: a node that
+// runs reads its inputs (a conv run by its add reads its own input and the residual); a fused,
+// folded or id-passing node reads nothing (it is a view of its producer's output, and holds the
+// buffer itself for its own readers).
+void Net::plan_begin(bool fold) {
+    plan_left_.assign(nodes_.size(), 0);
+    plan_held_.assign(nodes_.size(), SIZE_MAX);
+    for (PlanBuffer& b : plan_buffers_) b.holders = 0, b.lent = false;
+    auto count = [&](size_t j) {
+        if (!is_model_input(j)) ++plan_left_[j];
+    };
+    for (const Node& n : nodes_) {
+        if (n.fused || (n.folded && fold) || n.ids_passed) continue;
+        if (n.runs_in_add != SIZE_MAX && fold) continue;
+        if (n.residual_conv != SIZE_MAX && fold) {
+            count(nodes_[n.residual_conv].from[0]);
+            count(n.residual_from);
             continue;
         }
-        outputs_[i] = &n.layer->forward_inputs(dev, xs_, train);
+        for (size_t j : n.from) count(j);
     }
-    return *outputs_[output_nodes_[0]];
+}
+
+// Lends `layer` a free buffer of exactly its output's size (a new one when none is free), and
+// returns the layer (null when it takes no loan) for the Loan that ends it.
+Layer* Net::plan_lend(Device& dev, Layer& layer, const Shape& sample, int64_t batch) {
+    if (!layer.takes_lent_output()) return nullptr;
+    const int64_t n = batch * numel(sample);
+    PlanBuffer* free = nullptr;
+    for (PlanBuffer& b : plan_buffers_)
+        if (b.holders == 0 && b.buffer.numel() == n) {
+            free = &b;
+            break;
+        }
+    if (!free) free = &plan_buffers_.emplace_back(PlanBuffer{Tensor({n}, DType::F32, dev), 0, false});
+    free->lent = true;
+    layer.lend_output(free->buffer);
+    return &layer;
+}
+
+// Buffers this forward did not use (another batch size's) are let go, as a layer's own output
+// buffer is when the batch size changes. Only between forwards: plan_held_ indexes the list.
+void Net::plan_end() {
+    std::erase_if(plan_buffers_, [](const PlanBuffer& b) { return !b.lent && b.holders == 0; });
+    plan_held_.assign(nodes_.size(), SIZE_MAX);
+}
+
+size_t Net::plan_bytes() const {
+    size_t bytes = 0;
+    for (const PlanBuffer& b : plan_buffers_) bytes += b.buffer.bytes();
+    return bytes;
+}
+
+void Net::plan_produced(size_t i) {
+    plan_held_[i] = SIZE_MAX;
+    const Tensor* t = outputs_[i];
+    for (size_t b = 0; t && t->defined() && b < plan_buffers_.size(); ++b)
+        if (t->shares_storage(plan_buffers_[b].buffer)) {
+            plan_held_[i] = b;
+            ++plan_buffers_[b].holders;
+            break;
+        }
+    if (plan_left_[i] == 0) plan_release(i);  // read by nobody (or only through its views)
+}
+
+void Net::plan_read(size_t j) {
+    if (is_model_input(j) || plan_left_[j] == 0) return;
+    if (--plan_left_[j] == 0) plan_release(j);
+}
+
+void Net::plan_release(size_t j) {
+    if (nodes_[j].is_output || plan_held_[j] == SIZE_MAX) return;  // a model output lives on
+    --plan_buffers_[plan_held_[j]].holders;
+    plan_held_[j] = SIZE_MAX;
 }
 
 const Tensor& Net::output(size_t k) const {

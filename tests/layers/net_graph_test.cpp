@@ -439,6 +439,87 @@ TEST_P(NetGraphTest, InferenceFoldsBatchNormIntoTheConvolutionBeforeIt) {
     EXPECT_GT(moved, 1e-3) << "the change did not reach the output";
 }
 
+// A model built to run (eval, predict, `xylem run`) lends its convolutions and pools buffers that
+// outlive only their readers (Net's inference memory plan): the same outputs, bit for bit, as the
+// same model built to train (which keeps one buffer per layer), over batches of two sizes and with
+// the folds on and off, while holding fewer bytes than the maps it computes. The graph has
+// residual adds folded into convolutions (one whose shortcut comes later in the order, one whose
+// shortcut is the model input), a map read by three layers, a model output that other layers also
+// read, and a pool.
+TEST_P(NetGraphTest, ARunOnlyModelReusesItsMapBuffersWithTheSameOutputs) {
+    REQUIRE_OPS(LINEAR_OPS, XYLEM_OP_CONV2D_FWD, XYLEM_OP_CONV2D_BWD_DATA, XYLEM_OP_CONV2D_BWD_FILTER, XYLEM_OP_BATCHNORM_FWD,
+                XYLEM_OP_BATCHNORM_BWD, XYLEM_OP_POOL2D_FWD, XYLEM_OP_POOL2D_BWD);
+    auto make = [&] {
+        auto net = std::make_unique<Net>();
+        net->add("stem", {"input"}, conv(4, 3, 1, 1));
+        net->add("stem_relu", {"stem"}, act(XYLEM_ACT_RELU));
+        net->add("conv1", {"stem_relu"}, conv(4, 3, 1, 1, false));
+        net->add("bn1", {"conv1"}, std::make_unique<BatchNorm>());
+        net->add("relu1", {"bn1"}, act(XYLEM_ACT_RELU));
+        net->add("conv2", {"relu1"}, conv(4, 3, 1, 1, false));
+        net->add("bn2", {"conv2"}, std::make_unique<BatchNorm>());
+        net->add("proj", {"stem_relu"}, conv(4, 1));  // the shortcut, after conv2
+        net->add("add1", {"bn2", "proj"}, std::make_unique<Add>());
+        net->add("relu2", {"add1"}, act(XYLEM_ACT_RELU));
+        net->add("conv3", {"relu2"}, conv(5, 3, 1, 1));
+        net->add("conv4", {"relu2"}, conv(5, 3, 1, 1));
+        net->add("both", {"conv3", "conv4"}, std::make_unique<Add>());
+        net->add("squeeze", {"both"}, conv(4, 1));
+        net->add("mid", {"squeeze", "relu2"}, std::make_unique<Add>());  // relu2: three readers
+        net->add("conv7", {"mid"}, conv(5, 3, 1, 1));  // two maps of conv4's size while it must live
+        net->add("conv8", {"mid"}, conv(5, 3, 1, 1));
+        net->add("both2", {"conv7", "conv8"}, std::make_unique<Add>());
+        net->add("conv5", {"both2"}, conv(3, 3, 1, 1));
+        net->add("in_res", {"conv5", "input"}, std::make_unique<Add>());  // the model input as R
+        net->add("pool", {"in_res"}, std::make_unique<Pool2d>(Pool2dOptions{}));
+        net->add("conv6", {"pool"}, conv(4, 3, 1, 1));
+        net->add("out", {"conv6", "pool"}, std::make_unique<Concat>());
+        net->set_outputs({"out", "conv4"});  // conv4: an output that a layer reads too
+        return net;
+    };
+    std::unique_ptr<Net> trained = make(), run = make();
+    trained->build(dev(), {3, 8, 8}, 5);
+    run->build(dev(), {3, 8, 8}, 5, /*training=*/false);
+    Tensor x = upload(dev(), {4, 3, 8, 8}, rng_.uniform(768, -1.0f, 1.0f));
+    for (int step = 0; step < 2; ++step) {  // SGD on random gradients of both outputs
+        trained->forward(dev(), x, true);
+        const Tensor d0 = upload(dev(), trained->output(0).shape(), rng_.uniform(trained->output(0).numel(), -1.0f, 1.0f));
+        const Tensor d1 = upload(dev(), trained->output(1).shape(), rng_.uniform(trained->output(1).numel(), -1.0f, 1.0f));
+        trained->backward(dev(), std::vector<const Tensor*>{&d0, &d1});
+        for (Param* p : trained->params()) {
+            std::vector<float> v = p->value.to_vector(), g = p->grad.to_vector();
+            for (size_t i = 0; i < v.size(); ++i) v[i] -= 0.1f * g[i];
+            set_values(p->value, v);
+        }
+    }
+    const std::vector<Param*> from = trained->state(), to = run->state();  // the running statistics too
+    ASSERT_EQ(from.size(), to.size());
+    for (size_t i = 0; i < from.size(); ++i) {
+        ASSERT_EQ(from[i]->name, to[i]->name);
+        set_values(to[i]->value, from[i]->value.to_vector());
+    }
+    for (bool fold : {true, false}) {
+        trained->set_fold_batch_norms(fold);
+        run->set_fold_batch_norms(fold);
+        for (int64_t batch : {4, 7, 4}) {
+            SCOPED_TRACE("fold " + std::to_string(fold) + ", batch " + std::to_string(batch));
+            Tensor xb = upload(dev(), {batch, 3, 8, 8}, rng_.uniform(batch * 192, -1.0f, 1.0f));
+            trained->forward(dev(), xb, false);
+            const std::vector<float> want0 = trained->output(0).to_vector(), want1 = trained->output(1).to_vector();
+            run->forward(dev(), xb, false);
+            EXPECT_EQ(run->output(0).to_vector(), want0) << "out";
+            EXPECT_EQ(run->output(1).to_vector(), want1) << "conv4";
+        }
+    }
+    // The conv and pool maps of a batch of 4 (the last one), per sample: five of [4, 8, 8] (stem,
+    // conv1, conv2, proj, squeeze), four of [5, 8, 8] (conv3, conv4, conv7, conv8), conv5's
+    // [3, 8, 8], the pool's [3, 4, 4] and conv6's [4, 4, 4].
+    const size_t maps = 4 * sizeof(float) * (5 * 256 + 4 * 320 + 192 + 48 + 64);
+    EXPECT_EQ(trained->plan_bytes(), 0u);
+    EXPECT_GT(run->plan_bytes(), 0u);
+    EXPECT_LT(run->plan_bytes(), maps) << "the plan kept a buffer per layer, or the batch of 7's";
+}
+
 // Inference folds a residual add into the convolution that feeds it (conv [-> batchnorm] -> add
 // [-> activation] as one conv2d_fwd with the add's other input as R, ABI 1.10): conv2 -> bn2 runs
 // at the add's turn, after its shortcut `proj` (later in the order); a conv with neither bias nor

@@ -34,6 +34,8 @@ public:
     Tensor rows(int64_t first, int64_t count) const;
     // True when this tensor sees only part of its storage (a row view).
     bool partial() const;
+    // True when both tensors are views of one storage (whatever their shapes and offsets).
+    bool shares_storage(const Tensor& other) const { return storage_ && storage_ == other.storage_; }
 
     // Device access, as an op operand. read: bring current; write: discard old contents
     // (no copy); read_write: bring current, then only this copy stays valid.

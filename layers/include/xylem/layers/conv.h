@@ -29,6 +29,7 @@ public:
     ParamFloats param_floats_of(const std::vector<Shape>& in) const override;
     bool can_accumulate_param_grads() const override { return true; }
     bool fuse_activation(xylem_activation act, Backend& backend) override;
+    bool takes_lent_output() const override { return true; }  // the inference memory plan (layer.h)
     std::vector<uint32_t> ops_needed(bool backward) const override;
     // Inference with what Net's rewrites fold into this layer: the batch norm that reads it (one
     // convolution with the rescaled weights and bias; bn may be null), a residual added to the
@@ -70,6 +71,7 @@ public:
     Shape output_shape(const Shape& input) const override;
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+    bool takes_lent_output() const override { return true; }  // the inference memory plan (layer.h)
     std::vector<uint32_t> ops_needed(bool backward) const override {
         if (!backward) return {XYLEM_OP_POOL2D_FWD};
         return {XYLEM_OP_POOL2D_FWD, XYLEM_OP_POOL2D_BWD};
@@ -88,6 +90,7 @@ public:
     Shape output_shape(const Shape& input) const override;
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+    bool takes_lent_output() const override { return true; }  // the inference memory plan (layer.h)
     std::vector<uint32_t> ops_needed(bool backward) const override {
         if (!backward) return {XYLEM_OP_POOL2D_FWD};
         return {XYLEM_OP_POOL2D_FWD, XYLEM_OP_POOL2D_BWD};

@@ -125,6 +125,14 @@ public:
     // gradients' 47 MB were most of `xylem run`'s build time).
     void set_inference_build(bool on) { inference_build_ = on; }
     bool inference_build() const { return inference_build_; }
+    // The inference memory plan (Net::forward of a model built to run): a layer that says it takes
+    // one is lent, right before a forward, a buffer of exactly its output's size to write its
+    // output into (ensure_output), in place of a buffer of its own; the Net hands the buffer to
+    // another layer once every reader of this output has run. Only layers that keep nothing of a
+    // forward but its output take one.
+    virtual bool takes_lent_output() const { return false; }
+    void lend_output(Tensor buffer) { lent_ = std::move(buffer); }
+
     // The beta of the ops that write parameter gradients: 0 (overwrite) or 1 (accumulate).
     float param_grad_beta() const { return accumulate_param_grads_ ? 1.0f : 0.0f; }
 
@@ -152,12 +160,16 @@ protected:
     Param constant_param(Device& dev, const std::string& name, const Shape& shape, float value) const;
     // Reuses `t` when it already has `shape`, so steady-state steps allocate nothing.
     static Tensor& ensure(Tensor& t, const Shape& shape, Device& dev, DType dtype = DType::F32);
+    // The forward's output: the buffer lent for this forward (lend_output) when one of exactly
+    // this size is, else as ensure(). The loan is used once.
+    Tensor& ensure_output(Tensor& t, const Shape& shape, Device& dev);
 
 private:
     std::string label_ = "layer", prefix_;
     std::vector<std::string> input_names_;
     bool accumulate_param_grads_ = false;
     bool inference_build_ = false;
+    Tensor lent_;  // the inference memory plan's buffer for the next forward's output (or none)
 };
 
 // A layer of several inputs: implements the N-input methods; the one-input ones refuse, naming
