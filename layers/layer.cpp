@@ -58,7 +58,9 @@ Tensor& Layer::ensure(Tensor& t, const Shape& shape, Device& dev, DType dtype) {
 Tensor& Layer::ensure_output(Tensor& t, const Shape& shape, Device& dev) {
     Tensor lent = std::move(lent_);
     lent_ = Tensor();
-    if (lent.defined() && lent.dtype() == DType::F32 && lent.numel() == numel(shape)) return t = lent.reshaped(shape);
+    const int64_t n = numel(shape);
+    if (lent.defined() && lent.dtype() == DType::F32 && lent.shape().size() == 1 && lent.numel() >= n)
+        return t = lent.rows(0, n).reshaped(shape);  // its first n elements
     return ensure(t, shape, dev);
 }
 

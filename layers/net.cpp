@@ -661,17 +661,15 @@ void Net::plan_begin(bool fold) {
     }
 }
 
-// Lends `layer` a free buffer of exactly its output's size (a new one when none is free), and
-// returns the layer (null when it takes no loan) for the Loan that ends it.
+// Lends `layer` the smallest free buffer that holds its output (a new one of its output's size
+// when none does: a network's first maps are its largest, and later, smaller ones reuse their
+// buffers), and returns the layer (null when it takes no loan) for the Loan that ends it.
 Layer* Net::plan_lend(Device& dev, Layer& layer, const Shape& sample, int64_t batch) {
     if (!layer.takes_lent_output()) return nullptr;
     const int64_t n = batch * numel(sample);
     PlanBuffer* free = nullptr;
     for (PlanBuffer& b : plan_buffers_)
-        if (b.holders == 0 && b.buffer.numel() == n) {
-            free = &b;
-            break;
-        }
+        if (b.holders == 0 && b.buffer.numel() >= n && (!free || b.buffer.numel() < free->buffer.numel())) free = &b;
     if (!free) free = &plan_buffers_.emplace_back(PlanBuffer{Tensor({n}, DType::F32, dev), 0, false});
     free->lent = true;
     layer.lend_output(free->buffer);

@@ -126,7 +126,7 @@ public:
     void set_inference_build(bool on) { inference_build_ = on; }
     bool inference_build() const { return inference_build_; }
     // The inference memory plan (Net::forward of a model built to run): a layer that says it takes
-    // one is lent, right before a forward, a buffer of exactly its output's size to write its
+    // one is lent, right before a forward, a flat buffer at least its output's size to write its
     // output into (ensure_output), in place of a buffer of its own; the Net hands the buffer to
     // another layer once every reader of this output has run. Only layers that keep nothing of a
     // forward but its output take one.
@@ -160,8 +160,8 @@ protected:
     Param constant_param(Device& dev, const std::string& name, const Shape& shape, float value) const;
     // Reuses `t` when it already has `shape`, so steady-state steps allocate nothing.
     static Tensor& ensure(Tensor& t, const Shape& shape, Device& dev, DType dtype = DType::F32);
-    // The forward's output: the buffer lent for this forward (lend_output) when one of exactly
-    // this size is, else as ensure(). The loan is used once.
+    // The forward's output: the first elements of the buffer lent for this forward (lend_output)
+    // when one is and holds them, else as ensure(). The loan is used once.
     Tensor& ensure_output(Tensor& t, const Shape& shape, Device& dev);
 
 private:
