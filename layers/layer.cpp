@@ -59,8 +59,13 @@ Tensor& Layer::ensure_output(Tensor& t, const Shape& shape, Device& dev) {
     Tensor lent = std::move(lent_);
     lent_ = Tensor();
     const int64_t n = numel(shape);
-    if (lent.defined() && lent.dtype() == DType::F32 && lent.shape().size() == 1 && lent.numel() >= n)
+    if (lent.defined() && lent.dtype() == DType::F32 && lent.shape().size() == 1 && lent.numel() >= n) {
+        output_on_loan_ = true;
         return t = lent.rows(0, n).reshaped(shape);  // its first n elements
+    }
+    // A forward without a loan (a training-mode or decoding forward of a model built to run) must
+    // not write into the buffer of an earlier loan: the Net may have lent it to another layer since.
+    if (output_on_loan_) t = Tensor(), output_on_loan_ = false;
     return ensure(t, shape, dev);
 }
 

@@ -498,7 +498,7 @@ TEST_P(NetGraphTest, ARunOnlyModelReusesItsMapBuffersWithTheSameOutputs) {
         ASSERT_EQ(from[i]->name, to[i]->name);
         set_values(to[i]->value, from[i]->value.to_vector());
     }
-    for (bool fold : {true, false}) {
+    for (bool fold : {false, true}) {  // folded last: the training-mode forward below runs unfolded
         trained->set_fold_batch_norms(fold);
         run->set_fold_batch_norms(fold);
         for (int64_t batch : {4, 7, 4}) {
@@ -511,6 +511,13 @@ TEST_P(NetGraphTest, ARunOnlyModelReusesItsMapBuffersWithTheSameOutputs) {
             EXPECT_EQ(run->output(1).to_vector(), want1) << "conv4";
         }
     }
+    // A training-mode forward of the model built to run takes no loans, and must not write into
+    // the buffers earlier loans left its layers (the plan's, shared with other layers).
+    trained->forward(dev(), x, true);
+    const std::vector<float> want = trained->output(0).to_vector();
+    run->forward(dev(), x, true);
+    EXPECT_EQ(run->output(0).to_vector(), want) << "training-mode forward";
+    run->forward(dev(), x, false);
     // The conv and pool maps of a batch of 4 (the last one), per sample: five of [4, 8, 8] (stem,
     // conv1, conv2, proj, squeeze), four of [5, 8, 8] (conv3, conv4, conv7, conv8), conv5's
     // [3, 8, 8], the pool's [3, 4, 4] and conv6's [4, 4, 4].

@@ -170,6 +170,7 @@ private:
     bool accumulate_param_grads_ = false;
     bool inference_build_ = false;
     Tensor lent_;  // the inference memory plan's buffer for the next forward's output (or none)
+    bool output_on_loan_ = false;  // the output is a view of a buffer lent by an earlier forward
 };
 
 // A layer of several inputs: implements the N-input methods; the one-input ones refuse, naming
