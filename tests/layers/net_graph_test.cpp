@@ -442,7 +442,9 @@ TEST_P(NetGraphTest, InferenceFoldsBatchNormIntoTheConvolutionBeforeIt) {
 // A model built to run (eval, predict, `xylem run`) lends its convolutions and pools buffers that
 // outlive only their readers (Net's inference memory plan): the same outputs, bit for bit, as the
 // same model built to train (which keeps one buffer per layer), over batches of two sizes and with
-// the folds on and off, while holding fewer bytes than the maps it computes. The graph has
+// the folds on and off, while holding fewer bytes than the maps it computes; a training-mode
+// forward of the model built to run (no loans, unfolded after a folded one) writes none of the
+// buffers earlier loans left its layers. The graph has
 // residual adds folded into convolutions (one whose shortcut comes later in the order, one whose
 // shortcut is the model input), a map read by three layers, a model output that other layers also
 // read, and a pool.
