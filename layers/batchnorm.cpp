@@ -39,7 +39,7 @@ const Tensor& BatchNorm::forward(Device& dev, const Tensor& x, bool train) {
     x_ = x;
     xylem_batchnorm_attrs a = attrs_;
     a.training = train ? 1 : 0;
-    ops::batchnorm_fwd(dev, x, gamma_.value, beta_.value, ensure(y_, x.shape(), dev), running_mean_.value,
+    ops::batchnorm_fwd(dev, x, gamma_.value, beta_.value, ensure_output(y_, x.shape(), dev), running_mean_.value,
                        running_var_.value, saved_mean_, saved_invstd_, a);
     return y_;
 }

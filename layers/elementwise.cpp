@@ -21,7 +21,7 @@ std::string Activation::kind() const {
 
 const Tensor& Activation::forward(Device& dev, const Tensor& x, bool) {
     if (grad_from_input()) x_ = x;  // the producer's output, valid until its next forward
-    ops::act_fwd(dev, act_, x, ensure(y_, x.shape(), dev));
+    ops::act_fwd(dev, act_, x, ensure_output(y_, x.shape(), dev));
     return y_;
 }
 
@@ -37,7 +37,7 @@ Shape Softmax::output_shape(const Shape& input) const {
 }
 
 const Tensor& Softmax::forward(Device& dev, const Tensor& x, bool) {
-    ops::softmax_fwd(dev, log_, x, ensure(y_, x.shape(), dev));
+    ops::softmax_fwd(dev, log_, x, ensure_output(y_, x.shape(), dev));
     return y_;
 }
 

@@ -49,7 +49,7 @@ const Tensor& Linear::forward(Device& dev, const Tensor& x, bool) {
     x_ = x.reshaped({rows, in_});
     Shape y_shape = x.shape();
     y_shape.back() = out_;
-    ensure(y_, y_shape, dev);
+    ensure_output(y_, y_shape, dev);
     y_rows_ = y_.reshaped({rows, out_});
     ops::linear_fwd(dev, x_, weight_.value, has_bias_ ? &bias_.value : nullptr, y_rows_, act_);
     return y_;

@@ -76,7 +76,7 @@ const Tensor& Add::forward_inputs(Device& dev, const std::vector<const Tensor*>&
     output_shape_of({a_sample, b_sample_});
     const int64_t n = a.dim(0), cols = numel(b_sample_);
     repeat_ = cols ? numel(a_sample) / cols : 1;
-    ensure(y_, a.shape(), dev);
+    ensure_output(y_, a.shape(), dev);
     if (repeat_ == 1) {
         ops::add(dev, 1.0f, a, sign_, b.reshaped(a.shape()), y_);
         return y_;
@@ -171,7 +171,7 @@ const Tensor& Mul::forward_inputs(Device& dev, const std::vector<const Tensor*>&
     check_batches(*this, a, b);
     spread_of(Shape(a.shape().begin() + 1, a.shape().end()), Shape(b.shape().begin() + 1, b.shape().end()));
     a_ = a;
-    ensure(y_, a.shape(), dev);
+    ensure_output(y_, a.shape(), dev);
     if (copies_ == 1) {
         b_ = b.reshaped(a.shape());
         ops::mul(dev, a, b_, y_);
@@ -305,7 +305,7 @@ const Tensor& Concat::forward_inputs(Device& dev, const std::vector<const Tensor
         }
         return rows;
     });
-    ensure(y_, batched(n, out), dev);
+    ensure_output(y_, batched(n, out), dev);
     Tensor y_rows = y_.reshaped({blocks * total_, inner_});
     ops::gather_rows(dev, stacked_, idx, y_rows);
     return y_;

@@ -447,7 +447,7 @@ TEST_P(NetGraphTest, InferenceFoldsBatchNormIntoTheConvolutionBeforeIt) {
 // buffers earlier loans left its layers. The graph has
 // residual adds folded into convolutions (one whose shortcut comes later in the order, one whose
 // shortcut is the model input), a map read by three layers, a model output that other layers also
-// read, and a pool.
+// read, a pool, a reshape (a view of the pool's buffer), a linear, a softmax and a mul.
 TEST_P(NetGraphTest, ARunOnlyModelReusesItsMapBuffersWithTheSameOutputs) {
     REQUIRE_OPS(LINEAR_OPS, XYLEM_OP_CONV2D_FWD, XYLEM_OP_CONV2D_BWD_DATA, XYLEM_OP_CONV2D_BWD_FILTER, XYLEM_OP_BATCHNORM_FWD,
                 XYLEM_OP_BATCHNORM_BWD, XYLEM_OP_POOL2D_FWD, XYLEM_OP_POOL2D_BWD);
@@ -476,18 +476,23 @@ TEST_P(NetGraphTest, ARunOnlyModelReusesItsMapBuffersWithTheSameOutputs) {
         net->add("pool", {"in_res"}, std::make_unique<Pool2d>(Pool2dOptions{}));
         net->add("conv6", {"pool"}, conv(4, 3, 1, 1));
         net->add("out", {"conv6", "pool"}, std::make_unique<Concat>());
-        net->set_outputs({"out", "conv4"});  // conv4: an output that a layer reads too
+        net->add("flat", {"pool"}, std::make_unique<Reshape>(Shape{48}));  // a view of the pool's buffer
+        net->add("fc", {"flat"}, linear(6));
+        net->add("probs", {"fc"}, std::make_unique<Softmax>(false));
+        net->add("gate", {"probs", "fc"}, std::make_unique<Mul>());
+        net->set_outputs({"out", "conv4", "gate"});  // conv4: an output that a layer reads too
         return net;
     };
     std::unique_ptr<Net> trained = make(), run = make();
     trained->build(dev(), {3, 8, 8}, 5);
     run->build(dev(), {3, 8, 8}, 5, /*training=*/false);
     Tensor x = upload(dev(), {4, 3, 8, 8}, rng_.uniform(768, -1.0f, 1.0f));
-    for (int step = 0; step < 2; ++step) {  // SGD on random gradients of both outputs
+    for (int step = 0; step < 2; ++step) {  // SGD on random gradients of every output
         trained->forward(dev(), x, true);
-        const Tensor d0 = upload(dev(), trained->output(0).shape(), rng_.uniform(trained->output(0).numel(), -1.0f, 1.0f));
-        const Tensor d1 = upload(dev(), trained->output(1).shape(), rng_.uniform(trained->output(1).numel(), -1.0f, 1.0f));
-        trained->backward(dev(), std::vector<const Tensor*>{&d0, &d1});
+        std::vector<Tensor> ds;
+        for (size_t k = 0; k < 3; ++k)
+            ds.push_back(upload(dev(), trained->output(k).shape(), rng_.uniform(trained->output(k).numel(), -1.0f, 1.0f)));
+        trained->backward(dev(), std::vector<const Tensor*>{&ds[0], &ds[1], &ds[2]});
         for (Param* p : trained->params()) {
             std::vector<float> v = p->value.to_vector(), g = p->grad.to_vector();
             for (size_t i = 0; i < v.size(); ++i) v[i] -= 0.1f * g[i];
@@ -507,10 +512,12 @@ TEST_P(NetGraphTest, ARunOnlyModelReusesItsMapBuffersWithTheSameOutputs) {
             SCOPED_TRACE("fold " + std::to_string(fold) + ", batch " + std::to_string(batch));
             Tensor xb = upload(dev(), {batch, 3, 8, 8}, rng_.uniform(batch * 192, -1.0f, 1.0f));
             trained->forward(dev(), xb, false);
-            const std::vector<float> want0 = trained->output(0).to_vector(), want1 = trained->output(1).to_vector();
+            const std::vector<float> want0 = trained->output(0).to_vector(), want1 = trained->output(1).to_vector(),
+                                     want2 = trained->output(2).to_vector();
             run->forward(dev(), xb, false);
             EXPECT_EQ(run->output(0).to_vector(), want0) << "out";
             EXPECT_EQ(run->output(1).to_vector(), want1) << "conv4";
+            EXPECT_EQ(run->output(2).to_vector(), want2) << "gate";
         }
     }
     // A training-mode forward of the model built to run takes no loans, and must not write into
@@ -520,10 +527,11 @@ TEST_P(NetGraphTest, ARunOnlyModelReusesItsMapBuffersWithTheSameOutputs) {
     run->forward(dev(), x, true);
     EXPECT_EQ(run->output(0).to_vector(), want) << "training-mode forward";
     run->forward(dev(), x, false);
-    // The conv and pool maps of a batch of 4 (the last one), per sample: five of [4, 8, 8] (stem,
-    // conv1, conv2, proj, squeeze), four of [5, 8, 8] (conv3, conv4, conv7, conv8), conv5's
-    // [3, 8, 8], the pool's [3, 4, 4] and conv6's [4, 4, 4].
-    const size_t maps = 4 * sizeof(float) * (5 * 256 + 4 * 320 + 192 + 48 + 64);
+    // The outputs of the layers that take loans, for a batch of 4 (the last one, folded), per
+    // sample: five of [4, 8, 8] (stem, conv1, conv2, proj, squeeze), four of [5, 8, 8] (conv3,
+    // conv4, conv7, conv8), conv5's [3, 8, 8], the pool's [3, 4, 4], conv6's [4, 4, 4], the
+    // concat's [7, 4, 4] and three of [6] (fc, probs, gate).
+    const size_t maps = 4 * sizeof(float) * (5 * 256 + 4 * 320 + 192 + 48 + 64 + 112 + 18);
     EXPECT_EQ(trained->plan_bytes(), 0u);
     EXPECT_GT(run->plan_bytes(), 0u);
     EXPECT_LT(run->plan_bytes(), maps) << "the plan kept a buffer per layer, or the batch of 7's";

@@ -21,6 +21,7 @@ public:
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
     std::vector<Param*> params() override { return {&gamma_, &beta_}; }
     ParamFloats param_floats_of(const std::vector<Shape>& in) const override { return {2 * in[0][0], 2 * in[0][0]}; }
+    bool takes_lent_output() const override { return true; }  // the inference memory plan (layer.h)
     std::vector<uint32_t> ops_needed(bool backward) const override {
         if (!backward) return {XYLEM_OP_FILL, XYLEM_OP_BATCHNORM_FWD};
         return {XYLEM_OP_FILL, XYLEM_OP_BATCHNORM_FWD, XYLEM_OP_BATCHNORM_BWD};

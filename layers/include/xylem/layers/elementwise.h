@@ -12,6 +12,7 @@ public:
     Shape output_shape(const Shape& input) const override { return input; }
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+    bool takes_lent_output() const override { return true; }  // the inference memory plan (layer.h)
     std::vector<uint32_t> ops_needed(bool backward) const override {
         if (!backward) return {XYLEM_OP_ACT_FWD};
         return {XYLEM_OP_ACT_FWD, XYLEM_OP_ACT_BWD};
@@ -45,6 +46,7 @@ public:
     Shape output_shape(const Shape& input) const override;
     const Tensor& forward(Device& dev, const Tensor& x, bool train) override;
     const Tensor& backward(Device& dev, const Tensor& dy, bool need_dx) override;
+    bool takes_lent_output() const override { return true; }  // the inference memory plan (layer.h)
     std::vector<uint32_t> ops_needed(bool backward) const override {
         if (!backward) return {XYLEM_OP_SOFTMAX_FWD};
         return {XYLEM_OP_SOFTMAX_FWD, XYLEM_OP_SOFTMAX_BWD};

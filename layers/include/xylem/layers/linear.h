@@ -34,6 +34,7 @@ public:
     bool can_accumulate_param_grads() const override { return true; }
 
     bool fuse_activation(xylem_activation act, Backend& backend) override;
+    bool takes_lent_output() const override { return true; }  // the inference memory plan (layer.h)
     std::vector<uint32_t> ops_needed(bool backward) const override;
     xylem_activation activation() const { return act_; }
     int64_t out_features() const { return out_; }

@@ -36,6 +36,7 @@ public:
     const Tensor& forward_inputs(Device& dev, const std::vector<const Tensor*>& xs, bool train) override;
     void backward_inputs(Device& dev, const Tensor& dy, const std::vector<bool>& need_dx,
                          std::vector<const Tensor*>& dxs) override;
+    bool takes_lent_output() const override { return true; }  // the inference memory plan (layer.h)
     std::vector<uint32_t> ops_needed(bool backward) const override;
 
 private:
@@ -60,6 +61,7 @@ public:
     const Tensor& forward_inputs(Device& dev, const std::vector<const Tensor*>& xs, bool train) override;
     void backward_inputs(Device& dev, const Tensor& dy, const std::vector<bool>& need_dx,
                          std::vector<const Tensor*>& dxs) override;
+    bool takes_lent_output() const override { return true; }  // the inference memory plan (layer.h)
     std::vector<uint32_t> ops_needed(bool backward) const override;
 
 private:
@@ -90,6 +92,7 @@ public:
     const Tensor& forward_inputs(Device& dev, const std::vector<const Tensor*>& xs, bool train) override;
     void backward_inputs(Device& dev, const Tensor& dy, const std::vector<bool>& need_dx,
                          std::vector<const Tensor*>& dxs) override;
+    bool takes_lent_output() const override { return true; }  // the inference memory plan (layer.h)
     std::vector<uint32_t> ops_needed(bool backward) const override;
 
 private:

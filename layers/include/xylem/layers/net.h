@@ -214,7 +214,8 @@ private:
     // Adds dx to the gradient of node `to`'s output (the accumulate rule).
     void deliver(Device& dev, size_t to, const Tensor* dx);
     // The inference memory plan (a forward of a model built to run): the layers that take one
-    // (Layer::takes_lent_output: the convolutions and pools) write their outputs into buffers the
+    // (Layer::takes_lent_output: convolutions, pools, linear, batch norm, activations, softmax,
+    // add, mul, concat) write their outputs into buffers the
     // Net lends, and a buffer goes to the next such layer once every node output that is a view of
     // it has been read by all its readers (a model output never). A ResNet's maps then live in a
     // few buffers instead of one per layer: less memory, and a first batch that faults in a
