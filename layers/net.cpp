@@ -587,21 +587,14 @@ const Tensor& Net::forward(Device& dev, const std::vector<const Tensor*>& xs, bo
     const bool plan = !training_ && !train && !decoding_;  // the inference memory plan (net.h)
     const int64_t batch = xs[0]->dim(0);
     if (plan) plan_begin(fold);
+    auto value = [&](size_t j) { return is_model_input(j) ? xs[j - kFirstModelInput] : outputs_[j]; };
     for (size_t i = 0; i < nodes_.size(); ++i) {
         Node& n = nodes_[i];
-        if (n.fused || (n.folded && fold)) {  // its producer's output already holds it
-            outputs_[i] = outputs_[n.from[0]];
-            if (plan) plan_produced(i);
-            continue;
-        }
-        if (n.ids_passed) {  // its reader takes the ids themselves
-            outputs_[i] = is_model_input(n.from[0]) ? xs[n.from[0] - kFirstModelInput] : outputs_[n.from[0]];
-            if (plan) plan_produced(i);
-            continue;
-        }
-        if (n.runs_in_add != SIZE_MAX && fold) continue;  // at its add's turn (below)
-        auto value = [&](size_t j) { return is_model_input(j) ? xs[j - kFirstModelInput] : outputs_[j]; };
-        if (n.residual_conv != SIZE_MAX && fold) {
+        const Turn turn = turn_of(n, fold);
+        if (turn == Turn::later) continue;  // at its add's turn (Turn::residual)
+        if (turn == Turn::view) {
+            outputs_[i] = value(n.from[0]);  // fused or folded: its producer's output holds it; ids: passed
+        } else if (turn == Turn::residual) {
             const Node& c = nodes_[n.residual_conv];
             profiler::Scope scope(&c.forward_scope);
             const auto act = n.fold_act == SIZE_MAX ? XYLEM_ACT_NONE
@@ -610,55 +603,46 @@ const Tensor& Net::forward(Device& dev, const std::vector<const Tensor*>& xs, bo
             const Loan loan(plan ? plan_lend(dev, *c.layer, n.shape, batch) : nullptr);
             outputs_[i] = &static_cast<Conv2d&>(*c.layer).forward_folded(dev, *value(c.from[0]), bn,
                                                                            value(n.residual_from), act);
-            if (plan) {
-                plan_produced(i);
-                plan_read(c.from[0]);
-                plan_read(n.residual_from);
-            }
-            continue;
-        }
-        xs_.clear();
-        for (size_t j : n.from) xs_.push_back(value(j));
-        profiler::Scope scope(&n.forward_scope);
-        const Loan loan(plan ? plan_lend(dev, *n.layer, n.shape, batch) : nullptr);
-        if (n.fold_bn != SIZE_MAX && fold) {
-            const auto act = n.fold_act == SIZE_MAX ? XYLEM_ACT_NONE
-                                                    : static_cast<Activation&>(*nodes_[n.fold_act].layer).activation();
-            outputs_[i] = &static_cast<Conv2d&>(*n.layer).forward_folded(
-                dev, *xs_[0], &static_cast<BatchNorm&>(*nodes_[n.fold_bn].layer), nullptr, act);
         } else {
-            outputs_[i] = &n.layer->forward_inputs(dev, xs_, train);
+            xs_.clear();
+            for (size_t j : n.from) xs_.push_back(value(j));
+            profiler::Scope scope(&n.forward_scope);
+            const Loan loan(plan ? plan_lend(dev, *n.layer, n.shape, batch) : nullptr);
+            if (n.fold_bn != SIZE_MAX && fold) {
+                const auto act = n.fold_act == SIZE_MAX ? XYLEM_ACT_NONE
+                                                        : static_cast<Activation&>(*nodes_[n.fold_act].layer).activation();
+                outputs_[i] = &static_cast<Conv2d&>(*n.layer).forward_folded(
+                    dev, *xs_[0], &static_cast<BatchNorm&>(*nodes_[n.fold_bn].layer), nullptr, act);
+            } else {
+                outputs_[i] = &n.layer->forward_inputs(dev, xs_, train);
+            }
         }
         if (plan) {
             plan_produced(i);
-            for (size_t j : n.from) plan_read(j);
+            for_each_read(n, fold, [&](size_t j) { plan_read(j); });
         }
     }
     if (plan) plan_end();
     return *outputs_[output_nodes_[0]];
 }
 
-// Reads of each node's output in this forward, counted as the loop above makes them: a node that
-// runs reads its inputs (a conv run by its add reads its own input and the residual); a fused,
-// folded or id-passing node reads nothing (it is a view of its producer's output, and holds the
-// buffer itself for its own readers).
+Net::Turn Net::turn_of(const Node& n, bool fold) const {
+    if (n.fused || (n.folded && fold) || n.ids_passed) return Turn::view;
+    if (n.runs_in_add != SIZE_MAX && fold) return Turn::later;
+    if (n.residual_conv != SIZE_MAX && fold) return Turn::residual;
+    return Turn::runs;
+}
+
+// Reads of each node's output in this forward, as the loop above makes them (for_each_read). A
+// view reads nothing: it holds its producer's buffer itself, for its own readers.
 void Net::plan_begin(bool fold) {
     plan_left_.assign(nodes_.size(), 0);
     plan_held_.assign(nodes_.size(), SIZE_MAX);
     for (PlanBuffer& b : plan_buffers_) b.holders = 0, b.lent = false;
-    auto count = [&](size_t j) {
-        if (!is_model_input(j)) ++plan_left_[j];
-    };
-    for (const Node& n : nodes_) {
-        if (n.fused || (n.folded && fold) || n.ids_passed) continue;
-        if (n.runs_in_add != SIZE_MAX && fold) continue;
-        if (n.residual_conv != SIZE_MAX && fold) {
-            count(nodes_[n.residual_conv].from[0]);
-            count(n.residual_from);
-            continue;
-        }
-        for (size_t j : n.from) count(j);
-    }
+    for (const Node& n : nodes_)
+        for_each_read(n, fold, [&](size_t j) {
+            if (!is_model_input(j)) ++plan_left_[j];
+        });
 }
 
 // Lends `layer` the smallest free buffer that holds its output (a new one of its output's size
@@ -677,10 +661,10 @@ Layer* Net::plan_lend(Device& dev, Layer& layer, const Shape& sample, int64_t ba
 }
 
 // Buffers this forward did not use (another batch size's) are let go, as a layer's own output
-// buffer is when the batch size changes. Only between forwards: plan_held_ indexes the list.
+// buffer is when the batch size changes. Only between forwards: plan_held_ indexes the list, and
+// plan_begin sets it afresh.
 void Net::plan_end() {
     std::erase_if(plan_buffers_, [](const PlanBuffer& b) { return !b.lent && b.holders == 0; });
-    plan_held_.assign(nodes_.size(), SIZE_MAX);
 }
 
 size_t Net::plan_bytes() const {

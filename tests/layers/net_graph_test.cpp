@@ -29,11 +29,17 @@ class NetGraphTest : public BackendTest {
 protected:
     Rng rng_;
 
-    // Plain SGD steps (lr 0.1) on random output gradients: parameters and running statistics move.
+    // Plain SGD steps (lr 0.1) on random gradients of every output: parameters and running
+    // statistics move.
     void sgd_steps(Net& net, const Tensor& x, int steps) {
         for (int step = 0; step < steps; ++step) {
-            const Tensor& y = net.forward(dev(), x, true);
-            net.backward(dev(), upload(dev(), y.shape(), rng_.uniform(y.numel(), -1.0f, 1.0f)));
+            net.forward(dev(), x, true);
+            std::vector<Tensor> dys;
+            for (size_t k = 0; k < net.output_count(); ++k)
+                dys.push_back(upload(dev(), net.output(k).shape(), rng_.uniform(net.output(k).numel(), -1.0f, 1.0f)));
+            std::vector<const Tensor*> ptrs;
+            for (const Tensor& d : dys) ptrs.push_back(&d);
+            net.backward(dev(), ptrs);
             for (Param* p : net.params()) {
                 std::vector<float> v = p->value.to_vector(), g = p->grad.to_vector();
                 for (size_t i = 0; i < v.size(); ++i) v[i] -= 0.1f * g[i];
@@ -487,18 +493,7 @@ TEST_P(NetGraphTest, ARunOnlyModelReusesItsMapBuffersWithTheSameOutputs) {
     trained->build(dev(), {3, 8, 8}, 5);
     run->build(dev(), {3, 8, 8}, 5, /*training=*/false);
     Tensor x = upload(dev(), {4, 3, 8, 8}, rng_.uniform(768, -1.0f, 1.0f));
-    for (int step = 0; step < 2; ++step) {  // SGD on random gradients of every output
-        trained->forward(dev(), x, true);
-        std::vector<Tensor> ds;
-        for (size_t k = 0; k < 3; ++k)
-            ds.push_back(upload(dev(), trained->output(k).shape(), rng_.uniform(trained->output(k).numel(), -1.0f, 1.0f)));
-        trained->backward(dev(), std::vector<const Tensor*>{&ds[0], &ds[1], &ds[2]});
-        for (Param* p : trained->params()) {
-            std::vector<float> v = p->value.to_vector(), g = p->grad.to_vector();
-            for (size_t i = 0; i < v.size(); ++i) v[i] -= 0.1f * g[i];
-            set_values(p->value, v);
-        }
-    }
+    sgd_steps(*trained, x, 2);
     const std::vector<Param*> from = trained->state(), to = run->state();  // the running statistics too
     ASSERT_EQ(from.size(), to.size());
     for (size_t i = 0; i < from.size(); ++i) {

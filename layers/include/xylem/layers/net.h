@@ -213,11 +213,31 @@ private:
     size_t fold_target(size_t i) const;         // the conv that runs folded node i (summary)
     // Adds dx to the gradient of node `to`'s output (the accumulate rule).
     void deliver(Device& dev, size_t to, const Tensor* dx);
+    // What a node's turn in forward() does (fold: the inference folds apply). view: nothing runs,
+    // its output is its producer's (a fused or folded node) or the ids its reader takes; later: a
+    // conv that its residual add runs; residual: the add, running that conv with its other input as
+    // R; runs: the layer's forward (a conv with its folded batch norm included).
+    enum class Turn { view, later, residual, runs };
+    Turn turn_of(const Node& n, bool fold) const;
+    // f(j) for each node (or model input) whose output the node's turn reads, in forward()'s order.
+    template <class F>
+    void for_each_read(const Node& n, bool fold, const F& f) const {
+        switch (turn_of(n, fold)) {
+        case Turn::view:
+        case Turn::later: return;
+        case Turn::residual:
+            f(nodes_[n.residual_conv].from[0]);
+            f(n.residual_from);
+            return;
+        case Turn::runs:
+            for (size_t j : n.from) f(j);
+        }
+    }
     // The inference memory plan (a forward of a model built to run): the layers that take one
     // (Layer::takes_lent_output: convolutions, pools, linear, batch norm, activations, softmax,
-    // add, mul, concat) write their outputs into buffers the
-    // Net lends, and a buffer goes to the next such layer once every node output that is a view of
-    // it has been read by all its readers (a model output never). A ResNet's maps then live in a
+    // add, mul, concat) write their outputs into buffers the Net lends, and a buffer goes to the
+    // next such layer once every node output that is a view of it has been read by all its
+    // readers (a model output never). A ResNet's maps then live in a
     // few buffers instead of one per layer: less memory, and a first batch that faults in a
     // fraction of the pages (ResNet-20's evaluation at batch 1000: 657 -> 204 MB, 2.7% faster).
     void plan_begin(bool fold);
