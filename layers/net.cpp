@@ -430,7 +430,78 @@ Net::Footprint Net::count_footprint() const {
         f.outputs_per_sample += numel(n.shape);
         if (needs_grad[i]) f.output_grads_per_sample += numel(n.shape);
     }
+    f.run_outputs_per_sample = built_ && training_ ? f.outputs_per_sample : run_floats_per_sample();
     return f;
+}
+
+namespace {
+
+// The buffer a loan of n floats takes: the smallest free one that holds n, or `count` (a new one
+// of n floats) when none does. One rule for the plan (Net::plan_lend) and its estimate before a
+// run (Net::run_floats_per_sample).
+template <class Size, class Free>
+size_t best_fit(size_t count, int64_t n, const Size& size, const Free& free) {
+    size_t best = count;
+    for (size_t b = 0; b < count; ++b)
+        if (free(b) && size(b) >= n && (best == count || size(b) < size(best))) best = b;
+    return best;
+}
+
+}  // namespace
+
+// The forward of a model built to run, played on per-sample sizes (every buffer scales with the
+// batch, so best fit chooses alike): the reads as for_each_read counts them, loans as plan_lend
+// makes them, model outputs kept. Where the run finds a view by its storage (a reshape's output,
+// an identity dropout's), this cannot look: a layer that takes no loan is taken to hold every
+// buffer its inputs hold, for as long as its own output is read, so the estimate errs high.
+// Before build (nothing fused or folded yet) every node runs: that estimate is higher still.
+int64_t Net::run_floats_per_sample() const {
+    const bool fold = fold_batch_norms_;
+    std::vector<int64_t> sizes;
+    std::vector<size_t> holders;
+    std::vector<std::vector<size_t>> in(nodes_.size());  // the buffers each node's output lies in
+    std::vector<bool> holding(nodes_.size(), false);      // until its last read
+    std::vector<size_t> left(nodes_.size(), 0);           // its reads still to come
+    for (const Node& n : nodes_)
+        for_each_read(n, fold, [&](size_t j) {
+            if (!is_model_input(j)) ++left[j];
+        });
+    auto release = [&](size_t j) {
+        if (nodes_[j].is_output || !holding[j]) return;
+        for (size_t b : in[j]) --holders[b];
+        holding[j] = false;
+    };
+    int64_t own = 0;  // outputs of layers that take no loan
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+        const Node& n = nodes_[i];
+        const Turn turn = turn_of(n, fold);
+        if (turn == Turn::later) continue;
+        const Layer* runs = turn == Turn::residual ? nodes_[n.residual_conv].layer.get()
+                            : turn == Turn::runs    ? n.layer.get()
+                                                    : nullptr;
+        if (turn == Turn::view) {
+            if (!is_model_input(n.from[0])) in[i] = in[n.from[0]];
+        } else if (runs->takes_lent_output()) {
+            const int64_t want = numel(n.shape);
+            const size_t b = best_fit(sizes.size(), want, [&](size_t k) { return sizes[k]; },
+                                      [&](size_t k) { return holders[k] == 0; });
+            if (b == sizes.size()) sizes.push_back(want), holders.push_back(0);
+            in[i] = {b};
+        } else {
+            own += numel(n.shape);
+            for (size_t j : n.from)
+                if (!is_model_input(j)) in[i].insert(in[i].end(), in[j].begin(), in[j].end());
+        }
+        for (size_t b : in[i]) ++holders[b];
+        holding[i] = true;
+        if (left[i] == 0) release(i);
+        for_each_read(n, fold, [&](size_t j) {
+            if (!is_model_input(j) && left[j] > 0 && --left[j] == 0) release(j);
+        });
+    }
+    int64_t planned = 0;
+    for (int64_t size : sizes) planned += size;
+    return planned + own;
 }
 
 void Net::build(Device& dev, const Shape& input_sample, uint64_t seed, bool training) {
@@ -651,10 +722,11 @@ void Net::plan_begin(bool fold) {
 Layer* Net::plan_lend(Device& dev, Layer& layer, const Shape& sample, int64_t batch) {
     if (!layer.takes_lent_output()) return nullptr;
     const int64_t n = batch * numel(sample);
-    PlanBuffer* free = nullptr;
-    for (PlanBuffer& b : plan_buffers_)
-        if (b.holders == 0 && b.buffer.numel() >= n && (!free || b.buffer.numel() < free->buffer.numel())) free = &b;
-    if (!free) free = &plan_buffers_.emplace_back(PlanBuffer{Tensor({n}, DType::F32, dev), 0, false});
+    const size_t b = best_fit(plan_buffers_.size(), n, [&](size_t k) { return plan_buffers_[k].buffer.numel(); },
+                              [&](size_t k) { return plan_buffers_[k].holders == 0; });
+    PlanBuffer* free = b < plan_buffers_.size()
+                           ? &plan_buffers_[b]
+                           : &plan_buffers_.emplace_back(PlanBuffer{Tensor({n}, DType::F32, dev), 0, false});
     free->lent = true;
     layer.lend_output(free->buffer);
     return &layer;

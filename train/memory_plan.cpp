@@ -13,7 +13,8 @@ MemoryPlan common(const Net::Footprint& f, int64_t batch, uint64_t resident, boo
     m.trainable = static_cast<uint64_t>(f.trainable) * f32;
     m.parameters = m.trainable + static_cast<uint64_t>(f.buffers) * f32;
     m.batch = batch;
-    m.activations = b * f32 * static_cast<uint64_t>(f.outputs_per_sample + (training ? f.output_grads_per_sample : 0));
+    m.activations = b * f32 *
+                    static_cast<uint64_t>(training ? f.outputs_per_sample + f.output_grads_per_sample : f.run_outputs_per_sample);
     m.data = resident;
     if (training) m.gradients = m.trainable;
     return m;

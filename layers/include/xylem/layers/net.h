@@ -144,9 +144,13 @@ public:
     // sample's layer outputs and the gradients backward computes for them take in one step.
     // Fused activations take nothing once built (before, they are counted); layers' own saved
     // tensors and workspaces come on top.
+    // run_outputs_per_sample: what a forward of a model built to run holds instead (or of one yet
+    // to be built, which the inference commands build to run): the inference memory plan's
+    // buffers, as plan_lend would take them, and the outputs of the layers that take no loan.
     struct Footprint {
         int64_t trainable = 0, buffers = 0;
         int64_t outputs_per_sample = 0, output_grads_per_sample = 0;
+        int64_t run_outputs_per_sample = 0;
     };
     Footprint footprint(std::span<const Shape> input_samples);
     Footprint footprint(const Shape& input_sample);
@@ -199,6 +203,7 @@ private:
     std::string inputs_given(size_t given) const;  // the Error text: `given` inputs for input_names_
     const std::vector<Shape>& input_shapes(size_t i, std::vector<Shape>& shapes) const;  // node i's
     Footprint count_footprint() const;  // after prepare()
+    int64_t run_floats_per_sample() const;  // count_footprint's run_outputs_per_sample
     void check_param_floats(const Node& n, const std::vector<Shape>& inputs) const;
     void resolve_inputs();
     void order_topologically();
