@@ -82,29 +82,48 @@ __attribute__((always_inline)) inline void mm_group(int64_t r, int64_t k, int64_
     mm_tile<S, RR, C>(k0, k1, a + r * a_rs, a_rs, a_cs, b, ldb, c + r * ldc, ldc, accumulate);
 }
 
-template <class S, int C>
+// Row groups of R rows, then of 4 (where R is more) and of 1.
+template <class S, int C, int R>
 __attribute__((always_inline)) inline void mm_rows(int64_t m, int64_t k, int64_t c0, const float* a, int64_t a_rs,
                                                    int64_t a_cs, const float* b, int64_t ldb, float* c, int64_t ldc,
                                                    bool accumulate, Band band, int64_t off) {
-    constexpr int R = 4;
     int64_t r = 0;
     for (; r + R <= m; r += R) mm_group<S, R, C>(r, k, c0, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, band, off);
+    if constexpr (R > 4)
+        for (; r + 4 <= m; r += 4) mm_group<S, 4, C>(r, k, c0, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, band, off);
     for (; r < m; ++r) mm_group<S, 1, C>(r, k, c0, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, band, off);
 }
 
 // C[m, n] (+)= A[m, k] * B[k, n]: a(r, kk) = a[r*a_rs + kk*a_cs]; B row-major (ldb), n a multiple
-// of kPad, B and C readable and writable that far; less where the band allows.
+// of kPad, B and C readable and writable that far; less where the band allows. Tiles of 4 rows x
+// 4 vectors where 32 registers hold them (x 2 vectors with 16). Where fewer vectors remain (a
+// head of 32 at avx512: O += P V, and dV, dK and dQ in the backward), tiles of 8 rows x 2 or 1
+// vectors: 16 or 8 independent accumulators, where 4 x 1 had left chains of dependent FMAs
+// waiting on each other. Each element's sum is the same however the tiles fall.
 XYLEM_KERNEL_LEVELS(void, block_gemm,
                     (int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
                      int64_t ldb, float* c, int64_t ldc, bool accumulate, Band band, int64_t off),
                     (m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate, band, off)) {
-    constexpr int C = S::kRegisters >= 32 ? 4 : 2;  // vectors per tile row: 4 x C accumulators
+    constexpr bool wide = S::kRegisters >= 32;
+    constexpr int C = wide ? 4 : 2;
     const int64_t nv = n / S::L;
     int64_t v = 0;
     for (; v + C <= nv; v += C)
-        mm_rows<S, C>(m, k, v * S::L, a, a_rs, a_cs, b + v * S::L, ldb, c + v * S::L, ldc, accumulate, band, off);
-    for (; v < nv; ++v)
-        mm_rows<S, 1>(m, k, v * S::L, a, a_rs, a_cs, b + v * S::L, ldb, c + v * S::L, ldc, accumulate, band, off);
+        mm_rows<S, C, 4>(m, k, v * S::L, a, a_rs, a_cs, b + v * S::L, ldb, c + v * S::L, ldc, accumulate, band, off);
+    if constexpr (wide) {
+        if (v + 2 <= nv) {
+            mm_rows<S, 2, 8>(m, k, v * S::L, a, a_rs, a_cs, b + v * S::L, ldb, c + v * S::L, ldc, accumulate, band,
+                             off);
+            v += 2;
+        }
+        for (; v < nv; ++v)
+            mm_rows<S, 1, 8>(m, k, v * S::L, a, a_rs, a_cs, b + v * S::L, ldb, c + v * S::L, ldc, accumulate, band,
+                             off);
+    } else {
+        for (; v < nv; ++v)
+            mm_rows<S, 1, 4>(m, k, v * S::L, a, a_rs, a_cs, b + v * S::L, ldb, c + v * S::L, ldc, accumulate, band,
+                             off);
+    }
 }
 
 // ---- the rows of a score block ---------------------------------------------------------------
