@@ -6,8 +6,9 @@
 # Per repetition, interleaved: xylem trains N steps of the first epoch (batch 128, lr 0.1, as the
 # config) and PyTorch the same number of steps (bench/torch_resnet.py) at each --threads setting;
 # both report images/s over those steps, from which an epoch (469 steps) is projected. Then
-# inference over the 10k test images: `xylem eval` (batch 1000) against
-# torch_resnet.py's eval at --eval-batch 1000. Then one `--profile` run: where a step's time goes.
+# inference over the 10k test images: `xylem eval` (in the batch it picks for the device,
+# train::run_batch) against torch_resnet.py's eval at batches of 1000 and of xylem's size, the
+# faster one taken. Then one `--profile` run: where a step's time goes.
 # Prints medians; raw output goes to build/bench/resnet-<date>/ (--out-dir DIR: DIR/resnet-<date>/).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,9 +43,10 @@ for r in $(seq 1 "$REPS"); do
     "${PLAIN[@]}" "$XYLEM" eval --config examples/fashion_resnet.toml --backend native \
         --checkpoint "$OUT/xylem-$r/model.safetensors" > "$OUT/eval-$r.log"
     echo "xylem_infer $(sed -n 's/.* \([0-9]*\) images\/s.*/\1/p' "$OUT/eval-$r.log")" >> "$OUT/raw"
+    eval_batch=$(sed -n 's/.* at batch \([0-9]*\)).*/\1/p' "$OUT/eval-$r.log")
     for t in $THREADS; do
-        (cd bench && "${TUNED[@]}" "$PY" torch_resnet.py --threads "$t" --epochs 1 --max-steps "$STEPS" | tail -1) \
-            > "$OUT/torch-$t-$r.json"
+        (cd bench && "${TUNED[@]}" "$PY" torch_resnet.py --threads "$t" --epochs 1 --max-steps "$STEPS" \
+            --eval-batch "1000,$eval_batch" | tail -1) > "$OUT/torch-$t-$r.json"
         "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print('torch_train_$t', d['images_per_second']); print('torch_infer_$t', d['eval_images_per_second'])" \
             "$OUT/torch-$t-$r.json" >> "$OUT/raw"
     done
@@ -69,6 +71,7 @@ tt, ti = med(f"torch_train_{best_t}"), med(f"torch_infer_{best_i}")
 print(f"training images/s: xylem {xt:.0f} {sorted(vals['xylem_train'])}, PyTorch {tt:.0f} at {best_t} thread(s) "
       + ", ".join(f"{t}: {sorted(vals['torch_train_' + t])}" for t in threads))
 print(f"epoch (60000 images) projected: xylem {60000 / xt:.1f} s, PyTorch {60000 / tt:.1f} s -> {tt / xt:.2f}x PyTorch's time")
-print(f"inference images/s: xylem {xi:.0f} {sorted(vals['xylem_infer'])}, PyTorch {ti:.0f} at {best_i} thread(s) -> {xi / ti:.2f}x")
+print(f"inference images/s: xylem {xi:.0f} {sorted(vals['xylem_infer'])}, PyTorch {ti:.0f} at {best_i} thread(s), "
+      f"its faster batch of 1000 and xylem's -> {xi / ti:.2f}x")
 print(f"profile: {out}/profile.log")
 PYEOF

@@ -20,7 +20,7 @@ import time
 import torch
 import torch.nn as nn
 
-from torch_mlp import StepClock, add_common_args, device_info, load, sync, warm_up
+from torch_mlp import StepClock, add_common_args, device_info, eval_batches, eval_throughput, load, sync, warm_up
 
 
 def main():
@@ -31,7 +31,8 @@ def main():
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--eval-batch", type=int, default=1000)
+    p.add_argument("--eval-batch", type=eval_batches, default=[1000],
+                   help="batch size(s) of the inference pass, e.g. 1000,250 (the fastest is reported)")
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     add_common_args(p)
     args = p.parse_args()
@@ -81,20 +82,9 @@ def main():
             if steps == args.max_steps:
                 break
         seconds = clock.stop()
-        model.eval()
-        with torch.inference_mode():
-            sync(dev)
-            t1 = time.perf_counter()
-            correct = torch.zeros((), dtype=torch.int64, device=dev)
-            for start in range(0, x_test.shape[0], args.eval_batch):
-                pred = model(x_test[start:start + args.eval_batch]).argmax(dim=1)
-                correct += (pred == y_test[start:start + args.eval_batch]).sum()
-            correct = correct.item()  # the one host read (synchronises)
-            eval_seconds = time.perf_counter() - t1
+        inference = eval_throughput(model, x_test, y_test, args.eval_batch, dev)
         print(json.dumps({"epoch": epoch, "seconds": seconds, "images_per_second": seen / seconds,
-                          "steps": steps, "test_accuracy": correct / x_test.shape[0],
-                          "eval_images_per_second": x_test.shape[0] / eval_seconds,
-                          **clock.fields()}), flush=True)
+                          "steps": steps, **inference, **clock.fields()}), flush=True)
     return 0
 
 

@@ -74,6 +74,41 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
+def eval_batches(text):
+    """--eval-batch of torch_lenet.py and torch_resnet.py: one batch size or several, "1000,250"."""
+    sizes = [int(b) for b in text.split(",")]
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"batch sizes must be positive integers, got {text!r}")
+    return sizes
+
+
+def eval_throughput(model, x_test, y_test, batches, dev):
+    """Inference over the test images (the model in eval mode, under inference_mode) at each batch
+    size of `batches` in turn, each after one untimed batch of its size (so that the first size
+    timed does not bear PyTorch's first-call costs alone; xylem's eval gets no such warm-up): the
+    JSON fields test_accuracy (at the first), eval_images_per_second and eval_batch (the fastest),
+    and eval_by_batch. The benchmarks take PyTorch's fastest batch beside the one xylem's eval
+    picks for its device (train::run_batch)."""
+    by_batch, accuracy = {}, None
+    model.eval()
+    with torch.inference_mode():
+        for batch in batches:
+            model(x_test[:batch])
+            sync(dev)
+            t1 = time.perf_counter()
+            correct = torch.zeros((), dtype=torch.int64, device=dev)
+            for start in range(0, x_test.shape[0], batch):
+                pred = model(x_test[start:start + batch]).argmax(dim=1)
+                correct += (pred == y_test[start:start + batch]).sum()
+            correct = correct.item()  # the one host read (synchronises)
+            by_batch[batch] = x_test.shape[0] / (time.perf_counter() - t1)
+            if accuracy is None:
+                accuracy = correct / x_test.shape[0]
+    best = max(by_batch, key=by_batch.get)
+    return {"test_accuracy": accuracy, "eval_images_per_second": by_batch[best], "eval_batch": best,
+            "eval_by_batch": {str(b): v for b, v in by_batch.items()}}
+
+
 class StepClock:
     """Reads the clock (synchronised) every `window` steps; median step time of the steady windows."""
 

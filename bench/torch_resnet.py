@@ -45,7 +45,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from torch_mlp import StepClock, add_common_args, device_info, load, read_idx, sync, warm_up
+from torch_mlp import StepClock, add_common_args, device_info, eval_batches, eval_throughput, load, read_idx, sync, warm_up
 
 
 class BasicBlock(nn.Module):
@@ -237,7 +237,8 @@ def main():
     p.add_argument("--t-max", type=int, default=3, help="the cosine schedule's period in epochs (default 3)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads(N); 0 keeps PyTorch's default")
-    p.add_argument("--eval-batch", type=int, default=1000)
+    p.add_argument("--eval-batch", type=eval_batches, default=[1000],
+                   help="batch size(s) of the inference pass, e.g. 1000,250 (the fastest is reported)")
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--save-init", metavar="FILE", help="write the initial parameters and buffers as safetensors")
     p.add_argument("--parity-fixture", metavar="FILE", help="write the parity test's fixture and exit")
@@ -307,20 +308,9 @@ def main():
         seconds = clock.stop()
         if cuda:
             loss_sum = loss_dev.item()
-        model.eval()
-        with torch.inference_mode():
-            sync(dev)
-            t1 = time.perf_counter()
-            correct = torch.zeros((), dtype=torch.int64, device=dev)
-            for start in range(0, x_test.shape[0], args.eval_batch):
-                pred = model(x_test[start:start + args.eval_batch]).argmax(dim=1)
-                correct += (pred == y_test[start:start + args.eval_batch]).sum()
-            correct = correct.item()  # the one host read (synchronises)
-            eval_seconds = time.perf_counter() - t1
+        inference = eval_throughput(model, x_test, y_test, args.eval_batch, dev)
         print(json.dumps({"epoch": epoch, "lr": lr, "seconds": seconds, "images_per_second": seen / seconds,
-                          "steps": steps, "train_loss": loss_sum / seen,
-                          "test_accuracy": correct / x_test.shape[0],
-                          "eval_images_per_second": x_test.shape[0] / eval_seconds, **clock.fields()}), flush=True)
+                          "steps": steps, "train_loss": loss_sum / seen, **inference, **clock.fields()}), flush=True)
     return 0
 
 

@@ -465,15 +465,16 @@ int run_eval(const Args& a) {
     auto dev = backend->device(choice.device);
     if (c.is_text()) return run_eval_text(a, c, *backend, *dev);
     io::Dataset test = io::load_mnist_dir(c.data_dir, false);
-    auto model = load_image_model(c, a.checkpoint, *dev, test, "the test set of " + c.data_dir);
+    int64_t batch = 0;
+    auto model = load_image_model(c, a.checkpoint, *dev, test, "the test set of " + c.data_dir, batch);
     profiler::enable(a.profile);  // per op kind and per layer; syncs after every op while on
     const auto t0 = std::chrono::steady_clock::now();
-    const double acc = train::evaluate(*model, *dev, test);  // ends with a device read: the time is complete
+    const double acc = train::evaluate(*model, *dev, test, batch);  // ends with a device read: the time is complete
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     profiler::enable(false);
     std::printf("test accuracy %.2f%% (%lld images, backend %s, %.3f s, %.0f images/s at batch %lld)\n", 100 * acc,
                 static_cast<long long>(test.count), backend->name().c_str(), seconds,
-                static_cast<double>(test.count) / seconds, static_cast<long long>(train::kEvaluationBatch));
+                static_cast<double>(test.count) / seconds, static_cast<long long>(batch));
     if (a.profile) profiler::print(std::cout);
     return 0;
 }

@@ -42,12 +42,13 @@ struct Args {
 BackendChoice choose_backend(Registry& registry, const RunConfig& config, const Args& args);
 
 // eval's and predict's model (predict.cpp): built for the samples of `data` (io::Dataset::sample_shape,
-// any channel count) with the evaluation batch, and the checkpoint loaded into it. When the images
-// do not fit (a layer refuses the shape, or the checkpoint's tensors differ), the Error names
-// `what` (the images' file or set), their sample shape and the config, then the layer's or the
-// checkpoint's own message, which names the layer or tensor and its shapes.
+// any channel count) to run in the batch train::run_batch picks for the device (set in `batch`),
+// and the checkpoint loaded into it. When the images do not fit (a layer refuses the shape, or the
+// checkpoint's tensors differ), the Error names `what` (the images' file or set), their sample
+// shape and the config, then the layer's or the checkpoint's own message, which names the layer
+// or tensor and its shapes.
 std::unique_ptr<Net> load_image_model(const RunConfig& c, const std::string& checkpoint, Device& dev,
-                                      const io::Dataset& data, const std::string& what);
+                                      const io::Dataset& data, const std::string& what, int64_t& batch);
 
 // Parses argv against the command's own flags (help.cpp lists them); throws UsageError on an
 // unknown command, a flag the command does not take, a missing value or one out of range.

@@ -25,14 +25,14 @@ constexpr int kDefaultTop = 3;
 // built, or a checkpoint tensor of another shape than the model built for them has. A damaged
 // checkpoint, a missing tensor or NaN weights are the file's own error, as the file says it.
 std::unique_ptr<Net> load_image_model(const RunConfig& c, const std::string& checkpoint, Device& dev,
-                                      const io::Dataset& data, const std::string& what) {
+                                      const io::Dataset& data, const std::string& what, int64_t& batch) {
     auto do_not_fit = [&](const Error& e) {
         return Error(what + ": images of " + to_string(data.sample_shape()) +
                      " (channels, rows, cols) do not fit the model of " + c.source + " and " + checkpoint + ": " + e.what());
     };
     std::unique_ptr<Net> model;
     try {
-        model = train::build_inference_model(c, dev, data.sample_shape(), train::kEvaluationBatch);
+        model = train::build_run_model(c, dev, data.sample_shape(), batch);
     } catch (const Error& e) {
         throw do_not_fit(e);
     }
@@ -50,10 +50,11 @@ namespace {
 // do not fit the model (the checkpoint's shapes say so, or a layer does), the error names that
 // file, both sample shapes (the file's and the config's own data's, if it can be read) and, in
 // the layer's or checkpoint's own words, the tensor that does not fit.
-std::unique_ptr<Net> load_model(const RunConfig& c, const Args& a, Device& dev, const io::Dataset& data) {
+std::unique_ptr<Net> load_model(const RunConfig& c, const Args& a, Device& dev, const io::Dataset& data,
+                                int64_t& batch) {
     if (!a.input.empty()) {
         try {
-            return load_image_model(c, a.checkpoint, dev, data, a.input);
+            return load_image_model(c, a.checkpoint, dev, data, a.input, batch);
         } catch (const Error& e) {
             io::Dataset own;
             try {
@@ -66,7 +67,7 @@ std::unique_ptr<Net> load_model(const RunConfig& c, const Args& a, Device& dev, 
                         to_string(own.sample_shape()) + " (channels, rows, cols)");
         }
     }
-    return load_image_model(c, a.checkpoint, dev, data, "the test set of " + c.data_dir);
+    return load_image_model(c, a.checkpoint, dev, data, "the test set of " + c.data_dir, batch);
 }
 
 }  // namespace
@@ -87,14 +88,16 @@ int run_predict(const Args& a) {
     if (!test_set) data.labels.assign(static_cast<size_t>(data.count), 0);  // unknown; the batches carry some
     const std::string what = test_set ? "the test set of " + c.data_dir : a.input;
 
-    auto model = load_model(c, a, *dev, data);
+    int64_t batch = 0;
+    auto model = load_model(c, a, *dev, data, batch);
     const int64_t classes = model->output_sample_shape().empty() ? 0 : model->output_sample_shape()[0];
     if (a.top && *a.top > classes)
         throw UsageError{"--top " + std::to_string(*a.top) + " asks for more classes than the model's " +
                              std::to_string(classes),
                          "predict"};
     const train::Predictions p =
-        train::predict(*model, *dev, data, train::output_kind(c), a.top ? *a.top : std::min<int64_t>(kDefaultTop, classes));
+        train::predict(*model, *dev, data, train::output_kind(c), a.top ? *a.top : std::min<int64_t>(kDefaultTop, classes),
+                       batch);
     const std::vector<std::string> names = train::class_names(c, p.classes);
     const std::string out = !a.out.empty() ? a.out : (fs::path(a.checkpoint).parent_path() / "predictions.csv").string();
     train::write_predictions_csv(out, p, names, test_set ? &data.labels : nullptr);

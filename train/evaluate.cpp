@@ -53,6 +53,13 @@ void count_correct(Device& dev, const Tensor& output, const Tensor& labels, Tens
 }
 }  // namespace
 
+int64_t run_batch(Net& model, std::span<const Shape> input_samples, Device& dev) {
+    if (!dev.on_host()) return kEvaluationBatch;
+    const uint64_t per_sample = sizeof(float) * static_cast<uint64_t>(model.footprint(input_samples).run_outputs_per_sample);
+    if (per_sample == 0) return kEvaluationBatch;
+    return std::clamp<int64_t>(static_cast<int64_t>(kRunCacheBytes / per_sample), kMinRunBatch, kEvaluationBatch);
+}
+
 double evaluate(Net& model, Device& dev, BatchSource& source, int64_t batch_size, const StopCheck& stop) {
     require_scoring_ops(dev);
     Tensor correct({1}, DType::F32, dev);

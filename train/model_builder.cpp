@@ -3,6 +3,7 @@
 
 #include "xylem/error.h"
 #include "xylem/layers/registry.h"
+#include "xylem/train/evaluate.h"
 #include "xylem/train/memory_plan.h"
 
 namespace xylem::train {
@@ -20,12 +21,26 @@ std::unique_ptr<Net> build_model(const RunConfig& c, int64_t vocabulary) {
     return model;
 }
 
-std::unique_ptr<Net> build_inference_model(const RunConfig& c, Device& dev, std::span<const Shape> input_samples,
-                                           int64_t batch, int64_t vocabulary) {
-    std::unique_ptr<Net> model = build_model(c, vocabulary);
+namespace {
+
+std::unique_ptr<Net> build_to_run(std::unique_ptr<Net> model, const RunConfig& c, Device& dev,
+                                  std::span<const Shape> input_samples, int64_t batch) {
     check_memory_fits(inference_memory(*model, input_samples, batch, 0), dev, c.source, "running this model");
     model->build(dev, input_samples, c.seed, /*training=*/false);  // every caller loads the parameters next
     return model;
+}
+
+}  // namespace
+
+std::unique_ptr<Net> build_inference_model(const RunConfig& c, Device& dev, std::span<const Shape> input_samples,
+                                           int64_t batch, int64_t vocabulary) {
+    return build_to_run(build_model(c, vocabulary), c, dev, input_samples, batch);
+}
+
+std::unique_ptr<Net> build_run_model(const RunConfig& c, Device& dev, const Shape& input_sample, int64_t& batch) {
+    std::unique_ptr<Net> model = build_model(c);
+    batch = run_batch(*model, input_sample, dev);
+    return build_to_run(std::move(model), c, dev, std::span<const Shape>(&input_sample, 1), batch);
 }
 
 std::unique_ptr<Net> build_inference_model(const RunConfig& c, Device& dev, const Shape& input_sample, int64_t batch,

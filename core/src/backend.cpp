@@ -164,15 +164,14 @@ void Device::free(xylem_buffer_t buffer, uint64_t bytes) noexcept {
     allocated_.fetch_sub(bytes, std::memory_order_relaxed);
 }
 
+bool Device::on_host() const { return host_memory() || backend_->probed_device(index_).kind == XYLEM_DEVICE_CPU; }
+
 const Device::Capacity& Device::capacity() {
     std::call_once(capacity_once_, [&] {
-        const Backend::ProbedDevice probed = backend_->probed_device(index_);
-        const uint64_t device_bytes = probed.memory_bytes;
-        const uint32_t kind = probed.kind;
-        capacity_ = {device_bytes, "the device's memory"};
+        capacity_ = {backend_->probed_device(index_).memory_bytes, "the device's memory"};
         // A device whose memory is the host's shares it with everything else on the machine: what
         // is available now (plus what xylem already holds there) is the limit, not the RAM size.
-        if (host_memory() || kind == XYLEM_DEVICE_CPU) {
+        if (on_host()) {
             const uint64_t available = host_available_bytes();
             if (available && (!capacity_.bytes || available + allocated_bytes() < capacity_.bytes))
                 capacity_ = {available + allocated_bytes(), "the machine's available memory"};

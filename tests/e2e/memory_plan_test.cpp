@@ -13,7 +13,9 @@
 #include "xylem/registry.h"
 #include "xylem/train/model_builder.h"
 #include "xylem/train/run.h"
+#include "support/backends.h"
 #include "support/fake_discrete.h"
+#include "xylem/train/evaluate.h"
 
 using namespace xylem;
 namespace fs = std::filesystem;
@@ -152,4 +154,31 @@ TEST(MemoryPlan, InferenceCountsThePlansBuffersNotEveryLayerOutput) {
     EXPECT_GE(run.activations, 4u * 1000 * (2 * 32 * 784)) << run.breakdown();
     EXPECT_NO_THROW(train::check_memory_fits(run, dev, c.source, "running this model"));
     EXPECT_THROW(train::check_memory_fits(all, dev, c.source, "training this model"), Error);
+}
+
+TEST(MemoryPlan, ACpuDeviceRunsInBatchesWhoseMapsStayInTheCache) {
+    // eval and predict run a model built to run in batches whose plan (run_outputs_per_sample)
+    // stays within kRunCacheBytes on a CPU device, kEvaluationBatch elsewhere; never fewer than
+    // kMinRunBatch.
+    std::string toml = std::string("[data]\ndir = \"") + kData + "\"\n";
+    for (int i = 0; i < 4; ++i) toml += "[[model.layers]]\ntype = \"conv2d\"\nout = 32\nkernel = 3\npadding = 1\n";
+    toml += "[[model.layers]]\ntype = \"flatten\"\n[[model.layers]]\ntype = \"linear\"\nout = 10\n"
+            "[loss]\ntype = \"cross_entropy\"\n[solver]\ntype = \"sgd\"\nlr = 0.01\n[train]\nepochs = 1\nbatch_size = 64\n";
+    const RunConfig c = parse_config(toml, "convs.toml");
+    auto model = train::build_model(c);
+    const int64_t per_sample = 4 * model->footprint(Shape{1, 28, 28}).run_outputs_per_sample;
+    ASSERT_GT(per_sample, 0);
+    EXPECT_EQ(train::run_batch(*model, Shape{1, 28, 28}, fake_discrete()), train::kEvaluationBatch);
+    auto native = test::backend_named("native");
+    if (!native) GTEST_SKIP() << "no native plugin";
+    Device& cpu = *native->device(0);
+    ASSERT_TRUE(cpu.on_host());
+    EXPECT_EQ(train::run_batch(*model, Shape{1, 28, 28}, cpu),
+              std::clamp<int64_t>(static_cast<int64_t>(train::kRunCacheBytes) / per_sample, train::kMinRunBatch,
+                                  train::kEvaluationBatch));
+    EXPECT_LT(train::run_batch(*model, Shape{1, 28, 28}, cpu), train::kEvaluationBatch);  // 200 KB a sample: ~180
+    // A model of tiny maps keeps the most; one of huge maps the least.
+    auto tiny = train::build_model(parse_config(mlp(16, "sgd"), "tiny.toml"));
+    EXPECT_EQ(train::run_batch(*tiny, Shape{1, 28, 28}, cpu), train::kEvaluationBatch);
+    EXPECT_EQ(train::run_batch(*train::build_model(c), Shape{1, 280, 280}, cpu), train::kMinRunBatch);
 }

@@ -90,6 +90,9 @@ public:
     std::string name() const;         // "native:0"
     uint64_t location_bit() const { return location_bit_; }
     bool host_memory() const { return backend_->host_memory(); }
+    // A device whose memory is the host's or whose probe says it is a CPU (native, PoCL): it
+    // shares the machine's memory and caches with everything else.
+    bool on_host() const;
     xylem_stream_t stream() const { return stream_; }
 
     // Runs one op (enqueued on this device's stream); errors name the op and backend. While a

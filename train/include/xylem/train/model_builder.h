@@ -21,6 +21,9 @@ std::unique_ptr<Solver> build_solver(const RunConfig& config);
 // every one of them next (a checkpoint, the ONNX initializers).
 std::unique_ptr<Net> build_inference_model(const RunConfig& config, Device& dev, const Shape& input_sample,
                                            int64_t batch, int64_t vocabulary = 0);
+// The same in the batch train::run_batch chooses for the device (the CLI's eval and predict of
+// images), written to `batch`.
+std::unique_ptr<Net> build_run_model(const RunConfig& config, Device& dev, const Shape& input_sample, int64_t& batch);
 // The same for a model of several inputs (config.model_inputs): one sample shape each.
 std::unique_ptr<Net> build_inference_model(const RunConfig& config, Device& dev, std::span<const Shape> input_samples,
                                            int64_t batch, int64_t vocabulary = 0);
