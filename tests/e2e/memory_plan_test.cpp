@@ -11,11 +11,11 @@
 #include "xylem/config.h"
 #include "xylem/error.h"
 #include "xylem/registry.h"
+#include "xylem/train/evaluate.h"
 #include "xylem/train/model_builder.h"
 #include "xylem/train/run.h"
 #include "support/backends.h"
 #include "support/fake_discrete.h"
-#include "xylem/train/evaluate.h"
 
 using namespace xylem;
 namespace fs = std::filesystem;
