@@ -15,7 +15,7 @@
 //   - groups, filters per group not a multiple of 16 (the filter gradient's vectors of filters:
 //     4 + 2 + 1 at avx512 for 100 filters), tap counts that leave tile remainders;
 //   - the pointwise forward pass's tiles: blocks of columns, blocks of filters (the narrow GEMM
-//     kernel on 7x7 maps), groups; its direct path (few input channels), streamed outputs;
+//     kernel on 7x7 maps, OpenBLAS on planes too small to cut by columns), groups; its direct path (few input channels), streamed outputs;
 //   - the depthwise forward kernel (one input channel per group): strides, dilation, several
 //     filters per channel, the activations it applies in registers and the others, blocks of
 //     channels cut unevenly; its flat path for "same" stride-1 planes (tails, masks, its limits);
@@ -169,6 +169,12 @@ const Case kCases[] = {
     {"1x1 on 7x7, 128 channels (narrow kernel)", {1, 128, 7, 7}, {96, 128, 1, 1},
      {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU, 0}, true},
     {"1x1 on 8x8, groups 2, 2 images", {2, 8, 8, 8}, {6, 4, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, true},
+    // A plane too small to cut by columns (14x14: 196 positions), one image: blocks of filters
+    // through OpenBLAS (100 filters: 64 + 36; with groups 2, 50 a group: 32 + 18).
+    {"1x1 on 14x14 in filter blocks, ReLU6", {1, 36, 14, 14}, {100, 36, 1, 1}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU6, 0},
+     true},
+    {"1x1 on 14x14 in filter blocks, groups 2", {1, 72, 14, 14}, {100, 36, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0},
+     true},
     // The pointwise forward pass by the direct kernels (planes of whole vectors, at most 32 input
     // channels; the 8x8 case above takes it too): filters in tiles with remainders (21: 8 + 8 + 4
     // + 1) and sigmoid as a pass; an output of 4 MB or more (stored past the caches from each
