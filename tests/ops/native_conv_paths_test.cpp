@@ -15,7 +15,8 @@
 //   - groups, filters per group not a multiple of 16 (the filter gradient's vectors of filters:
 //     4 + 2 + 1 at avx512 for 100 filters), tap counts that leave tile remainders;
 //   - the pointwise forward pass's tiles: blocks of columns, blocks of filters (the narrow GEMM
-//     kernel on 7x7 maps, OpenBLAS on planes too small to cut by columns), groups; its direct path (few input channels), streamed outputs;
+//     kernel on 7x7 maps, OpenBLAS on planes too small to cut by columns), groups; its direct path
+//     (few input channels or few filters), streamed outputs;
 //   - the depthwise forward kernel (one input channel per group): strides, dilation, several
 //     filters per channel, the activations it applies in registers and the others, blocks of
 //     channels cut unevenly; its flat path for "same" stride-1 planes (tails, masks, its limits);
@@ -182,6 +183,10 @@ const Case kCases[] = {
     {"1x1 direct, 21 filters, sigmoid", {3, 24, 16, 16}, {21, 24, 1, 1}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_SIGMOID, 0},
      true},
     {"1x1 direct, streamed output", {2, 16, 64, 64}, {136, 16, 1, 1}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU6, 0}, true},
+    // Projections (at most 32 filters, any number of channels: MobileNetV2's 144 -> 24) take the
+    // direct kernels too; one image's 48x48 plane in two equal blocks of positions (1152 each).
+    {"1x1 direct projection, 150 channels", {1, 150, 48, 48}, {24, 150, 1, 1}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0},
+     true},
     // Winograd F(2x2, 3x3) (ops/conv_winograd.cpp; each pass with 256 tiles or more, the data
     // gradient's too): chunks of 3 images cut by 7, odd outputs
     // (the last row and column of tiles half outside), padding 0 and 2 (the data gradient's 2

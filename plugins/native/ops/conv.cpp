@@ -355,6 +355,9 @@ PointwiseTiles pointwise_tiles(const Conv& v) {
 // then its kernel adds into it) and the bias and activation pass reads it once more; here each
 // block of positions is computed, biased and activated in L2, then written once. With 64 input
 // channels OpenBLAS's packed kernel won (ResNet-50's 64 -> 256 at 56x56: 417 against 455 us).
+// Projections to at most 32 filters take it whatever their channels: OpenBLAS packs the big
+// operand, X, for an output of few rows (MobileNetV2 at batch 16: 192 -> 32 on 28x28 955-1055 ->
+// 720-735 us, 144 -> 24 on 56x56 3,050-3,840 -> 2,800-3,040).
 //
 // An output of kStreamMinBytes or more is computed into a per-worker block and stored past the
 // caches: its reader comes after the whole output is written, by which time ordinary stores
@@ -362,6 +365,7 @@ PointwiseTiles pointwise_tiles(const Conv& v) {
 // (`xylem run`): the 16 -> 96 expansion 11.0 -> 5.8 ms, the model 103 -> 94 ms; with ordinary
 // stores the direct kernel alone changed nothing measurable in the model.
 constexpr int64_t kDirectPointwiseMaxChannels = 32;
+constexpr int64_t kDirectPointwiseMaxFilters = 32;  // any number of channels
 constexpr double kStreamMinBytes = 4.0 * 1024 * 1024;
 // Positions per block: its output (filters x positions) within ~256 KB, 64 positions at least.
 constexpr int64_t kDirectPointwiseBlockFloats = 64 * 1024;
@@ -378,15 +382,24 @@ XYLEM_KERNEL_LEVELS(void, stream_rows,
 }
 
 bool direct_pointwise_fits(const Conv& v) {
-    return direct_multiply_fma() && v.hw() % 16 == 0 && v.cg <= kDirectPointwiseMaxChannels &&
+    return direct_multiply_fma() && v.hw() % 16 == 0 && (v.cg <= kDirectPointwiseMaxChannels || v.kg <= kDirectPointwiseMaxFilters) &&
            v.cg * v.hw() < INT_MAX / 2;
 }
 
 void fwd_pointwise_direct(const Conv& v, const float* x, const float* w, const ConvEpilogue& e, float* y,
                           Arena& scratch) {
     const int64_t hw = v.hw();
-    const int64_t block = std::min(hw, std::max<int64_t>(64, kDirectPointwiseBlockFloats / v.kg / 16 * 16));
-    const int64_t blocks = (hw + block - 1) / block, per_image = v.g * blocks;
+    // Equal blocks (multiples of 16), as many as the size bound needs; where there are few (batch
+    // 1), as many as make whole rounds of the machine's slices while they keep 64 positions:
+    // 3136 positions in 24 filters' bound of 2720 were 2720 + 416, one CPU doing most of the work.
+    const int64_t most = std::max<int64_t>(64, kDirectPointwiseBlockFloats / v.kg / 16 * 16);
+    int64_t blocks = (hw + most - 1) / most;
+    const int64_t slices = machine_slices(), images = v.n * v.g;
+    if (images * blocks < 4 * slices)
+        while ((images * blocks) % slices != 0 && hw / (blocks + 1) >= 64) ++blocks;
+    const int64_t block = std::min(hw, ((hw + blocks - 1) / blocks + 15) / 16 * 16);
+    blocks = (hw + block - 1) / block;
+    const int64_t per_image = v.g * blocks;
     int32_t* off = scratch.alloc<int32_t>(v.cg);
     for (int64_t c = 0; c < v.cg; ++c) off[c] = static_cast<int32_t>(c * hw);
     const int workers = split_workers(fwd_flops(v), kMinSplitFlops, v.n * per_image);
