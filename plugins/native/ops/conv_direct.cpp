@@ -89,6 +89,7 @@ struct Tiles<SimdBaseline> {
 
 // The running level's vector width and limits (the level the kernels below were picked at).
 XYLEM_KERNEL_LEVELS(int64_t, level_lanes, (), ()) { return S::L; }
+XYLEM_KERNEL_LEVELS(int64_t, level_filter_tile, (), ()) { return Tiles<S>::kFilters; }
 XYLEM_KERNEL_LEVELS(double, level_waste_limit, (), ()) { return Tiles<S>::kWasteLimit; }
 XYLEM_KERNEL_LEVELS(double, level_data_waste_limit, (), ()) { return Tiles<S>::kDataWasteLimit; }
 XYLEM_KERNEL_LEVELS(int64_t, level_min_filter_taps, (), ()) { return Tiles<S>::kMinFilterTaps; }
@@ -471,21 +472,38 @@ void fwd_images(const ConvShape& v, const Layout& l, const float* x, const float
 // tile (8, 6, 3 filters), and about 30 MFLOP per block on ResNet-18's 512-channel 7x7 maps.
 constexpr int64_t kFilterBlock = 48;
 
-// The block actually used: half of kFilterBlock where the blocks are enough to go round the
-// workers twice and halving them shortens the last round (512 filters on two workers: 11 blocks
-// of 48, 6 rounds, 288 filters' time; 22 of 24, 11 rounds, 264). Not with fewer blocks, which the
-// pass also cuts by positions: ResNet-18's 128-filter 28x28 conv at batch 1 took 5-10% longer in
-// blocks of 24, its 512-filter 7x7 and 256->512 stride-2 convs 4-8% less (xylem-bench-conv b1).
-int64_t filter_block(const ConvShape& v, int workers) {
-    auto span = [&](int64_t fb) { return (v.g * ((v.kg + fb - 1) / fb) + workers - 1) / workers * fb; };
-    const int64_t half = kFilterBlock / 2;
-    const bool round_twice = v.g * ((v.kg + kFilterBlock - 1) / kFilterBlock) >= 2 * workers;
-    return round_twice && span(half) < span(kFilterBlock) ? half : kFilterBlock;
-}
 // Positions per block where the blocks of filters alone would leave a worker idle (MobileNetV2's
 // 32-filter stem at batch 1 was one block on one CPU): a multiple of every level's tile (48, 16,
 // 12 positions).
 constexpr int64_t kPositionBlock = 48 * 8;
+
+// Blocks of positions a pass of `blocks` blocks of filters is cut into: with fewer of those than
+// twice the workers, enough (of kPositionBlock at least) to go round them twice.
+int64_t position_parts(const Layout& l, int64_t blocks, int workers) {
+    if (blocks >= 2 * workers) return 1;
+    const int64_t want = (2 * workers + blocks - 1) / blocks;
+    return std::min(want, std::max<int64_t>(1, l.qpad / kPositionBlock));
+}
+
+// The filters per block actually used: the multiple of this level's tile (8, 6 or 3 filters) from
+// half of kFilterBlock to 64 whose blocks (each cut into position_parts) end soonest when the
+// workers take them in rounds, the larger on a tie (fewer blocks each read the packed image
+// once). Blocks of 48 alone left the last round short: 256 filters on two workers were 5 blocks of
+// 48 and one of 16 (144 filters' time against 128 in blocks of 32: ResNet-18's 14x14 layers at
+// batch 1), 512 were 11 of 48 (288 against 256 in blocks of 64). A block of 128 filters in 28x28
+// took 5-10% longer in blocks of 24 than of 48: smaller blocks are not taken for free.
+int64_t filter_block(const ConvShape& v, const Layout& l, int workers) {
+    const int64_t tile = level_filter_tile();
+    int64_t best = 0;
+    double best_span = 0.0;
+    for (int64_t fb = (kFilterBlock / 2 + tile - 1) / tile * tile; fb <= 64; fb += tile) {
+        const int64_t blocks = v.g * ((v.kg + fb - 1) / fb), parts = position_parts(l, blocks, workers);
+        const int64_t rounds = (blocks * parts + workers - 1) / workers;
+        const double span = static_cast<double>(rounds * std::min(fb, v.kg)) / static_cast<double>(parts);
+        if (best == 0 || span <= best_span) best = fb, best_span = span;
+    }
+    return best;
+}
 // Floats packed per image from which the channels are packed by the workers.
 constexpr int64_t kSplitPackFloats = int64_t{1} << 16;
 
@@ -511,14 +529,10 @@ void pack_shared(const ConvShape& v, const Layout& l, const float* x, float* xq,
 // tap order).
 void fwd_filter_blocks(const ConvShape& v, const Layout& l, const float* x, const float* w, const ConvEpilogue& e,
                        float* y, int workers, float* xq, float* yq) {
-    const int64_t fb = filter_block(v, workers), blocks = (v.kg + fb - 1) / fb;
+    const int64_t fb = filter_block(v, l, workers), blocks = (v.kg + fb - 1) / fb;
     int64_t pchunk = l.qpad;
-    if (v.g * blocks < 2 * workers) {
-        const int64_t want = (2 * workers + v.g * blocks - 1) / (v.g * blocks);
-        const int64_t most = std::max<int64_t>(1, l.qpad / kPositionBlock);
-        const int64_t parts = std::min(want, most);
+    if (const int64_t parts = position_parts(l, v.g * blocks, workers); parts > 1)
         pchunk = round_up((l.qpad + parts - 1) / parts, 48);  // a multiple of every level's tile and of kAlign
-    }
     const int64_t pblocks = (l.qpad + pchunk - 1) / pchunk;
     // Finishing: blocks of about 16K outputs (one filter at 112x112: the stem's 32 are one block of 48).
     const int64_t per_finish = std::clamp<int64_t>((int64_t{1} << 14) / (v.oh * v.ow), 1, kFilterBlock);
