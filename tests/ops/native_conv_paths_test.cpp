@@ -70,10 +70,13 @@ const Case kCases[] = {
     {"resnet 1x1 stride 2", {2, 16, 28, 28}, {32, 16, 1, 1}, {2, 2, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
     {"resnet 1x1 stride 2 to 7x7 (im2col)", {3, 32, 14, 14}, {64, 32, 1, 1}, {2, 2, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0},
      false},
+    // The same at batch 1: one im2col, its GEMMs cut over the pool; groups 2, bias and ReLU.
+    {"1x1 stride 2 to 7x7 (im2col), 1 image, groups 2", {1, 64, 14, 14}, {96, 32, 1, 1},
+     {2, 2, 0, 0, 1, 1, 2, XYLEM_ACT_RELU, 0}, true},
     {"resnet 64->64 7x7, 17 images", {17, 64, 7, 7}, {64, 64, 3, 3}, {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0}, false},
     {"resnet 64->64 7x7, 1 image (16 tiles: direct)", {1, 64, 7, 7}, {64, 64, 3, 3},
      {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_RELU, 0}, true},
-    // One image with work for several CPUs: the forward pass shares out blocks of 48 filters.
+    // One image with work for several CPUs: the forward pass shares out blocks of filters.
     {"128->128 7x7, 1 image (blocks of filters)", {1, 128, 7, 7}, {128, 128, 3, 3},
      {1, 1, 1, 1, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
     // ... in blocks of 24 filters where 48 would leave a worker idle in the last round (5 blocks of

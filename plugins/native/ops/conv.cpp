@@ -462,6 +462,17 @@ void fwd_im2col_images(const Conv& v, const float* x, const float* wt, const Con
 }
 
 void fwd_im2col(const Conv& v, const float* x, const float* wt, const ConvEpilogue& e, float* y, Arena& scratch) {
+    if (v.n == 1) {
+        // One image: its GEMMs cut over the pool (gemm), not one worker's single call (ResNet-18's
+        // 256 -> 512 1x1 stride-2 conv onto 7x7 at batch 1 ran on one CPU of two).
+        const int64_t P = v.p(), crs = v.crs();
+        float* col = scratch.alloc<float>(v.c * v.r * v.s * P);
+        im2col(v, x, 1, col);
+        for (int64_t g = 0; g < v.g; ++g)
+            gemm(false, false, v.kg, P, crs, wt + g * v.kg * crs, crs, col + g * crs * P, P, 0.0f, y + g * v.kg * P, P);
+        e.finish(0, y, P, y, P, v.k, P);
+        return;
+    }
     const ImageSlices is = image_slices(v, scratch);
     run_slices(v.n, is.slices, [&](int64_t lo, int64_t hi, int w, int64_t) {
         fwd_im2col_images(v, x, wt, e, y, lo, hi, is.nb, is.col[w], is.aux[w]);
