@@ -489,7 +489,7 @@ int64_t position_parts(const Layout& l, int64_t blocks, int workers) {
 // half of kFilterBlock to 64 whose blocks (each cut into position_parts) end soonest when the
 // workers take them in rounds, the larger on a tie (fewer blocks each read the packed image
 // once). Blocks of 48 alone left the last round short: 256 filters on two workers were 5 blocks of
-// 48 and one of 16 (144 filters' time against 128 in blocks of 32: ResNet-18's 14x14 layers at
+// 48 and one of 16 (144 filters' time against 128 in blocks of 64: ResNet-18's 14x14 layers at
 // batch 1), 512 were 11 of 48 (288 against 256 in blocks of 64). A block of 128 filters in 28x28
 // took 5-10% longer in blocks of 24 than of 48: smaller blocks are not taken for free.
 int64_t filter_block(const ConvShape& v, const Layout& l, int workers) {

@@ -61,6 +61,13 @@ void carve(Arena& scratch, int workers, const int64_t (&sizes)[N], std::array<st
         }
 }
 
+// f(integral_constant<int, 0>) ... f(integral_constant<int, N - 1>): the index a constant in each call.
+template <int N, class F>
+__attribute__((always_inline)) inline void unrolled(const F& f) {
+    [&]<int... I>(std::integer_sequence<int, I...>) { (f(std::integral_constant<int, I>{}), ...); }(
+        std::make_integer_sequence<int, N>{});
+}
+
 // u[(xi*cin + c)*kout + k] = (G g G^T)[xi], xi = i*Alpha + j, for g = filter(k, c) (3x3,
 // row-major), row i of G applied to (a, b, d) by g_row(i, a, b, d): F(2x2)'s 4 rows, F(4x4)'s 6.
 // Filters in blocks of kBlock along k, channel by channel inside a block: each of the Alpha^2
@@ -72,13 +79,6 @@ void carve(Arena& scratch, int workers, const int64_t (&sizes)[N], std::array<st
 // Within a block, channel by channel, the block's filters are gathered into g[tap][filter] and
 // transformed as loops over the filters, which the compiler vectorizes (one filter at a time
 // was 28% of that call on one core).
-// f(integral_constant<int, 0>) ... f(integral_constant<int, N - 1>): the index a constant in each call.
-template <int N, class F>
-__attribute__((always_inline)) inline void unrolled(const F& f) {
-    [&]<int... I>(std::integer_sequence<int, I...>) { (f(std::integral_constant<int, I>{}), ...); }(
-        std::make_integer_sequence<int, N>{});
-}
-
 template <int Alpha, class Filter, class GRow>
 void transform_filters(int64_t cin, int64_t kout, const Filter& filter, const GRow& g_row, float* u) {
     constexpr int64_t kBlock = 64;
