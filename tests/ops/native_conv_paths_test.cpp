@@ -175,10 +175,10 @@ const Case kCases[] = {
     {"1x1 on 8x8, groups 2, 2 images", {2, 8, 8, 8}, {6, 4, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, true},
     // A plane too small to cut by columns (14x14: 196 positions), one image: blocks of filters
     // through OpenBLAS (100 filters: 64 + 36; with groups 2, 50 a group: 32 + 18).
-    {"1x1 on 14x14 in filter blocks, ReLU6", {1, 36, 14, 14}, {100, 36, 1, 1}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU6, 0},
-     true},
-    {"1x1 on 14x14 in filter blocks, groups 2", {1, 72, 14, 14}, {100, 36, 1, 1}, {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0},
-     true},
+    {"1x1 on 14x14 in filter blocks, ReLU6", {1, 36, 14, 14}, {100, 36, 1, 1},
+     {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU6, 0}, true},
+    {"1x1 on 14x14 in filter blocks, groups 2", {1, 72, 14, 14}, {100, 36, 1, 1},
+     {1, 1, 0, 0, 1, 1, 2, XYLEM_ACT_NONE, 0}, true},
     // The pointwise forward pass by the direct kernels (planes of whole vectors, at most 32 input
     // channels; the 8x8 case above takes it too): filters in tiles with remainders (21: 8 + 8 + 4
     // + 1) and sigmoid as a pass; an output of 4 MB or more (stored past the caches from each
@@ -188,8 +188,8 @@ const Case kCases[] = {
     {"1x1 direct, streamed output", {2, 16, 64, 64}, {136, 16, 1, 1}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_RELU6, 0}, true},
     // Projections (at most 32 filters, any number of channels: MobileNetV2's 144 -> 24) take the
     // direct kernels too; one image's 48x48 plane in two equal blocks of positions (1152 each).
-    {"1x1 direct projection, 150 channels", {1, 150, 48, 48}, {24, 150, 1, 1}, {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0},
-     true},
+    {"1x1 direct projection, 150 channels", {1, 150, 48, 48}, {24, 150, 1, 1},
+     {1, 1, 0, 0, 1, 1, 1, XYLEM_ACT_NONE, 0}, true},
     // Winograd F(2x2, 3x3) (ops/conv_winograd.cpp; each pass with 256 tiles or more, the data
     // gradient's too): chunks of 3 images cut by 7, odd outputs
     // (the last row and column of tiles half outside), padding 0 and 2 (the data gradient's 2

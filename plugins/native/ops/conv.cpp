@@ -382,8 +382,8 @@ XYLEM_KERNEL_LEVELS(void, stream_rows,
 }
 
 bool direct_pointwise_fits(const Conv& v) {
-    return direct_multiply_fma() && v.hw() % 16 == 0 && (v.cg <= kDirectPointwiseMaxChannels || v.kg <= kDirectPointwiseMaxFilters) &&
-           v.cg * v.hw() < INT_MAX / 2;
+    return direct_multiply_fma() && v.hw() % 16 == 0 &&
+           (v.cg <= kDirectPointwiseMaxChannels || v.kg <= kDirectPointwiseMaxFilters) && v.cg * v.hw() < INT_MAX / 2;
 }
 
 void fwd_pointwise_direct(const Conv& v, const float* x, const float* w, const ConvEpilogue& e, float* y,
@@ -469,7 +469,8 @@ void fwd_im2col(const Conv& v, const float* x, const float* wt, const ConvEpilog
         float* col = scratch.alloc<float>(v.c * v.r * v.s * P);
         im2col(v, x, 1, col);
         for (int64_t g = 0; g < v.g; ++g)
-            gemm(false, false, v.kg, P, crs, wt + g * v.kg * crs, crs, col + g * crs * P, P, 0.0f, y + g * v.kg * P, P);
+            gemm(false, false, v.kg, P, crs, wt + g * v.kg * crs, crs, col + g * crs * P, P, 0.0f, y + g * v.kg * P,
+                 P);
         e.finish(0, y, P, y, P, v.k, P);
         return;
     }

@@ -61,7 +61,8 @@ void carve(Arena& scratch, int workers, const int64_t (&sizes)[N], std::array<st
         }
 }
 
-// f(integral_constant<int, 0>) ... f(integral_constant<int, N - 1>): the index a constant in each call.
+// f(integral_constant<int, 0>) ... f(integral_constant<int, N - 1>): in each call the index is a
+// constant.
 template <int N, class F>
 __attribute__((always_inline)) inline void unrolled(const F& f) {
     [&]<int... I>(std::integer_sequence<int, I...>) { (f(std::integral_constant<int, I>{}), ...); }(
