@@ -194,7 +194,7 @@ int main(int argc, char** argv) try {
             Tensor g = random_tensor(dev, c, rng), b = random_tensor(dev, c, rng), rm = random_tensor(dev, c, rng);
             Tensor rv = random_tensor(dev, c, rng), sm(c, DType::F32, dev), si(c, DType::F32, dev);
             Tensor dg(c, DType::F32, dev), db(c, DType::F32, dev);
-            const xylem_batchnorm_attrs at{1e-5f, 0.1f, 1};
+            const xylem_batchnorm_attrs at{1e-5f, 0.1f, 1, XYLEM_ACT_NONE};
             const double bf = median_us(dev, reps, [&] { ops::batchnorm_fwd(dev, x, g, b, y, rm, rv, sm, si, at); });
             const double bb =
                 median_us(dev, reps, [&] { ops::batchnorm_bwd(dev, dy, x, g, sm, si, dx, dg, db, at); });

@@ -77,6 +77,7 @@ XYLEM_PLUGIN_EXPORT const xylem_plugin* xylem_plugin_entry(void) {
         nullptr,  // comm_init
         nullptr,  // comm_allreduce_sum
         nullptr,  // comm_destroy
+        nullptr,  // op_accepts (optional, ABI 1.7): NULL takes every descriptor of a supported op
     };
     return &table;
 }

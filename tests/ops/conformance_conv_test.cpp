@@ -228,7 +228,7 @@ TEST_P(ConvConformance, BatchNormForward) {
         for (int32_t training : {1, 0}) {
             SCOPED_TRACE("x " + to_string(s) + " training " + std::to_string(training));
             const int64_t c = s[1];
-            const xylem_batchnorm_attrs a{1e-5f, 0.1f, training};
+            const xylem_batchnorm_attrs a{1e-5f, 0.1f, training, XYLEM_ACT_NONE};
             const auto x = rng.uniform(numel(s), -2.0f, 3.0f), gamma = rng.uniform(c, 0.5f, 1.5f);
             const auto beta = rng.uniform(c), rmean = rng.uniform(c), rvar = rng.uniform(c, 0.5f, 2.0f);
             Tensor tx = upload(dev(), s, x), tg = upload(dev(), {c}, gamma), tb = upload(dev(), {c}, beta);
@@ -257,7 +257,7 @@ TEST_P(ConvConformance, BatchNormBackward) {
     for (const Shape& s : kNormShapes) {
         SCOPED_TRACE("x " + to_string(s));
         const int64_t c = s[1];
-        const xylem_batchnorm_attrs a{1e-5f, 0.1f, 1};
+        const xylem_batchnorm_attrs a{1e-5f, 0.1f, 1, XYLEM_ACT_NONE};
         const auto x = rng.uniform(numel(s), -2.0f, 3.0f), gamma = rng.uniform(c, 0.5f, 1.5f);
         const auto dy = rng.uniform(numel(s));
         // Saved statistics as a training forward leaves them (rounded to float).

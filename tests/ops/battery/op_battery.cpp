@@ -216,7 +216,7 @@ void elementwise(Device& dev, Writer& w) {
     Tensor sm({16}, DType::F32, dev), si({16}, DType::F32, dev);
     ops::fill(dev, rm, 0.0f);
     ops::fill(dev, rv, 1.0f);
-    const xylem_batchnorm_attrs bn{1e-5f, 0.1f, 1};
+    const xylem_batchnorm_attrs bn{1e-5f, 0.1f, 1, XYLEM_ACT_NONE};
     ops::batchnorm_fwd(dev, x, gamma, beta, y, rm, rv, sm, si, bn);
     const Tensor dy = random_tensor(dev, {128, 16, 10, 10});
     Tensor dx({128, 16, 10, 10}, DType::F32, dev), dg({16}, DType::F32, dev), dbeta({16}, DType::F32, dev);
