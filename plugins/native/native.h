@@ -271,6 +271,12 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
 // Each element's arithmetic depends only on its row and column, so row blocks cut anyhow give
 // the same bits. sgemm() uses it for the shapes where it measured faster than OpenBLAS.
 bool narrow_gemm_available();
+// C = alpha*op(A)*op(B) + beta*C of any width, in panels of 64 columns on the same kernel (B^T's
+// panels packed first), at the avx512 level: call it where wide_gemm_available(). The same
+// promise: each element's arithmetic depends only on its row and column.
+bool wide_gemm_available();
+void wide_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void narrow_sgemm(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                   int64_t ldb, float beta, float* c, int64_t ldc);
 
