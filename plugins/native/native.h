@@ -275,6 +275,9 @@ bool narrow_gemm_available();
 // panels packed first), at the avx512 level: call it where wide_gemm_available(). The same
 // promise: each element's arithmetic depends only on its row and column.
 bool wide_gemm_available();
+// Whether sgemm() (and the convolutions' per-worker GEMMs) take wide_sgemm for a product of this
+// shape: more than 64 columns, B transposed or not, where it measured faster (ops/gemm.cpp).
+bool use_wide_kernel(int64_t m, int64_t n, int64_t k);
 void wide_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void narrow_sgemm(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,

@@ -71,10 +71,12 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int
     sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 
-// The same as one single-threaded OpenBLAS call, for a pool worker's slice (already on a worker:
-// sgemm would only cut it into blocks to run on the same thread).
+// The same as one single-threaded sgemm call, for a pool worker's slice (already on a worker:
+// sgemm would only cut it into blocks to run on the same thread): the plugin's wide kernel where
+// sgemm would take it, else OpenBLAS.
 void gemm_in_worker(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                     int64_t ldb, float beta, float* c, int64_t ldc) {
+    if (use_wide_kernel(m, n, k)) return wide_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
     cblas_sgemm_rm(ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
                    static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }

@@ -69,15 +69,6 @@ bool use_narrow_kernel(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
            (isa() == Isa::avx512 || !ta || n % 8 == 0);
 }
 
-// The wider products (more than 64 columns, B transposed or not) on the same kernel in panels
-// of 64 columns (wide_sgemm), at the avx512 level: on the Zen 4 machine 0.85-0.9x OpenBLAS's
-// time on the character GPT's GEMMs and from 0.96x on convolution-sized ones (ops/gemm_narrow.cpp).
-// Past k = 2048 a panel of B (k x 64 floats) no longer fits a core's L2 and nothing was measured.
-// At avx2 OpenBLAS stays (the AVX2 kernel's tiles hold 12 accumulators: not measured wide).
-bool use_wide_kernel(int64_t m, int64_t n, int64_t k) {
-    return n > 64 && m >= 16 && k >= 16 && k <= 2048 && wide_gemm_available();
-}
-
 // A block's bias and activation, on the worker that computed it while the block is in its cache
 // (a separate pass over all of C ran on one thread and read C back from memory).
 void epilogue_block(const GemmEpilogue& epi, float* c, int64_t ldc, int64_t row0, int64_t rows, int64_t col0,
@@ -115,6 +106,14 @@ void sgemv_row(bool ta, bool tb, int64_t n, int64_t k, float alpha, const float*
 }
 
 }  // namespace
+
+// At the avx512 level: on the Zen 4 machine 0.85-0.9x OpenBLAS's time on the character GPT's
+// GEMMs and from 0.96x on convolution-sized ones (ops/gemm_narrow.cpp). Past k = 2048 a panel of
+// B (k x 64 floats) no longer fits a core's L2, and nothing was measured there. At avx2 OpenBLAS
+// stays (the AVX2 kernel's tiles hold 12 accumulators: not measured wide).
+bool use_wide_kernel(int64_t m, int64_t n, int64_t k) {
+    return n > 64 && m >= 16 && k >= 16 && k <= 2048 && wide_gemm_available();
+}
 
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
            int64_t ldb, float beta, float* c, int64_t ldc, const GemmEpilogue& epi) {
