@@ -1,6 +1,6 @@
-// GEMM and LINEAR_FWD on OpenBLAS's cblas_sgemm (row-major), or for a narrow C at the avx512 and
-// avx2 levels the plugin's own kernel (gemm_narrow.cpp), with the bias and activation fused into
-// each block (GemmEpilogue).
+// GEMM and LINEAR_FWD on OpenBLAS's cblas_sgemm (row-major), or the plugin's own kernel
+// (gemm_narrow.cpp): for a narrow C at the avx512 and avx2 levels, for a wider one in panels at
+// the avx512 level; with the bias and activation fused into each block (GemmEpilogue).
 #include <algorithm>
 #include <climits>
 

@@ -13,7 +13,8 @@
 //   - A given: each tail element is a dot product of a row of A with a column of B (packed into
 //     a contiguous row first), summed in 16 lanes over k and then across the lanes.
 // Every element's arithmetic depends only on its row and column, so row blocks cut anyhow (over
-// threads) give the same bits. The AVX2 kernel (namespace avx2 below) is the same in 8-float
+// threads) give the same bits. At the AVX-512 level the same kernel also takes wider products,
+// in panels of 64 columns (wide_avx512 below). The AVX2 kernel (namespace avx2 below) is the same in 8-float
 // vectors, with C's whole vectors in blocks of at most 4 (16 registers); its sums differ from the
 // AVX-512 kernel's (8 lanes, not 16, in the tails' dot products), as OpenBLAS's do across levels.
 #include <immintrin.h>
