@@ -14,9 +14,10 @@
 //     a contiguous row first), summed in 16 lanes over k and then across the lanes.
 // Every element's arithmetic depends only on its row and column, so row blocks cut anyhow (over
 // threads) give the same bits. At the AVX-512 level the same kernel also takes wider products,
-// in panels of 64 columns (wide_avx512 below). The AVX2 kernel (namespace avx2 below) is the same in 8-float
-// vectors, with C's whole vectors in blocks of at most 4 (16 registers); its sums differ from the
-// AVX-512 kernel's (8 lanes, not 16, in the tails' dot products), as OpenBLAS's do across levels.
+// in panels of 64 columns (wide_avx512 below). The AVX2 kernel (namespace avx2 below) is the same
+// in 8-float vectors, with C's whole vectors in blocks of at most 4 (16 registers); its sums differ
+// from the AVX-512 kernel's (8 lanes, not 16, in the tails' dot products), as OpenBLAS's do across
+// levels.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -159,19 +160,11 @@ void narrow_avx512(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const 
     tail_dot_products(m, t, k, alpha, a, lda, bt.data(), beta, c + j0, ldc);
 }
 
-// C of any width in panels of 64 columns, each a narrow GEMM above (its tiles keep the panel's C
-// in registers for the whole of k). OpenBLAS packs A and B for every call (its copy routines and
-// the zeroing of C took 17% of the character GPT's GEMM time, where k is 128 to 768); here A is
-// read where it is, and B too unless transposed: then each panel of B^T (rows j0.. of the stored
-// B) is packed once into [k][64], 32 KB at k = 128, and serves every row of the block. On one
-// core of the AMD Zen 4 machine (2026-11-28), against OpenBLAS 0.3.21's Cooperlake kernels, warm
-// caches: 112-116 against 100-102 GFLOP/s on the GPT's shapes (384x512x128, 384x128x512,
-// A^T 256x128x768, B^T 384x512x128, ...), 97-110 against 90-95 on convolution-sized ones
-// (128x1024x1152, 256x192x2304).
 // Rows r[0..7] of an 8x8 block as its columns (unpack, shuffle, swap of 128-bit halves).
 __attribute__((always_inline)) inline void transpose8(__m256 (&r)[8]) {
     __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    for (int i = 0; i < 8; i += 2)
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
     for (int i = 0; i < 8; i += 4) {
         u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
         u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
@@ -199,6 +192,15 @@ void pack_transposed(const float* rows, int64_t ld, int64_t k, int64_t w, float*
         for (int64_t p = 0; p < k; ++p) out[p * w + j] = rows[j * ld + p];
 }
 
+// C of any width in panels of 64 columns, each a narrow GEMM above (its tiles keep the panel's C
+// in registers for the whole of k). OpenBLAS packs A and B for every call (its copy routines and
+// the zeroing of C took 17% of the character GPT's GEMM time, where k is 128 to 768); here A is
+// read where it is, and B too unless transposed: then each panel of B^T (rows j0.. of the stored
+// B) is packed once into [k][64], 32 KB at k = 128, and serves every row of the block. On one
+// core of the AMD Zen 4 machine (2026-11-28), against OpenBLAS 0.3.21's Cooperlake kernels, warm
+// caches: 112-116 against 100-102 GFLOP/s on the GPT's shapes (384x512x128, 384x128x512,
+// A^T 256x128x768, B^T 384x512x128, ...), 97-110 against 90-95 on convolution-sized ones
+// (128x1024x1152, 256x192x2304).
 void wide_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
     constexpr int64_t kPanel = 64;
