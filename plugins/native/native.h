@@ -265,23 +265,19 @@ struct GemmEpilogue {
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
            int64_t ldb, float beta, float* c, int64_t ldc, const GemmEpilogue& epilogue = {});
 
-// C = alpha*op(A)*B + beta*C for a narrow C (1 <= n <= 64; B [k, n] row-major), on AVX-512 or
-// AVX2 + FMA: call it where narrow_gemm_available() (ops/gemm_narrow.cpp: the plugin's level is
-// avx512, or avx2 on a CPU with FMA).
-// Each element's arithmetic depends only on its row and column, so row blocks cut anyhow give
-// the same bits. sgemm() uses it for the shapes where it measured faster than OpenBLAS.
+// C = alpha*op(A)*op(B) + beta*C on the plugin's own kernel (ops/gemm_narrow.cpp): at the avx512
+// level any width, in panels of 64 columns (B^T's panels packed first), where wide_gemm_available();
+// at avx2 on a CPU with FMA a narrow C only (1 <= n <= 64, B not transposed), where
+// narrow_gemm_available() (true at avx512 too). Each element's arithmetic depends only on its row
+// and column, so blocks cut anyhow give the same bits. sgemm() uses it for the shapes where it
+// measured faster than OpenBLAS.
 bool narrow_gemm_available();
-// C = alpha*op(A)*op(B) + beta*C of any width, in panels of 64 columns on the same kernel (B^T's
-// panels packed first), at the avx512 level: call it where wide_gemm_available(). The same
-// promise: each element's arithmetic depends only on its row and column.
 bool wide_gemm_available();
-// Whether sgemm() (and the convolutions' per-worker GEMMs) take wide_sgemm for a product of this
-// shape: more than 64 columns, B transposed or not, where it measured faster (ops/gemm.cpp).
+// Whether sgemm() (and the convolutions' per-worker GEMMs) take own_sgemm for a wide product:
+// more than 64 columns, B transposed or not, where it measured faster (ops/gemm.cpp).
 bool use_wide_kernel(int64_t m, int64_t n, int64_t k);
-void wide_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-void narrow_sgemm(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-                  int64_t ldb, float beta, float* c, int64_t ldc);
+void own_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // y = act(x) over n elements (y may alias x).
 void activate(int act, const float* x, float* y, int64_t n);

@@ -76,7 +76,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int
 // sgemm would take it, else OpenBLAS.
 void gemm_in_worker(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                     int64_t ldb, float beta, float* c, int64_t ldc) {
-    if (use_wide_kernel(m, n, k)) return wide_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    if (use_wide_kernel(m, n, k)) return own_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
     cblas_sgemm_rm(ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
                    static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
@@ -436,7 +436,7 @@ void fwd_pointwise(const Conv& v, const float* x, const float* wt, const ConvEpi
         float* out = y + (n * v.k + g * v.kg + k0) * hw + j0;
         const float* a = wt + (g * v.kg + k0) * v.cg;
         const float* xb = x + (n * v.c + g * v.cg) * hw + j0;
-        if (t.narrow) narrow_sgemm(false, rows, cols, v.cg, 1.0f, a, v.cg, xb, hw, 0.0f, out, hw);
+        if (t.narrow) own_sgemm(false, false, rows, cols, v.cg, 1.0f, a, v.cg, xb, hw, 0.0f, out, hw);
         else gemm_in_worker(false, false, rows, cols, v.cg, a, v.cg, xb, hw, 0.0f, out, hw);
         e.finish(g * v.kg + k0, out, hw, out, hw, rows, cols);
     });

@@ -34,6 +34,7 @@
 #include <climits>
 #include <cstring>
 
+#include "ops/transpose8.h"
 #include "simd.h"
 
 namespace xylem::native {
@@ -42,11 +43,6 @@ namespace {
 
 constexpr int64_t kAlign = 16;  // positions per image and packed images are padded to this (the widest vector)
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-// 8 floats, for the copies and transposes below (two SSE registers at the baseline level).
-using V8 = float __attribute__((vector_size(32)));
-using V8u = float __attribute__((vector_size(32), aligned(4), may_alias));
-using I8 = int __attribute__((vector_size(32)));
 
 // Register tiles per level (measured on one core of the 2-vCPU AVX-512 Xeon, each level capped
 // by XYLEM_NATIVE_ISA; ResNet-20's convolutions at batch 128, per step):
@@ -636,30 +632,6 @@ XYLEM_KERNEL_LEVELS(void, filter_group,
         filter_taps<S, std::min(kMaxTaps, Tiles<S>::kFilterAcc / 2), 2>(v, l, xq, dyt + k * S::L, ldk, m, acc + k * S::L);
     for (; k < vectors; ++k)
         filter_taps<S, std::min(kMaxTaps, Tiles<S>::kFilterAcc), 1>(v, l, xq, dyt + k * S::L, ldk, m, acc + k * S::L);
-}
-
-// out[e*ldo + k] = in[k*ldi + e] for an 8x8 block: unpack, shuffle, then swap 128-bit halves,
-// 24 shuffles for 64 floats (GCC picks the instructions for each level; at baseline a V8 is two
-// SSE registers and the last step only renames them).
-__attribute__((always_inline)) inline void transpose8(const float* in, int64_t ldi, float* out, int64_t ldo) {
-    V8 r[8], t[8];
-    for (int i = 0; i < 8; ++i) r[i] = *reinterpret_cast<const V8u*>(in + i * ldi);
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = __builtin_shuffle(r[i], r[i + 1], I8{0, 8, 1, 9, 4, 12, 5, 13});
-        t[i + 1] = __builtin_shuffle(r[i], r[i + 1], I8{2, 10, 3, 11, 6, 14, 7, 15});
-    }
-    for (int i = 0; i < 8; i += 4)
-        for (int h = 0; h < 2; ++h) {
-            r[i + h] = __builtin_shuffle(t[i + h], t[i + 2 + h], I8{0, 1, 8, 9, 4, 5, 12, 13});
-            r[i + 2 + h] = __builtin_shuffle(t[i + h], t[i + 2 + h], I8{2, 3, 10, 11, 6, 7, 14, 15});
-        }
-    // r: 0 = rows 0-3 x cols {0,4}, 2 = {1,5}, 1 = {2,6}, 3 = {3,7}; 4-7 the same for rows 4-7.
-    constexpr int kCol[4] = {0, 2, 1, 3};
-    for (int c = 0; c < 4; ++c) {
-        *reinterpret_cast<V8u*>(out + c * ldo) = __builtin_shuffle(r[kCol[c]], r[4 + kCol[c]], I8{0, 1, 2, 3, 8, 9, 10, 11});
-        *reinterpret_cast<V8u*>(out + (c + 4) * ldo) =
-            __builtin_shuffle(r[kCol[c]], r[4 + kCol[c]], I8{4, 5, 6, 7, 12, 13, 14, 15});
-    }
 }
 
 // dyt[j][p][k] = dy[j][k0 + k][p] for k < kg, 0 for kg <= k < ldk: m images' dY of one group,

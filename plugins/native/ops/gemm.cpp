@@ -56,7 +56,7 @@ void sgemm_block(bool ta, bool tb, bool by_rows, int64_t lo, int64_t hi, int64_t
                    static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
-// The shapes where narrow_sgemm measured faster than OpenBLAS on one core (AVX-512 Xeon,
+// The narrow shapes where own_sgemm measured faster than OpenBLAS on one core (AVX-512 Xeon,
 // 2026-11-23: 0.66-0.84x its time from 32 to 64 columns with k >= 128, e.g. 512x50x128 and
 // 128x50x512, the LSTM's per-step GEMMs at batch 50; slower at 16 columns or fewer and for
 // a few rows). At the avx2 level (the same Xeon with XYLEM_NATIVE_ISA=avx2, OpenBLAS Haswell,
@@ -118,8 +118,8 @@ bool use_wide_kernel(int64_t m, int64_t n, int64_t k) {
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
            int64_t ldb, float beta, float* c, int64_t ldc, const GemmEpilogue& epi) {
     if (m == 1) return sgemv_row(ta, tb, n, k, alpha, a, lda, b, ldb, beta, c, epi);
-    const bool narrow = use_narrow_kernel(ta, tb, m, n, k), wide = !narrow && use_wide_kernel(m, n, k);
-    const bool own = narrow || wide, by_rows = narrow || m >= n;
+    const bool narrow = use_narrow_kernel(ta, tb, m, n, k), own = narrow || use_wide_kernel(m, n, k);
+    const bool by_rows = narrow || m >= n;
     const int64_t cut = by_rows ? m : n, units = (cut + kSplitAlign - 1) / kSplitAlign;
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
     // The own kernel's elements do not depend on the cut: one block per worker. OpenBLAS's do:
@@ -130,12 +130,9 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
         const int64_t from = lo * kSplitAlign, to = std::min(hi * kSplitAlign, cut);
         const int64_t row0 = by_rows ? from : 0, rows = by_rows ? to - from : m;
         const int64_t col0 = by_rows ? 0 : from, cols = by_rows ? n : to - from;
-        if (narrow)
-            narrow_sgemm(ta, to - from, n, k, alpha, ta ? a + from : a + from * lda, lda, b, ldb, beta,
-                         c + from * ldc, ldc);
-        else if (wide)
-            wide_sgemm(ta, tb, rows, cols, k, alpha, ta ? a + row0 : a + row0 * lda, lda,
-                       tb ? b + col0 * ldb : b + col0, ldb, beta, c + row0 * ldc + col0, ldc);
+        if (own)
+            own_sgemm(ta, tb, rows, cols, k, alpha, ta ? a + row0 : a + row0 * lda, lda, tb ? b + col0 * ldb : b + col0,
+                      ldb, beta, c + row0 * ldc + col0, ldc);
         else
             sgemm_block(ta, tb, by_rows, from, to, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         epilogue_block(epi, c, ldc, row0, rows, col0, cols);

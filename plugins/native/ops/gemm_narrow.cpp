@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "native.h"
+#include "ops/transpose8.h"
 
 namespace xylem::native {
 
@@ -160,31 +161,13 @@ void narrow_avx512(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const 
     tail_dot_products(m, t, k, alpha, a, lda, bt.data(), beta, c + j0, ldc);
 }
 
-// Rows r[0..7] of an 8x8 block as its columns (unpack, shuffle, swap of 128-bit halves).
-__attribute__((always_inline)) inline void transpose8(__m256 (&r)[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2)
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-    for (int i = 0; i < 4; ++i)
-        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20), r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-}
-
 // out[p][j] = rows[j * ld + p] for p < k, j < w: B^T's panel from w stored rows of B, in 8x8
 // blocks (a scalar loop took 4x as long, and 15x at k = 512, where the 64 rows are 2 KB apart).
 void pack_transposed(const float* rows, int64_t ld, int64_t k, int64_t w, float* out) {
     const int64_t k8 = k / 8 * 8, w8 = w / 8 * 8;
     for (int64_t j0 = 0; j0 < w8; j0 += 8) {
         const float* r = rows + j0 * ld;
-        for (int64_t p0 = 0; p0 < k8; p0 += 8) {
-            __m256 v[8];
-            for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(r + i * ld + p0);
-            transpose8(v);
-            for (int i = 0; i < 8; ++i) _mm256_storeu_ps(out + (p0 + i) * w + j0, v[i]);
-        }
+        for (int64_t p0 = 0; p0 < k8; p0 += 8) transpose8(r + p0, ld, out + p0 * w + j0, w);
         for (int64_t p = k8; p < k; ++p)
             for (int64_t j = j0; j < j0 + 8; ++j) out[p * w + j] = rows[j * ld + p];
     }
@@ -384,23 +367,14 @@ bool wide_gemm_available() {
 #endif
 }
 
-void wide_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void own_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
 #if defined(__x86_64__)
-    wide_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (isa() == Isa::avx512) wide_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else avx2::narrow(ta, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);  // n <= 64, !tb: the callers' rules
 #else
     (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb, (void)beta,
         (void)c, (void)ldc;
-#endif
-}
-
-void narrow_sgemm(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-                  int64_t ldb, float beta, float* c, int64_t ldc) {
-#if defined(__x86_64__)
-    if (isa() == Isa::avx512) narrow_avx512(ta, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    else avx2::narrow(ta, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-#else
-    (void)ta, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
 #endif
 }
 
